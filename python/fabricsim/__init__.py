@@ -1,0 +1,56 @@
+"""fabricsim: flow-level, max-min fair simulation of AI-factory fabrics.
+
+Build a :class:`Topology`, add flows and delays to a :class:`Scenario`, ``run()`` it, and
+read the results as Arrow tables. All quantities are SI: bytes, seconds, bytes per second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import exceptions, units
+from ._core import __version__
+from ._core import max_min_rates as _max_min_rates
+from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
+from .fabrics import Topology
+from .results import Result, Summary
+from .scenario import Scenario
+
+__all__ = [
+    "Topology",
+    "Scenario",
+    "Result",
+    "Summary",
+    "max_min_rates",
+    "units",
+    "exceptions",
+    "__version__",
+] + exceptions.__all__
+
+
+def max_min_rates(
+    capacity_Bps: Any,
+    flow_index: Any,
+    constraint_index: Any,
+    coefficient: Any = None,
+    *,
+    n_flows: int | None = None,
+    rate_cap_Bps: Any = None,
+) -> np.ndarray:
+    """Max-min fair rates (bytes/s), one per flow, by progressive filling.
+
+    Usage entry ``e`` says flow ``flow_index[e]`` puts ``coefficient[e]`` (default 1) times
+    its rate on constraint ``constraint_index[e]``, whose capacity is ``capacity_Bps[...]``.
+    ``rate_cap_Bps`` optionally caps each flow (``inf`` for none).
+    """
+    fi = np.ascontiguousarray(flow_index, dtype=np.int64)
+    ci = np.ascontiguousarray(constraint_index, dtype=np.int64)
+    k = np.ones(fi.shape[0]) if coefficient is None else np.ascontiguousarray(coefficient, dtype=np.float64)
+    if n_flows is None:
+        n_flows = int(fi.max(initial=-1)) + 1
+    caps = None if rate_cap_Bps is None else np.ascontiguousarray(rate_cap_Bps, dtype=np.float64)
+    return _max_min_rates(
+        np.ascontiguousarray(capacity_Bps, dtype=np.float64), fi, ci, k, int(n_flows), caps
+    )

@@ -1,0 +1,131 @@
+"""Results of a run as Arrow tables.
+
+Numeric columns are NumPy arrays that own the Rust core's buffers, wrapped by Arrow without a
+copy. Every table is a :class:`pyarrow.Table`, so it exposes ``__arrow_c_stream__`` and
+polars (``pl.from_arrow`` / ``pl.DataFrame``), DuckDB and pandas read it directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .units import format_bytes, format_duration
+
+__all__ = ["Result", "Summary", "table_from_columns"]
+
+
+def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
+    """A table from the core's (name, column) pairs without copying numeric data."""
+    arrays = []
+    names = []
+    for name, col in columns:
+        if isinstance(col, tuple):
+            indices, values = col
+            arrays.append(
+                pa.DictionaryArray.from_arrays(
+                    pa.array(indices, mask=indices < 0), pa.array(values, type=pa.string())
+                )
+            )
+        else:
+            arrays.append(pa.array(col))
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline figures of a run."""
+
+    makespan_s: float
+    n_flows: int
+    n_delays: int
+    bytes_moved: float
+    #: The five links with the highest mean utilization.
+    busiest_links: pa.Table
+
+    def __str__(self) -> str:
+        lines = [
+            f"makespan      {format_duration(self.makespan_s)}",
+            f"flows         {self.n_flows}",
+            f"delays        {self.n_delays}",
+            f"bytes moved   {format_bytes(self.bytes_moved)}",
+            "busiest links:",
+            f"  {'link':>6} {'src':>6} {'dst':>6} {'mean util':>10} {'peak util':>10} {'carried':>12}",
+        ]
+        for row in self.busiest_links.to_pylist():
+            lines.append(
+                f"  {row['link_id']:>6} {row['src']:>6} {row['dst']:>6} "
+                f"{row['mean_utilization']:>10.1%} {row['peak_utilization']:>10.1%} "
+                f"{format_bytes(row['bytes_carried']):>12}"
+            )
+        return "\n".join(lines)
+
+
+class Result:
+    """What :meth:`Scenario.run` returns: ``flows``, ``delays``, ``links`` tables (and
+    ``rate_changes`` when the run recorded rates) plus a :attr:`summary`."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.flows: pa.Table = table_from_columns(raw["flows"])
+        self.delays: pa.Table = table_from_columns(raw["delays"])
+        self.links: pa.Table = table_from_columns(raw["links"])
+        self._rate_changes = (
+            table_from_columns(raw["rate_changes"]) if "rate_changes" in raw else None
+        )
+        self.makespan_s: float = raw["makespan_s"]
+        #: Distinct instants at which events happened.
+        self.n_instants: int = raw["n_instants"]
+        #: Flow rates re-solved, summed over instants: the work the engine did.
+        self.n_flows_resolved: int = raw["n_flows_resolved"]
+
+    @property
+    def rate_changes(self) -> pa.Table:
+        """time_s, flow_id, rate_Bps: from time_s on, the flow transfers at rate_Bps."""
+        if self._rate_changes is None:
+            raise AttributeError("rate_changes were not recorded: run with record_rates=True")
+        return self._rate_changes
+
+    @property
+    def summary(self) -> Summary:
+        links = self.links
+        top = links.take(
+            pc.select_k_unstable(
+                links, k=min(5, links.num_rows), sort_keys=[("mean_utilization", "descending")]
+            )
+        ).select(["link_id", "src", "dst", "mean_utilization", "peak_utilization", "bytes_carried"])
+        return Summary(
+            makespan_s=self.makespan_s,
+            n_flows=self.flows.num_rows,
+            n_delays=self.delays.num_rows,
+            bytes_moved=float(np.sum(self.flows.column("bytes").to_numpy())),
+            busiest_links=top,
+        )
+
+    def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:
+        """Writes every table as ``<directory>/<name>.parquet``; returns the paths written."""
+        import pyarrow.parquet as pq
+
+        os.makedirs(directory, exist_ok=True)
+        tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
+        if self._rate_changes is not None:
+            tables["rate_changes"] = self._rate_changes
+        paths = []
+        for name, table in tables.items():
+            path = os.path.join(os.fspath(directory), f"{name}.parquet")
+            meta = dict(table.schema.metadata or {})
+            meta[b"fabricsim.makespan_s"] = repr(self.makespan_s).encode()
+            pq.write_table(table.replace_schema_metadata(meta), path)
+            paths.append(path)
+        return paths
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(makespan_s={self.makespan_s!r}, flows={self.flows.num_rows}, "
+            f"delays={self.delays.num_rows}, links={self.links.num_rows})"
+        )

@@ -1,0 +1,171 @@
+"""Scenarios: flows and delays on a topology, joined into a DAG by dependencies, and run."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import _core
+from .exceptions import InvalidArgumentError
+from .fabrics import Topology
+from .results import Result
+from .units import duration_s as _duration_s
+from .units import bandwidth_Bps as _bandwidth_Bps
+from .units import size_bytes as _size_bytes
+
+__all__ = ["Scenario"]
+
+ProgressCallback = Callable[[int, int, float], Any]
+
+
+def _ids(after: int | Iterable[int]) -> list[int]:
+    if isinstance(after, (int, np.integer)):
+        return [int(after)]
+    return [int(a) for a in after]
+
+
+def _floats(name: str, values: Any, n: int, parse) -> np.ndarray:
+    if isinstance(values, str) or np.isscalar(values):
+        return np.full(n, parse(values), dtype=np.float64)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape != (n,):
+        raise InvalidArgumentError(f"{name} must have shape ({n},), got {arr.shape}")
+    return np.ascontiguousarray(arr)
+
+
+class _ProgressBar:
+    """A one-line progress report on stderr, at most a few times a second."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+
+    def __call__(self, n_done: int, n_total: int, time_s: float) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.25:
+            return
+        self._last = now
+        share = n_done / n_total if n_total else 1.0
+        bar = "#" * int(share * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} of {n_total} activities, sim time {time_s:.6g} s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._last:
+            sys.stderr.write("\n")
+
+
+class Scenario:
+    """Flows between nodes of a topology and delays (compute time), joined by dependencies.
+
+    Every ``add_*`` returns an activity id (flows and delays share one id space) that later
+    activities can wait for with ``after=``. ``seed`` drives ECMP hashing.
+    """
+
+    def __init__(self, topology: Topology, *, seed: int = 0) -> None:
+        if not isinstance(topology, Topology):
+            raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+        self.topology = topology
+        self.seed = int(seed)
+        self._core = _core.Scenario(topology._core, self.seed)
+
+    @property
+    def n_activities(self) -> int:
+        return self._core.n_activities
+
+    def add_flow(
+        self,
+        src: Any,
+        dst: Any,
+        size_bytes: float | str,
+        *,
+        start_s: float | str = 0.0,
+        after: int | Iterable[int] = (),
+        route: Iterable[int] | None = None,
+        tag: str | None = None,
+        max_rate_Bps: float | str | None = None,
+    ) -> int:
+        """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
+        ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids
+        (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate."""
+        topo = self.topology
+        return self._core.add_flow(
+            topo.node_id(src),
+            topo.node_id(dst),
+            _size_bytes(size_bytes),
+            _duration_s(start_s),
+            _ids(after),
+            None if route is None else [int(link) for link in route],
+            tag,
+            None if max_rate_Bps is None else _bandwidth_Bps(max_rate_Bps),
+        )
+
+    def add_flows(
+        self,
+        src: Any,
+        dst: Any,
+        size_bytes: Any,
+        *,
+        start_s: Any = 0.0,
+        tag: str | None = None,
+    ) -> np.ndarray:
+        """Many ECMP-routed flows at once (arrays, or scalars broadcast); returns their ids.
+        All or nothing: if one element is bad, none is added and the error names it."""
+        src_ids = self.topology.node_ids(src)
+        n = src_ids.shape[0]
+        dst_ids = self.topology.node_ids(dst)
+        return self._core.add_flows(
+            src_ids,
+            dst_ids,
+            _floats("size_bytes", size_bytes, n, _size_bytes),
+            _floats("start_s", start_s, n, _duration_s),
+            tag,
+        )
+
+    def add_delay(
+        self,
+        duration_s: float | str,
+        *,
+        start_s: float | str = 0.0,
+        after: int | Iterable[int] = (),
+        tag: str | None = None,
+    ) -> int:
+        """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
+        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _ids(after), tag)
+
+    def add_dependency(self, activity_id: int, after_id: int) -> None:
+        """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
+        self._core.add_dependency(int(activity_id), int(after_id))
+
+    def route_of(self, flow_id: int) -> list[int]:
+        """Link ids a flow crosses, in path order."""
+        return self._core.route_of(int(flow_id))
+
+    def run(
+        self,
+        *,
+        progress: bool | ProgressCallback = False,
+        record_rates: bool = False,
+    ) -> Result:
+        """Simulates to completion and returns the :class:`Result`.
+
+        The GIL is released while the core runs. ``progress=True`` draws a progress line on
+        stderr; a callable gets ``(n_done, n_activities, sim_time_s)`` now and then.
+        ``record_rates=True`` keeps every rate change (``Result.rate_changes``).
+        Ctrl-C stops the run with KeyboardInterrupt.
+        """
+        bar = _ProgressBar() if progress is True else None
+        callback = bar if bar is not None else (progress or None)
+        try:
+            raw = self._core.run(record_rates, callback)
+        finally:
+            if bar is not None:
+                bar.close()
+        return Result(raw)
+
+    def __repr__(self) -> str:
+        return f"Scenario({self.topology!r}, seed={self.seed}, n_activities={self.n_activities})"

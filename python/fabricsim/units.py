@@ -1,0 +1,274 @@
+"""Human-readable quantities to and from SI floats.
+
+Only SI base units cross the fabricsim API: bytes, seconds and bytes per second. This module
+turns the strings people write ("800Gb/s", "1GiB", "500ns") into those floats, and formats
+floats back into short strings for tables.
+
+Parsing rules (whitespace between number and unit is allowed, e.g. "25 GB/s"):
+
+* Numbers: ``12``, ``1.5``, ``.5``, ``1e3``. No sign: negative quantities are rejected.
+* Decimal prefixes k/K (1e3), M (1e6), G (1e9), T (1e12), P (1e15), E (1e18).
+* Binary prefixes Ki (2**10), Mi (2**20), Gi (2**30), Ti (2**40), Pi (2**50), Ei (2**60).
+* ``b`` is a bit and ``B`` a byte: the case of that letter matters, "800Gb/s" is 1e11 B/s while
+  "800GB/s" is 8e11 B/s.
+
+:func:`bandwidth_Bps`
+    ``<prefix>b/s``, ``<prefix>bps``, ``<prefix>bit/s`` (bits per second, divided by 8) and
+    ``<prefix>B/s``, ``<prefix>Bps`` (bytes per second). "400Gbps" -> 5e10, "900GB/s" -> 9e11,
+    "1.6Tb/s" -> 2e11. A bare number string has no unit and is rejected.
+:func:`size_bytes`
+    ``B``, ``kB``/``KB`` (1e3), ``MB`` (1e6), ``GB`` (1e9), ... are decimal; ``KiB``, ``MiB``,
+    ``GiB``, ... are binary. A prefix letter alone, as nccl-tests' ``-b``/``-e`` flags take it,
+    is *binary*: "8M" = 8 MiB = 8388608, "1G" = 2**30, "512K" = "512k" = 524288 (nccl-tests
+    also accepts lowercase k, m, g; so does this). A bare number string is bytes, "100" -> 100.
+    Bits are rejected for sizes ("8Mb" is almost always a typo for "8MB").
+:func:`duration_s`
+    ``ps``, ``ns``, ``us`` (also ``µs``/``μs``), ``ms``, ``s``, ``min``, ``h``. "500ns" -> 5e-7.
+    A bare number string has no unit and is rejected.
+
+Numbers (int, float, numpy scalars) pass through unchanged, so every parser can be applied to
+a value that may already be SI. Strings are parsed to ``float``. Bad input raises
+:class:`fabricsim.exceptions.InvalidArgumentError` (a ``ValueError``), naming the bad string
+and the accepted units.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+
+__all__ = [
+    "bandwidth_Bps",
+    "size_bytes",
+    "duration_s",
+    "format_bytes",
+    "format_rate",
+    "format_duration",
+]
+
+_DECIMAL_PREFIX = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+}
+_BINARY_PREFIX = {
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+_ALL_PREFIX = {**_DECIMAL_PREFIX, **_BINARY_PREFIX}
+
+# nccl-tests' size flags take K/M/G (any case) as powers of 1024.
+_NCCL_SUFFIX = {
+    "k": 2.0**10,
+    "K": 2.0**10,
+    "m": 2.0**20,
+    "M": 2.0**20,
+    "g": 2.0**30,
+    "G": 2.0**30,
+    "t": 2.0**40,
+    "T": 2.0**40,
+}
+
+_DURATION_UNIT = {
+    "ps": 1e-12,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "\u00b5s": 1e-6,  # MICRO SIGN
+    "\u03bcs": 1e-6,  # GREEK SMALL LETTER MU
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "min": 60.0,
+    "h": 3600.0,
+}
+
+_QUANTITY = re.compile(
+    r"^\s*(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S*?)\s*$"
+)
+_PREFIX_PATTERN = r"(?P<prefix>[kKMGTPE]i?|)"
+_RATE_UNIT = re.compile(_PREFIX_PATTERN + r"(?P<base>b/s|bps|bit/s|bits/s|B/s|Bps)$")
+_SIZE_UNIT = re.compile(_PREFIX_PATTERN + r"(?P<base>B|bytes?)$")
+
+_RATE_HELP = (
+    "accepted units: b/s, bps, bit/s (bits per second) or B/s, Bps (bytes per second), "
+    "with an optional prefix k, M, G, T, P, E (powers of 1000) or Ki, Mi, Gi, Ti, Pi, Ei "
+    "(powers of 1024), e.g. '800Gb/s', '400Gbps', '900GB/s', '25 GB/s'"
+)
+_SIZE_HELP = (
+    "accepted units: B, kB/KB, MB, GB, TB, PB, EB (powers of 1000), KiB, MiB, GiB, TiB, PiB, "
+    "EiB (powers of 1024), nccl-tests style K, M, G, T alone (powers of 1024), or no unit "
+    "(bytes), e.g. '1GiB', '8MB', '8M', '512KiB', '100 B'"
+)
+_DURATION_HELP = (
+    "accepted units: ps, ns, us (or \u00b5s), ms, s, min, h, e.g. '500ns', '1.5us', '2 ms', '3s'"
+)
+
+
+def _invalid(message: str) -> Exception:
+    # Imported late so this module stays importable on its own (no compiled core needed).
+    try:
+        from fabricsim.exceptions import InvalidArgumentError
+    except ImportError:  # pragma: no cover - only before exceptions.py exists
+        return ValueError(message)
+    return InvalidArgumentError(message)
+
+
+def _split(text: str, kind: str, help_text: str) -> tuple[float, str]:
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise _invalid(f"cannot parse {kind} {text!r}: expected a non-negative number and a unit; {help_text}")
+    value = float(match.group("number"))
+    if not math.isfinite(value):
+        raise _invalid(f"{kind} {text!r} is not finite; {help_text}")
+    return value, match.group("unit")
+
+
+def _passthrough(value: object, kind: str, help_text: str) -> bool:
+    """True if ``value`` is a plain number that the parsers return unchanged."""
+    if isinstance(value, bool):
+        # True/False are ints in Python but never a meaningful quantity.
+        raise _invalid(f"{kind} must be a number or a string, got {value!r}; {help_text}")
+    if isinstance(value, numbers.Real):
+        return True
+    if not isinstance(value, str):
+        raise _invalid(
+            f"{kind} must be a number or a string, got {type(value).__name__} {value!r}; {help_text}"
+        )
+    return False
+
+
+def bandwidth_Bps(value: str | float) -> float:
+    """Parse a bandwidth into bytes per second.
+
+    ``"800Gb/s"`` -> 1e11, ``"400Gbps"`` -> 5e10, ``"1.6Tb/s"`` -> 2e11, ``"900GB/s"`` -> 9e11,
+    ``"25 GB/s"`` -> 2.5e10, ``"1GiB/s"`` -> 1073741824.0. Lowercase ``b`` is bits (divided by
+    8), uppercase ``B`` is bytes. A number is returned unchanged (taken to be bytes/s already).
+
+    Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
+    """
+    if _passthrough(value, "bandwidth", _RATE_HELP):
+        return value  # type: ignore[return-value]
+    number, unit = _split(value, "bandwidth", _RATE_HELP)  # type: ignore[arg-type]
+    if unit == "":
+        raise _invalid(f"bandwidth {value!r} has no unit; {_RATE_HELP}")
+    match = _RATE_UNIT.match(unit)
+    if match is None:
+        raise _invalid(f"unknown bandwidth unit {unit!r} in {value!r}; {_RATE_HELP}")
+    scale = _ALL_PREFIX[match.group("prefix")]
+    if match.group("base") in ("B/s", "Bps"):
+        return number * scale
+    return number * scale / 8.0
+
+
+def size_bytes(value: str | float) -> float:
+    """Parse a data size into bytes.
+
+    ``"1GiB"`` -> 1073741824.0, ``"512KiB"`` -> 524288.0, ``"8MB"`` -> 8e6, ``"100 B"`` ->
+    100.0, ``"100"`` -> 100.0. Following nccl-tests' ``-b``/``-e`` flags, a prefix letter with
+    no ``B`` is binary: ``"8M"`` -> 8388608.0 (8 MiB), ``"1G"`` -> 2**30, ``"64K"`` -> 65536.0.
+    A number is returned unchanged (taken to be bytes already).
+
+    Raises InvalidArgumentError (a ValueError) for an unknown unit, including bits ("8Mb").
+    """
+    if _passthrough(value, "size", _SIZE_HELP):
+        return value  # type: ignore[return-value]
+    number, unit = _split(value, "size", _SIZE_HELP)  # type: ignore[arg-type]
+    if unit == "":
+        return number
+    if unit in _NCCL_SUFFIX:
+        return number * _NCCL_SUFFIX[unit]
+    match = _SIZE_UNIT.match(unit)
+    if match is None:
+        hint = ""
+        if unit.endswith("b") or unit.endswith("bit") or unit.endswith("bits"):
+            hint = " (sizes are in bytes: 'B' is a byte, 'b' a bit)"
+        raise _invalid(f"unknown size unit {unit!r} in {value!r}{hint}; {_SIZE_HELP}")
+    return number * _ALL_PREFIX[match.group("prefix")]
+
+
+def duration_s(value: str | float) -> float:
+    """Parse a duration into seconds.
+
+    ``"500ns"`` -> 5e-7, ``"1.5us"`` -> 1.5e-6, ``"2 ms"`` -> 2e-3, ``"3s"`` -> 3.0,
+    ``"2min"`` -> 120.0. A number is returned unchanged (taken to be seconds already).
+
+    Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
+    """
+    if _passthrough(value, "duration", _DURATION_HELP):
+        return value  # type: ignore[return-value]
+    number, unit = _split(value, "duration", _DURATION_HELP)  # type: ignore[arg-type]
+    if unit == "":
+        raise _invalid(f"duration {value!r} has no unit; {_DURATION_HELP}")
+    if unit not in _DURATION_UNIT:
+        raise _invalid(f"unknown duration unit {unit!r} in {value!r}; {_DURATION_HELP}")
+    return number * _DURATION_UNIT[unit]
+
+
+def _format(value: float, scales: list[tuple[str, float]], precision: int) -> str:
+    """Format ``value`` with the largest unit that keeps the mantissa >= 1.
+
+    ``scales`` is (unit, factor) in increasing factor order; the first entry is the fallback for
+    values smaller than every other unit (and for zero).
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        return f"{value} {scales[0][0]}"
+    magnitude = abs(value)
+    index = 0
+    for i, (_, factor) in enumerate(scales):
+        if magnitude >= factor:
+            index = i
+    # Rounding can carry into the next unit (999.96 kB at 4 digits is "1000 kB" -> "1 MB").
+    if index + 1 < len(scales):
+        rounded = float(f"{magnitude / scales[index][1]:.{precision}g}")
+        if rounded * scales[index][1] >= scales[index + 1][1]:
+            index += 1
+    unit, factor = scales[index]
+    return f"{value / factor:.{precision}g} {unit}"
+
+
+_BYTES_DECIMAL = [("B", 1.0), ("kB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12), ("PB", 1e15), ("EB", 1e18)]
+_BYTES_BINARY = [("B", 1.0)] + [(p + "B", f) for p, f in _BINARY_PREFIX.items()]
+_RATE_BITS = [("b/s", 1.0), ("kb/s", 1e3), ("Mb/s", 1e6), ("Gb/s", 1e9), ("Tb/s", 1e12), ("Pb/s", 1e15)]
+_RATE_BYTES = [("B/s", 1.0), ("kB/s", 1e3), ("MB/s", 1e6), ("GB/s", 1e9), ("TB/s", 1e12), ("PB/s", 1e15)]
+_DURATIONS = [("ps", 1e-12), ("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+
+
+def format_bytes(n_bytes: float, *, binary: bool = True, precision: int = 4) -> str:
+    """Format a size in bytes: ``1073741824`` -> ``"1 GiB"``, ``1.5e6`` -> ``"1.431 MiB"``.
+
+    ``binary=False`` uses powers of 1000 (``"1.5 MB"``). ``precision`` is the number of
+    significant digits. :func:`size_bytes` parses the result back.
+    """
+    return _format(n_bytes, _BYTES_BINARY if binary else _BYTES_DECIMAL, precision)
+
+
+def format_rate(rate_Bps: float, *, bits: bool = True, precision: int = 4) -> str:
+    """Format a rate given in bytes per second: ``1e11`` -> ``"800 Gb/s"``.
+
+    ``bits=True`` (the default, as link speeds are quoted) shows bits per second; ``bits=False``
+    shows bytes per second (``9e11`` -> ``"900 GB/s"``, as NVLink bandwidth is quoted).
+    ``precision`` is the number of significant digits. :func:`bandwidth_Bps` parses the result back.
+    """
+    if bits:
+        return _format(float(rate_Bps) * 8.0, _RATE_BITS, precision)
+    return _format(rate_Bps, _RATE_BYTES, precision)
+
+
+def format_duration(seconds: float, *, precision: int = 4) -> str:
+    """Format a duration in seconds: ``5e-7`` -> ``"500 ns"``, ``1.5e-6`` -> ``"1.5 us"``.
+
+    Seconds is the largest unit (``120.0`` -> ``"120 s"``). ``precision`` is the number of
+    significant digits. :func:`duration_s` parses the result back.
+    """
+    return _format(seconds, _DURATIONS, precision)

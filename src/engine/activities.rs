@@ -1,0 +1,202 @@
+//! The input of a run: a DAG of activities. A flow moves bytes under a usage list of
+//! constraints after waiting its latency; a delay just takes time. Both wait for their
+//! dependencies and their earliest start.
+
+use crate::error::{check_non_negative, Error, Result};
+use crate::ids::ActivityId;
+use crate::solver::Usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Flow,
+    Delay,
+}
+
+/// Activities in structure-of-arrays form, ids dense in creation order.
+#[derive(Debug, Clone, Default)]
+pub struct Activities {
+    pub(crate) kind: Vec<Kind>,
+    pub(crate) start_s: Vec<f64>,
+    /// A flow's latency or a delay's duration: time waited after ready, using no bandwidth.
+    pub(crate) wait_s: Vec<f64>,
+    pub(crate) bytes: Vec<f64>,
+    pub(crate) rate_cap_Bps: Vec<f64>,
+    pub(crate) usage_offsets: Vec<usize>,
+    pub(crate) usage: Vec<Usage>,
+    /// Dependency edges `(activity, after)`: `activity` waits for `after` to finish.
+    pub(crate) deps: Vec<(u32, u32)>,
+}
+
+impl Activities {
+    pub fn new() -> Self {
+        Activities {
+            usage_offsets: vec![0],
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.kind.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_empty()
+    }
+
+    pub fn kind(&self, a: ActivityId) -> Kind {
+        self.kind[a.index()]
+    }
+
+    pub fn bytes(&self, a: ActivityId) -> f64 {
+        self.bytes[a.index()]
+    }
+
+    pub fn start_s(&self, a: ActivityId) -> f64 {
+        self.start_s[a.index()]
+    }
+
+    /// Latency of a flow, duration of a delay.
+    pub fn wait_s(&self, a: ActivityId) -> f64 {
+        self.wait_s[a.index()]
+    }
+
+    pub fn usage(&self, a: ActivityId) -> &[Usage] {
+        let i = a.index();
+        &self.usage[self.usage_offsets[i]..self.usage_offsets[i + 1]]
+    }
+
+    pub fn n_usage_entries(&self) -> usize {
+        self.usage.len()
+    }
+
+    /// Adds a flow of `bytes` over `usage` (entries on one constraint are merged by adding
+    /// their coefficients). `rate_cap_Bps` is `f64::INFINITY` for none.
+    pub fn add_flow(
+        &mut self,
+        bytes: f64,
+        usage: &[Usage],
+        latency_s: f64,
+        start_s: f64,
+        rate_cap_Bps: f64,
+        after: &[ActivityId],
+    ) -> Result<ActivityId> {
+        check_non_negative("size_bytes", bytes)?;
+        check_non_negative("latency_s", latency_s)?;
+        check_non_negative("start_s", start_s)?;
+        if !(rate_cap_Bps > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "max_rate_Bps must be > 0 (or None), got {rate_cap_Bps}"
+            )));
+        }
+        for u in usage {
+            if !(u.coefficient.is_finite() && u.coefficient > 0.0) {
+                return Err(Error::InvalidArgument(format!(
+                    "usage coefficient on constraint {} must be finite and > 0, got {}",
+                    u.constraint, u.coefficient
+                )));
+            }
+        }
+        if usage.is_empty() && bytes > 0.0 && !rate_cap_Bps.is_finite() {
+            return Err(Error::InvalidArgument(
+                "a flow with bytes to move needs a route (usage list) or a rate cap".into(),
+            ));
+        }
+        self.check_after(after)?;
+        let id = self.push(Kind::Flow, start_s, latency_s, bytes, rate_cap_Bps, after);
+        let begin = self.usage.len();
+        self.usage.extend_from_slice(usage);
+        let row = &mut self.usage[begin..];
+        row.sort_unstable_by_key(|u| u.constraint);
+        // Merge repeated constraints in place.
+        let mut w = 0;
+        for r in 0..row.len() {
+            if w > 0 && row[w - 1].constraint == row[r].constraint {
+                row[w - 1].coefficient += row[r].coefficient;
+            } else {
+                row[w] = row[r];
+                w += 1;
+            }
+        }
+        self.usage.truncate(begin + w);
+        self.usage_offsets.push(self.usage.len());
+        Ok(id)
+    }
+
+    /// Adds a delay (compute time) of `duration_s`.
+    pub fn add_delay(
+        &mut self,
+        duration_s: f64,
+        start_s: f64,
+        after: &[ActivityId],
+    ) -> Result<ActivityId> {
+        check_non_negative("duration_s", duration_s)?;
+        check_non_negative("start_s", start_s)?;
+        self.check_after(after)?;
+        let id = self.push(Kind::Delay, start_s, duration_s, 0.0, f64::INFINITY, after);
+        self.usage_offsets.push(self.usage.len());
+        Ok(id)
+    }
+
+    /// Makes `activity` wait for `after`. Cycles are allowed here and refused by the run.
+    pub fn add_dependency(&mut self, activity: ActivityId, after: ActivityId) -> Result<()> {
+        self.check_after(&[activity, after])?;
+        if activity == after {
+            return Err(Error::DependencyCycle(format!(
+                "activity {} cannot wait for itself",
+                activity.0
+            )));
+        }
+        self.deps.push((activity.0, after.0));
+        Ok(())
+    }
+
+    /// Forgets activities `first..`, e.g. to undo a batch that failed halfway.
+    pub fn truncate(&mut self, first: usize) {
+        if first >= self.len() {
+            return;
+        }
+        self.kind.truncate(first);
+        self.start_s.truncate(first);
+        self.wait_s.truncate(first);
+        self.bytes.truncate(first);
+        self.rate_cap_Bps.truncate(first);
+        self.usage.truncate(self.usage_offsets[first]);
+        self.usage_offsets.truncate(first + 1);
+        self.deps
+            .retain(|&(a, after)| (a as usize) < first && (after as usize) < first);
+    }
+
+    fn check_after(&self, after: &[ActivityId]) -> Result<()> {
+        for a in after {
+            if a.index() >= self.len() {
+                return Err(Error::UnknownActivity(format!(
+                    "no activity with id {} (ids so far: 0..{})",
+                    a.0,
+                    self.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        kind: Kind,
+        start_s: f64,
+        wait_s: f64,
+        bytes: f64,
+        rate_cap_Bps: f64,
+        after: &[ActivityId],
+    ) -> ActivityId {
+        let id = self.kind.len() as u32;
+        self.kind.push(kind);
+        self.start_s.push(start_s);
+        self.wait_s.push(wait_s);
+        self.bytes.push(bytes);
+        self.rate_cap_Bps.push(rate_cap_Bps);
+        for a in after {
+            self.deps.push((id, a.0));
+        }
+        ActivityId(id)
+    }
+}

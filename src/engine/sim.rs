@@ -1,0 +1,445 @@
+//! The event loop. Time jumps from event to event; between events every rate is constant.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use super::activities::{Activities, Kind};
+use super::sharing::Sharing;
+use crate::error::{Error, Result};
+use crate::solver::IndexedHeap;
+use crate::units::SAME_INSTANT_REL;
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Keep every rate change as (time_s, flow, rate_Bps) rows.
+    pub record_rates: bool,
+}
+
+/// Progress of a run, handed to the caller's callback now and then.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub n_done: usize,
+    pub n_activities: usize,
+    pub time_s: f64,
+    pub n_events: u64,
+}
+
+/// Everything a run measures, indexed by activity id or constraint id.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutput {
+    /// When dependencies were met and the earliest start had come.
+    pub ready_s: Vec<f64>,
+    /// When a flow's transfer began (after its latency); a delay's ready time.
+    pub start_s: Vec<f64>,
+    pub finish_s: Vec<f64>,
+    /// Time each constraint carried any load.
+    pub busy_s: Vec<f64>,
+    /// Highest load seen on each constraint, bytes per second.
+    pub peak_load_Bps: Vec<f64>,
+    pub rate_change_time_s: Vec<f64>,
+    pub rate_change_flow: Vec<u32>,
+    pub rate_change_Bps: Vec<f64>,
+    pub makespan_s: f64,
+    /// Distinct instants at which something happened.
+    pub n_instants: u64,
+    /// Flows re-solved, summed over all instants (a measure of the work done).
+    pub n_flows_resolved: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum EventKind {
+    /// A flow's latency has passed: its transfer begins.
+    TransferStart,
+    /// A delay's duration has passed.
+    DelayEnd,
+}
+
+/// Heap entry ordered by time, then kind, then id, so ties resolve the same way every run.
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    time_s: f64,
+    kind: EventKind,
+    id: u32,
+}
+
+impl PartialEq for Timed {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.time_s
+            .total_cmp(&other.time_s)
+            .then(self.kind.cmp(&other.kind))
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+struct Sim<'a> {
+    acts: &'a Activities,
+    dependents_offsets: Vec<usize>,
+    dependents: Vec<u32>,
+    n_pending: Vec<u32>,
+    events: BinaryHeap<Reverse<Timed>>,
+    /// Projected finish time of every transferring flow, updated in place.
+    finishes: IndexedHeap,
+    remaining_bytes: Vec<f64>,
+    /// Time at which `remaining_bytes` was last brought up to date.
+    updated_s: Vec<f64>,
+    sharing: Sharing<'a>,
+    load_Bps: Vec<f64>,
+    load_since_s: Vec<f64>,
+    load_touched: Vec<bool>,
+    touched: Vec<u32>,
+    out: RunOutput,
+    record_rates: bool,
+    n_done: usize,
+}
+
+/// Runs the activities over constraints of the given capacities (bytes per second).
+/// `progress` is called every few thousand instants; returning false stops the run with
+/// `Error::Interrupted`.
+pub fn run(
+    capacity_Bps: &[f64],
+    acts: &Activities,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput> {
+    validate(capacity_Bps, acts)?;
+    let mut sim = Sim::new(capacity_Bps, acts, options.record_rates)?;
+    sim.start();
+    sim.event_loop(progress)?;
+    Ok(sim.finish())
+}
+
+fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {
+    for (c, &cap) in capacity.iter().enumerate() {
+        crate::error::check_non_negative(&format!("capacity of constraint {c}"), cap)?;
+    }
+    for a in 0..acts.len() {
+        let usage = &acts.usage[acts.usage_offsets[a]..acts.usage_offsets[a + 1]];
+        for u in usage {
+            let c = u.constraint as usize;
+            if c >= capacity.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {a} uses constraint {c}, but there are only {} constraints",
+                    capacity.len()
+                )));
+            }
+            if capacity[c] == 0.0 && acts.bytes[a] > 0.0 {
+                return Err(Error::ZeroCapacityPath(format!(
+                    "flow {a} crosses constraint {c}, whose capacity is 0: it would never finish"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Sim<'a> {
+    fn new(capacity: &'a [f64], acts: &'a Activities, record_rates: bool) -> Result<Self> {
+        let n = acts.len();
+        let mut n_pending = vec![0u32; n];
+        let mut dependents_offsets = vec![0usize; n + 1];
+        for &(a, after) in &acts.deps {
+            n_pending[a as usize] += 1;
+            dependents_offsets[after as usize + 1] += 1;
+        }
+        for i in 0..n {
+            dependents_offsets[i + 1] += dependents_offsets[i];
+        }
+        let mut cursor = dependents_offsets.clone();
+        let mut dependents = vec![0u32; acts.deps.len()];
+        for &(a, after) in &acts.deps {
+            dependents[cursor[after as usize]] = a;
+            cursor[after as usize] += 1;
+        }
+        check_acyclic(n, &n_pending, &dependents_offsets, &dependents)?;
+        let n_c = capacity.len();
+        Ok(Sim {
+            acts,
+            dependents_offsets,
+            dependents,
+            n_pending,
+            events: BinaryHeap::new(),
+            finishes: IndexedHeap::with_ids(n),
+            remaining_bytes: acts.bytes.clone(),
+            updated_s: vec![0.0; n],
+            sharing: Sharing::new(&acts.usage_offsets, &acts.usage, capacity, &acts.rate_cap_Bps),
+            load_Bps: vec![0.0; n_c],
+            load_since_s: vec![0.0; n_c],
+            load_touched: vec![false; n_c],
+            touched: Vec::new(),
+            out: RunOutput {
+                ready_s: vec![f64::NAN; n],
+                start_s: vec![f64::NAN; n],
+                finish_s: vec![f64::NAN; n],
+                busy_s: vec![0.0; n_c],
+                peak_load_Bps: vec![0.0; n_c],
+                ..Default::default()
+            },
+            record_rates,
+            n_done: 0,
+        })
+    }
+
+    fn start(&mut self) {
+        for a in 0..self.acts.len() {
+            if self.n_pending[a] == 0 {
+                self.make_ready(a as u32, 0.0);
+            }
+        }
+    }
+
+    /// Dependencies of `a` are met at `time_s`: it becomes ready at its earliest start.
+    fn make_ready(&mut self, a: u32, time_s: f64) {
+        let ai = a as usize;
+        let ready = time_s.max(self.acts.start_s[ai]);
+        self.out.ready_s[ai] = ready;
+        let kind = match self.acts.kind[ai] {
+            Kind::Flow => EventKind::TransferStart,
+            Kind::Delay => {
+                self.out.start_s[ai] = ready;
+                EventKind::DelayEnd
+            }
+        };
+        self.events.push(Reverse(Timed {
+            time_s: ready + self.acts.wait_s[ai],
+            kind,
+            id: a,
+        }));
+    }
+
+    fn complete(&mut self, a: u32, time_s: f64) {
+        self.out.finish_s[a as usize] = time_s;
+        self.n_done += 1;
+        for i in self.dependents_offsets[a as usize]..self.dependents_offsets[a as usize + 1] {
+            let d = self.dependents[i];
+            self.n_pending[d as usize] -= 1;
+            if self.n_pending[d as usize] == 0 {
+                self.make_ready(d, time_s);
+            }
+        }
+    }
+
+    fn next_finish_s(&self) -> Option<f64> {
+        self.finishes.peek().map(|(t, _)| t)
+    }
+
+    fn event_loop(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<()> {
+        let mut left: Vec<u32> = Vec::new();
+        let mut arrived: Vec<u32> = Vec::new();
+        loop {
+            let next_event = self.events.peek().map(|Reverse(e)| e.time_s);
+            let next_finish = self.next_finish_s();
+            let now = match (next_event, next_finish) {
+                (None, None) => break,
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+            };
+            let horizon = now + now.abs() * SAME_INSTANT_REL;
+            left.clear();
+            arrived.clear();
+            // Drain everything at this instant, including what it triggers (zero waits).
+            loop {
+                if let Some(Reverse(e)) = self.events.peek().copied() {
+                    if e.time_s <= horizon {
+                        self.events.pop();
+                        match e.kind {
+                            EventKind::DelayEnd => self.complete(e.id, e.time_s),
+                            EventKind::TransferStart => {
+                                let f = e.id as usize;
+                                self.out.start_s[f] = e.time_s;
+                                if self.acts.bytes[f] == 0.0 {
+                                    self.complete(e.id, e.time_s);
+                                } else {
+                                    arrived.push(e.id);
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                }
+                match self.finishes.peek() {
+                    Some((t, f)) if t <= horizon => {
+                        self.finishes.remove(f);
+                        self.sharing.detach(f);
+                        self.remaining_bytes[f as usize] = 0.0;
+                        left.push(f);
+                        self.complete(f, t);
+                    }
+                    _ => break,
+                }
+            }
+            self.out.n_instants += 1;
+            if !left.is_empty() || !arrived.is_empty() {
+                self.reshare(now, &left, &arrived)?;
+            }
+            if self.out.n_instants % 4096 == 0 {
+                let p = Progress {
+                    n_done: self.n_done,
+                    n_activities: self.acts.len(),
+                    time_s: now,
+                    n_events: self.out.n_instants,
+                };
+                if !progress(&p) {
+                    return Err(Error::Interrupted(format!(
+                        "run stopped at simulated time {now} s with {} of {} activities done",
+                        self.n_done,
+                        self.acts.len()
+                    )));
+                }
+            }
+        }
+        if self.n_done != self.acts.len() {
+            return Err(Error::Internal(format!(
+                "run ended with {} of {} activities done",
+                self.n_done,
+                self.acts.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Re-solves rates after flows left or arrived at `now`, and moves every flow whose rate
+    /// changed onto its new finish time.
+    fn reshare(&mut self, now: f64, left: &[u32], arrived: &[u32]) -> Result<()> {
+        // Leaving flows keep their old rate until the re-solve has read it (threshold).
+        for &f in left {
+            let old = self.sharing.rate[f as usize];
+            self.add_load(now, f, -old);
+        }
+        self.sharing.resolve(left, arrived)?;
+        for &f in left {
+            self.sharing.rate[f as usize] = 0.0;
+        }
+        self.out.n_flows_resolved += self.sharing.region.len() as u64;
+        let region = std::mem::take(&mut self.sharing.region);
+        for &f in &region {
+            let fi = f as usize;
+            let old = self.sharing.rate[fi];
+            let new = self.sharing.solved[fi];
+            if new == old {
+                continue;
+            }
+            if new <= 0.0 {
+                return Err(Error::Internal(format!("flow {f} got rate {new} at {now} s")));
+            }
+            self.remaining_bytes[fi] =
+                (self.remaining_bytes[fi] - old * (now - self.updated_s[fi])).max(0.0);
+            self.updated_s[fi] = now;
+            self.sharing.rate[fi] = new;
+            self.finishes.set(f, now + self.remaining_bytes[fi] / new);
+            self.add_load(now, f, new - old);
+            if self.record_rates {
+                self.out.rate_change_time_s.push(now);
+                self.out.rate_change_flow.push(f);
+                self.out.rate_change_Bps.push(new);
+            }
+        }
+        self.sharing.region = region;
+        self.close_instant_loads();
+        Ok(())
+    }
+
+    /// Adds `delta_Bps` of flow `f`'s rate to its constraints' loads, closing the interval
+    /// of the old load for the busy-time and peak statistics.
+    fn add_load(&mut self, now: f64, f: u32, delta_Bps: f64) {
+        for u in self.sharing.usage_of(f) {
+            let c = u.constraint as usize;
+            if self.load_Bps[c] > 0.0 {
+                self.out.busy_s[c] += now - self.load_since_s[c];
+            }
+            self.load_since_s[c] = now;
+            self.load_Bps[c] = if self.sharing.on[c].is_empty() {
+                0.0 // exact zero, not rounding residue, once the constraint is idle
+            } else {
+                (self.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
+            };
+            if !self.load_touched[c] {
+                self.load_touched[c] = true;
+                self.touched.push(c as u32);
+            }
+        }
+    }
+
+    /// Peaks are read once every change of an instant is in: a flow that speeds up before
+    /// another slows down must not show as a transient overload.
+    fn close_instant_loads(&mut self) {
+        for &c in &self.touched {
+            let c = c as usize;
+            self.load_touched[c] = false;
+            if self.load_Bps[c] > self.out.peak_load_Bps[c] {
+                self.out.peak_load_Bps[c] = self.load_Bps[c];
+            }
+        }
+        self.touched.clear();
+    }
+
+    fn finish(mut self) -> RunOutput {
+        self.out.makespan_s = self
+            .out
+            .finish_s
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        self.out
+    }
+}
+
+/// Kahn's algorithm; on a cycle, names the activities on it.
+fn check_acyclic(
+    n: usize,
+    n_pending: &[u32],
+    offsets: &[usize],
+    dependents: &[u32],
+) -> Result<()> {
+    let mut pending = n_pending.to_vec();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&a| pending[a as usize] == 0).collect();
+    let mut n_seen = 0usize;
+    while let Some(a) = stack.pop() {
+        n_seen += 1;
+        for &d in &dependents[offsets[a as usize]..offsets[a as usize + 1]] {
+            pending[d as usize] -= 1;
+            if pending[d as usize] == 0 {
+                stack.push(d);
+            }
+        }
+    }
+    if n_seen == n {
+        return Ok(());
+    }
+    // Walk backwards along unfinished dependencies from a stuck activity until one repeats.
+    let mut waits_for: Vec<Option<u32>> = vec![None; n];
+    for a in 0..n {
+        for &d in &dependents[offsets[a]..offsets[a + 1]] {
+            if pending[d as usize] > 0 && pending[a] > 0 {
+                waits_for[d as usize] = Some(a as u32);
+            }
+        }
+    }
+    let start = (0..n).find(|&a| pending[a] > 0).expect("a stuck activity") as u32;
+    let mut seen_at = vec![usize::MAX; n];
+    let mut path = Vec::new();
+    let mut a = start;
+    while seen_at[a as usize] == usize::MAX {
+        seen_at[a as usize] = path.len();
+        path.push(a);
+        a = waits_for[a as usize].expect("a stuck activity waits for another stuck one");
+    }
+    let cycle: Vec<String> = path[seen_at[a as usize]..]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    Err(Error::DependencyCycle(format!(
+        "dependency cycle among activities {} (each waits for the next)",
+        cycle.join(" -> ")
+    )))
+}

@@ -1,0 +1,23 @@
+//! fabricsim: a flow-level, event-driven, max-min fair simulator of AI-factory fabrics.
+//!
+//! Layers point one way (see DESIGN.md section 4):
+//! `units/ids -> topology -> routing -> engine (uses solver) -> export -> bindings`.
+//! The solver knows nothing about networks; the engine sees only constraints and activities.
+
+#![allow(non_snake_case)] // units in names: `_Bps` is bytes per second (DESIGN.md section 5)
+
+pub mod engine;
+pub mod error;
+pub mod export;
+pub mod ids;
+pub mod rng;
+pub mod scenario;
+pub mod routing;
+pub mod solver;
+pub mod topology;
+pub mod units;
+
+#[cfg(feature = "python")]
+mod bindings;
+
+pub use error::{Error, Result};

@@ -1,0 +1,219 @@
+//! Routing turns a (source, destination, flow key) into the links a flow crosses.
+//!
+//! Generic graphs use shortest paths by hop count with per-hop ECMP: at each node the flow
+//! takes one of the next links that lie on a shortest path, chosen by the fixed hash
+//! `rng::ecmp_hash(seed, key, node)` over those candidates in link-id order, as a switch
+//! hashing a flow's header would. Links of zero capacity are treated as down.
+//! Distances to each destination are computed once by a reverse breadth-first search and kept.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::ids::{LinkId, NodeId};
+use crate::rng::ecmp_hash;
+use crate::topology::Topology;
+
+const UNREACHED: u32 = u32::MAX;
+/// Distance entries kept across destinations before the cache is emptied (about 1 GiB).
+const CACHE_MAX_ENTRIES: usize = 1 << 28;
+
+#[derive(Debug, Default, Clone)]
+pub struct Router {
+    /// Hop distance of every node to a destination, over links with capacity > 0.
+    distances: HashMap<u32, Vec<u32>>,
+    n_cached: usize,
+}
+
+impl Router {
+    pub fn new() -> Self {
+        Router::default()
+    }
+
+    /// The ECMP path from `src` to `dst` for the flow with `key`, under `seed`.
+    pub fn route(
+        &mut self,
+        topo: &Topology,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        seed: u64,
+    ) -> Result<Vec<LinkId>> {
+        if src == dst {
+            return Err(Error::SameEndpoints(format!(
+                "flow from node {} to itself: src and dst must differ",
+                src.0
+            )));
+        }
+        let dist = self.distances_to(topo, dst);
+        if dist[src.index()] == UNREACHED {
+            return Err(no_path_error(topo, src, dst));
+        }
+        let mut path = Vec::with_capacity(dist[src.index()] as usize);
+        let mut node = src;
+        let mut candidates: Vec<u32> = Vec::new();
+        while node != dst {
+            let want = dist[node.index()] - 1;
+            candidates.clear();
+            candidates.extend(topo.out_links(node).iter().copied().filter(|&l| {
+                topo.capacity_Bps()[l as usize] > 0.0
+                    && dist[topo.link_dst()[l as usize] as usize] == want
+            }));
+            let pick = if candidates.len() == 1 {
+                0
+            } else {
+                (ecmp_hash(seed, key, node.0 as u64) % candidates.len() as u64) as usize
+            };
+            let l = candidates[pick];
+            path.push(LinkId(l));
+            node = NodeId(topo.link_dst()[l as usize]);
+        }
+        Ok(path)
+    }
+
+    fn distances_to(&mut self, topo: &Topology, dst: NodeId) -> &Vec<u32> {
+        if !self.distances.contains_key(&dst.0) {
+            if self.n_cached + topo.n_nodes() > CACHE_MAX_ENTRIES {
+                self.distances.clear();
+                self.n_cached = 0;
+            }
+            let d = hop_distances_to(topo, dst, true);
+            self.n_cached += d.len();
+            self.distances.insert(dst.0, d);
+        }
+        &self.distances[&dst.0]
+    }
+}
+
+/// Breadth-first hop distances from every node to `dst` (reverse search), optionally
+/// ignoring links of zero capacity.
+fn hop_distances_to(topo: &Topology, dst: NodeId, usable_only: bool) -> Vec<u32> {
+    let mut dist = vec![UNREACHED; topo.n_nodes()];
+    let mut queue = std::collections::VecDeque::new();
+    dist[dst.index()] = 0;
+    queue.push_back(dst);
+    while let Some(v) = queue.pop_front() {
+        for &l in topo.in_links(v) {
+            if usable_only && topo.capacity_Bps()[l as usize] <= 0.0 {
+                continue;
+            }
+            let u = topo.link_src()[l as usize] as usize;
+            if dist[u] == UNREACHED {
+                dist[u] = dist[v.index()] + 1;
+                queue.push_back(NodeId(u as u32));
+            }
+        }
+    }
+    dist
+}
+
+fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
+    let any = hop_distances_to(topo, dst, false);
+    if any[src.index()] == UNREACHED {
+        Error::Unreachable(format!("no path from node {} to node {}", src.0, dst.0))
+    } else {
+        Error::ZeroCapacityPath(format!(
+            "every path from node {} to node {} crosses a link of zero capacity",
+            src.0, dst.0
+        ))
+    }
+}
+
+/// Checks that `links` is a path from `src` to `dst` over links of positive capacity.
+pub fn check_route(topo: &Topology, src: NodeId, dst: NodeId, links: &[LinkId]) -> Result<()> {
+    if src == dst {
+        return Err(Error::SameEndpoints(format!(
+            "flow from node {} to itself: src and dst must differ",
+            src.0
+        )));
+    }
+    let Some(first) = links.first() else {
+        return Err(Error::InvalidArgument(format!(
+            "route from node {} to node {} is empty",
+            src.0, dst.0
+        )));
+    };
+    if topo.link_src()[first.index()] != src.0 {
+        return Err(Error::InvalidArgument(format!(
+            "route is not a path from node {}: its first link {} starts at node {}",
+            src.0,
+            first.0,
+            topo.link_src()[first.index()]
+        )));
+    }
+    for pair in links.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if topo.link_dst()[a.index()] != topo.link_src()[b.index()] {
+            return Err(Error::InvalidArgument(format!(
+                "route is not a path: link {} ends at node {} but the next link {} starts at node {}",
+                a.0,
+                topo.link_dst()[a.index()],
+                b.0,
+                topo.link_src()[b.index()]
+            )));
+        }
+    }
+    let last = links[links.len() - 1];
+    if topo.link_dst()[last.index()] != dst.0 {
+        return Err(Error::InvalidArgument(format!(
+            "route is not a path to node {}: its last link {} ends at node {}",
+            dst.0,
+            last.0,
+            topo.link_dst()[last.index()]
+        )));
+    }
+    for &l in links {
+        if topo.capacity_Bps()[l.index()] <= 0.0 {
+            return Err(Error::ZeroCapacityPath(format!(
+                "route crosses link {} whose capacity is 0",
+                l.0
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two parallel two-hop paths 0 -> {1, 2} -> 3.
+    fn diamond() -> Topology {
+        Topology::from_links(
+            4,
+            vec![0, 0, 1, 2],
+            vec![1, 2, 3, 3],
+            vec![1.0; 4],
+            vec![0.0; 4],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ecmp_uses_both_paths_deterministically() {
+        let topo = diamond();
+        let mut r = Router::new();
+        let mut firsts = std::collections::BTreeSet::new();
+        for key in 0..64 {
+            let p = r.route(&topo, NodeId(0), NodeId(3), key, 1).unwrap();
+            assert_eq!(p.len(), 2);
+            assert_eq!(p, r.route(&topo, NodeId(0), NodeId(3), key, 1).unwrap());
+            check_route(&topo, NodeId(0), NodeId(3), &p).unwrap();
+            firsts.insert(p[0].0);
+        }
+        assert_eq!(firsts.into_iter().collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn zero_capacity_and_unreachable_are_told_apart() {
+        let topo = Topology::from_links(3, vec![0], vec![1], vec![0.0], vec![0.0]).unwrap();
+        let mut r = Router::new();
+        assert!(matches!(
+            r.route(&topo, NodeId(0), NodeId(1), 0, 0),
+            Err(Error::ZeroCapacityPath(_))
+        ));
+        assert!(matches!(
+            r.route(&topo, NodeId(0), NodeId(2), 0, 0),
+            Err(Error::Unreachable(_))
+        ));
+    }
+}

@@ -1,0 +1,211 @@
+//! Progressive filling (water-filling) over a subset of flows, the one max-min mechanism of
+//! fabricsim. The standalone solver runs it over every flow; the engine runs it over the flows
+//! an event can affect, with the load of the others subtracted from the capacities.
+
+use super::heap::IndexedHeap;
+use super::{Incidence, Usage};
+use crate::error::{Error, Result};
+
+/// Reusable workspace sized to the problem; `solve` costs O(E log C) over the subset's
+/// E usage entries and C constraints, with no allocation once warmed up.
+#[derive(Debug, Default)]
+pub struct Filling {
+    /// Capacity left for the subset's flows, per constraint (valid while registered).
+    residual: Vec<f64>,
+    /// Sum of the unfrozen flows' coefficients, per constraint.
+    coef_sum: Vec<f64>,
+    /// Number of unfrozen flows, per constraint: exact, unlike the float sum.
+    n_unfrozen: Vec<u32>,
+    /// `unfrozen[f]` is true while flow f is in the subset and not yet frozen.
+    unfrozen: Vec<bool>,
+    heap: IndexedHeap,
+    /// Constraints registered for the current solve.
+    registered: Vec<u32>,
+    is_registered: Vec<bool>,
+    dirty: Vec<u32>,
+    is_dirty: Vec<bool>,
+    capped: Vec<(f64, u32)>,
+}
+
+impl Filling {
+    pub fn new(n_constraints: usize, n_flows: usize) -> Self {
+        let mut f = Filling::default();
+        f.ensure(n_constraints, n_flows);
+        f
+    }
+
+    /// Grows the workspace to at least these sizes.
+    pub fn ensure(&mut self, n_constraints: usize, n_flows: usize) {
+        if self.residual.len() < n_constraints {
+            self.residual.resize(n_constraints, 0.0);
+            self.coef_sum.resize(n_constraints, 0.0);
+            self.n_unfrozen.resize(n_constraints, 0);
+            self.is_registered.resize(n_constraints, false);
+            self.is_dirty.resize(n_constraints, false);
+            self.heap.ensure_ids(n_constraints);
+        }
+        if self.unfrozen.len() < n_flows {
+            self.unfrozen.resize(n_flows, false);
+        }
+    }
+
+    /// Declares constraint `c` with `residual` capacity left for the subset. Every constraint
+    /// used by a flow of the subset must be registered before `solve`.
+    pub fn register(&mut self, c: u32, residual: f64) {
+        let ci = c as usize;
+        debug_assert!(!self.is_registered[ci]);
+        self.is_registered[ci] = true;
+        self.registered.push(c);
+        self.residual[ci] = residual;
+        self.coef_sum[ci] = 0.0;
+        self.n_unfrozen[ci] = 0;
+    }
+
+    /// Max-min fair rates of `subset` (written to `rates[f]`), every flow starting unfrozen.
+    /// `rate_cap[f]` is a per-flow cap (`f64::INFINITY` for none).
+    pub fn solve<I: Incidence>(
+        &mut self,
+        inc: &I,
+        subset: &[u32],
+        rate_cap: &[f64],
+        rates: &mut [f64],
+    ) -> Result<()> {
+        let result = self.fill(inc, subset, rate_cap, rates);
+        // Leave the workspace clean whatever happened.
+        self.heap.clear();
+        for &f in subset {
+            self.unfrozen[f as usize] = false;
+        }
+        for &c in &self.registered {
+            self.is_registered[c as usize] = false;
+        }
+        self.registered.clear();
+        result
+    }
+
+    fn fill<I: Incidence>(
+        &mut self,
+        inc: &I,
+        subset: &[u32],
+        rate_cap: &[f64],
+        rates: &mut [f64],
+    ) -> Result<()> {
+        self.capped.clear();
+        for &f in subset {
+            let usage = inc.usage(f);
+            let cap = rate_cap[f as usize];
+            if usage.is_empty() && !cap.is_finite() {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
+                )));
+            }
+            self.unfrozen[f as usize] = true;
+            if cap.is_finite() {
+                self.capped.push((cap, f));
+            }
+            for u in usage {
+                let ci = u.constraint as usize;
+                if !self.is_registered[ci] {
+                    return Err(Error::Internal(format!(
+                        "constraint {} of flow {f} was not registered",
+                        u.constraint
+                    )));
+                }
+                self.coef_sum[ci] += u.coefficient;
+                self.n_unfrozen[ci] += 1;
+            }
+        }
+        self.capped
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for &c in &self.registered {
+            let ci = c as usize;
+            if self.n_unfrozen[ci] > 0 {
+                self.heap.set(c, self.residual[ci] / self.coef_sum[ci]);
+            }
+        }
+
+        let mut level = 0.0f64;
+        let mut next_capped = 0usize;
+        loop {
+            while next_capped < self.capped.len()
+                && !self.unfrozen[self.capped[next_capped].1 as usize]
+            {
+                next_capped += 1;
+            }
+            let cap = self.capped.get(next_capped).copied();
+            let top = self.heap.peek();
+            match (top, cap) {
+                (None, None) => break,
+                (Some((key, _)), Some((cap_rate, f))) if cap_rate <= key => {
+                    level = level.max(cap_rate);
+                    self.freeze(inc, f, cap_rate, rates);
+                    next_capped += 1;
+                }
+                (None, Some((cap_rate, f))) => {
+                    level = level.max(cap_rate);
+                    self.freeze(inc, f, cap_rate, rates);
+                    next_capped += 1;
+                }
+                (Some((key, c)), _) => {
+                    // Rounding can put a key a hair below the level already reached.
+                    level = level.max(key);
+                    self.heap.remove(c);
+                    let mut frozen_any = false;
+                    inc.for_each_flow_on(c, |f| {
+                        if self.unfrozen[f as usize] {
+                            frozen_any = true;
+                            self.freeze_deferred(inc, f, level, rates);
+                        }
+                    });
+                    if !frozen_any {
+                        return Err(Error::Internal(format!(
+                            "constraint {c} saturated with no unfrozen flow"
+                        )));
+                    }
+                    self.flush_dirty();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Freezes one flow and updates its constraints' keys at once.
+    fn freeze<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, rates: &mut [f64]) {
+        self.freeze_deferred(inc, f, rate, rates);
+        self.flush_dirty();
+    }
+
+    /// Freezes `f` at `rate`; key updates wait in the dirty list so that a constraint shared
+    /// by many flows frozen together is re-keyed once.
+    fn freeze_deferred<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, rates: &mut [f64]) {
+        self.unfrozen[f as usize] = false;
+        rates[f as usize] = rate;
+        for &Usage {
+            constraint,
+            coefficient,
+        } in inc.usage(f)
+        {
+            let ci = constraint as usize;
+            self.residual[ci] -= coefficient * rate;
+            self.coef_sum[ci] -= coefficient;
+            self.n_unfrozen[ci] -= 1;
+            if !self.is_dirty[ci] {
+                self.is_dirty[ci] = true;
+                self.dirty.push(constraint);
+            }
+        }
+    }
+
+    fn flush_dirty(&mut self) {
+        for &c in &self.dirty {
+            let ci = c as usize;
+            self.is_dirty[ci] = false;
+            if self.n_unfrozen[ci] == 0 {
+                self.heap.remove(c);
+            } else {
+                self.heap.set(c, self.residual[ci] / self.coef_sum[ci]);
+            }
+        }
+        self.dirty.clear();
+    }
+}

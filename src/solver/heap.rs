@@ -1,0 +1,162 @@
+//! An indexed binary min-heap of constraints keyed by saturation level, ties broken by id.
+//! Keys move both ways in place (sift up or down), so no stale entries pile up.
+
+const ABSENT: u32 = u32::MAX;
+
+#[derive(Debug, Default, Clone)]
+pub struct IndexedHeap {
+    items: Vec<(f64, u32)>,
+    /// Position of each id in `items`, or ABSENT.
+    pos: Vec<u32>,
+}
+
+impl IndexedHeap {
+    pub fn with_ids(n_ids: usize) -> Self {
+        IndexedHeap {
+            items: Vec::new(),
+            pos: vec![ABSENT; n_ids],
+        }
+    }
+
+    /// Grows the id range to at least `n_ids`.
+    pub fn ensure_ids(&mut self, n_ids: usize) {
+        if self.pos.len() < n_ids {
+            self.pos.resize(n_ids, ABSENT);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn peek(&self) -> Option<(f64, u32)> {
+        self.items.first().copied()
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        self.pos[id as usize] != ABSENT
+    }
+
+    /// Inserts `id` with `key`, or moves it to `key` if present.
+    pub fn set(&mut self, id: u32, key: f64) {
+        let p = self.pos[id as usize];
+        if p == ABSENT {
+            self.items.push((key, id));
+            let i = self.items.len() - 1;
+            self.pos[id as usize] = i as u32;
+            self.sift_up(i);
+        } else {
+            let i = p as usize;
+            let old = self.items[i].0;
+            self.items[i].0 = key;
+            if key < old {
+                self.sift_up(i);
+            } else {
+                self.sift_down(i);
+            }
+        }
+    }
+
+    pub fn remove(&mut self, id: u32) {
+        let p = self.pos[id as usize];
+        if p == ABSENT {
+            return;
+        }
+        let i = p as usize;
+        let last = self.items.len() - 1;
+        self.swap(i, last);
+        self.items.pop();
+        self.pos[id as usize] = ABSENT;
+        if i < self.items.len() {
+            self.sift_down(i);
+            self.sift_up(i);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for &(_, id) in &self.items {
+            self.pos[id as usize] = ABSENT;
+        }
+        self.items.clear();
+    }
+
+    #[inline]
+    fn less(a: (f64, u32), b: (f64, u32)) -> bool {
+        a.0 < b.0 || (a.0 == b.0 && a.1 < b.1)
+    }
+
+    #[inline]
+    fn swap(&mut self, i: usize, j: usize) {
+        self.items.swap(i, j);
+        self.pos[self.items[i].1 as usize] = i as u32;
+        self.pos[self.items[j].1 as usize] = j as u32;
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if Self::less(self.items[i], self.items[parent]) {
+                self.swap(i, parent);
+                i = parent;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.items.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let mut m = l;
+            if r < n && Self::less(self.items[r], self.items[l]) {
+                m = r;
+            }
+            if Self::less(self.items[m], self.items[i]) {
+                self.swap(i, m);
+                i = m;
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn pops_in_key_then_id_order_under_random_updates() {
+        let mut rng = Rng::new(3);
+        let n = 200;
+        let mut heap = IndexedHeap::with_ids(n);
+        let mut truth: Vec<Option<f64>> = vec![None; n];
+        for _ in 0..5000 {
+            let id = rng.below(n as u64) as u32;
+            if rng.below(4) == 0 {
+                heap.remove(id);
+                truth[id as usize] = None;
+            } else {
+                // Few distinct keys so ties are exercised.
+                let key = rng.below(20) as f64;
+                heap.set(id, key);
+                truth[id as usize] = Some(key);
+            }
+            let expect = truth
+                .iter()
+                .enumerate()
+                .filter_map(|(i, k)| k.map(|k| (k, i as u32)))
+                .min_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+            assert_eq!(heap.peek(), expect);
+        }
+        heap.clear();
+        assert!(heap.is_empty());
+        assert!((0..n as u32).all(|i| !heap.contains(i)));
+    }
+}

@@ -1,0 +1,217 @@
+//! Weighted max-min fair sharing (DESIGN.md section 1), in SimGrid's LMM nouns: constraints
+//! with capacities, variables (flows) with usage coefficients and optional rate caps.
+//! Nothing here knows about networks.
+
+mod filling;
+mod heap;
+
+pub use filling::Filling;
+pub use heap::IndexedHeap;
+
+use crate::error::{check_non_negative, Error, Result};
+
+/// One entry of a flow's usage list: its rate `r` puts `coefficient * r` on `constraint`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    pub constraint: u32,
+    pub coefficient: f64,
+}
+
+/// Read access to the flow/constraint incidence of a sharing problem.
+pub trait Incidence {
+    /// The usage list of flow `f`, one entry per constraint.
+    fn usage(&self, f: u32) -> &[Usage];
+    /// Calls `visit` with every flow currently on constraint `c`.
+    fn for_each_flow_on(&self, c: u32, visit: impl FnMut(u32));
+}
+
+/// A static sharing problem in compressed sparse rows, both directions.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    capacity: Vec<f64>,
+    rate_cap: Vec<f64>,
+    flow_offsets: Vec<usize>,
+    usage: Vec<Usage>,
+    constraint_offsets: Vec<usize>,
+    constraint_flows: Vec<u32>,
+}
+
+impl Incidence for Problem {
+    #[inline]
+    fn usage(&self, f: u32) -> &[Usage] {
+        let f = f as usize;
+        &self.usage[self.flow_offsets[f]..self.flow_offsets[f + 1]]
+    }
+
+    #[inline]
+    fn for_each_flow_on(&self, c: u32, mut visit: impl FnMut(u32)) {
+        let c = c as usize;
+        for &f in &self.constraint_flows[self.constraint_offsets[c]..self.constraint_offsets[c + 1]]
+        {
+            visit(f);
+        }
+    }
+}
+
+impl Problem {
+    /// Builds a problem from usage triples `(flow_index[e], constraint_index[e], coefficient[e])`.
+    /// Repeated (flow, constraint) pairs add their coefficients. `rate_cap` holds one cap per
+    /// flow (`f64::INFINITY` for none).
+    pub fn new(
+        capacity: Vec<f64>,
+        flow_index: &[u32],
+        constraint_index: &[u32],
+        coefficient: &[f64],
+        n_flows: usize,
+        rate_cap: Option<Vec<f64>>,
+    ) -> Result<Problem> {
+        let n_entries = flow_index.len();
+        if constraint_index.len() != n_entries || coefficient.len() != n_entries {
+            return Err(Error::InvalidArgument(format!(
+                "flow_index, constraint_index and coefficient must have one length, got {}, {} and {}",
+                n_entries,
+                constraint_index.len(),
+                coefficient.len()
+            )));
+        }
+        for (c, &cap) in capacity.iter().enumerate() {
+            check_non_negative(&format!("capacity of constraint {c}"), cap)?;
+        }
+        let rate_cap = match rate_cap {
+            Some(v) => {
+                if v.len() != n_flows {
+                    return Err(Error::InvalidArgument(format!(
+                        "rate_cap must have n_flows = {n_flows} entries, got {}",
+                        v.len()
+                    )));
+                }
+                for (f, &cap) in v.iter().enumerate() {
+                    if !(cap > 0.0) {
+                        return Err(Error::InvalidArgument(format!(
+                            "rate cap of flow {f} must be > 0 (inf for none), got {cap}"
+                        )));
+                    }
+                }
+                v
+            }
+            None => vec![f64::INFINITY; n_flows],
+        };
+        let n_constraints = capacity.len();
+        let mut flow_count = vec![0usize; n_flows + 1];
+        for e in 0..n_entries {
+            let (f, c, k) = (flow_index[e], constraint_index[e], coefficient[e]);
+            if f as usize >= n_flows {
+                return Err(Error::InvalidArgument(format!(
+                    "flow_index[{e}] = {f} is out of range for n_flows = {n_flows}"
+                )));
+            }
+            if c as usize >= n_constraints {
+                return Err(Error::InvalidArgument(format!(
+                    "constraint_index[{e}] = {c} is out of range for {n_constraints} constraints"
+                )));
+            }
+            if !(k.is_finite() && k > 0.0) {
+                return Err(Error::InvalidArgument(format!(
+                    "coefficient[{e}] must be a finite number > 0, got {k}"
+                )));
+            }
+            flow_count[f as usize + 1] += 1;
+        }
+        for f in 0..n_flows {
+            flow_count[f + 1] += flow_count[f];
+        }
+        // Scatter entries into flow rows, then merge repeated constraints within each row.
+        let mut fill = flow_count.clone();
+        let mut raw = vec![
+            Usage {
+                constraint: 0,
+                coefficient: 0.0
+            };
+            n_entries
+        ];
+        for e in 0..n_entries {
+            let f = flow_index[e] as usize;
+            raw[fill[f]] = Usage {
+                constraint: constraint_index[e],
+                coefficient: coefficient[e],
+            };
+            fill[f] += 1;
+        }
+        let mut flow_offsets = Vec::with_capacity(n_flows + 1);
+        let mut usage: Vec<Usage> = Vec::with_capacity(n_entries);
+        flow_offsets.push(0);
+        for f in 0..n_flows {
+            let row = &mut raw[flow_count[f]..flow_count[f + 1]];
+            row.sort_unstable_by_key(|u| u.constraint);
+            let row_start = usage.len();
+            for u in row.iter() {
+                let n = usage.len();
+                if n > row_start && usage[n - 1].constraint == u.constraint {
+                    usage[n - 1].coefficient += u.coefficient;
+                } else {
+                    usage.push(*u);
+                }
+            }
+            flow_offsets.push(usage.len());
+        }
+        let mut constraint_offsets = vec![0usize; n_constraints + 1];
+        for u in &usage {
+            constraint_offsets[u.constraint as usize + 1] += 1;
+        }
+        for c in 0..n_constraints {
+            constraint_offsets[c + 1] += constraint_offsets[c];
+        }
+        let mut cursor = constraint_offsets.clone();
+        let mut constraint_flows = vec![0u32; usage.len()];
+        for f in 0..n_flows {
+            for u in &usage[flow_offsets[f]..flow_offsets[f + 1]] {
+                let c = u.constraint as usize;
+                constraint_flows[cursor[c]] = f as u32;
+                cursor[c] += 1;
+            }
+        }
+        Ok(Problem {
+            capacity,
+            rate_cap,
+            flow_offsets,
+            usage,
+            constraint_offsets,
+            constraint_flows,
+        })
+    }
+
+    pub fn n_flows(&self) -> usize {
+        self.flow_offsets.len() - 1
+    }
+
+    pub fn n_constraints(&self) -> usize {
+        self.capacity.len()
+    }
+
+    /// The max-min fair rates, one per flow.
+    pub fn solve(&self) -> Result<Vec<f64>> {
+        let n_flows = self.n_flows();
+        let mut filling = Filling::new(self.n_constraints(), n_flows);
+        for (c, &cap) in self.capacity.iter().enumerate() {
+            if self.constraint_offsets[c + 1] > self.constraint_offsets[c] {
+                filling.register(c as u32, cap);
+            }
+        }
+        let subset: Vec<u32> = (0..n_flows as u32).collect();
+        let mut rates = vec![0.0; n_flows];
+        filling.solve(self, &subset, &self.rate_cap, &mut rates)?;
+        Ok(rates)
+    }
+}
+
+/// Convenience: the max-min fair rates of a problem given as usage triples.
+pub fn max_min_rates(
+    capacity: Vec<f64>,
+    flow_index: &[u32],
+    constraint_index: &[u32],
+    coefficient: &[f64],
+    n_flows: usize,
+    rate_cap: Option<Vec<f64>>,
+) -> Result<Vec<f64>> {
+    Problem::new(capacity, flow_index, constraint_index, coefficient, n_flows, rate_cap)?.solve()
+}

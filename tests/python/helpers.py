@@ -1,0 +1,323 @@
+"""Shared test helpers: a scenario builder that mirrors every activity into the reference model,
+and the invariants checked on every engine run.
+
+``Model`` wraps ``fabricsim.Scenario``: each ``flow`` / ``delay`` / ``dependency`` call goes to the
+engine and is recorded (with the route the engine chose, from ``sc.route_of``) as a reference
+activity. ``Model.run()`` runs the engine with ``record_rates=True`` and checks
+``check_invariants`` before returning the result, so every test that runs the engine through a
+Model checks them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import fabricsim as fs
+from reference import (
+    RefDelay,
+    RefFlow,
+    max_min_reference,
+    route_latency,
+    route_usage,
+    simulate_reference,
+)
+
+REL = 1e-9          # relative tolerance of every comparison with the engine
+ABS_T = 1e-15       # absolute slack on times (for values that are exactly zero)
+RESOLUTION = 1e-12  # the engine's event resolution, relative in time (docs/python-api.md)
+
+
+def close(a, b, rel=REL, abs_=ABS_T):
+    a = float(a)
+    b = float(b)
+    if a == b:
+        return True
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + abs_
+
+
+def assert_close(a, b, what, rel=REL, abs_=ABS_T):
+    assert close(a, b, rel, abs_), f"{what}: got {a!r}, expected {b!r} (diff {float(a) - float(b):.3g})"
+
+
+class Model:
+    """One scenario, built in fabricsim and recorded for the reference at the same time."""
+
+    def __init__(self, src, dst, capacity_Bps, latency_s, *, n_nodes=None, seed=0):
+        self.src = [int(x) for x in src]
+        self.dst = [int(x) for x in dst]
+        self.capacity = [float(x) for x in capacity_Bps]
+        self.latency = [float(x) for x in latency_s]
+        self.topo = fs.Topology.from_arrays(
+            np.asarray(self.src, dtype=np.int64),
+            np.asarray(self.dst, dtype=np.int64),
+            np.asarray(self.capacity, dtype=np.float64),
+            np.asarray(self.latency, dtype=np.float64),
+            n_nodes=n_nodes,
+        )
+        self.sc = fs.Scenario(self.topo, seed=seed)
+        self.acts = []     # RefFlow / RefDelay, index = activity id
+        self.routes = {}   # flow id -> link ids
+        self.ends = {}     # flow id -> (src, dst)
+        self.tags = {}     # activity id -> tag
+        self.max_rate = {}  # flow id -> cap or None
+
+    # ------------------------------------------------------------------ building
+
+    def flow(self, src, dst, size_bytes, *, start_s=0.0, after=(), route=None, tag=None,
+             max_rate_Bps=None):
+        fid = self.sc.add_flow(src, dst, size_bytes, start_s=start_s, after=list(after),
+                               route=route, tag=tag, max_rate_Bps=max_rate_Bps)
+        assert isinstance(fid, int) and fid == len(self.acts), (fid, len(self.acts))
+        links = [int(x) for x in self.sc.route_of(fid)]
+        if route is not None:
+            assert links == [int(x) for x in route], (links, route)
+        check_route_is_walk(self, src, dst, links)
+        self.routes[fid] = links
+        self.ends[fid] = (src, dst)
+        self.tags[fid] = tag
+        self.max_rate[fid] = max_rate_Bps
+        self.acts.append(RefFlow(
+            bytes=float(size_bytes),
+            usage=route_usage(links),
+            latency_s=route_latency(links, self.latency),
+            start_s=float(start_s),
+            after=tuple(int(a) for a in after),
+            max_rate_Bps=max_rate_Bps,
+        ))
+        return fid
+
+    def delay(self, duration_s, *, start_s=0.0, after=(), tag=None):
+        did = self.sc.add_delay(duration_s, start_s=start_s, after=list(after), tag=tag)
+        assert isinstance(did, int) and did == len(self.acts), (did, len(self.acts))
+        self.tags[did] = tag
+        self.acts.append(RefDelay(float(duration_s), float(start_s),
+                                  tuple(int(a) for a in after)))
+        return did
+
+    def dependency(self, activity_id, after_id):
+        self.sc.add_dependency(activity_id, after_id)
+        a = self.acts[activity_id]
+        a.after = tuple(a.after) + (int(after_id),)
+
+    @property
+    def flow_ids(self):
+        return [i for i, a in enumerate(self.acts) if isinstance(a, RefFlow)]
+
+    @property
+    def delay_ids(self):
+        return [i for i, a in enumerate(self.acts) if isinstance(a, RefDelay)]
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, fairness=True):
+        res = self.sc.run(record_rates=True)
+        check_invariants(self, res, fairness=fairness)
+        return res
+
+    def reference(self):
+        return simulate_reference(self.capacity, self.acts)
+
+
+def check_route_is_walk(model, src, dst, links):
+    """The route chains link to link from src to dst (links may repeat)."""
+    assert links, f"empty route {src}->{dst}"
+    node = src
+    for link in links:
+        assert 0 <= link < len(model.src), f"route {links} has unknown link {link}"
+        assert model.src[link] == node, f"route {links} from {src} to {dst} is not a walk"
+        node = model.dst[link]
+    assert node == dst, f"route {links} ends at {node}, not {dst}"
+
+
+# ---------------------------------------------------------------------- invariants
+
+
+def _columns(table):
+    return {name: table.column(name).to_pylist() for name in table.column_names}
+
+
+def flow_segments(model, res):
+    """Per flow with bytes > 0: list of (t0, t1, rate) from res.rate_changes, clipped to finish."""
+    flows = _columns(res.flows)
+    finish = dict(zip(flows["flow_id"], flows["finish_s"]))
+    rc = _columns(res.rate_changes)
+    rows = {}
+    for t, f, r in zip(rc["time_s"], rc["flow_id"], rc["rate_Bps"]):
+        assert f in finish, f"rate_changes names flow {f}, which is not in res.flows"
+        rows.setdefault(f, []).append((t, r))
+    segs = {}
+    for f, lst in rows.items():
+        times = [t for t, _ in lst]
+        assert times == sorted(times), f"rate_changes of flow {f} not in time order: {times}"
+        out = []
+        for k, (t, r) in enumerate(lst):
+            end = lst[k + 1][0] if k + 1 < len(lst) else finish[f]
+            end = min(end, finish[f])
+            if end > t:
+                out.append((t, end, r))
+            else:
+                # Only a closing row (at the finish, rate 0) may have no extent.
+                assert close(t, finish[f]) and (r == 0 or k + 1 < len(lst)), (
+                    f"flow {f}: rate row ({t}, {r}) after its finish {finish[f]}")
+        segs[f] = out
+    return segs
+
+
+def check_invariants(model, res, fairness=True):
+    """Everything that must hold for any run, checked from the result tables alone."""
+    flows = _columns(res.flows)
+    delays = _columns(res.delays)
+    links = _columns(res.links)
+    fids = model.flow_ids
+    dids = model.delay_ids
+    assert flows["flow_id"] == fids, "res.flows must list every flow once, in id order"
+    assert delays["delay_id"] == dids, "res.delays must list every delay once, in id order"
+
+    finish = {}
+    for k, f in enumerate(flows["flow_id"]):
+        finish[f] = flows["finish_s"][k]
+    for k, d in enumerate(delays["delay_id"]):
+        finish[d] = delays["finish_s"][k]
+
+    # ---- per-activity timing
+    for k, f in enumerate(fids):
+        a = model.acts[f]
+        ready, start, fin = flows["ready_s"][k], flows["start_s"][k], flows["finish_s"][k]
+        src, dst = model.ends[f]
+        assert flows["src"][k] == src and flows["dst"][k] == dst, f"flow {f} endpoints"
+        assert flows["bytes"][k] == a.bytes, f"flow {f} bytes {flows['bytes'][k]} != {a.bytes}"
+        assert flows["tag"][k] == model.tags[f], f"flow {f} tag"
+        expect_ready = max([a.start_s] + [finish[d] for d in a.after])
+        assert_close(ready, expect_ready, f"flow {f} ready_s = max(start_s, deps)")
+        assert_close(start, ready + a.latency_s, f"flow {f} start_s = ready_s + latency")
+        assert fin >= start >= ready, f"flow {f}: ready {ready} start {start} finish {fin}"
+        mean = flows["mean_rate_Bps"][k]
+        if a.bytes == 0:
+            assert_close(fin, start, f"zero-byte flow {f} finishes at its start")
+            assert mean == 0, f"zero-byte flow {f} mean_rate {mean}"
+        elif fin > start:
+            assert_close(mean, a.bytes / (fin - start), f"flow {f} mean_rate_Bps")
+        # (fin == start with bytes > 0 is checked below: only below the time resolution)
+    for k, d in enumerate(dids):
+        a = model.acts[d]
+        assert delays["tag"][k] == model.tags[d], f"delay {d} tag"
+        expect_ready = max([a.start_s] + [finish[x] for x in a.after])
+        assert_close(delays["ready_s"][k], expect_ready, f"delay {d} ready_s")
+        assert_close(delays["finish_s"][k], delays["ready_s"][k] + a.duration_s,
+                     f"delay {d} finish_s = ready_s + duration")
+
+    makespan = max(finish.values()) if finish else 0.0
+    time_slack = RESOLUTION * 4 * max(makespan, 1e-300)
+
+    # ---- rates: per flow, from rate_changes
+    segs = flow_segments(model, res)
+    for k, f in enumerate(fids):
+        a = model.acts[f]
+        s = segs.get(f, [])
+        if a.bytes == 0:
+            assert not any(r > 0 for _, _, r in s), f"zero-byte flow {f} has a rate"
+            continue
+        fin, start = flows["finish_s"][k], flows["start_s"][k]
+        if fin - start <= time_slack:
+            # A transfer shorter than the time resolution at this point in time: nothing to
+            # integrate, but it must really have been that short at the fastest possible rate.
+            fastest = min([model.capacity[l] / c for l, c in a.usage]
+                          + ([model.max_rate[f]] if model.max_rate[f] is not None else []))
+            assert a.bytes <= fastest * 2 * time_slack, (
+                f"flow {f} of {a.bytes} bytes took {fin - start} s (faster than its links allow)")
+            continue
+        assert s, f"flow {f} ({a.bytes} bytes) has no rate_changes"
+        assert_close(s[0][0], flows["start_s"][k], f"flow {f} first rate row at start_s",
+                     abs_=time_slack)
+        peak = 0.0
+        moved = 0.0
+        for t0, t1, r in s:
+            assert r > 0, f"flow {f} transfers at rate {r} on [{t0}, {t1}]"
+            if model.max_rate[f] is not None:
+                assert r <= model.max_rate[f] * (1 + REL), f"flow {f} rate {r} over its cap"
+            peak = max(peak, r)
+            moved += r * (t1 - t0)
+        # Bytes conserved; the absolute slack is what time resolution allows.
+        assert_close(moved, a.bytes, f"flow {f} integral of rate over its transfer",
+                     abs_=peak * time_slack * (len(s) + 1))
+
+    # ---- links: load never over capacity; reconstructed link columns
+    n_links = len(model.capacity)
+    bounds = sorted({t for s in segs.values() for t0, t1, _ in s for t in (t0, t1)})
+    starts = sorted(((t0, t1, r, f) for f, s in segs.items() for t0, t1, r in s),
+                    key=lambda x: x[0])
+    active = []
+    nxt = 0
+    busy = [0.0] * n_links
+    peak_load = [0.0] * n_links
+    for a_t, b_t in zip(bounds, bounds[1:]):
+        while nxt < len(starts) and starts[nxt][0] <= a_t:
+            active.append(starts[nxt])
+            nxt += 1
+        active = [x for x in active if x[1] > a_t]
+        now = [(f, r) for t0, t1, r, f in active if t0 <= a_t and t1 >= b_t]
+        if b_t - a_t <= RESOLUTION * max(abs(b_t), 1e-300):
+            continue  # shorter than the engine's time resolution
+        load = [0.0] * n_links
+        for f, r in now:
+            for link, c in model.acts[f].usage:
+                load[link] += c * r
+        for link in range(n_links):
+            cap = model.capacity[link]
+            assert load[link] <= cap * (1 + REL), (
+                f"link {link} carries {load[link]} B/s > capacity {cap} on [{a_t}, {b_t}]")
+            if load[link] > 0:
+                busy[link] += b_t - a_t
+                peak_load[link] = max(peak_load[link], load[link] / cap)
+        if fairness and now:
+            ids = [f for f, _ in now]
+            want = max_min_reference(model.capacity, [model.acts[f].usage for f in ids],
+                                     [model.max_rate[f] for f in ids])
+            for (f, r), w in zip(now, want):
+                assert_close(r, w, f"flow {f} rate on [{a_t}, {b_t}] vs max-min of the "
+                             f"transferring set {ids}")
+
+    assert links["link_id"] == list(range(n_links)), "res.links lists every link in id order"
+    assert links["src"] == model.src and links["dst"] == model.dst, "res.links endpoints"
+    assert links["capacity_Bps"] == model.capacity, "res.links capacity"
+    carried = [0.0] * n_links
+    for f in fids:
+        for link, c in model.acts[f].usage:
+            carried[link] += c * model.acts[f].bytes
+    for link in range(n_links):
+        assert_close(links["bytes_carried"][link], carried[link],
+                     f"link {link} bytes_carried = sum of coefficient * bytes")
+        assert_close(links["busy_s"][link], busy[link], f"link {link} busy_s",
+                     abs_=time_slack * (len(bounds) + 1))
+        assert_close(links["peak_utilization"][link], peak_load[link],
+                     f"link {link} peak_utilization", abs_=1e-12)
+        if makespan > 0:
+            assert_close(links["mean_utilization"][link],
+                         carried[link] / (model.capacity[link] * makespan),
+                         f"link {link} mean_utilization")
+    return segs
+
+
+def compare_to_reference(model, res, ref=None):
+    """Engine result against the reference simulation: times per activity, rates over time."""
+    ref = ref or model.reference()
+    flows = _columns(res.flows)
+    delays = _columns(res.delays)
+    for k, f in enumerate(flows["flow_id"]):
+        for col in ("ready_s", "start_s", "finish_s"):
+            assert_close(flows[col][k], getattr(ref, col)[f], f"flow {f} {col}")
+    for k, d in enumerate(delays["delay_id"]):
+        for col in ("ready_s", "finish_s"):
+            assert_close(delays[col][k], getattr(ref, col)[d], f"delay {d} {col}")
+    # Rates at the middle of every reference interval long enough to be unambiguous.
+    segs = flow_segments(model, res)
+    for t0, t1, rates in ref.intervals:
+        if t1 - t0 <= 1e-6 * max(abs(t1), 1e-300):
+            continue
+        mid = 0.5 * (t0 + t1)
+        for f in model.flow_ids:
+            got = next((r for a, b, r in segs.get(f, []) if a <= mid < b), 0.0)
+            assert_close(got, rates.get(f, 0.0), f"rate of flow {f} at t={mid}")
+    return ref

@@ -1,0 +1,260 @@
+"""Bad input: the documented exception class, a message naming the bad value, and a scenario
+that is still usable after a caught error (no half-added activity, ids stay dense)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim.exceptions import (
+    DependencyCycleError,
+    FabricsimError,
+    InternalError,
+    InvalidArgumentError,
+    SameEndpointsError,
+    UnknownActivityError,
+    UnknownLinkError,
+    UnknownNodeError,
+    UnreachableError,
+    ZeroCapacityPathError,
+)
+from helpers import Model
+
+
+def test_exception_tree():
+    assert issubclass(InvalidArgumentError, ValueError)
+    assert issubclass(InvalidArgumentError, FabricsimError)
+    for cls in (UnknownNodeError, UnknownLinkError, UnknownActivityError):
+        assert issubclass(cls, InvalidArgumentError)
+    for cls in (SameEndpointsError, UnreachableError, ZeroCapacityPathError,
+                DependencyCycleError):
+        assert issubclass(cls, FabricsimError)
+    assert issubclass(InternalError, RuntimeError)
+    assert issubclass(InternalError, FabricsimError)
+
+
+def line():
+    """0 -> 1 -> 2 (links 0, 1) and 3 -> 2 (link 2); node 4 isolated; link 3: 2 -> 3 at 0 B/s."""
+    return Model([0, 1, 3, 2], [1, 2, 2, 3], [100.0, 100.0, 100.0, 0.0], [0.0, 0.1, 0.0, 0.0],
+                 n_nodes=5)
+
+
+def still_usable(m):
+    """After a caught error: the next id is the next dense one and a run works."""
+    n_before = len(m.acts)
+    fid = m.flow(0, 2, 100.0)
+    assert fid == n_before
+    res = m.run()
+    assert res.flows.num_rows == len(m.flow_ids)
+    return res
+
+
+def message(excinfo):
+    return str(excinfo.value).lower()
+
+
+# ------------------------------------------------------------------ topology construction
+
+
+@pytest.mark.parametrize("column", ["capacity", "latency"])
+@pytest.mark.parametrize("bad,text", [(-2.5, "-2.5"), (math.nan, "nan"), (math.inf, "inf")])
+def test_from_arrays_bad_values(column, bad, text):
+    cap = np.array([1.0, 2.0])
+    lat = np.array([0.0, 0.0])
+    (cap if column == "capacity" else lat)[1] = bad
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.Topology.from_arrays(np.array([0, 1]), np.array([1, 0]), cap, lat)
+    assert text in message(e)
+
+
+def test_from_arrays_wrong_shapes():
+    with pytest.raises(InvalidArgumentError):
+        fs.Topology.from_arrays(np.array([0, 1]), np.array([1]), np.array([1.0, 1.0]),
+                                np.array([0.0, 0.0]))
+    with pytest.raises(InvalidArgumentError):
+        fs.Topology.from_arrays(np.array([0]), np.array([1]), np.array([1.0, 1.0]),
+                                np.array([0.0]))
+
+
+def test_from_arrays_node_out_of_range():
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.Topology.from_arrays(np.array([0]), np.array([7]), np.array([1.0]), np.array([0.0]),
+                                n_nodes=3)
+    assert "7" in message(e)
+
+
+# ------------------------------------------------------------------ flows
+
+
+@pytest.mark.parametrize("src,dst,bad", [(9, 1, 9), (0, 12, 12), (5, 0, 5), (-1, 1, -1)])
+def test_unknown_node(src, dst, bad):
+    m = line()
+    with pytest.raises(UnknownNodeError) as e:
+        m.sc.add_flow(src, dst, 10.0)
+    assert str(bad) in message(e)
+    still_usable(m)
+
+
+def test_same_endpoints():
+    m = line()
+    with pytest.raises(SameEndpointsError) as e:
+        m.sc.add_flow(3, 3, 10.0)
+    assert "3" in message(e)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("bad,text", [(-2.5, "-2.5"), (math.nan, "nan"), (math.inf, "inf")])
+def test_bad_bytes(bad, text):
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_flow(0, 1, bad)
+    assert text in message(e)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("bad,text", [(-0.75, "-0.75"), (math.nan, "nan"), (math.inf, "inf")])
+def test_bad_start_s(bad, text):
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_flow(0, 1, 10.0, start_s=bad)
+    assert text in message(e)
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_delay(1.0, start_s=bad)
+    assert text in message(e)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("bad,text", [(-3.5, "-3.5"), (math.nan, "nan")])
+def test_bad_max_rate(bad, text):
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_flow(0, 1, 10.0, max_rate_Bps=bad)
+    assert text in message(e)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("bad,text", [(-1.5, "-1.5"), (math.nan, "nan"), (math.inf, "inf")])
+def test_bad_duration(bad, text):
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_delay(bad)
+    assert text in message(e)
+    still_usable(m)
+
+
+def test_zero_capacity_path():
+    m = line()
+    # 1 -> 2 -> 3 crosses link 3 (2 -> 3) whose capacity is 0.
+    with pytest.raises(ZeroCapacityPathError) as e:
+        m.sc.add_flow(1, 3, 10.0, route=[1, 3])
+        m.sc.run()
+    assert "3" in message(e)
+
+
+def test_zero_capacity_path_rejected_before_anything_runs():
+    # Whether add_flow or run() rejects it, a scenario with such a flow never produces a result.
+    m = line()
+    try:
+        m.sc.add_flow(2, 3, 10.0, route=[3])
+    except ZeroCapacityPathError:
+        still_usable(m)
+        return
+    with pytest.raises(ZeroCapacityPathError):
+        m.sc.run()
+
+
+def test_unreachable():
+    m = line()
+    with pytest.raises(UnreachableError) as e:
+        m.sc.add_flow(2, 4, 10.0)     # node 4 has no link at all
+    assert "4" in message(e)
+    with pytest.raises(UnreachableError) as e:
+        m.sc.add_flow(1, 0, 10.0)     # links only go forwards
+    assert "1" in message(e) and "0" in message(e)
+    still_usable(m)
+
+
+def test_route_with_unknown_link():
+    m = line()
+    with pytest.raises(UnknownLinkError) as e:
+        m.sc.add_flow(0, 2, 10.0, route=[0, 99])
+    assert "99" in message(e)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("route", [
+    [1],        # starts at 1, not at src 0
+    [0],        # ends at 1, not at dst 2
+    [0, 2],     # 0 -> 1, then 3 -> 2: not connected
+    [],         # empty
+])
+def test_route_not_a_path(route):
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        m.sc.add_flow(0, 2, 10.0, route=route)
+    assert route == [] or any(str(link) in message(e) for link in route)
+    still_usable(m)
+
+
+# ------------------------------------------------------------------ dependencies
+
+
+def test_dependency_on_unknown_activity():
+    m = line()
+    m.flow(0, 1, 10.0)
+    with pytest.raises(UnknownActivityError) as e:
+        m.sc.add_flow(0, 1, 10.0, after=[42])
+    assert "42" in message(e)
+    with pytest.raises(UnknownActivityError) as e:
+        m.sc.add_delay(1.0, after=[0, 17])
+    assert "17" in message(e)
+    with pytest.raises(UnknownActivityError) as e:
+        m.sc.add_dependency(0, 42)
+    assert "42" in message(e)
+    with pytest.raises(UnknownActivityError) as e:
+        m.sc.add_dependency(43, 0)
+    assert "43" in message(e)
+    still_usable(m)
+
+
+def test_dependency_cycle():
+    m = line()
+    a = m.flow(0, 1, 10.0)
+    b = m.delay(1.0, after=[a])
+    c = m.flow(0, 2, 10.0, after=[b])
+    with pytest.raises(DependencyCycleError) as e:
+        m.sc.add_dependency(a, c)   # a after c after b after a
+        m.sc.run()
+    assert any(str(x) in message(e) for x in (a, b, c))
+
+
+def test_self_dependency_is_a_cycle():
+    m = line()
+    a = m.delay(1.0)
+    m.delay(1.0, after=[a])
+    with pytest.raises(DependencyCycleError):
+        m.sc.add_dependency(a, a)
+        m.sc.run()
+
+
+# ------------------------------------------------------------------ the solver alone
+
+
+def test_max_min_rates_bad_input():
+    cap = np.array([1.0, 1.0])
+    fi, ci, co = np.array([0, 1]), np.array([0, 1]), np.array([1.0, 1.0])
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.max_min_rates(np.array([1.0, -2.5]), fi, ci, co, n_flows=2)
+    assert "-2.5" in message(e)
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.max_min_rates(cap, fi, np.array([0, 5]), co, n_flows=2)
+    assert "5" in message(e)
+    with pytest.raises(InvalidArgumentError):
+        fs.max_min_rates(cap, fi, ci, np.array([1.0]), n_flows=2)
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.max_min_rates(cap, fi, ci, np.array([1.0, math.nan]), n_flows=2)
+    assert "nan" in message(e)
+    with pytest.raises(InvalidArgumentError) as e:
+        fs.max_min_rates(cap, np.array([0, 6]), ci, co, n_flows=2)
+    assert "6" in message(e)

@@ -1,0 +1,154 @@
+//! The event engine against hand-solved runs and a naive full-recompute simulation.
+
+mod common;
+
+use common::{assert_close, naive_run};
+use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
+use fabricsim::ids::ActivityId;
+use fabricsim::rng::Rng;
+use fabricsim::solver::Usage;
+use fabricsim::Error;
+
+fn on(links: &[u32]) -> Vec<Usage> {
+    links
+        .iter()
+        .map(|&c| Usage {
+            constraint: c,
+            coefficient: 1.0,
+        })
+        .collect()
+}
+
+fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
+    run(capacity, acts, &RunOptions { record_rates: true }, &mut |_| true).unwrap()
+}
+
+#[test]
+fn staggered_start_shares_then_runs_alone() {
+    // A: 10 B at t=0; B: 10 B at t=5; one link of 1 B/s.
+    // A alone moves 5 B by t=5; both at 1/2: A's last 5 B take 10 s -> A ends at 15,
+    // B has 5 B left and ends alone at 20.
+    let mut acts = Activities::new();
+    acts.add_flow(10.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
+    acts.add_flow(10.0, &on(&[0]), 0.0, 5.0, f64::INFINITY, &[]).unwrap();
+    let out = go(&[1.0], &acts);
+    assert_eq!(out.finish_s, vec![15.0, 20.0]);
+    assert_eq!(out.makespan_s, 20.0);
+    assert_eq!(out.busy_s, vec![20.0]);
+    assert_eq!(out.peak_load_Bps, vec![1.0]);
+    // Rate history: A 1 at 0, both 1/2 at 5, B 1 at 15.
+    assert_eq!(out.rate_change_time_s, vec![0.0, 5.0, 5.0, 15.0]);
+    assert_eq!(out.rate_change_Bps, vec![1.0, 0.5, 0.5, 1.0]);
+}
+
+#[test]
+fn latency_is_waited_before_the_transfer() {
+    let mut acts = Activities::new();
+    let a = acts.add_flow(4.0, &on(&[0]), 2.0, 1.0, f64::INFINITY, &[]).unwrap();
+    let out = go(&[1.0], &acts);
+    assert_eq!(out.ready_s[a.index()], 1.0);
+    assert_eq!(out.start_s[a.index()], 3.0);
+    assert_eq!(out.finish_s[a.index()], 7.0);
+}
+
+#[test]
+fn delays_and_dependencies_chain() {
+    // compute 2 s -> flow 6 B at 2 B/s -> compute 1 s; a zero-byte flow after the first delay.
+    let mut acts = Activities::new();
+    let d1 = acts.add_delay(2.0, 0.0, &[]).unwrap();
+    let f = acts.add_flow(6.0, &on(&[0]), 0.5, 0.0, f64::INFINITY, &[d1]).unwrap();
+    let d2 = acts.add_delay(1.0, 0.0, &[f]).unwrap();
+    let z = acts.add_flow(0.0, &on(&[0]), 0.25, 0.0, f64::INFINITY, &[d1]).unwrap();
+    let out = go(&[2.0], &acts);
+    assert_eq!(out.finish_s[d1.index()], 2.0);
+    assert_eq!(out.start_s[f.index()], 2.5);
+    assert_eq!(out.finish_s[f.index()], 5.5);
+    assert_eq!(out.ready_s[d2.index()], 5.5);
+    assert_eq!(out.finish_s[d2.index()], 6.5);
+    assert_eq!(out.finish_s[z.index()], 2.25);
+}
+
+#[test]
+fn caps_and_coefficients_in_a_run() {
+    // Flow 0 capped at 1 B/s, flow 1 crosses link 0 twice (coefficient 2); capacity 5.
+    // 1 + 2r = 5 -> r = 2 while both run. Flow 0: 3 B -> ends at 3. Flow 1: 10 B; at 2 B/s
+    // for 3 s moves 6 B, then alone at 2.5 B/s: 4 B take 1.6 s -> ends at 4.6.
+    let mut acts = Activities::new();
+    acts.add_flow(3.0, &on(&[0]), 0.0, 0.0, 1.0, &[]).unwrap();
+    acts.add_flow(10.0, &on(&[0, 0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
+    let out = go(&[5.0], &acts);
+    assert_eq!(out.finish_s[0], 3.0);
+    assert_close("flow 1", out.finish_s[1], 4.6);
+}
+
+#[test]
+fn cycles_and_unknown_ids_are_refused() {
+    let mut acts = Activities::new();
+    let a = acts.add_delay(1.0, 0.0, &[]).unwrap();
+    let b = acts.add_delay(1.0, 0.0, &[a]).unwrap();
+    let c = acts.add_delay(1.0, 0.0, &[b]).unwrap();
+    acts.add_dependency(a, c).unwrap();
+    let e = run(&[], &acts, &RunOptions::default(), &mut |_| true).unwrap_err();
+    assert!(matches!(&e, Error::DependencyCycle(m) if m.contains("0") && m.contains("2")), "{e}");
+    let e = acts.add_delay(1.0, 0.0, &[ActivityId(99)]).unwrap_err();
+    assert!(matches!(&e, Error::UnknownActivity(m) if m.contains("99")), "{e}");
+    let e = acts.add_flow(-1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("-1")), "{e}");
+}
+
+#[test]
+fn a_stopped_run_says_so() {
+    let mut acts = Activities::new();
+    for i in 0..10_000 {
+        acts.add_flow(1.0 + i as f64, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
+    }
+    let e = run(&[1.0], &acts, &RunOptions::default(), &mut |_| false).unwrap_err();
+    assert!(matches!(e, Error::Interrupted(_)));
+}
+
+/// Random DAGs over random constraint sets, against a simulation that recomputes every rate
+/// from scratch at every event.
+#[test]
+fn random_runs_match_the_naive_simulation() {
+    let mut rng = Rng::new(7);
+    for case in 0..300 {
+        let n_c = 1 + rng.below(6) as usize;
+        let capacity: Vec<f64> = (0..n_c).map(|_| [1.0, 2.0, 5.0, 0.3][rng.below(4) as usize]).collect();
+        let n = 1 + rng.below(14) as usize;
+        let mut acts = Activities::new();
+        let mut deps = Vec::new();
+        for a in 0..n {
+            let mut after = Vec::new();
+            if a > 0 && rng.below(3) == 0 {
+                let d = rng.below(a as u64) as usize;
+                after.push(ActivityId(d as u32));
+                deps.push((a, d));
+            }
+            // Coarse values so that simultaneous events happen.
+            let start = rng.below(4) as f64;
+            if rng.below(5) == 0 {
+                acts.add_delay(rng.below(3) as f64, start, &after).unwrap();
+            } else {
+                let mut usage = Vec::new();
+                for c in 0..n_c {
+                    if rng.below(2) == 0 {
+                        usage.push(Usage { constraint: c as u32, coefficient: [1.0, 1.0, 2.0, 0.5][rng.below(4) as usize] });
+                    }
+                }
+                if usage.is_empty() {
+                    usage.push(Usage { constraint: 0, coefficient: 1.0 });
+                }
+                let bytes = [0.0, 1.0, 2.0, 3.0, 7.5][rng.below(5) as usize];
+                let latency = [0.0, 0.0, 0.5, 1.0][rng.below(4) as usize];
+                acts.add_flow(bytes, &usage, latency, start, f64::INFINITY, &after).unwrap();
+            }
+        }
+        let out = go(&capacity, &acts);
+        let want = naive_run(&capacity, &acts, &deps);
+        for a in 0..n {
+            assert_close(&format!("case {case} activity {a} ready"), out.ready_s[a], want[a].0);
+            assert_close(&format!("case {case} activity {a} start"), out.start_s[a], want[a].1);
+            assert_close(&format!("case {case} activity {a} finish"), out.finish_s[a], want[a].2);
+        }
+    }
+}
