@@ -105,9 +105,14 @@ impl Scenario {
                 coefficient: 1.0,
             });
         }
-        let a = self
-            .acts
-            .add_flow(bytes, &self.usage_buf, latency_s, start_s, rate_cap_Bps, after)?;
+        let a = self.acts.add_flow(
+            bytes,
+            &self.usage_buf,
+            latency_s,
+            start_s,
+            rate_cap_Bps,
+            after,
+        )?;
         self.route_links.extend(links.iter().map(|l| l.0));
         self.push_meta(src.0, dst.0, tag);
         Ok(a)

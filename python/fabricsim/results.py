@@ -81,8 +81,12 @@ class Result:
         self.makespan_s: float = raw["makespan_s"]
         #: Distinct instants at which events happened.
         self.n_instants: int = raw["n_instants"]
-        #: Flow rates re-solved, summed over instants: the work the engine did.
+        #: Max-min solves run (an instant may need several to certify its region).
+        self.n_solves: int = raw["n_solves"]
+        #: Flow rates re-solved, summed over solves: the work the engine did.
         self.n_flows_resolved: int = raw["n_flows_resolved"]
+        #: Flow rate changes applied, summed over instants.
+        self.n_rate_changes: int = raw["n_rate_changes"]
 
     @property
     def rate_changes(self) -> pa.Table:

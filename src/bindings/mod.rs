@@ -57,8 +57,11 @@ fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
 }
 
 fn slice<'a, T: numpy::Element>(what: &str, a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
-    a.as_slice()
-        .map_err(|_| to_py(Error::InvalidArgument(format!("{what} must be a contiguous 1-D array"))))
+    a.as_slice().map_err(|_| {
+        to_py(Error::InvalidArgument(format!(
+            "{what} must be a contiguous 1-D array"
+        )))
+    })
 }
 
 fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
@@ -96,10 +99,15 @@ impl Topology {
         latency_s: PyReadonlyArray1<'_, f64>,
     ) -> PyResult<Topology> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
-        let (cap, lat) = (slice("capacity_Bps", &capacity_Bps)?, slice("latency_s", &latency_s)?);
+        let (cap, lat) = (
+            slice("capacity_Bps", &capacity_Bps)?,
+            slice("latency_s", &latency_s)?,
+        );
         guard(|| {
             if n_nodes < 0 {
-                return Err(Error::InvalidArgument(format!("n_nodes must be >= 0, got {n_nodes}")));
+                return Err(Error::InvalidArgument(format!(
+                    "n_nodes must be >= 0, got {n_nodes}"
+                )));
             }
             let n = n_nodes as usize;
             let src = to_u32("src", src, n).map_err(as_unknown_node)?;
@@ -125,8 +133,14 @@ impl Topology {
         let n = t.n_links() as i64;
         let cols: Vec<(&str, Column)> = vec![
             ("link_id", Column::I64((0..n).collect())),
-            ("src", Column::I64(t.link_src().iter().map(|&x| x as i64).collect())),
-            ("dst", Column::I64(t.link_dst().iter().map(|&x| x as i64).collect())),
+            (
+                "src",
+                Column::I64(t.link_src().iter().map(|&x| x as i64).collect()),
+            ),
+            (
+                "dst",
+                Column::I64(t.link_dst().iter().map(|&x| x as i64).collect()),
+            ),
             ("capacity_Bps", Column::F64(t.capacity_Bps().to_vec())),
             ("latency_s", Column::F64(t.latency_s().to_vec())),
         ];
@@ -210,7 +224,17 @@ impl Scenario {
                 Some(l) => Route::Links(l),
             };
             let cap = max_rate_Bps.unwrap_or(f64::INFINITY);
-            Ok(s.add_flow(src, dst, size_bytes, start_s, &after, route, tag.as_deref(), cap)?.0)
+            Ok(s.add_flow(
+                src,
+                dst,
+                size_bytes,
+                start_s,
+                &after,
+                route,
+                tag.as_deref(),
+                cap,
+            )?
+            .0)
         })
     }
 
@@ -226,7 +250,10 @@ impl Scenario {
         tag: Option<String>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
-        let (size, start) = (slice("size_bytes", &size_bytes)?, slice("start_s", &start_s)?);
+        let (size, start) = (
+            slice("size_bytes", &size_bytes)?,
+            slice("start_s", &start_s)?,
+        );
         let s = &mut self.inner;
         let ids = guard(|| {
             let n = src.len();
@@ -245,7 +272,16 @@ impl Scenario {
             for i in 0..n {
                 let added = (|| {
                     let (a, b) = (topo.node("src", src[i])?, topo.node("dst", dst[i])?);
-                    s.add_flow(a, b, size[i], start[i], &[], Route::Ecmp, tag.as_deref(), f64::INFINITY)
+                    s.add_flow(
+                        a,
+                        b,
+                        size[i],
+                        start[i],
+                        &[],
+                        Route::Ecmp,
+                        tag.as_deref(),
+                        f64::INFINITY,
+                    )
                 })();
                 match added {
                     Ok(id) => ids.push(id.0 as i64),
@@ -288,7 +324,12 @@ impl Scenario {
 
     /// Link ids of a flow's route in path order (empty for a delay).
     fn route_of(&self, activity_id: i64) -> PyResult<Vec<u32>> {
-        guard(|| Ok(self.inner.route_of(self.inner.activity(activity_id)?).to_vec()))
+        guard(|| {
+            Ok(self
+                .inner
+                .route_of(self.inner.activity(activity_id)?)
+                .to_vec())
+        })
     }
 
     /// Runs the scenario with the GIL released. `progress(n_done, n_activities, time_s)` is
@@ -332,11 +373,16 @@ impl Scenario {
         d.set_item("delays", table_to_py(py, export::delays_table(s, &out))?)?;
         d.set_item("links", table_to_py(py, export::links_table(s, &out))?)?;
         if record_rates {
-            d.set_item("rate_changes", table_to_py(py, export::rate_changes_table(&out))?)?;
+            d.set_item(
+                "rate_changes",
+                table_to_py(py, export::rate_changes_table(&out))?,
+            )?;
         }
         d.set_item("makespan_s", out.makespan_s)?;
         d.set_item("n_instants", out.n_instants)?;
+        d.set_item("n_solves", out.n_solves)?;
         d.set_item("n_flows_resolved", out.n_flows_resolved)?;
+        d.set_item("n_rate_changes", out.n_rate_changes)?;
         Ok(d)
     }
 }
@@ -361,7 +407,9 @@ fn table_to_py<'py>(py: Python<'py>, t: Table) -> PyResult<Bound<'py, PyList>> {
             Column::I64(v) => v.into_pyarray(py).into_any(),
             Column::F64(v) => v.into_pyarray(py).into_any(),
             Column::Dict { indices, values } => {
-                (indices.into_pyarray(py), PyList::new(py, values)?).into_pyobject(py)?.into_any()
+                (indices.into_pyarray(py), PyList::new(py, values)?)
+                    .into_pyobject(py)?
+                    .into_any()
             }
         };
         list.append((name, value))?;
@@ -393,7 +441,9 @@ fn max_min_rates<'py>(
     let rates = py.allow_threads(|| {
         guard(|| {
             if n_flows < 0 {
-                return Err(Error::InvalidArgument(format!("n_flows must be >= 0, got {n_flows}")));
+                return Err(Error::InvalidArgument(format!(
+                    "n_flows must be >= 0, got {n_flows}"
+                )));
             }
             let fi = to_u32("flow_index", fi, n_flows as usize)?;
             let ci = to_u32("constraint_index", ci, cap.len())?;

@@ -1,18 +1,29 @@
 //! The live sharing state of a run and its incremental re-solve.
 //!
-//! After an event, only flows whose max-min rate can change are re-solved. Progressive filling
-//! raises rates level by level, so a change shows only at and above a *threshold level* T:
+//! After an event only flows whose max-min rate can change are re-solved, and the result is
+//! exact, not approximate. Two facts make that possible.
+//!
+//! *Threshold.* Progressive filling raises rates level by level, so a change shows only at
+//! and above a threshold level T:
 //! * a flow leaving with rate r changes nothing below r: its constraints did not saturate
 //!   below r, with or without it;
 //! * flows arriving on constraint c change nothing below x_c, the level at which c would
 //!   saturate with them on it while every other flow keeps min(its rate, level);
 //! * a flow arriving with a rate cap changes nothing below its cap.
-//! Below T = the minimum of these, the filling is identical, so flows with rate < T keep
-//! their rates and act as fixed load; the flows with rate >= T that are connected to the
-//! change through constraints (the affected region) are re-solved on what capacity is left.
-//! This is exact, not a heuristic.
+//!
+//! Below T = the minimum of these the filling is identical, so every flow with rate < T keeps
+//! its rate. What remains is the max-min problem of the flows at or above T on the capacity
+//! the others leave.
+//!
+//! *Certificate.* An allocation is the max-min fair one if and only if it is feasible and
+//! every flow is at its cap or has a bottleneck: a saturated constraint on which no flow is
+//! faster. So the re-solve starts from a small region (the arriving flows and the flows at or
+//! above T on the changed flows' constraints), solves it by progressive filling with every
+//! other flow fixed, and checks the certificate where the region touches fixed flows. Where
+//! it fails, the constraint is opened (its flows at or above T join) and the region is solved
+//! again. The region ends up close to the set of flows whose rate really changes.
 
-use crate::solver::{Filling, Incidence, Usage};
+use crate::solver::{Filling, Incidence, Usage, CAPPED};
 
 /// A flow's place on a constraint: `(flow, index of that constraint in the flow's usage)`.
 #[derive(Debug, Clone, Copy)]
@@ -39,31 +50,36 @@ pub(crate) struct Sharing<'a> {
     pub region: Vec<u32>,
     in_region: Vec<bool>,
     visited: Vec<bool>,
+    /// Constraints whose flows at or above the threshold belong in the region.
+    opened: Vec<bool>,
+    residual: Vec<f64>,
+    /// Per-constraint effect of the region's new rates, for the certificate check.
+    load_delta: Vec<f64>,
+    region_old_max: Vec<f64>,
+    region_new_max: Vec<f64>,
+    slowest_bottlenecked: Vec<f64>,
+    /// Current load of each constraint, kept up to date by the caller.
+    pub load_Bps: Vec<f64>,
     constraints: Vec<u32>,
     stack: Vec<u32>,
     scratch: Vec<(f64, f64)>,
     arriving_coef: Vec<f64>,
     filling: Filling,
+    /// Filling solves run, and flows they solved, over the whole run.
+    pub n_solves: u64,
+    pub n_solved_flows: u64,
 }
 
-struct View<'s, 'a> {
+struct View<'a> {
     usage_offsets: &'a [usize],
     usage: &'a [Usage],
-    on: &'s [Vec<Slot>],
 }
 
-impl Incidence for View<'_, '_> {
+impl Incidence for View<'_> {
     #[inline]
     fn usage(&self, f: u32) -> &[Usage] {
         let f = f as usize;
         &self.usage[self.usage_offsets[f]..self.usage_offsets[f + 1]]
-    }
-
-    #[inline]
-    fn for_each_flow_on(&self, c: u32, mut visit: impl FnMut(u32)) {
-        for s in &self.on[c as usize] {
-            visit(s.flow);
-        }
     }
 }
 
@@ -88,11 +104,20 @@ impl<'a> Sharing<'a> {
             region: Vec::new(),
             in_region: vec![false; n_acts],
             visited: vec![false; n_c],
+            opened: vec![false; n_c],
+            residual: vec![0.0; n_c],
+            load_delta: vec![0.0; n_c],
+            region_old_max: vec![0.0; n_c],
+            region_new_max: vec![0.0; n_c],
+            slowest_bottlenecked: vec![0.0; n_c],
+            load_Bps: vec![0.0; n_c],
             constraints: Vec::new(),
             stack: Vec::new(),
             scratch: Vec::new(),
             arriving_coef: vec![0.0; n_c],
             filling: Filling::new(n_c, n_acts),
+            n_solves: 0,
+            n_solved_flows: 0,
         }
     }
 
@@ -131,67 +156,159 @@ impl<'a> Sharing<'a> {
     /// Afterwards `region` lists the flows whose rate may have changed, with the new rates in
     /// `solved`; `rate` is not updated (the caller needs the old rates to integrate bytes).
     pub fn resolve(&mut self, left: &[u32], arrived: &[u32]) -> crate::Result<()> {
-        let threshold = self.threshold(left, arrived);
+        // Lowered a hair so flows tied with the threshold by rounding are re-solved too.
+        let threshold = self.threshold(left, arrived) * (1.0 - 1e-12);
         for &f in arrived {
             self.attach(f);
         }
-        // Lower the threshold a hair so flows tied with it by rounding are re-solved too.
-        let threshold = threshold * (1.0 - 1e-12);
-
-        // Collect the affected region: flows at or above the threshold, connected to the change.
         self.region.clear();
         self.constraints.clear();
         self.stack.clear();
+        // The changed flows' constraints always open up: their share changed.
         for &f in left.iter().chain(arrived) {
             for u in self.usage_of(f) {
-                self.visit_constraint(u.constraint);
+                self.visit(u.constraint, true);
             }
         }
         for &f in arrived {
             self.add_to_region(f);
         }
-        while let Some(c) = self.stack.pop() {
-            for i in 0..self.on[c as usize].len() {
-                let f = self.on[c as usize][i].flow;
-                if !self.in_region[f as usize] && self.rate[f as usize] >= threshold {
-                    self.add_to_region(f);
-                }
-            }
-        }
-
-        // Capacity left for the region once fixed flows take their (unchanged) rates.
-        for &c in &self.constraints {
-            let mut residual = self.capacity[c as usize];
-            for s in &self.on[c as usize] {
-                if !self.in_region[s.flow as usize] {
-                    let coef = self.usage[self.usage_offsets[s.flow as usize] + s.entry as usize]
-                        .coefficient;
-                    residual -= coef * self.rate[s.flow as usize];
-                }
-            }
-            self.filling.register(c, residual);
-        }
-        let view = View {
-            usage_offsets: self.usage_offsets,
-            usage: self.usage,
-            on: &self.on,
-        };
-        let result = self
-            .filling
-            .solve(&view, &self.region, self.rate_cap, &mut self.solved);
+        let result = self.solve_region(threshold);
         for &f in &self.region {
             self.in_region[f as usize] = false;
         }
         for &c in &self.constraints {
             self.visited[c as usize] = false;
+            self.opened[c as usize] = false;
         }
         result
     }
 
-    fn visit_constraint(&mut self, c: u32) {
-        if !self.visited[c as usize] {
-            self.visited[c as usize] = true;
+    /// Grows the region from the opened constraints, solves it, and grows it again for as
+    /// long as the solution is not max-min fair next to fixed flows (module docs).
+    fn solve_region(&mut self, threshold: f64) -> crate::Result<()> {
+        loop {
+            while let Some(c) = self.stack.pop() {
+                for i in 0..self.on[c as usize].len() {
+                    let f = self.on[c as usize][i].flow;
+                    if !self.in_region[f as usize] && self.rate[f as usize] >= threshold {
+                        self.add_to_region(f);
+                    }
+                }
+            }
+            // Capacity left for the region: the fixed flows keep their (unchanged) rates, so
+            // it is the capacity minus the current load plus the region's own share.
+            for &c in &self.constraints {
+                self.residual[c as usize] = self.capacity[c as usize] - self.load_Bps[c as usize];
+            }
+            for &f in &self.region {
+                let r = self.rate[f as usize];
+                if r > 0.0 {
+                    for u in self.usage_of(f) {
+                        self.residual[u.constraint as usize] += u.coefficient * r;
+                    }
+                }
+            }
+            for &c in &self.constraints {
+                self.filling.register(c, self.residual[c as usize]);
+            }
+            let view = View {
+                usage_offsets: self.usage_offsets,
+                usage: self.usage,
+            };
+            self.filling
+                .solve(&view, &self.region, self.rate_cap, &mut self.solved)?;
+            self.n_solves += 1;
+            self.n_solved_flows += self.region.len() as u64;
+            if self.certify(threshold) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Checks the certificate of max-min fairness above the threshold (module docs) and
+    /// grows the region where it fails; returns true when the region's solution stands.
+    ///
+    /// Every flow at or above the threshold needs a bottleneck: a saturated constraint on
+    /// which no other such flow is faster. A region flow has one from the filling, unless a
+    /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a cut
+    /// constraint of the region that lost its saturation or gained a faster region flow.
+    /// Opened constraints hold no fixed flow at or above the threshold, so only cut
+    /// constraints are scanned.
+    fn certify(&mut self, threshold: f64) -> bool {
+        // What the region did to each of its constraints, from the region's own usage lists.
+        for &c in &self.constraints {
+            let ci = c as usize;
+            self.load_delta[ci] = 0.0;
+            self.region_old_max[ci] = 0.0;
+            self.region_new_max[ci] = 0.0;
+            self.slowest_bottlenecked[ci] = f64::INFINITY;
+        }
+        for &f in &self.region {
+            let (old, new) = (self.rate[f as usize], self.solved[f as usize]);
+            for u in self.usage_of(f) {
+                let ci = u.constraint as usize;
+                self.load_delta[ci] += u.coefficient * (new - old);
+                self.region_old_max[ci] = self.region_old_max[ci].max(old);
+                self.region_new_max[ci] = self.region_new_max[ci].max(new);
+            }
+            let b = self.filling.bottleneck(f);
+            if b != CAPPED {
+                let bi = b as usize;
+                self.slowest_bottlenecked[bi] = self.slowest_bottlenecked[bi].min(new);
+            }
+        }
+        let mut grew = false;
+        for i in 0..self.constraints.len() {
+            let c = self.constraints[i];
+            let ci = c as usize;
+            if self.opened[ci] {
+                continue;
+            }
+            let cap = self.capacity[ci];
+            let was_saturated = self.load_Bps[ci] >= cap * (1.0 - 1e-9);
+            let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9);
+            let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
+            let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY;
+            if !bottlenecks_region && !(was_saturated && (!still_saturated || region_sped_up)) {
+                continue; // nothing here can break a certificate
+            }
+            let mut fixed_max = f64::NEG_INFINITY; // fastest fixed flow at or above threshold
+            for s in &self.on[ci] {
+                let g = s.flow as usize;
+                if !self.in_region[g] && self.rate[g] >= threshold {
+                    fixed_max = fixed_max.max(self.rate[g]);
+                }
+            }
+            if fixed_max == f64::NEG_INFINITY {
+                continue;
+            }
+            // A region flow frozen here must not be slower than a fixed flow here.
+            let region_flow_beaten = fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
+            // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
+            // bottleneck only if it stays saturated and no region flow overtakes it.
+            let fixed_flow_lost = was_saturated
+                && fixed_max >= self.region_old_max[ci] * (1.0 - 1e-12)
+                && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9));
+            if region_flow_beaten || fixed_flow_lost {
+                self.visit(c, true);
+                grew = true;
+            }
+        }
+        // Opened constraints pull their flows at or above the threshold into the region.
+        !grew
+    }
+
+    /// Registers constraint `c` for the solve; an opened one also pulls its flows at or
+    /// above the threshold into the region.
+    fn visit(&mut self, c: u32, open: bool) {
+        let ci = c as usize;
+        if !self.visited[ci] {
+            self.visited[ci] = true;
             self.constraints.push(c);
+        }
+        if open && !self.opened[ci] {
+            self.opened[ci] = true;
             self.stack.push(c);
         }
     }
@@ -200,7 +317,9 @@ impl<'a> Sharing<'a> {
         self.in_region[f as usize] = true;
         self.region.push(f);
         for u in self.usage_of(f) {
-            self.visit_constraint(u.constraint);
+            // A constraint starts as a cut: the certificate check opens it if the region's
+            // new rates disturb a fixed flow there.
+            self.visit(u.constraint, false);
         }
     }
 
@@ -239,7 +358,8 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         for s in &self.on[ci] {
-            let coef = self.usage[self.usage_offsets[s.flow as usize] + s.entry as usize].coefficient;
+            let coef =
+                self.usage[self.usage_offsets[s.flow as usize] + s.entry as usize].coefficient;
             self.scratch.push((self.rate[s.flow as usize], coef));
         }
         self.scratch.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));

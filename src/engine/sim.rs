@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 use crate::solver::IndexedHeap;
 use crate::units::SAME_INSTANT_REL;
 
+/// Relative change below which a re-solved rate counts as unchanged.
+const RATE_REL_TOL: f64 = 1e-13;
+
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Keep every rate change as (time_s, flow, rate_Bps) rows.
@@ -42,8 +45,12 @@ pub struct RunOutput {
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
     pub n_instants: u64,
-    /// Flows re-solved, summed over all instants (a measure of the work done).
+    /// Max-min solves run (an instant may need several to certify its region).
+    pub n_solves: u64,
+    /// Flows re-solved, summed over all solves (a measure of the work done).
     pub n_flows_resolved: u64,
+    /// Rate changes applied, summed over all instants.
+    pub n_rate_changes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -94,7 +101,6 @@ struct Sim<'a> {
     /// Time at which `remaining_bytes` was last brought up to date.
     updated_s: Vec<f64>,
     sharing: Sharing<'a>,
-    load_Bps: Vec<f64>,
     load_since_s: Vec<f64>,
     load_touched: Vec<bool>,
     touched: Vec<u32>,
@@ -172,8 +178,12 @@ impl<'a> Sim<'a> {
             finishes: IndexedHeap::with_ids(n),
             remaining_bytes: acts.bytes.clone(),
             updated_s: vec![0.0; n],
-            sharing: Sharing::new(&acts.usage_offsets, &acts.usage, capacity, &acts.rate_cap_Bps),
-            load_Bps: vec![0.0; n_c],
+            sharing: Sharing::new(
+                &acts.usage_offsets,
+                &acts.usage,
+                capacity,
+                &acts.rate_cap_Bps,
+            ),
             load_since_s: vec![0.0; n_c],
             load_touched: vec![false; n_c],
             touched: Vec::new(),
@@ -320,17 +330,21 @@ impl<'a> Sim<'a> {
         for &f in left {
             self.sharing.rate[f as usize] = 0.0;
         }
-        self.out.n_flows_resolved += self.sharing.region.len() as u64;
         let region = std::mem::take(&mut self.sharing.region);
         for &f in &region {
             let fi = f as usize;
             let old = self.sharing.rate[fi];
             let new = self.sharing.solved[fi];
-            if new == old {
+            // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
+            // saves a finish-time update and keeps unaffected flows bit-stable.
+            if (new - old).abs() <= old * RATE_REL_TOL {
                 continue;
             }
+            self.out.n_rate_changes += 1;
             if new <= 0.0 {
-                return Err(Error::Internal(format!("flow {f} got rate {new} at {now} s")));
+                return Err(Error::Internal(format!(
+                    "flow {f} got rate {new} at {now} s"
+                )));
             }
             self.remaining_bytes[fi] =
                 (self.remaining_bytes[fi] - old * (now - self.updated_s[fi])).max(0.0);
@@ -354,14 +368,14 @@ impl<'a> Sim<'a> {
     fn add_load(&mut self, now: f64, f: u32, delta_Bps: f64) {
         for u in self.sharing.usage_of(f) {
             let c = u.constraint as usize;
-            if self.load_Bps[c] > 0.0 {
+            if self.sharing.load_Bps[c] > 0.0 {
                 self.out.busy_s[c] += now - self.load_since_s[c];
             }
             self.load_since_s[c] = now;
-            self.load_Bps[c] = if self.sharing.on[c].is_empty() {
+            self.sharing.load_Bps[c] = if self.sharing.on[c].is_empty() {
                 0.0 // exact zero, not rounding residue, once the constraint is idle
             } else {
-                (self.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
+                (self.sharing.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
             };
             if !self.load_touched[c] {
                 self.load_touched[c] = true;
@@ -376,33 +390,27 @@ impl<'a> Sim<'a> {
         for &c in &self.touched {
             let c = c as usize;
             self.load_touched[c] = false;
-            if self.load_Bps[c] > self.out.peak_load_Bps[c] {
-                self.out.peak_load_Bps[c] = self.load_Bps[c];
+            if self.sharing.load_Bps[c] > self.out.peak_load_Bps[c] {
+                self.out.peak_load_Bps[c] = self.sharing.load_Bps[c];
             }
         }
         self.touched.clear();
     }
 
     fn finish(mut self) -> RunOutput {
-        self.out.makespan_s = self
-            .out
-            .finish_s
-            .iter()
-            .copied()
-            .fold(0.0, f64::max);
+        self.out.n_solves = self.sharing.n_solves;
+        self.out.n_flows_resolved = self.sharing.n_solved_flows;
+        self.out.makespan_s = self.out.finish_s.iter().copied().fold(0.0, f64::max);
         self.out
     }
 }
 
 /// Kahn's algorithm; on a cycle, names the activities on it.
-fn check_acyclic(
-    n: usize,
-    n_pending: &[u32],
-    offsets: &[usize],
-    dependents: &[u32],
-) -> Result<()> {
+fn check_acyclic(n: usize, n_pending: &[u32], offsets: &[usize], dependents: &[u32]) -> Result<()> {
     let mut pending = n_pending.to_vec();
-    let mut stack: Vec<u32> = (0..n as u32).filter(|&a| pending[a as usize] == 0).collect();
+    let mut stack: Vec<u32> = (0..n as u32)
+        .filter(|&a| pending[a as usize] == 0)
+        .collect();
     let mut n_seen = 0usize;
     while let Some(a) = stack.pop() {
         n_seen += 1;

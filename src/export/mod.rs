@@ -9,7 +9,10 @@ pub enum Column {
     I64(Vec<i64>),
     F64(Vec<f64>),
     /// Dictionary-encoded strings: indices (-1 for null) into `values`.
-    Dict { indices: Vec<i32>, values: Vec<String> },
+    Dict {
+        indices: Vec<i32>,
+        values: Vec<String>,
+    },
 }
 
 pub struct Table {
@@ -44,7 +47,10 @@ pub fn flows_table(sc: &Scenario, out: &RunOutput) -> Table {
         .collect();
     Table {
         columns: vec![
-            ("flow_id", Column::I64(ids.iter().map(|&a| a as i64).collect())),
+            (
+                "flow_id",
+                Column::I64(ids.iter().map(|&a| a as i64).collect()),
+            ),
             (
                 "tag",
                 Column::Dict {
@@ -52,8 +58,14 @@ pub fn flows_table(sc: &Scenario, out: &RunOutput) -> Table {
                     values: sc.tag_names().to_vec(),
                 },
             ),
-            ("src", Column::I64(ids.iter().map(|&a| sc.src()[a] as i64).collect())),
-            ("dst", Column::I64(ids.iter().map(|&a| sc.dst()[a] as i64).collect())),
+            (
+                "src",
+                Column::I64(ids.iter().map(|&a| sc.src()[a] as i64).collect()),
+            ),
+            (
+                "dst",
+                Column::I64(ids.iter().map(|&a| sc.dst()[a] as i64).collect()),
+            ),
             ("bytes", Column::F64(bytes)),
             ("ready_s", Column::F64(pick(&out.ready_s))),
             ("start_s", Column::F64(start)),
@@ -70,7 +82,10 @@ pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
         .collect();
     Table {
         columns: vec![
-            ("delay_id", Column::I64(ids.iter().map(|&a| a as i64).collect())),
+            (
+                "delay_id",
+                Column::I64(ids.iter().map(|&a| a as i64).collect()),
+            ),
             (
                 "tag",
                 Column::Dict {
@@ -78,8 +93,14 @@ pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
                     values: sc.tag_names().to_vec(),
                 },
             ),
-            ("ready_s", Column::F64(ids.iter().map(|&a| out.ready_s[a]).collect())),
-            ("finish_s", Column::F64(ids.iter().map(|&a| out.finish_s[a]).collect())),
+            (
+                "ready_s",
+                Column::F64(ids.iter().map(|&a| out.ready_s[a]).collect()),
+            ),
+            (
+                "finish_s",
+                Column::F64(ids.iter().map(|&a| out.finish_s[a]).collect()),
+            ),
         ],
     }
 }
@@ -107,8 +128,14 @@ pub fn links_table(sc: &Scenario, out: &RunOutput) -> Table {
     Table {
         columns: vec![
             ("link_id", Column::I64((0..n as i64).collect())),
-            ("src", Column::I64(topo.link_src().iter().map(|&x| x as i64).collect())),
-            ("dst", Column::I64(topo.link_dst().iter().map(|&x| x as i64).collect())),
+            (
+                "src",
+                Column::I64(topo.link_src().iter().map(|&x| x as i64).collect()),
+            ),
+            (
+                "dst",
+                Column::I64(topo.link_dst().iter().map(|&x| x as i64).collect()),
+            ),
             ("capacity_Bps", Column::F64(cap.to_vec())),
             ("bytes_carried", Column::F64(carried)),
             ("busy_s", Column::F64(out.busy_s.clone())),

@@ -6,8 +6,11 @@ use super::heap::IndexedHeap;
 use super::{Incidence, Usage};
 use crate::error::{Error, Result};
 
-/// Reusable workspace sized to the problem; `solve` costs O(E log C) over the subset's
-/// E usage entries and C constraints, with no allocation once warmed up.
+/// `Filling::bottleneck` of a flow that stopped at its own rate cap.
+pub const CAPPED: u32 = u32::MAX;
+
+/// Reusable workspace; `solve` costs O(E log C) over the subset's E usage entries and C
+/// constraints, with no allocation once warmed up.
 #[derive(Debug, Default)]
 pub struct Filling {
     /// Capacity left for the subset's flows, per constraint (valid while registered).
@@ -16,15 +19,21 @@ pub struct Filling {
     coef_sum: Vec<f64>,
     /// Number of unfrozen flows, per constraint: exact, unlike the float sum.
     n_unfrozen: Vec<u32>,
+    /// Position of each registered constraint in `registered` (valid while registered).
+    local: Vec<u32>,
+    is_registered: Vec<bool>,
+    registered: Vec<u32>,
+    /// The subset's flows grouped by registered constraint (compressed rows over `local`).
+    row_offsets: Vec<usize>,
+    row_flows: Vec<u32>,
     /// `unfrozen[f]` is true while flow f is in the subset and not yet frozen.
     unfrozen: Vec<bool>,
     heap: IndexedHeap,
-    /// Constraints registered for the current solve.
-    registered: Vec<u32>,
-    is_registered: Vec<bool>,
     dirty: Vec<u32>,
     is_dirty: Vec<bool>,
     capped: Vec<(f64, u32)>,
+    /// The constraint that froze each flow of the last solve, or `CAPPED`.
+    bottleneck: Vec<u32>,
 }
 
 impl Filling {
@@ -40,13 +49,21 @@ impl Filling {
             self.residual.resize(n_constraints, 0.0);
             self.coef_sum.resize(n_constraints, 0.0);
             self.n_unfrozen.resize(n_constraints, 0);
+            self.local.resize(n_constraints, 0);
             self.is_registered.resize(n_constraints, false);
             self.is_dirty.resize(n_constraints, false);
             self.heap.ensure_ids(n_constraints);
         }
         if self.unfrozen.len() < n_flows {
             self.unfrozen.resize(n_flows, false);
+            self.bottleneck.resize(n_flows, CAPPED);
         }
+    }
+
+    /// The constraint at which flow `f` was frozen by the last solve (`CAPPED` for its cap):
+    /// a saturated constraint on which no flow of the subset has a higher rate.
+    pub fn bottleneck(&self, f: u32) -> u32 {
+        self.bottleneck[f as usize]
     }
 
     /// Declares constraint `c` with `residual` capacity left for the subset. Every constraint
@@ -55,6 +72,7 @@ impl Filling {
         let ci = c as usize;
         debug_assert!(!self.is_registered[ci]);
         self.is_registered[ci] = true;
+        self.local[ci] = self.registered.len() as u32;
         self.registered.push(c);
         self.residual[ci] = residual;
         self.coef_sum[ci] = 0.0;
@@ -70,7 +88,9 @@ impl Filling {
         rate_cap: &[f64],
         rates: &mut [f64],
     ) -> Result<()> {
-        let result = self.fill(inc, subset, rate_cap, rates);
+        let result = self
+            .setup(inc, subset, rate_cap)
+            .and_then(|_| self.fill(inc, rates));
         // Leave the workspace clean whatever happened.
         self.heap.clear();
         for &f in subset {
@@ -83,13 +103,8 @@ impl Filling {
         result
     }
 
-    fn fill<I: Incidence>(
-        &mut self,
-        inc: &I,
-        subset: &[u32],
-        rate_cap: &[f64],
-        rates: &mut [f64],
-    ) -> Result<()> {
+    /// Coefficient sums, the per-constraint rows of the subset, caps in order, initial keys.
+    fn setup<I: Incidence>(&mut self, inc: &I, subset: &[u32], rate_cap: &[f64]) -> Result<()> {
         self.capped.clear();
         for &f in subset {
             let usage = inc.usage(f);
@@ -117,13 +132,37 @@ impl Filling {
         }
         self.capped
             .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Counting sort of the subset's flows into rows, one per registered constraint.
+        let n_rows = self.registered.len();
+        self.row_offsets.clear();
+        self.row_offsets.resize(n_rows + 1, 0);
+        for (i, &c) in self.registered.iter().enumerate() {
+            self.row_offsets[i + 1] = self.row_offsets[i] + self.n_unfrozen[c as usize] as usize;
+        }
+        self.row_flows.clear();
+        self.row_flows.resize(self.row_offsets[n_rows], 0);
+        for &f in subset {
+            for u in inc.usage(f) {
+                let row = self.local[u.constraint as usize] as usize;
+                // row_offsets[row] serves as the fill cursor, restored below.
+                self.row_flows[self.row_offsets[row]] = f;
+                self.row_offsets[row] += 1;
+            }
+        }
+        for i in (0..n_rows).rev() {
+            self.row_offsets[i + 1] = self.row_offsets[i];
+        }
+        self.row_offsets[0] = 0;
         for &c in &self.registered {
             let ci = c as usize;
             if self.n_unfrozen[ci] > 0 {
                 self.heap.set(c, self.residual[ci] / self.coef_sum[ci]);
             }
         }
+        Ok(())
+    }
 
+    fn fill<I: Incidence>(&mut self, inc: &I, rates: &mut [f64]) -> Result<()> {
         let mut level = 0.0f64;
         let mut next_capped = 0usize;
         loop {
@@ -133,30 +172,27 @@ impl Filling {
                 next_capped += 1;
             }
             let cap = self.capped.get(next_capped).copied();
-            let top = self.heap.peek();
-            match (top, cap) {
-                (None, None) => break,
-                (Some((key, _)), Some((cap_rate, f))) if cap_rate <= key => {
+            match (self.heap.peek(), cap) {
+                (None, None) => return Ok(()),
+                (top, Some((cap_rate, f))) if top.is_none_or(|(key, _)| cap_rate <= key) => {
                     level = level.max(cap_rate);
-                    self.freeze(inc, f, cap_rate, rates);
+                    self.freeze(inc, f, cap_rate, CAPPED, rates);
                     next_capped += 1;
-                }
-                (None, Some((cap_rate, f))) => {
-                    level = level.max(cap_rate);
-                    self.freeze(inc, f, cap_rate, rates);
-                    next_capped += 1;
+                    self.flush_dirty();
                 }
                 (Some((key, c)), _) => {
                     // Rounding can put a key a hair below the level already reached.
                     level = level.max(key);
                     self.heap.remove(c);
+                    let row = self.local[c as usize] as usize;
                     let mut frozen_any = false;
-                    inc.for_each_flow_on(c, |f| {
+                    for i in self.row_offsets[row]..self.row_offsets[row + 1] {
+                        let f = self.row_flows[i];
                         if self.unfrozen[f as usize] {
                             frozen_any = true;
-                            self.freeze_deferred(inc, f, level, rates);
+                            self.freeze(inc, f, level, c, rates);
                         }
-                    });
+                    }
                     if !frozen_any {
                         return Err(Error::Internal(format!(
                             "constraint {c} saturated with no unfrozen flow"
@@ -164,21 +200,16 @@ impl Filling {
                     }
                     self.flush_dirty();
                 }
+                (None, Some(_)) => unreachable!("handled by the cap arm"),
             }
         }
-        Ok(())
-    }
-
-    /// Freezes one flow and updates its constraints' keys at once.
-    fn freeze<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, rates: &mut [f64]) {
-        self.freeze_deferred(inc, f, rate, rates);
-        self.flush_dirty();
     }
 
     /// Freezes `f` at `rate`; key updates wait in the dirty list so that a constraint shared
     /// by many flows frozen together is re-keyed once.
-    fn freeze_deferred<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, rates: &mut [f64]) {
+    fn freeze<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, by: u32, rates: &mut [f64]) {
         self.unfrozen[f as usize] = false;
+        self.bottleneck[f as usize] = by;
         rates[f as usize] = rate;
         for &Usage {
             constraint,

@@ -5,7 +5,7 @@
 mod filling;
 mod heap;
 
-pub use filling::Filling;
+pub use filling::{Filling, CAPPED};
 pub use heap::IndexedHeap;
 
 use crate::error::{check_non_negative, Error, Result};
@@ -17,23 +17,21 @@ pub struct Usage {
     pub coefficient: f64,
 }
 
-/// Read access to the flow/constraint incidence of a sharing problem.
+/// Read access to the usage lists of a sharing problem's flows.
 pub trait Incidence {
     /// The usage list of flow `f`, one entry per constraint.
     fn usage(&self, f: u32) -> &[Usage];
-    /// Calls `visit` with every flow currently on constraint `c`.
-    fn for_each_flow_on(&self, c: u32, visit: impl FnMut(u32));
 }
 
-/// A static sharing problem in compressed sparse rows, both directions.
+/// A static sharing problem: usage lists in compressed sparse rows.
 #[derive(Debug, Clone)]
 pub struct Problem {
     capacity: Vec<f64>,
     rate_cap: Vec<f64>,
     flow_offsets: Vec<usize>,
     usage: Vec<Usage>,
-    constraint_offsets: Vec<usize>,
-    constraint_flows: Vec<u32>,
+    /// Whether any flow uses each constraint.
+    used: Vec<bool>,
 }
 
 impl Incidence for Problem {
@@ -41,15 +39,6 @@ impl Incidence for Problem {
     fn usage(&self, f: u32) -> &[Usage] {
         let f = f as usize;
         &self.usage[self.flow_offsets[f]..self.flow_offsets[f + 1]]
-    }
-
-    #[inline]
-    fn for_each_flow_on(&self, c: u32, mut visit: impl FnMut(u32)) {
-        let c = c as usize;
-        for &f in &self.constraint_flows[self.constraint_offsets[c]..self.constraint_offsets[c + 1]]
-        {
-            visit(f);
-        }
     }
 }
 
@@ -154,29 +143,16 @@ impl Problem {
             }
             flow_offsets.push(usage.len());
         }
-        let mut constraint_offsets = vec![0usize; n_constraints + 1];
+        let mut used = vec![false; n_constraints];
         for u in &usage {
-            constraint_offsets[u.constraint as usize + 1] += 1;
-        }
-        for c in 0..n_constraints {
-            constraint_offsets[c + 1] += constraint_offsets[c];
-        }
-        let mut cursor = constraint_offsets.clone();
-        let mut constraint_flows = vec![0u32; usage.len()];
-        for f in 0..n_flows {
-            for u in &usage[flow_offsets[f]..flow_offsets[f + 1]] {
-                let c = u.constraint as usize;
-                constraint_flows[cursor[c]] = f as u32;
-                cursor[c] += 1;
-            }
+            used[u.constraint as usize] = true;
         }
         Ok(Problem {
             capacity,
             rate_cap,
             flow_offsets,
             usage,
-            constraint_offsets,
-            constraint_flows,
+            used,
         })
     }
 
@@ -193,7 +169,7 @@ impl Problem {
         let n_flows = self.n_flows();
         let mut filling = Filling::new(self.n_constraints(), n_flows);
         for (c, &cap) in self.capacity.iter().enumerate() {
-            if self.constraint_offsets[c + 1] > self.constraint_offsets[c] {
+            if self.used[c] {
                 filling.register(c as u32, cap);
             }
         }
@@ -213,5 +189,13 @@ pub fn max_min_rates(
     n_flows: usize,
     rate_cap: Option<Vec<f64>>,
 ) -> Result<Vec<f64>> {
-    Problem::new(capacity, flow_index, constraint_index, coefficient, n_flows, rate_cap)?.solve()
+    Problem::new(
+        capacity,
+        flow_index,
+        constraint_index,
+        coefficient,
+        n_flows,
+        rate_cap,
+    )?
+    .solve()
 }

@@ -70,7 +70,11 @@ pub fn naive_max_min(capacity: &[f64], usage: &[Vec<(usize, f64)>], cap: &[f64])
 
 /// Event-driven simulation recomputing every rate from scratch at every event.
 /// Returns (ready, start, finish) per activity.
-pub fn naive_run(capacity: &[f64], acts: &Activities, deps: &[(usize, usize)]) -> Vec<(f64, f64, f64)> {
+pub fn naive_run(
+    capacity: &[f64],
+    acts: &Activities,
+    deps: &[(usize, usize)],
+) -> Vec<(f64, f64, f64)> {
     let n = acts.len();
     let mut ready = vec![f64::NAN; n];
     let mut start = vec![f64::NAN; n];

@@ -20,7 +20,13 @@ fn on(links: &[u32]) -> Vec<Usage> {
 }
 
 fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
-    run(capacity, acts, &RunOptions { record_rates: true }, &mut |_| true).unwrap()
+    run(
+        capacity,
+        acts,
+        &RunOptions { record_rates: true },
+        &mut |_| true,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -29,8 +35,10 @@ fn staggered_start_shares_then_runs_alone() {
     // A alone moves 5 B by t=5; both at 1/2: A's last 5 B take 10 s -> A ends at 15,
     // B has 5 B left and ends alone at 20.
     let mut acts = Activities::new();
-    acts.add_flow(10.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
-    acts.add_flow(10.0, &on(&[0]), 0.0, 5.0, f64::INFINITY, &[]).unwrap();
+    acts.add_flow(10.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(10.0, &on(&[0]), 0.0, 5.0, f64::INFINITY, &[])
+        .unwrap();
     let out = go(&[1.0], &acts);
     assert_eq!(out.finish_s, vec![15.0, 20.0]);
     assert_eq!(out.makespan_s, 20.0);
@@ -44,7 +52,9 @@ fn staggered_start_shares_then_runs_alone() {
 #[test]
 fn latency_is_waited_before_the_transfer() {
     let mut acts = Activities::new();
-    let a = acts.add_flow(4.0, &on(&[0]), 2.0, 1.0, f64::INFINITY, &[]).unwrap();
+    let a = acts
+        .add_flow(4.0, &on(&[0]), 2.0, 1.0, f64::INFINITY, &[])
+        .unwrap();
     let out = go(&[1.0], &acts);
     assert_eq!(out.ready_s[a.index()], 1.0);
     assert_eq!(out.start_s[a.index()], 3.0);
@@ -56,9 +66,13 @@ fn delays_and_dependencies_chain() {
     // compute 2 s -> flow 6 B at 2 B/s -> compute 1 s; a zero-byte flow after the first delay.
     let mut acts = Activities::new();
     let d1 = acts.add_delay(2.0, 0.0, &[]).unwrap();
-    let f = acts.add_flow(6.0, &on(&[0]), 0.5, 0.0, f64::INFINITY, &[d1]).unwrap();
+    let f = acts
+        .add_flow(6.0, &on(&[0]), 0.5, 0.0, f64::INFINITY, &[d1])
+        .unwrap();
     let d2 = acts.add_delay(1.0, 0.0, &[f]).unwrap();
-    let z = acts.add_flow(0.0, &on(&[0]), 0.25, 0.0, f64::INFINITY, &[d1]).unwrap();
+    let z = acts
+        .add_flow(0.0, &on(&[0]), 0.25, 0.0, f64::INFINITY, &[d1])
+        .unwrap();
     let out = go(&[2.0], &acts);
     assert_eq!(out.finish_s[d1.index()], 2.0);
     assert_eq!(out.start_s[f.index()], 2.5);
@@ -75,7 +89,8 @@ fn caps_and_coefficients_in_a_run() {
     // for 3 s moves 6 B, then alone at 2.5 B/s: 4 B take 1.6 s -> ends at 4.6.
     let mut acts = Activities::new();
     acts.add_flow(3.0, &on(&[0]), 0.0, 0.0, 1.0, &[]).unwrap();
-    acts.add_flow(10.0, &on(&[0, 0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
+    acts.add_flow(10.0, &on(&[0, 0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
     let out = go(&[5.0], &acts);
     assert_eq!(out.finish_s[0], 3.0);
     assert_close("flow 1", out.finish_s[1], 4.6);
@@ -89,18 +104,30 @@ fn cycles_and_unknown_ids_are_refused() {
     let c = acts.add_delay(1.0, 0.0, &[b]).unwrap();
     acts.add_dependency(a, c).unwrap();
     let e = run(&[], &acts, &RunOptions::default(), &mut |_| true).unwrap_err();
-    assert!(matches!(&e, Error::DependencyCycle(m) if m.contains("0") && m.contains("2")), "{e}");
+    assert!(
+        matches!(&e, Error::DependencyCycle(m) if m.contains("0") && m.contains("2")),
+        "{e}"
+    );
     let e = acts.add_delay(1.0, 0.0, &[ActivityId(99)]).unwrap_err();
-    assert!(matches!(&e, Error::UnknownActivity(m) if m.contains("99")), "{e}");
-    let e = acts.add_flow(-1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("-1")), "{e}");
+    assert!(
+        matches!(&e, Error::UnknownActivity(m) if m.contains("99")),
+        "{e}"
+    );
+    let e = acts
+        .add_flow(-1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("-1")),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_stopped_run_says_so() {
     let mut acts = Activities::new();
     for i in 0..10_000 {
-        acts.add_flow(1.0 + i as f64, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[]).unwrap();
+        acts.add_flow(1.0 + i as f64, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+            .unwrap();
     }
     let e = run(&[1.0], &acts, &RunOptions::default(), &mut |_| false).unwrap_err();
     assert!(matches!(e, Error::Interrupted(_)));
@@ -110,11 +137,23 @@ fn a_stopped_run_says_so() {
 /// from scratch at every event.
 #[test]
 fn random_runs_match_the_naive_simulation() {
-    let mut rng = Rng::new(7);
-    for case in 0..300 {
-        let n_c = 1 + rng.below(6) as usize;
-        let capacity: Vec<f64> = (0..n_c).map(|_| [1.0, 2.0, 5.0, 0.3][rng.below(4) as usize]).collect();
-        let n = 1 + rng.below(14) as usize;
+    random_runs(7, 300, 6, 14);
+}
+
+/// Larger cases: many flows per constraint, so re-solves touch only part of the flows.
+#[test]
+fn larger_random_runs_match_the_naive_simulation() {
+    random_runs(11, 40, 10, 60);
+}
+
+fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: u64) {
+    let mut rng = Rng::new(seed);
+    for case in 0..n_cases {
+        let n_c = 1 + rng.below(max_constraints) as usize;
+        let capacity: Vec<f64> = (0..n_c)
+            .map(|_| [1.0, 2.0, 5.0, 0.3][rng.below(4) as usize])
+            .collect();
+        let n = 1 + rng.below(max_activities) as usize;
         let mut acts = Activities::new();
         let mut deps = Vec::new();
         for a in 0..n {
@@ -131,24 +170,43 @@ fn random_runs_match_the_naive_simulation() {
             } else {
                 let mut usage = Vec::new();
                 for c in 0..n_c {
-                    if rng.below(2) == 0 {
-                        usage.push(Usage { constraint: c as u32, coefficient: [1.0, 1.0, 2.0, 0.5][rng.below(4) as usize] });
+                    if rng.below(n_c as u64) < 2 {
+                        usage.push(Usage {
+                            constraint: c as u32,
+                            coefficient: [1.0, 1.0, 2.0, 0.5][rng.below(4) as usize],
+                        });
                     }
                 }
                 if usage.is_empty() {
-                    usage.push(Usage { constraint: 0, coefficient: 1.0 });
+                    usage.push(Usage {
+                        constraint: 0,
+                        coefficient: 1.0,
+                    });
                 }
                 let bytes = [0.0, 1.0, 2.0, 3.0, 7.5][rng.below(5) as usize];
                 let latency = [0.0, 0.0, 0.5, 1.0][rng.below(4) as usize];
-                acts.add_flow(bytes, &usage, latency, start, f64::INFINITY, &after).unwrap();
+                acts.add_flow(bytes, &usage, latency, start, f64::INFINITY, &after)
+                    .unwrap();
             }
         }
         let out = go(&capacity, &acts);
         let want = naive_run(&capacity, &acts, &deps);
         for a in 0..n {
-            assert_close(&format!("case {case} activity {a} ready"), out.ready_s[a], want[a].0);
-            assert_close(&format!("case {case} activity {a} start"), out.start_s[a], want[a].1);
-            assert_close(&format!("case {case} activity {a} finish"), out.finish_s[a], want[a].2);
+            assert_close(
+                &format!("case {case} activity {a} ready"),
+                out.ready_s[a],
+                want[a].0,
+            );
+            assert_close(
+                &format!("case {case} activity {a} start"),
+                out.start_s[a],
+                want[a].1,
+            );
+            assert_close(
+                &format!("case {case} activity {a} finish"),
+                out.finish_s[a],
+                want[a].2,
+            );
         }
     }
 }

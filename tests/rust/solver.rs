@@ -51,9 +51,15 @@ fn parking_lot_with_unequal_links_frees_capacity_downstream() {
 #[test]
 fn coefficient_two_and_one_half() {
     // 2r + r = 3 -> r = 1.
-    assert_eq!(solve(&[3.0], &[vec![(0, 2.0)], vec![(0, 1.0)]], None), vec![1.0, 1.0]);
+    assert_eq!(
+        solve(&[3.0], &[vec![(0, 2.0)], vec![(0, 1.0)]], None),
+        vec![1.0, 1.0]
+    );
     // 0.5r + r = 3 -> r = 2.
-    assert_eq!(solve(&[3.0], &[vec![(0, 0.5)], vec![(0, 1.0)]], None), vec![2.0, 2.0]);
+    assert_eq!(
+        solve(&[3.0], &[vec![(0, 0.5)], vec![(0, 1.0)]], None),
+        vec![2.0, 2.0]
+    );
     // A route that crosses a link twice is one entry of coefficient 2.
     let r = max_min_rates(vec![3.0], &[0, 0, 1], &[0, 0, 0], &[1.0, 1.0, 1.0], 2, None).unwrap();
     assert_eq!(r, vec![1.0, 1.0]);
@@ -62,10 +68,18 @@ fn coefficient_two_and_one_half() {
 #[test]
 fn caps_give_their_share_to_others() {
     let usage = vec![vec![(0, 1.0)], vec![(0, 1.0)], vec![(0, 1.0)]];
-    let r = solve(&[9.0], &usage, Some(vec![1.0, f64::INFINITY, f64::INFINITY]));
+    let r = solve(
+        &[9.0],
+        &usage,
+        Some(vec![1.0, f64::INFINITY, f64::INFINITY]),
+    );
     assert_eq!(r, vec![1.0, 4.0, 4.0]);
     // A cap above the fair share changes nothing.
-    let r = solve(&[9.0], &usage, Some(vec![5.0, f64::INFINITY, f64::INFINITY]));
+    let r = solve(
+        &[9.0],
+        &usage,
+        Some(vec![5.0, f64::INFINITY, f64::INFINITY]),
+    );
     assert_eq!(r, vec![3.0, 3.0, 3.0]);
     // A flow with only a cap runs at its cap.
     let r = max_min_rates(vec![], &[], &[], &[], 1, Some(vec![7.0])).unwrap();
@@ -75,13 +89,25 @@ fn caps_give_their_share_to_others() {
 #[test]
 fn bad_input_names_the_value() {
     let e = max_min_rates(vec![-1.0], &[0], &[0], &[1.0], 1, None).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("-1")), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("-1")),
+        "{e}"
+    );
     let e = max_min_rates(vec![1.0], &[0], &[5], &[1.0], 1, None).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("constraint_index[0] = 5")), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("constraint_index[0] = 5")),
+        "{e}"
+    );
     let e = max_min_rates(vec![1.0], &[0], &[0], &[f64::NAN], 1, None).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("NaN")), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("NaN")),
+        "{e}"
+    );
     let e = max_min_rates(vec![1.0], &[], &[], &[], 1, None).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("unbounded")), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("unbounded")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -92,7 +118,13 @@ fn random_problems_match_the_naive_reference() {
         let n_f = 1 + rng.below(12) as usize;
         // Few distinct capacities so that ties between constraints happen often.
         let capacity: Vec<f64> = (0..n_c)
-            .map(|_| if rng.below(3) == 0 { 0.0 } else { 1.0 + rng.below(4) as f64 * 2.5 })
+            .map(|_| {
+                if rng.below(3) == 0 {
+                    0.0
+                } else {
+                    1.0 + rng.below(4) as f64 * 2.5
+                }
+            })
             .collect();
         let usage: Vec<Vec<(usize, f64)>> = (0..n_f)
             .map(|_| {
@@ -110,7 +142,13 @@ fn random_problems_match_the_naive_reference() {
             })
             .collect();
         let caps: Vec<f64> = (0..n_f)
-            .map(|_| if rng.below(4) == 0 { 0.5 + rng.next_f64() * 5.0 } else { f64::INFINITY })
+            .map(|_| {
+                if rng.below(4) == 0 {
+                    0.5 + rng.next_f64() * 5.0
+                } else {
+                    f64::INFINITY
+                }
+            })
             .collect();
         let got = solve(&capacity, &usage, Some(caps.clone()));
         let want = naive_max_min(&capacity, &usage, &caps);
@@ -125,7 +163,10 @@ fn random_problems_match_the_naive_reference() {
                 .enumerate()
                 .flat_map(|(f, row)| row.iter().filter(|e| e.0 == c).map(move |e| e.1 * got[f]))
                 .sum();
-            assert!(load <= cap * (1.0 + 1e-12) + 1e-12, "case {case}: constraint {c} load {load} > {cap}");
+            assert!(
+                load <= cap * (1.0 + 1e-12) + 1e-12,
+                "case {case}: constraint {c} load {load} > {cap}"
+            );
         }
     }
 }

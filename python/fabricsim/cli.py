@@ -1,0 +1,141 @@
+"""The ``fabricsim`` command line.
+
+``fabricsim demo`` runs the built-in default scenario: one step of a data-parallel job on an
+oversubscribed leaf-spine fabric (compute, then a random permutation of transfers, then an
+incast into one host), and prints what happened and which links were the bottleneck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import __version__
+from .exceptions import InvalidArgumentError
+from .fabrics import Topology
+from .scenario import Scenario
+from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
+
+
+def leaf_spine(
+    n_leaves: int, hosts_per_leaf: int, n_spines: int, link_Bps: float, latency_s: float
+) -> Topology:
+    """Hosts 0..H-1, then leaves, then spines; one cable (two links) per host-leaf and
+    leaf-spine pair. Oversubscription is hosts_per_leaf : n_spines."""
+    n_hosts = n_leaves * hosts_per_leaf
+    leaf0, spine0 = n_hosts, n_hosts + n_leaves
+    pairs = [(h, leaf0 + h // hosts_per_leaf) for h in range(n_hosts)]
+    pairs += [(leaf0 + l, spine0 + s) for l in range(n_leaves) for s in range(n_spines)]
+    a = np.array(pairs, dtype=np.int64)
+    src = np.concatenate([a[:, 0], a[:, 1]])
+    dst = np.concatenate([a[:, 1], a[:, 0]])
+    return Topology.from_arrays(src, dst, link_Bps, latency_s, n_nodes=spine0 + n_spines)
+
+
+def demo_scenario(
+    *,
+    n_leaves: int = 4,
+    hosts_per_leaf: int = 8,
+    n_spines: int = 2,
+    link_Bps: float = bandwidth_Bps("400Gb/s"),
+    latency_s: float = duration_s("1us"),
+    transfer_bytes: float = size_bytes("1GiB"),
+    compute_s: float = duration_s("5ms"),
+    seed: int = 0,
+) -> Scenario:
+    for name, value in (("leaves", n_leaves), ("hosts per leaf", hosts_per_leaf), ("spines", n_spines)):
+        if value < 1:
+            raise InvalidArgumentError(f"the demo needs at least 1 of {name}, got {value}")
+    if n_leaves * hosts_per_leaf < 2:
+        raise InvalidArgumentError("the demo needs at least 2 hosts")
+    topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
+    n_hosts = n_leaves * hosts_per_leaf
+    sc = Scenario(topo, seed=seed)
+    rng = np.random.default_rng(seed)
+    compute = sc.add_delay(compute_s, tag="compute")
+    # A random permutation with no fixed point: every host sends to another one.
+    perm = rng.permutation(n_hosts)
+    while np.any(perm == np.arange(n_hosts)):
+        perm = rng.permutation(n_hosts)
+    shuffle = [
+        sc.add_flow(h, int(perm[h]), transfer_bytes, after=compute, tag="permutation")
+        for h in range(n_hosts)
+    ]
+    # Then every other host of the first leaf's neighbours sends a quarter to host 0.
+    for h in range(1, n_hosts, 4):
+        sc.add_flow(h, 0, transfer_bytes / 4, after=shuffle, tag="incast")
+    return sc
+
+
+def _phase_table(flows: pa.Table) -> str:
+    lines = [f"{'phase':<12} {'flows':>6} {'bytes':>11} {'first start':>12} {'last finish':>12} {'mean rate':>12}"]
+    tags = flows.column("tag").cast(pa.string())
+    for tag in pc.unique(tags).to_pylist():
+        sub = flows.filter(pc.equal(tags, tag))
+        lines.append(
+            f"{str(tag):<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
+            f"{format_duration(pc.min(sub['start_s']).as_py()):>12} "
+            f"{format_duration(pc.max(sub['finish_s']).as_py()):>12} "
+            f"{format_rate(pc.mean(sub['mean_rate_Bps']).as_py()):>12}"
+        )
+    return "\n".join(lines)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    sc = demo_scenario(
+        n_leaves=args.leaves,
+        hosts_per_leaf=args.hosts_per_leaf,
+        n_spines=args.spines,
+        link_Bps=bandwidth_Bps(args.link),
+        transfer_bytes=size_bytes(args.size),
+        seed=args.seed,
+    )
+    topo = sc.topology
+    print(
+        f"fabricsim {__version__} demo: {args.leaves} leaves x {args.hosts_per_leaf} hosts, "
+        f"{args.spines} spines, {args.link} links "
+        f"({args.hosts_per_leaf}:{args.spines} oversubscribed), ECMP seed {args.seed}"
+    )
+    print(f"{topo.n_nodes} nodes, {topo.n_links} links, {sc.n_activities} activities\n")
+    t0 = time.perf_counter()
+    res = sc.run(progress=args.progress)
+    wall_s = time.perf_counter() - t0
+    print(_phase_table(res.flows))
+    print()
+    print(res.summary)
+    print(f"\nsimulated in {format_duration(wall_s)} wall time ({res.n_instants} event instants)")
+    if args.parquet:
+        for path in res.to_parquet(args.parquet):
+            print(f"wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fabricsim", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"fabricsim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the built-in default scenario and print a summary")
+    demo.add_argument("--leaves", type=int, default=4)
+    demo.add_argument("--hosts-per-leaf", type=int, default=8)
+    demo.add_argument("--spines", type=int, default=2)
+    demo.add_argument("--link", default="400Gb/s", help="rate of every link, e.g. 400Gb/s")
+    demo.add_argument("--size", default="1GiB", help="bytes per permutation flow, e.g. 1GiB")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--parquet", metavar="DIR", help="also write the result tables here")
+    demo.add_argument("--progress", action="store_true", help="show progress on stderr")
+    demo.set_defaults(func=_demo)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as e:  # bad arguments: a message, not a traceback
+        print(f"fabricsim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
