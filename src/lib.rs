@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod export;
 pub mod ids;
+pub mod memory;
 pub mod rng;
 pub mod routing;
 pub mod scenario;

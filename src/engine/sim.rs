@@ -119,10 +119,32 @@ pub fn run(
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<RunOutput> {
     validate(capacity_Bps, acts)?;
+    crate::memory::check_fits(
+        &format!(
+            "running {} activities with {} usage entries over {} constraints",
+            acts.len(),
+            acts.n_usage_entries(),
+            capacity_Bps.len()
+        ),
+        estimate_run_bytes(capacity_Bps.len(), acts, options.record_rates),
+    )?;
     let mut sim = Sim::new(capacity_Bps, acts, options.record_rates)?;
     sim.start();
     sim.event_loop(progress)?;
     Ok(sim.finish())
+}
+
+/// Working memory of a run: per-activity state and results, per-entry positions, per-
+/// constraint lists and statistics, and the result tables built afterwards.
+pub fn estimate_run_bytes(n_constraints: usize, acts: &Activities, record_rates: bool) -> f64 {
+    let per_activity = 220.0;
+    let per_entry = 24.0;
+    let per_constraint = 160.0;
+    let rates = if record_rates { 40.0 * acts.n_usage_entries() as f64 } else { 0.0 };
+    per_activity * acts.len() as f64
+        + per_entry * acts.n_usage_entries() as f64
+        + per_constraint * n_constraints as f64
+        + rates
 }
 
 fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {

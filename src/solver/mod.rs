@@ -86,6 +86,11 @@ impl Problem {
             None => vec![f64::INFINITY; n_flows],
         };
         let n_constraints = capacity.len();
+        // Usage rows (twice while merging), per-flow state and per-constraint workspace.
+        crate::memory::check_fits(
+            &format!("a max-min problem of {n_flows} flows and {n_entries} usage entries"),
+            40.0 * n_entries as f64 + 64.0 * n_flows as f64 + 80.0 * n_constraints as f64,
+        )?;
         let mut flow_count = vec![0usize; n_flows + 1];
         for e in 0..n_entries {
             let (f, c, k) = (flow_index[e], constraint_index[e], coefficient[e]);

@@ -43,6 +43,11 @@ impl Topology {
                 "{n_nodes} nodes and {n} links exceed the 2^32 - 1 ids a topology can hold"
             )));
         }
+        // Offsets and adjacency in both directions, plus the link arrays already held.
+        crate::memory::check_fits(
+            &format!("a topology of {n_nodes} nodes and {n} links"),
+            16.0 * n_nodes as f64 + 16.0 * n as f64,
+        )?;
         for l in 0..n {
             for (what, node) in [("src", src[l]), ("dst", dst[l])] {
                 if node as usize >= n_nodes {
