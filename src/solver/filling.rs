@@ -29,8 +29,6 @@ pub struct Filling {
     /// `unfrozen[f]` is true while flow f is in the subset and not yet frozen.
     unfrozen: Vec<bool>,
     heap: IndexedHeap,
-    dirty: Vec<u32>,
-    is_dirty: Vec<bool>,
     capped: Vec<(f64, u32)>,
     /// The constraint that froze each flow of the last solve, or `CAPPED`.
     bottleneck: Vec<u32>,
@@ -51,7 +49,6 @@ impl Filling {
             self.n_unfrozen.resize(n_constraints, 0);
             self.local.resize(n_constraints, 0);
             self.is_registered.resize(n_constraints, false);
-            self.is_dirty.resize(n_constraints, false);
             self.heap.ensure_ids(n_constraints);
         }
         if self.unfrozen.len() < n_flows {
@@ -172,13 +169,30 @@ impl Filling {
                 next_capped += 1;
             }
             let cap = self.capped.get(next_capped).copied();
-            match (self.heap.peek(), cap) {
+            // Heap keys are lazy: freezing a flow only raises its constraints' saturation
+            // levels, so a stored key is a lower bound, refreshed when it reaches the top.
+            let top = loop {
+                let Some((stored, c)) = self.heap.peek() else {
+                    break None;
+                };
+                let ci = c as usize;
+                if self.n_unfrozen[ci] == 0 {
+                    self.heap.remove(c);
+                    continue;
+                }
+                let key = self.residual[ci] / self.coef_sum[ci];
+                if key > stored {
+                    self.heap.set(c, key);
+                    continue;
+                }
+                break Some((key, c));
+            };
+            match (top, cap) {
                 (None, None) => return Ok(()),
                 (top, Some((cap_rate, f))) if top.is_none_or(|(key, _)| cap_rate <= key) => {
                     level = level.max(cap_rate);
                     self.freeze(inc, f, cap_rate, CAPPED, rates);
                     next_capped += 1;
-                    self.flush_dirty();
                 }
                 (Some((key, c)), _) => {
                     // Rounding can put a key a hair below the level already reached.
@@ -198,15 +212,13 @@ impl Filling {
                             "constraint {c} saturated with no unfrozen flow"
                         )));
                     }
-                    self.flush_dirty();
                 }
                 (None, Some(_)) => unreachable!("handled by the cap arm"),
             }
         }
     }
 
-    /// Freezes `f` at `rate`; key updates wait in the dirty list so that a constraint shared
-    /// by many flows frozen together is re-keyed once.
+    /// Freezes `f` at `rate`, taking its share off its constraints.
     fn freeze<I: Incidence>(&mut self, inc: &I, f: u32, rate: f64, by: u32, rates: &mut [f64]) {
         self.unfrozen[f as usize] = false;
         self.bottleneck[f as usize] = by;
@@ -220,23 +232,6 @@ impl Filling {
             self.residual[ci] -= coefficient * rate;
             self.coef_sum[ci] -= coefficient;
             self.n_unfrozen[ci] -= 1;
-            if !self.is_dirty[ci] {
-                self.is_dirty[ci] = true;
-                self.dirty.push(constraint);
-            }
         }
-    }
-
-    fn flush_dirty(&mut self) {
-        for &c in &self.dirty {
-            let ci = c as usize;
-            self.is_dirty[ci] = false;
-            if self.n_unfrozen[ci] == 0 {
-                self.heap.remove(c);
-            } else {
-                self.heap.set(c, self.residual[ci] / self.coef_sum[ci]);
-            }
-        }
-        self.dirty.clear();
     }
 }

@@ -95,7 +95,7 @@ def test_duckdb_reads_results(run):
     assert got == list(zip(res.flows.column("flow_id").to_pylist(),
                            res.flows.column("finish_s").to_pylist()))
     links = res.links  # noqa: F841
-    total = duckdb.sql("SELECT sum(bytes_carried) FROM links").fetchone()[0]
+    total = duckdb.sql("SELECT sum(bytes_carried) FROM links").fetchall()[0][0]
     assert total == pytest.approx(100.0 + 100.0 + 50.0 + 25.0, rel=1e-12)
 
 

@@ -6,10 +6,11 @@ automatic (ECMP) routes, sizes including 0, start times, dependencies in a rando
 order (some through add_dependency, pointing to later ids), delays and rate caps. Every run also
 goes through the invariants of helpers.check_invariants.
 
-Examples: 300 (main) + 40 (larger) scenarios, 200 solver problems.
+Examples: 300 (main) + 40 (larger) + 150 (chains) + 100 (dense) scenarios, 200 solver
+problems.
 """
 
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import pytest
@@ -23,16 +24,22 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 mantissas = st.sampled_from([1.0, 1.25, 2.0, 3.0, 5.5, 7.0, 9.99])
-capacities = st.builds(lambda e, m: m * 10.0 ** e, st.integers(3, 12), mantissas)
+# Most values are on the scenario's own scale (so that flows overlap and share links); some are
+# many orders of magnitude away.
+near = st.sampled_from([1.0, 1.0, 2.0, 0.5, 4.0, 1.25, 3.0])
+far = st.builds(lambda e, m: m * 10.0 ** e, st.integers(-6, 3), mantissas)
+cap_factors = st.one_of(near, near, near, far)
+size_factors = st.one_of(st.just(0.0), near, near, near,
+                         st.builds(lambda e, m: m * 10.0 ** e, st.integers(-3, 1), mantissas),
+                         st.builds(lambda e, m: m * 10.0 ** e, st.integers(-12, 0), mantissas))
 latencies = st.one_of(st.just(0.0), st.just(0.0),
                       st.sampled_from([1e-9, 5e-7, 1e-6, 2e-3, 0.1, 1.5]))
-sizes = st.one_of(st.just(0.0), st.builds(lambda e, m: m * 10.0 ** e, st.integers(0, 12),
-                                          mantissas))
-start_times = st.one_of(st.just(0.0), st.just(0.0), st.integers(1, 40).map(lambda k: k / 8),
-                        st.floats(0, 10, allow_subnormal=False), st.just(1e-6))
+start_times = st.one_of(st.just(0.0), st.just(0.0), st.just(0.0),
+                        st.integers(1, 16).map(lambda k: k / 8),
+                        st.floats(0, 3, allow_subnormal=False), st.just(1e-6))
 durations = st.one_of(st.just(0.0), st.integers(1, 16).map(lambda k: k / 4),
                       st.floats(0, 5, allow_subnormal=False))
-rate_caps = st.one_of(st.none(), st.none(), capacities)
+capacities = st.builds(lambda e, m: m * 10.0 ** e, st.integers(3, 12), mantissas)  # solver
 tags = st.one_of(st.none(), st.sampled_from(["a", "grad", "mlp.fwd"]))
 
 
@@ -49,8 +56,9 @@ def reachable(n, src, dst, start):
 
 
 @st.composite
-def scenarios(draw, max_nodes=6, max_links=14, max_acts=10):
+def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
     n = draw(st.integers(2, max_nodes))
+    base = 10.0 ** draw(st.integers(3, 12))  # bytes/s; flows mostly last ~1 s at this rate
     src, dst = [], []
     for _ in range(draw(st.integers(1, max_links))):
         u = draw(st.integers(0, n - 1))
@@ -61,16 +69,22 @@ def scenarios(draw, max_nodes=6, max_links=14, max_acts=10):
         if draw(st.integers(0, 5)) == 0:  # sometimes the reverse link too (a cable)
             src.append(v)
             dst.append(u)
-    cap = [draw(capacities) for _ in src]
+    cap = [base * draw(cap_factors) for _ in src]
     lat = [draw(latencies) for _ in src]
     out = {u: [i for i, s in enumerate(src) if s == u] for u in range(n)}
+
+    def rate_cap():
+        factor = draw(st.one_of(st.none(), st.none(), cap_factors))
+        return None if factor is None else base * factor
 
     n_acts = draw(st.integers(1, max_acts))
     rank = draw(st.permutations(range(n_acts)))  # a random topological order
     acts = []
     for i in range(n_acts):
         earlier = [j for j in range(n_acts) if rank[j] < rank[i]]
-        deps = sorted(set(draw(st.lists(st.sampled_from(earlier), max_size=3)))) if earlier else []
+        deps = []
+        if earlier and draw(st.integers(0, 2)) == 0:
+            deps = sorted(set(draw(st.lists(st.sampled_from(earlier), min_size=1, max_size=3))))
         common = dict(
             start_s=draw(start_times),
             after=[j for j in deps if j < i],
@@ -92,13 +106,15 @@ def scenarios(draw, max_nodes=6, max_links=14, max_acts=10):
                 kind = "delay"
             else:
                 acts.append(dict(kind="flow", src=src[first], dst=dst[walk[-1]], route=walk,
-                                 bytes=draw(sizes), max_rate=draw(rate_caps), **common))
+                                 bytes=base * draw(size_factors),
+                                 max_rate=rate_cap(), **common))
         if kind == "auto":
             s = draw(st.integers(0, n - 1))
             targets = sorted(reachable(n, src, dst, s) - {s})
             if targets:
                 acts.append(dict(kind="flow", src=s, dst=draw(st.sampled_from(targets)),
-                                 route=None, bytes=draw(sizes), max_rate=draw(rate_caps),
+                                 route=None, bytes=base * draw(size_factors),
+                                 max_rate=rate_cap(),
                                  **common))
             else:
                 kind = "delay"
@@ -132,8 +148,95 @@ def test_engine_matches_reference(spec):
 
 
 @settings(max_examples=40, **SETTINGS)
-@given(scenarios(max_nodes=8, max_links=24, max_acts=30))
+@given(scenarios(max_nodes=7, max_links=16, max_acts=30))
 def test_engine_matches_reference_larger(spec):
+    m = build(spec)
+    res = m.run()
+    compare_to_reference(m, res)
+
+
+@st.composite
+def chain_scenarios(draw):
+    """Parking lots with random sub-ranges: nodes 0..n-1 in a line (forward links, sometimes
+    backward ones), flows over random sub-ranges. A rate change anywhere propagates along the
+    chain, which is what an incremental max-min engine must get right."""
+    n = draw(st.integers(3, 9))
+    base = 10.0 ** draw(st.integers(3, 12))
+    src = list(range(n - 1))
+    dst = list(range(1, n))
+    both_ways = draw(st.booleans())
+    if both_ways:
+        src += list(range(1, n))
+        dst += list(range(n - 1))
+    ties = draw(st.booleans())  # equal values everywhere: many simultaneous events
+    factor = st.just(1.0) if ties else st.sampled_from([1.0, 2.0, 0.5, 1.25, 3.0, 1e-3, 7.0])
+    cap = [base * draw(factor) for _ in src]
+    lat = [draw(st.sampled_from([0.0, 0.0, 1e-6, 0.25])) for _ in src]
+    acts = []
+    for i in range(draw(st.integers(2, 24))):
+        a = draw(st.integers(0, n - 1))
+        b = draw(st.integers(0, n - 2))
+        b = b + 1 if b >= a else b
+        if not both_ways:
+            a, b = min(a, b), max(a, b)
+        if draw(st.integers(0, 9)) == 0:
+            acts.append(dict(kind="delay", duration=draw(durations), start_s=0.0,
+                             after=[draw(st.integers(0, i - 1))] if i else [], later=[],
+                             tag=None))
+            continue
+        # jitter puts events 1e-13 .. 3e-12 apart: near-simultaneous, not equal
+        jitter = draw(st.sampled_from([1.0, 1.0, 1.0, 1 + 1e-13, 1 - 1e-13, 1 + 3e-12]))
+        acts.append(dict(
+            kind="flow", src=a, dst=b, route=None,
+            bytes=base * draw(st.sampled_from([1.0, 2.0, 0.5, 3.0, 0.0]) if ties else size_factors)
+            * jitter,
+            max_rate=(base * draw(factor)) if draw(st.integers(0, 4)) == 0 else None,
+            start_s=draw(st.one_of(st.just(0.0), st.integers(0, 8).map(lambda k: k / 4))),
+            after=sorted(set(draw(st.lists(st.integers(0, i - 1), max_size=1)))) if i else [],
+            later=[], tag=None))
+    return dict(n=n, src=src, dst=dst, cap=cap, lat=lat, acts=acts,
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+@st.composite
+def dense_scenarios(draw):
+    """Many flows on a handful of links: every event touches every flow."""
+    base = 10.0 ** draw(st.integers(3, 12))
+    n = 3
+    src = [0, 0, 1, 1, 2, 0]
+    dst = [1, 1, 2, 0, 0, 2]
+    cap = [base * draw(st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.1])) for _ in src]
+    lat = [0.0] * len(src)
+    routes = [[0], [1], [2], [0, 2], [1, 2], [5], [0, 3, 5], [5, 4, 0], [0, 2, 4, 0], [3]]
+    ends = {0: (0, 1), 1: (0, 1), 2: (1, 2), 3: (0, 2), 4: (0, 2), 5: (0, 2), 6: (0, 2),
+            7: (0, 1), 8: (0, 1), 9: (1, 0)}
+    acts = []
+    for i in range(draw(st.integers(5, 30))):
+        r = draw(st.integers(0, len(routes) - 1))
+        jitter = draw(st.sampled_from([1.0, 1.0, 1 + 1e-13, 1 + 2e-12, 1 + 1e-9]))
+        acts.append(dict(
+            kind="flow", src=ends[r][0], dst=ends[r][1], route=routes[r],
+            bytes=base * draw(st.sampled_from([1.0, 2.0, 1.0, 0.5, 5.0, 1e-3])) * jitter,
+            max_rate=(base * draw(st.sampled_from([0.1, 0.3, 1.0]))
+                      if draw(st.integers(0, 3)) == 0 else None),
+            start_s=draw(st.one_of(st.just(0.0), st.integers(0, 12).map(lambda k: k / 4))),
+            after=sorted(set(draw(st.lists(st.integers(0, i - 1), max_size=1)))) if i else [],
+            later=[], tag=None))
+    return dict(n=n, src=src, dst=dst, cap=cap, lat=lat, acts=acts,
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(chain_scenarios())
+def test_engine_matches_reference_chains(spec):
+    m = build(spec)
+    res = m.run()
+    compare_to_reference(m, res)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(dense_scenarios())
+def test_engine_matches_reference_dense(spec):
     m = build(spec)
     res = m.run()
     compare_to_reference(m, res)
@@ -141,16 +244,28 @@ def test_engine_matches_reference_larger(spec):
 
 def test_generator_covers_the_cases():
     """The strategy really produces what the module docstring promises (not a vacuous test)."""
-    from hypothesis import find
+    seen = Counter()
 
-    find(scenarios(), lambda s: any(a["kind"] == "flow" and a["route"]
-                                    and len(set(a["route"])) < len(a["route"]) for a in s["acts"]),
-         settings=settings(database=None, derandomize=True, max_examples=2000))
-    find(scenarios(), lambda s: any(a["later"] for a in s["acts"]),
-         settings=settings(database=None, derandomize=True, max_examples=2000))
-    find(scenarios(), lambda s: sum(a["kind"] == "flow" and a["route"] is None
-                                    for a in s["acts"]) >= 3,
-         settings=settings(database=None, derandomize=True, max_examples=2000))
+    @settings(max_examples=300, **SETTINGS)
+    @given(scenarios())
+    def collect(spec):
+        flows = [a for a in spec["acts"] if a["kind"] == "flow"]
+        seen["link crossed twice"] += any(a["route"] and len(set(a["route"])) < len(a["route"])
+                                          for a in flows)
+        seen["add_dependency to a later id"] += any(a["later"] for a in spec["acts"])
+        seen["3+ auto routes"] += sum(a["route"] is None for a in flows) >= 3
+        seen["zero bytes"] += any(a["bytes"] == 0 for a in flows)
+        seen["rate cap"] += any(a["max_rate"] is not None for a in flows)
+        seen["delay"] += len(flows) < len(spec["acts"])
+        seen["zero latency link"] += 0.0 in spec["lat"]
+        seen["caps 1e6 apart"] += max(spec["cap"]) >= 1e6 * min(spec["cap"])
+        seen["8+ flows"] += len(flows) >= 8
+
+    collect()
+    for feature in ["link crossed twice", "add_dependency to a later id", "3+ auto routes",
+                    "zero bytes", "rate cap", "delay", "zero latency link", "caps 1e6 apart",
+                    "8+ flows"]:
+        assert seen[feature] >= 5, (feature, dict(seen))
 
 
 # ---------------------------------------------------------------------- the solver alone
