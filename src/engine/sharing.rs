@@ -20,8 +20,8 @@
 //! faster. So the re-solve starts from a small region (the arriving flows and the flows at or
 //! above T on the changed flows' constraints), solves it by progressive filling with every
 //! other flow fixed, and checks the certificate where the region touches fixed flows. Where
-//! it fails, the constraint is opened (its flows at or above T join) and the region is solved
-//! again. The region ends up close to the set of flows whose rate really changes.
+//! it fails, the fixed flows that break it join and the region is solved again. The region
+//! ends up close to the set of flows whose rate really changes.
 
 use crate::solver::{Filling, Incidence, Usage, CAPPED};
 
@@ -50,9 +50,10 @@ pub(crate) struct Sharing<'a> {
     pub region: Vec<u32>,
     in_region: Vec<bool>,
     visited: Vec<bool>,
-    /// Constraints whose flows at or above the threshold belong in the region.
-    opened: Vec<bool>,
     residual: Vec<f64>,
+    /// Load and fastest rate of the flows that just left, per constraint.
+    left_load: Vec<f64>,
+    left_max: Vec<f64>,
     /// Per-constraint effect of the region's new rates, for the certificate check.
     load_delta: Vec<f64>,
     region_old_max: Vec<f64>,
@@ -61,7 +62,6 @@ pub(crate) struct Sharing<'a> {
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
     constraints: Vec<u32>,
-    stack: Vec<u32>,
     scratch: Vec<(f64, f64)>,
     arriving_coef: Vec<f64>,
     filling: Filling,
@@ -104,15 +104,15 @@ impl<'a> Sharing<'a> {
             region: Vec::new(),
             in_region: vec![false; n_acts],
             visited: vec![false; n_c],
-            opened: vec![false; n_c],
             residual: vec![0.0; n_c],
+            left_load: vec![0.0; n_c],
+            left_max: vec![0.0; n_c],
             load_delta: vec![0.0; n_c],
             region_old_max: vec![0.0; n_c],
             region_new_max: vec![0.0; n_c],
             slowest_bottlenecked: vec![0.0; n_c],
             load_Bps: vec![0.0; n_c],
             constraints: Vec::new(),
-            stack: Vec::new(),
             scratch: Vec::new(),
             arriving_coef: vec![0.0; n_c],
             filling: Filling::new(n_c, n_acts),
@@ -163,39 +163,51 @@ impl<'a> Sharing<'a> {
         }
         self.region.clear();
         self.constraints.clear();
-        self.stack.clear();
-        // The changed flows' constraints always open up: their share changed.
-        for &f in left.iter().chain(arrived) {
+        // A changed flow's constraint passes its change on to the flows bottlenecked there,
+        // its fastest ones; the certificate check finds whatever else moves.
+        for &f in left {
+            let r = self.rate[f as usize];
             for u in self.usage_of(f) {
-                self.visit(u.constraint, true);
+                let ci = u.constraint as usize;
+                self.left_load[ci] += u.coefficient * r;
+                self.left_max[ci] = self.left_max[ci].max(r);
+                self.visit(u.constraint);
             }
         }
         for &f in arrived {
             self.add_to_region(f);
+        }
+        for i in 0..self.constraints.len() {
+            let c = self.constraints[i] as usize;
+            if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - 1e-9) {
+                continue; // had slack: no flow was bottlenecked here
+            }
+            let top = self.on[c].iter().map(|s| self.rate[s.flow as usize]).fold(0.0, f64::max);
+            let floor = threshold.max(top * (1.0 - 1e-9));
+            for k in 0..self.on[c].len() {
+                let g = self.on[c][k].flow;
+                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
+                    self.add_to_region(g);
+                }
+            }
         }
         let result = self.solve_region(threshold);
         for &f in &self.region {
             self.in_region[f as usize] = false;
         }
         for &c in &self.constraints {
-            self.visited[c as usize] = false;
-            self.opened[c as usize] = false;
+            let ci = c as usize;
+            self.visited[ci] = false;
+            self.left_load[ci] = 0.0;
+            self.left_max[ci] = 0.0;
         }
         result
     }
 
-    /// Grows the region from the opened constraints, solves it, and grows it again for as
-    /// long as the solution is not max-min fair next to fixed flows (module docs).
+    /// Solves the region, and grows it and solves again for as long as the certificate of
+    /// max-min fairness fails where it touches fixed flows (module docs).
     fn solve_region(&mut self, threshold: f64) -> crate::Result<()> {
         loop {
-            while let Some(c) = self.stack.pop() {
-                for i in 0..self.on[c as usize].len() {
-                    let f = self.on[c as usize][i].flow;
-                    if !self.in_region[f as usize] && self.rate[f as usize] >= threshold {
-                        self.add_to_region(f);
-                    }
-                }
-            }
             // Capacity left for the region: the fixed flows keep their (unchanged) rates, so
             // it is the capacity minus the current load plus the region's own share.
             for &c in &self.constraints {
@@ -231,16 +243,16 @@ impl<'a> Sharing<'a> {
     ///
     /// Every flow at or above the threshold needs a bottleneck: a saturated constraint on
     /// which no other such flow is faster. A region flow has one from the filling, unless a
-    /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a cut
+    /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a
     /// constraint of the region that lost its saturation or gained a faster region flow.
-    /// Opened constraints hold no fixed flow at or above the threshold, so only cut
-    /// constraints are scanned.
+    /// A constraint's flow list is scanned only when one of these can have happened.
     fn certify(&mut self, threshold: f64) -> bool {
         // What the region did to each of its constraints, from the region's own usage lists.
         for &c in &self.constraints {
             let ci = c as usize;
             self.load_delta[ci] = 0.0;
-            self.region_old_max[ci] = 0.0;
+            // Flows that left count as region flows that dropped to zero.
+            self.region_old_max[ci] = self.left_max[ci];
             self.region_new_max[ci] = 0.0;
             self.slowest_bottlenecked[ci] = f64::INFINITY;
         }
@@ -262,11 +274,8 @@ impl<'a> Sharing<'a> {
         for i in 0..self.constraints.len() {
             let c = self.constraints[i];
             let ci = c as usize;
-            if self.opened[ci] {
-                continue;
-            }
             let cap = self.capacity[ci];
-            let was_saturated = self.load_Bps[ci] >= cap * (1.0 - 1e-9);
+            let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - 1e-9);
             let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9);
             let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
             let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY;
@@ -283,33 +292,41 @@ impl<'a> Sharing<'a> {
             if fixed_max == f64::NEG_INFINITY {
                 continue;
             }
-            // A region flow frozen here must not be slower than a fixed flow here.
-            let region_flow_beaten = fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
+            // A region flow frozen here must not be slower than a fixed flow here: the
+            // faster fixed flows join.
+            let mut floor = f64::INFINITY;
+            if fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9) {
+                floor = self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
+            }
             // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
-            // bottleneck only if it stays saturated and no region flow overtakes it.
-            let fixed_flow_lost = was_saturated
+            // bottleneck only if it stays saturated and no region flow overtakes it: else the
+            // fastest fixed flows join.
+            if was_saturated
                 && fixed_max >= self.region_old_max[ci] * (1.0 - 1e-12)
-                && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9));
-            if region_flow_beaten || fixed_flow_lost {
-                self.visit(c, true);
-                grew = true;
+                && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9))
+            {
+                floor = floor.min(fixed_max * (1.0 - 1e-9));
+            }
+            if floor < f64::INFINITY {
+                let floor = floor.max(threshold);
+                for k in 0..self.on[ci].len() {
+                    let g = self.on[ci][k].flow;
+                    if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
+                        self.add_to_region(g);
+                        grew = true;
+                    }
+                }
             }
         }
-        // Opened constraints pull their flows at or above the threshold into the region.
         !grew
     }
 
-    /// Registers constraint `c` for the solve; an opened one also pulls its flows at or
-    /// above the threshold into the region.
-    fn visit(&mut self, c: u32, open: bool) {
+    /// Registers constraint `c` for the solve.
+    fn visit(&mut self, c: u32) {
         let ci = c as usize;
         if !self.visited[ci] {
             self.visited[ci] = true;
             self.constraints.push(c);
-        }
-        if open && !self.opened[ci] {
-            self.opened[ci] = true;
-            self.stack.push(c);
         }
     }
 
@@ -317,9 +334,7 @@ impl<'a> Sharing<'a> {
         self.in_region[f as usize] = true;
         self.region.push(f);
         for u in self.usage_of(f) {
-            // A constraint starts as a cut: the certificate check opens it if the region's
-            // new rates disturb a fixed flow there.
-            self.visit(u.constraint, false);
+            self.visit(u.constraint);
         }
     }
 
