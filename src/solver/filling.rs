@@ -150,12 +150,13 @@ impl Filling {
             self.row_offsets[i + 1] = self.row_offsets[i];
         }
         self.row_offsets[0] = 0;
-        for &c in &self.registered {
-            let ci = c as usize;
-            if self.n_unfrozen[ci] > 0 {
-                self.heap.set(c, self.residual[ci] / self.coef_sum[ci]);
-            }
-        }
+        let (residual, coef_sum, n_unfrozen) = (&self.residual, &self.coef_sum, &self.n_unfrozen);
+        self.heap.extend(
+            self.registered
+                .iter()
+                .filter(|&&c| n_unfrozen[c as usize] > 0)
+                .map(|&c| (c, residual[c as usize] / coef_sum[c as usize])),
+        );
         Ok(())
     }
 

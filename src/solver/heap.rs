@@ -1,7 +1,9 @@
-//! An indexed binary min-heap of constraints keyed by saturation level, ties broken by id.
+//! An indexed 4-ary min-heap of constraints keyed by saturation level, ties broken by id.
 //! Keys move both ways in place (sift up or down), so no stale entries pile up.
 
 const ABSENT: u32 = u32::MAX;
+/// Children per node: a 4-ary heap is shallower and scans siblings in one cache line.
+const ARITY: usize = 4;
 
 #[derive(Debug, Default, Clone)]
 pub struct IndexedHeap {
@@ -80,9 +82,30 @@ impl IndexedHeap {
         self.items.clear();
     }
 
+    /// Inserts many absent ids at once in O(n) (bottom-up heap construction).
+    pub fn extend(&mut self, entries: impl IntoIterator<Item = (u32, f64)>) {
+        for (id, key) in entries {
+            debug_assert_eq!(self.pos[id as usize], ABSENT);
+            self.pos[id as usize] = self.items.len() as u32;
+            self.items.push((key, id));
+        }
+        let n = self.items.len();
+        if n > 1 {
+            for i in (0..n / ARITY + 1).rev() {
+                self.sift_down(i);
+            }
+        }
+    }
+
     #[inline]
     fn less(a: (f64, u32), b: (f64, u32)) -> bool {
         a.0 < b.0 || (a.0 == b.0 && a.1 < b.1)
+    }
+
+    #[inline]
+    fn place(&mut self, i: usize, item: (f64, u32)) {
+        self.items[i] = item;
+        self.pos[item.1 as usize] = i as u32;
     }
 
     #[inline]
@@ -92,37 +115,46 @@ impl IndexedHeap {
         self.pos[self.items[j].1 as usize] = j as u32;
     }
 
+    /// Moves the item at `i` up, shifting parents down into the hole it leaves.
     fn sift_up(&mut self, mut i: usize) {
+        let item = self.items[i];
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if Self::less(self.items[i], self.items[parent]) {
-                self.swap(i, parent);
+            let parent = (i - 1) / ARITY;
+            if Self::less(item, self.items[parent]) {
+                let p = self.items[parent];
+                self.place(i, p);
                 i = parent;
             } else {
                 break;
             }
         }
+        self.place(i, item);
     }
 
+    /// Moves the item at `i` down, shifting the smallest child up into the hole.
     fn sift_down(&mut self, mut i: usize) {
         let n = self.items.len();
+        let item = self.items[i];
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            let r = l + 1;
-            let mut m = l;
-            if r < n && Self::less(self.items[r], self.items[l]) {
-                m = r;
+            let mut m = first;
+            for c in first + 1..(first + ARITY).min(n) {
+                if Self::less(self.items[c], self.items[m]) {
+                    m = c;
+                }
             }
-            if Self::less(self.items[m], self.items[i]) {
-                self.swap(i, m);
+            if Self::less(self.items[m], item) {
+                let child = self.items[m];
+                self.place(i, child);
                 i = m;
             } else {
                 break;
             }
         }
+        self.place(i, item);
     }
 }
 
