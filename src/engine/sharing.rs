@@ -61,6 +61,9 @@ pub(crate) struct Sharing<'a> {
     slowest_bottlenecked: Vec<f64>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
+    /// An upper bound of the fastest rate on each constraint: raised by the caller when a
+    /// rate rises, made exact whenever the constraint's flows are scanned.
+    pub top_rate_bound: Vec<f64>,
     constraints: Vec<u32>,
     scratch: Vec<(f64, f64)>,
     arriving_coef: Vec<f64>,
@@ -112,6 +115,7 @@ impl<'a> Sharing<'a> {
             region_new_max: vec![0.0; n_c],
             slowest_bottlenecked: vec![0.0; n_c],
             load_Bps: vec![0.0; n_c],
+            top_rate_bound: vec![0.0; n_c],
             constraints: Vec::new(),
             scratch: Vec::new(),
             arriving_coef: vec![0.0; n_c],
@@ -278,17 +282,22 @@ impl<'a> Sharing<'a> {
             let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - 1e-9);
             let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9);
             let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
-            let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY;
+            // A fixed flow can beat a region flow frozen here only if some flow is faster.
+            let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY
+                && self.top_rate_bound[ci] > self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
             if !bottlenecks_region && !(was_saturated && (!still_saturated || region_sped_up)) {
                 continue; // nothing here can break a certificate
             }
             let mut fixed_max = f64::NEG_INFINITY; // fastest fixed flow at or above threshold
+            let mut top = 0.0f64;
             for s in &self.on[ci] {
                 let g = s.flow as usize;
+                top = top.max(self.rate[g]);
                 if !self.in_region[g] && self.rate[g] >= threshold {
                     fixed_max = fixed_max.max(self.rate[g]);
                 }
             }
+            self.top_rate_bound[ci] = top;
             if fixed_max == f64::NEG_INFINITY {
                 continue;
             }

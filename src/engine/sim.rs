@@ -374,6 +374,10 @@ impl<'a> Sim<'a> {
             self.sharing.rate[fi] = new;
             self.finishes.set(f, now + self.remaining_bytes[fi] / new);
             self.add_load(now, f, new - old);
+            for u in self.sharing.usage_of(f) {
+                let bound = &mut self.sharing.top_rate_bound[u.constraint as usize];
+                *bound = bound.max(new);
+            }
             if self.record_rates {
                 self.out.rate_change_time_s.push(now);
                 self.out.rate_change_flow.push(f);

@@ -280,7 +280,7 @@ def check_invariants(model, res, fairness=True):
                 load[link] += c * r
         for link in range(n_links):
             cap = model.capacity[link]
-            assert load[link] <= cap * (1 + REL) or not long_enough, (
+            assert load[link] <= cap * (1 + REL), (
                 f"link {link} carries {load[link]} B/s > capacity {cap} on [{a_t}, {b_t}]")
             if load[link] > 0:
                 busy[link] += b_t - a_t

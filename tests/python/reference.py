@@ -223,7 +223,11 @@ def simulate_reference(capacity, activities, *, exact=False):
              otherwise bytes drain at the max-min fair rate of all transferring flows,
              recomputed from scratch at every event.
       delay: finishes at ready_s + duration_s.
-    Events within TIE_REL (relative) of the next event are handled with it (floats only).
+    Events within TIE_REL (relative) of the next event are handled with it (floats only):
+    timers (ready, transfer start, delay end) keep their own times, which are exact formulas;
+    a transfer that ends within the instant ends at the instant's time, when the others' rates
+    change; a transfer that starts within the instant but after its time drains from its own
+    start time, so that no transfer ever ends before it starts.
     Raises ValueError on a dependency cycle.
     """
     n = len(activities)
@@ -248,6 +252,7 @@ def simulate_reference(capacity, activities, *, exact=False):
     finish = [None] * n
     timers = []  # (time, kind, activity): kind in "ready", "start", "delay_end"
     remaining = {}  # transferring flow -> bytes still to move
+    since = {}      # transferring flow -> time from which `remaining` drains at its rate
     rates = {}
     intervals = []
 
@@ -280,6 +285,9 @@ def simulate_reference(capacity, activities, *, exact=False):
                 complete(i, t_event)
             else:
                 remaining[i] = _num(a.bytes, exact)
+                # A transfer start handled with an earlier instant still starts at its own
+                # time: it cannot finish (or move bytes) before it.
+                since[i] = t_event
         elif kind == "delay_end":
             complete(i, t_event)
         else:  # pragma: no cover
@@ -292,7 +300,7 @@ def simulate_reference(capacity, activities, *, exact=False):
     t = zero
     while True:
         candidates = [tm for tm, _, _ in timers]
-        candidates += [t + remaining[f] / rates[f] for f in remaining]
+        candidates += [since[f] + remaining[f] / rates[f] for f in remaining]
         if not candidates:
             break
         t_next = min(candidates)
@@ -303,13 +311,16 @@ def simulate_reference(capacity, activities, *, exact=False):
             intervals.append((t, t_next, dict(rates)))
         done_now = []
         for f in sorted(remaining):
-            if t + remaining[f] / rates[f] <= horizon:
+            if since[f] + remaining[f] / rates[f] <= horizon:
+                # Handled at this instant, so it finishes at this instant (t_next >= since[f]).
                 done_now.append(f)
             else:
-                remaining[f] -= rates[f] * (t_next - t)
+                remaining[f] -= rates[f] * (t_next - since[f])
+                since[f] = t_next
         t = t_next
         for f in done_now:
             del remaining[f]
+            del since[f]
             del rates[f]
             complete(f, t)
 
