@@ -305,7 +305,8 @@ impl<'a> Sim<'a> {
                         self.sharing.detach(f);
                         self.remaining_bytes[f as usize] = 0.0;
                         left.push(f);
-                        self.complete(f, t);
+                        // Recorded at the instant, when the others' rates change.
+                        self.complete(f, now);
                     }
                     _ => break,
                 }
@@ -368,18 +369,20 @@ impl<'a> Sim<'a> {
                     "flow {f} got rate {new} at {now} s"
                 )));
             }
+            // A transfer that began inside this instant counts from its own start time.
+            let since = if old == 0.0 { self.out.start_s[fi].max(now) } else { now };
             self.remaining_bytes[fi] =
-                (self.remaining_bytes[fi] - old * (now - self.updated_s[fi])).max(0.0);
-            self.updated_s[fi] = now;
+                (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
+            self.updated_s[fi] = since;
             self.sharing.rate[fi] = new;
-            self.finishes.set(f, now + self.remaining_bytes[fi] / new);
+            self.finishes.set(f, since + self.remaining_bytes[fi] / new);
             self.add_load(now, f, new - old);
             for u in self.sharing.usage_of(f) {
                 let bound = &mut self.sharing.top_rate_bound[u.constraint as usize];
                 *bound = bound.max(new);
             }
             if self.record_rates {
-                self.out.rate_change_time_s.push(now);
+                self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
                 self.out.rate_change_Bps.push(new);
             }

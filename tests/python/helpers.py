@@ -88,6 +88,24 @@ class Model:
         ))
         return fid
 
+    def flows(self, src, dst, size_bytes, *, start_s=0.0, tag=None):
+        """add_flows (vectorised, ECMP-routed), recorded like add_flow."""
+        ids = self.sc.add_flows(src, dst, size_bytes, start_s=start_s, tag=tag)
+        n = len(ids)
+        starts = np.broadcast_to(np.asarray(start_s, dtype=np.float64), (n,))
+        for k, fid in enumerate(ids.tolist()):
+            assert fid == len(self.acts), (fid, len(self.acts))
+            links = [int(x) for x in self.sc.route_of(fid)]
+            s_, d_ = int(src[k]), int(dst[k])
+            check_route_is_walk(self, s_, d_, links)
+            self.routes[fid] = links
+            self.ends[fid] = (s_, d_)
+            self.tags[fid] = tag
+            self.max_rate[fid] = None
+            self.acts.append(RefFlow(float(size_bytes[k]), route_usage(links),
+                                     route_latency(links, self.latency), float(starts[k])))
+        return ids
+
     def delay(self, duration_s, *, start_s=0.0, after=(), tag=None):
         did = self.sc.add_delay(duration_s, start_s=start_s, after=list(after), tag=tag)
         assert isinstance(did, int) and did == len(self.acts), (did, len(self.acts))
@@ -219,6 +237,11 @@ def check_invariants(model, res, fairness=True):
 
     makespan = max(finish.values()) if finish else 0.0
     time_slack = RESOLUTION * 4 * max(makespan, 1e-300)
+    summary = res.summary
+    assert_close(summary.makespan_s, makespan, "summary.makespan_s = last finish")
+    assert summary.n_flows == len(fids) and summary.n_delays == len(dids), "summary counts"
+    assert_close(summary.bytes_moved, sum(model.acts[f].bytes for f in fids),
+                 "summary.bytes_moved")
 
     # ---- rates: per flow, from rate_changes
     segs, instants = flow_segments(model, res, with_instants=True)

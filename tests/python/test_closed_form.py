@@ -226,14 +226,49 @@ def test_add_flows_vectorised():
     import numpy as np
 
     m = one_link(capacity=300.0)
-    ids = m.sc.add_flows(np.array([0, 0, 0]), np.array([1, 1, 1]),
-                         np.array([100.0, 200.0, 300.0]), start_s=0.0, tag="v")
+    m.flow(0, 1, 0.0)  # id 0, so that add_flows must continue the id space
+    ids = m.flows(np.array([0, 0, 0]), np.array([1, 1, 1]), np.array([100.0, 200.0, 300.0]),
+                  start_s=np.array([0.0, 0.0, 0.5]), tag="v")
     assert isinstance(ids, np.ndarray) and ids.dtype == np.int64
-    assert ids.tolist() == [0, 1, 2]
-    res = m.sc.run()
-    # 100 each: first ends at 1; then 150 each: second (100 B left) at 1 + 2/3;
-    # third has 300 - 100 - 100 = 100 B left at 300 B/s: ends at 5/3 + 1/3 = 2.
+    assert ids.tolist() == [1, 2, 3]
+    res = m.run()
+    # [0, 0.5]: flows 1, 2 at 150 each (75 B each). Then three at 100: flow 1 (25 B left) ends
+    # at 0.75; flows 2, 3 at 150: flow 2 has 125 - 25 = 100 B left -> ends at 0.75 + 2/3;
+    # flow 3 has 300 - 25 - 100 = 175 B left at 17/12 s, alone at 300 B/s: ends at 2.
     got = res.flows.column("finish_s").to_pylist()
-    for g, w in zip(got, [1.0, 1 + 2 / 3, 2.0]):
+    for g, w in zip(got, [0.0, 0.75, 0.75 + 2 / 3, 2.0]):
         assert_close(g, w, "add_flows finish")
-    assert res.flows.column("tag").to_pylist() == ["v", "v", "v"]
+    assert res.flows.column("tag").to_pylist() == [None, "v", "v", "v"]
+    compare_to_reference(m, res)
+
+
+def test_transfer_starting_inside_an_instant_does_not_end_before_it_starts():
+    # A delay ends at 1000 s; the flow after it waits 1e-9 s of latency, which is within the
+    # 1e-12 relative resolution of that instant (1000 * 1e-12 = 1e-9), then moves 1e-3 B at
+    # 1e9 B/s (1e-12 s). Its transfer starts at 1000 + 1e-9 and cannot end before that.
+    m = Model([0], [1], [1e9], [1e-9])
+    d = m.delay(1000.0)
+    f = m.flow(0, 1, 1e-3, after=[d])
+    res = m.run()
+    ready, start, fin = times(res, f)
+    assert ready == 1000.0
+    assert start == 1000.0 + 1e-9
+    assert fin >= start, f"finish_s {fin!r} < start_s {start!r}"
+    compare_to_reference(m, res)
+
+
+def test_finishes_handled_together_are_recorded_together():
+    # C = 1000 B/s, three flows at 1000/3 each. A (1000 B) ends at 3 s; B is 1e-13 relative
+    # larger, so it ends within the 1e-12 resolution of that instant and is handled with it:
+    # C's rate goes to 1000 B/s at that instant, so B must be over then too (otherwise the
+    # tables say the link carried 1000/3 + 1000 B/s until B's own finish).
+    m = one_link(capacity=1000.0)
+    a = m.flow(0, 1, 1000.0)
+    b = m.flow(0, 1, 1000.0 * (1 + 1e-13))
+    c = m.flow(0, 1, 3000.0)
+    res = m.run()
+    assert_close(finish(res, a), 3.0, "A")
+    assert finish(res, b) == finish(res, a), "B is handled at A's instant"
+    # C: 1000 B by 3 s, then 2000 B at 1000 B/s.
+    assert_close(finish(res, c), 5.0, "C")
+    compare_to_reference(m, res)

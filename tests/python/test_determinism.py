@@ -88,3 +88,12 @@ def test_topology_route_is_reproducible_and_min_hop():
         seen.add(tuple(r))
     # 32 keys over 4 equal-cost paths: ECMP spreads them (all on one path has prob. 4^-31).
     assert len(seen) > 1
+
+
+def test_recording_rates_changes_nothing_else():
+    m = build(5)
+    with_rates = m.sc.run(record_rates=True)
+    without = m.sc.run()
+    assert with_rates.flows.equals(without.flows)
+    assert with_rates.delays.equals(without.delays)
+    assert with_rates.links.equals(without.links)
