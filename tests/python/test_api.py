@@ -1,0 +1,118 @@
+"""The Python API around the core: NetworkX input, bulk flows, progress and stopping,
+memory refusal, the CLI demo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim import cli
+
+
+def line_topology(n: int = 3, capacity_Bps: float = 1000.0) -> fs.Topology:
+    src = list(range(n - 1)) + list(range(1, n))
+    dst = list(range(1, n)) + list(range(n - 1))
+    return fs.Topology.from_arrays(src, dst, capacity_Bps, 0.0)
+
+
+def test_from_networkx_undirected_edges_become_two_links_with_labels():
+    nx = pytest.importorskip("networkx")
+    g = nx.Graph()
+    g.add_edge("gpu0", "sw", capacity_Bps="8Gb/s", latency_s="1us")
+    g.add_edge("sw", "gpu1", capacity_Bps=2e9)
+    topo = fs.Topology.from_networkx(g)
+    assert topo.n_nodes == 3 and topo.n_links == 4
+    links = topo.links.to_pydict()
+    assert links["capacity_Bps"] == [1e9, 1e9, 2e9, 2e9]
+    assert links["latency_s"] == [1e-6, 1e-6, 0.0, 0.0]
+    assert topo.node_names == ["gpu0", "sw", "gpu1"]
+    sc = fs.Scenario(topo)
+    f = sc.add_flow("gpu0", "gpu1", 1e9)
+    # Bottleneck is the 1 GB/s link: 1 s after 1 us of latency.
+    res = sc.run()
+    assert res.flows["finish_s"][0].as_py() == pytest.approx(1.0 + 1e-6, rel=1e-12)
+    assert [topo.links["dst"][link].as_py() for link in sc.route_of(f)] == [1, 2]
+    with pytest.raises(fs.UnknownNodeError, match="gpu9"):
+        sc.add_flow("gpu0", "gpu9", 1.0)
+
+
+def test_from_networkx_directed_and_missing_capacity():
+    nx = pytest.importorskip("networkx")
+    g = nx.DiGraph()
+    g.add_edge(0, 1, capacity_Bps=5.0)
+    assert fs.Topology.from_networkx(g).n_links == 1
+    g.add_edge(1, 2)
+    with pytest.raises(fs.InvalidArgumentError, match=r"edge \(1, 2\) has no 'capacity_Bps'"):
+        fs.Topology.from_networkx(g)
+
+
+def test_add_flows_matches_add_flow_and_is_all_or_nothing():
+    topo = line_topology(4)
+    bulk = fs.Scenario(topo, seed=3)
+    ids = bulk.add_flows([0, 1, 3], [3, 2, 0], [100.0, 200.0, 300.0], start_s=[0.0, 0.5, 1.0], tag="x")
+    assert ids.tolist() == [0, 1, 2]
+    one = fs.Scenario(topo, seed=3)
+    for s, d, b, t in [(0, 3, 100.0, 0.0), (1, 2, 200.0, 0.5), (3, 0, 300.0, 1.0)]:
+        one.add_flow(s, d, b, start_s=t, tag="x")
+    assert bulk.run().flows.equals(one.run().flows)
+    with pytest.raises(fs.SameEndpointsError, match="element 1"):
+        bulk.add_flows([0, 2], [1, 2], 1.0)
+    assert bulk.n_activities == 3, "a failed batch adds nothing"
+    assert bulk.add_flow(0, 1, 1.0) == 3
+
+
+def test_progress_callback_and_stopping():
+    topo = line_topology(2, capacity_Bps=1.0)
+    sc = fs.Scenario(topo)
+    n = 5_000  # one after another: two instants per flow, enough for progress reports
+    sc.add_flows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), 0.5, start_s=np.arange(n, dtype=float))
+    calls = []
+    res = sc.run(progress=lambda done, total, t: calls.append((done, total, t)))
+    assert res.flows.num_rows == n
+    assert calls, "progress was never reported"
+    assert all(total == n and 0 <= done <= n for done, total, _ in calls)
+    assert [t for _, _, t in calls] == sorted(t for _, _, t in calls)
+
+    def stop(done, total, t):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sc.run(progress=stop)
+    # The scenario is intact and runs again.
+    assert sc.run().flows.num_rows == n
+
+
+def test_huge_topology_is_refused_with_an_estimate():
+    with pytest.raises(fs.ScenarioTooLargeError, match="GiB"):
+        fs.Topology.from_arrays([0], [1], 1.0, 0.0, n_nodes=4_000_000_000)
+
+
+def test_max_min_rates_parking_lot():
+    # Flow 0 crosses links 0 and 1; flows 1 and 2 one link each; all capacities 1.
+    rates = fs.max_min_rates([1.0, 1.0], [0, 0, 1, 2], [0, 1, 0, 1])
+    assert rates.tolist() == [0.5, 0.5, 0.5]
+    rates = fs.max_min_rates([1.0, 1.0], [0, 0, 1, 2], [0, 1, 0, 1], rate_cap_Bps=[0.25, np.inf, np.inf])
+    assert rates.tolist() == [0.25, 0.75, 0.75]
+
+
+def test_demo_runs_and_reports(capsys):
+    assert cli.main(["demo", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "permutation" in out and "incast" in out and "busiest links" in out
+    assert cli.main(["demo", "--spines", "0"]) == 2
+    assert "at least 1 of spines" in capsys.readouterr().err
+
+
+def test_demo_is_deterministic_and_conserves_bytes():
+    a = cli.demo_scenario(seed=5).run()
+    b = cli.demo_scenario(seed=5).run()
+    assert a.flows.equals(b.flows) and a.links.equals(b.links)
+    # Every byte of every flow crosses each link of its route once.
+    sc = cli.demo_scenario(seed=5)
+    carried = np.zeros(sc.topology.n_links)
+    sizes = a.flows["bytes"].to_numpy()
+    for i, fid in enumerate(a.flows["flow_id"].to_pylist()):
+        for link in sc.route_of(fid):
+            carried[link] += sizes[i]
+    np.testing.assert_allclose(a.links["bytes_carried"].to_numpy(), carried, rtol=1e-12)
