@@ -35,7 +35,10 @@ mod tests {
     fn refuses_the_impossible_and_accepts_the_small() {
         if available_bytes().is_some() {
             let e = check_fits("a test", 1e30).unwrap_err();
-            assert!(matches!(&e, Error::TooLarge(m) if m.contains("a test")), "{e}");
+            assert!(
+                matches!(&e, Error::TooLarge(m) if m.contains("a test")),
+                "{e}"
+            );
         }
         check_fits("a test", 1.0).unwrap();
     }

@@ -59,6 +59,7 @@ class Scenario:
         self,
         record_rates: bool = False,
         progress: Optional[Callable[[int, int, float], Any]] = None,
+        verify_rates: bool = False,
     ) -> dict[str, Any]: ...
 
 def max_min_rates(

@@ -150,18 +150,21 @@ class Scenario:
         *,
         progress: bool | ProgressCallback = False,
         record_rates: bool = False,
+        verify_rates: bool = False,
     ) -> Result:
         """Simulates to completion and returns the :class:`Result`.
 
         The GIL is released while the core runs. ``progress=True`` draws a progress line on
         stderr; a callable gets ``(n_done, n_activities, sim_time_s)`` now and then.
         ``record_rates=True`` keeps every rate change (``Result.rate_changes``).
+        ``verify_rates=True`` re-solves every rate from scratch after every instant and raises
+        :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.
         """
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
         try:
-            raw = self._core.run(record_rates, callback)
+            raw = self._core.run(record_rates, callback, verify_rates)
         finally:
             if bar is not None:
                 bar.close()

@@ -334,15 +334,19 @@ impl Scenario {
 
     /// Runs the scenario with the GIL released. `progress(n_done, n_activities, time_s)` is
     /// called now and then; Ctrl-C stops the run with KeyboardInterrupt.
-    #[pyo3(signature = (record_rates=false, progress=None))]
+    #[pyo3(signature = (record_rates=false, progress=None, verify_rates=false))]
     fn run<'py>(
         &self,
         py: Python<'py>,
         record_rates: bool,
         progress: Option<PyObject>,
+        verify_rates: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.inner;
-        let options = RunOptions { record_rates };
+        let options = RunOptions {
+            record_rates,
+            verify: verify_rates,
+        };
         let mut stop: Option<PyErr> = None;
         let out = py.allow_threads(|| {
             let mut report = |p: &Progress| -> bool {

@@ -51,6 +51,12 @@ pub(crate) struct Sharing<'a> {
     in_region: Vec<bool>,
     visited: Vec<bool>,
     residual: Vec<f64>,
+    /// Region flows whose new rate is final (below the level where a round failed).
+    settled: Vec<bool>,
+    /// The unsettled region flows a round solves.
+    subset: Vec<u32>,
+    /// Constraints where the certificate failed, with the rate from which fixed flows join.
+    failures: Vec<(u32, f64)>,
     /// Load and fastest rate of the flows that just left, per constraint.
     left_load: Vec<f64>,
     left_max: Vec<f64>,
@@ -108,6 +114,9 @@ impl<'a> Sharing<'a> {
             in_region: vec![false; n_acts],
             visited: vec![false; n_c],
             residual: vec![0.0; n_c],
+            settled: vec![false; n_acts],
+            subset: Vec::new(),
+            failures: Vec::new(),
             left_load: vec![0.0; n_c],
             left_max: vec![0.0; n_c],
             load_delta: vec![0.0; n_c],
@@ -186,7 +195,10 @@ impl<'a> Sharing<'a> {
             if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - 1e-9) {
                 continue; // had slack: no flow was bottlenecked here
             }
-            let top = self.on[c].iter().map(|s| self.rate[s.flow as usize]).fold(0.0, f64::max);
+            let top = self.on[c]
+                .iter()
+                .map(|s| self.rate[s.flow as usize])
+                .fold(0.0, f64::max);
             let floor = threshold.max(top * (1.0 - 1e-9));
             for k in 0..self.on[c].len() {
                 let g = self.on[c][k].flow;
@@ -211,17 +223,35 @@ impl<'a> Sharing<'a> {
     /// Solves the region, and grows it and solves again for as long as the certificate of
     /// max-min fairness fails where it touches fixed flows (module docs).
     fn solve_region(&mut self, threshold: f64) -> crate::Result<()> {
+        let result = self.solve_region_rounds(threshold);
+        for &f in &self.region {
+            self.settled[f as usize] = false;
+        }
+        result
+    }
+
+    fn solve_region_rounds(&mut self, threshold: f64) -> crate::Result<()> {
+        let mut lowest_failure = f64::INFINITY;
         loop {
-            // Capacity left for the region: the fixed flows keep their (unchanged) rates, so
-            // it is the capacity minus the current load plus the region's own share.
+            // Capacity left for the flows being solved: the capacity minus the current load,
+            // plus the region's old share, minus what settled region flows now take.
             for &c in &self.constraints {
                 self.residual[c as usize] = self.capacity[c as usize] - self.load_Bps[c as usize];
             }
+            self.subset.clear();
             for &f in &self.region {
-                let r = self.rate[f as usize];
-                if r > 0.0 {
+                let (old, settled) = (self.rate[f as usize], self.settled[f as usize]);
+                let new = if settled {
+                    self.solved[f as usize]
+                } else {
+                    0.0
+                };
+                if !settled {
+                    self.subset.push(f);
+                }
+                if old != new {
                     for u in self.usage_of(f) {
-                        self.residual[u.constraint as usize] += u.coefficient * r;
+                        self.residual[u.constraint as usize] += u.coefficient * (old - new);
                     }
                 }
             }
@@ -233,24 +263,35 @@ impl<'a> Sharing<'a> {
                 usage: self.usage,
             };
             self.filling
-                .solve(&view, &self.region, self.rate_cap, &mut self.solved)?;
+                .solve(&view, &self.subset, self.rate_cap, &mut self.solved)?;
             self.n_solves += 1;
-            self.n_solved_flows += self.region.len() as u64;
-            if self.certify(threshold) {
+            self.n_solved_flows += self.subset.len() as u64;
+            let n_solved = self.region.len();
+            let Some(level) = self.certify(threshold) else {
                 return Ok(());
+            };
+            // The solution stands below the lowest level where the certificate ever failed:
+            // the filling there did not depend on the flows that now join (threshold
+            // argument), so only flows at or above it are solved again.
+            lowest_failure = lowest_failure.min(level);
+            let floor = lowest_failure * (1.0 - 1e-9);
+            for i in 0..n_solved {
+                let f = self.region[i] as usize;
+                self.settled[f] = self.solved[f] < floor;
             }
         }
     }
 
     /// Checks the certificate of max-min fairness above the threshold (module docs) and
-    /// grows the region where it fails; returns true when the region's solution stands.
+    /// grows the region where it fails; returns the lowest level at which it failed, or
+    /// None when the region's solution stands.
     ///
     /// Every flow at or above the threshold needs a bottleneck: a saturated constraint on
     /// which no other such flow is faster. A region flow has one from the filling, unless a
     /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a
     /// constraint of the region that lost its saturation or gained a faster region flow.
     /// A constraint's flow list is scanned only when one of these can have happened.
-    fn certify(&mut self, threshold: f64) -> bool {
+    fn certify(&mut self, threshold: f64) -> Option<f64> {
         // What the region did to each of its constraints, from the region's own usage lists.
         for &c in &self.constraints {
             let ci = c as usize;
@@ -274,7 +315,7 @@ impl<'a> Sharing<'a> {
                 self.slowest_bottlenecked[bi] = self.slowest_bottlenecked[bi].min(new);
             }
         }
-        let mut grew = false;
+        let mut failed_at = f64::INFINITY;
         for i in 0..self.constraints.len() {
             let c = self.constraints[i];
             let ci = c as usize;
@@ -302,32 +343,38 @@ impl<'a> Sharing<'a> {
                 continue;
             }
             // A region flow frozen here must not be slower than a fixed flow here: the
-            // faster fixed flows join.
+            // faster fixed flows join. The filling went wrong from the level it froze at.
             let mut floor = f64::INFINITY;
             if fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9) {
                 floor = self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
+                failed_at = failed_at.min(self.slowest_bottlenecked[ci]);
             }
             // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
             // bottleneck only if it stays saturated and no region flow overtakes it: else the
-            // fastest fixed flows join.
+            // fastest fixed flows join, from their own rate on.
             if was_saturated
                 && fixed_max >= self.region_old_max[ci] * (1.0 - 1e-12)
                 && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9))
             {
                 floor = floor.min(fixed_max * (1.0 - 1e-9));
+                failed_at = failed_at.min(fixed_max);
             }
             if floor < f64::INFINITY {
-                let floor = floor.max(threshold);
-                for k in 0..self.on[ci].len() {
-                    let g = self.on[ci][k].flow;
-                    if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
-                        self.add_to_region(g);
-                        grew = true;
-                    }
+                self.failures.push((c, floor.max(threshold)));
+            }
+        }
+        // Flows join only after every constraint was judged on the same solution.
+        for i in 0..self.failures.len() {
+            let (c, floor) = self.failures[i];
+            for k in 0..self.on[c as usize].len() {
+                let g = self.on[c as usize][k].flow;
+                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
+                    self.add_to_region(g);
                 }
             }
         }
-        !grew
+        self.failures.clear();
+        (failed_at < f64::INFINITY).then_some(failed_at)
     }
 
     /// Registers constraint `c` for the solve.

@@ -16,6 +16,8 @@ const RATE_REL_TOL: f64 = 1e-13;
 pub struct RunOptions {
     /// Keep every rate change as (time_s, flow, rate_Bps) rows.
     pub record_rates: bool,
+    /// After every instant, check all rates against a from-scratch solve (slow: for tests).
+    pub verify: bool,
 }
 
 /// Progress of a run, handed to the caller's callback now and then.
@@ -106,6 +108,7 @@ struct Sim<'a> {
     touched: Vec<u32>,
     out: RunOutput,
     record_rates: bool,
+    verify: bool,
     n_done: usize,
 }
 
@@ -128,7 +131,7 @@ pub fn run(
         ),
         estimate_run_bytes(capacity_Bps.len(), acts, options.record_rates),
     )?;
-    let mut sim = Sim::new(capacity_Bps, acts, options.record_rates)?;
+    let mut sim = Sim::new(capacity_Bps, acts, options)?;
     sim.start();
     sim.event_loop(progress)?;
     Ok(sim.finish())
@@ -140,7 +143,11 @@ pub fn estimate_run_bytes(n_constraints: usize, acts: &Activities, record_rates:
     let per_activity = 220.0;
     let per_entry = 24.0;
     let per_constraint = 160.0;
-    let rates = if record_rates { 40.0 * acts.n_usage_entries() as f64 } else { 0.0 };
+    let rates = if record_rates {
+        40.0 * acts.n_usage_entries() as f64
+    } else {
+        0.0
+    };
     per_activity * acts.len() as f64
         + per_entry * acts.n_usage_entries() as f64
         + per_constraint * n_constraints as f64
@@ -172,7 +179,7 @@ fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(capacity: &'a [f64], acts: &'a Activities, record_rates: bool) -> Result<Self> {
+    fn new(capacity: &'a [f64], acts: &'a Activities, options: &RunOptions) -> Result<Self> {
         let n = acts.len();
         let mut n_pending = vec![0u32; n];
         let mut dependents_offsets = vec![0usize; n + 1];
@@ -217,7 +224,8 @@ impl<'a> Sim<'a> {
                 peak_load_Bps: vec![0.0; n_c],
                 ..Default::default()
             },
-            record_rates,
+            record_rates: options.record_rates,
+            verify: options.verify,
             n_done: 0,
         })
     }
@@ -370,7 +378,11 @@ impl<'a> Sim<'a> {
                 )));
             }
             // A transfer that began inside this instant counts from its own start time.
-            let since = if old == 0.0 { self.out.start_s[fi].max(now) } else { now };
+            let since = if old == 0.0 {
+                self.out.start_s[fi].max(now)
+            } else {
+                now
+            };
             self.remaining_bytes[fi] =
                 (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
             self.updated_s[fi] = since;
@@ -389,6 +401,40 @@ impl<'a> Sim<'a> {
         }
         self.sharing.region = region;
         self.close_instant_loads();
+        if self.verify {
+            self.verify_against_full_solve(now)?;
+        }
+        Ok(())
+    }
+
+    /// Compares every transferring flow's rate with a from-scratch solve of all of them.
+    fn verify_against_full_solve(&self, now: f64) -> Result<()> {
+        let rate = &self.sharing.rate;
+        let active: Vec<u32> = (0..self.acts.len() as u32)
+            .filter(|&f| rate[f as usize] > 0.0)
+            .collect();
+        let (mut fi, mut ci, mut k) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, &f) in active.iter().enumerate() {
+            for u in self.sharing.usage_of(f) {
+                fi.push(i as u32);
+                ci.push(u.constraint);
+                k.push(u.coefficient);
+            }
+        }
+        let caps = active
+            .iter()
+            .map(|&f| self.acts.rate_cap_Bps[f as usize])
+            .collect();
+        let capacity = self.sharing.capacity.to_vec();
+        let full = crate::solver::max_min_rates(capacity, &fi, &ci, &k, active.len(), Some(caps))?;
+        for (i, &f) in active.iter().enumerate() {
+            if (full[i] - rate[f as usize]).abs() > 1e-9 * full[i] {
+                return Err(Error::Internal(format!(
+                    "at {now} s flow {f} has rate {} but a full solve gives {}",
+                    rate[f as usize], full[i]
+                )));
+            }
+        }
         Ok(())
     }
 

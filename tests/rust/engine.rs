@@ -19,14 +19,13 @@ fn on(links: &[u32]) -> Vec<Usage> {
         .collect()
 }
 
+/// Runs with rate recording and with every instant checked against a full re-solve.
 fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
-    run(
-        capacity,
-        acts,
-        &RunOptions { record_rates: true },
-        &mut |_| true,
-    )
-    .unwrap()
+    let options = RunOptions {
+        record_rates: true,
+        verify: true,
+    };
+    run(capacity, acts, &options, &mut |_| true).unwrap()
 }
 
 #[test]
@@ -208,5 +207,39 @@ fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: 
                 want[a].2,
             );
         }
+    }
+}
+
+/// Dense runs on a small two-tier tree (16 hosts, 4 leaves, 2 spines, 2:1), where one event
+/// moves many rates: every instant is checked against a from-scratch solve.
+#[test]
+fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
+    let (hosts, leaves, spines) = (16u32, 4u32, 2u32);
+    // Constraints: host up/down, leaf->spine and spine->leaf per (leaf, spine).
+    let up = |h: u32| h;
+    let down = |h: u32| hosts + h;
+    let l2s = |l: u32, s: u32| 2 * hosts + l * spines + s;
+    let s2l = |l: u32, s: u32| 2 * hosts + leaves * spines + l * spines + s;
+    let n_c = (2 * hosts + 2 * leaves * spines) as usize;
+    let capacity = vec![10.0; n_c];
+    for (seed, staggered) in [(1u64, false), (2, true), (3, true)] {
+        let mut rng = Rng::new(seed);
+        let mut acts = Activities::new();
+        for i in 0..600 {
+            let a = rng.below(hosts as u64) as u32;
+            let b = (a + 1 + rng.below(hosts as u64 - 1) as u32) % hosts;
+            let (la, lb) = (a / (hosts / leaves), b / (hosts / leaves));
+            let mut links = vec![up(a), down(b)];
+            if la != lb {
+                let s = rng.below(spines as u64) as u32;
+                links.extend([l2s(la, s), s2l(lb, s)]);
+            }
+            let bytes = (1.0 + rng.next_f64() * 99.0).round();
+            let start = if staggered { i as f64 * 0.5 } else { 0.0 };
+            acts.add_flow(bytes, &on(&links), 0.0, start, f64::INFINITY, &[])
+                .unwrap();
+        }
+        let out = go(&capacity, &acts);
+        assert!(out.finish_s.iter().all(|t| t.is_finite()));
     }
 }
