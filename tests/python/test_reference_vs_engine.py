@@ -6,8 +6,8 @@ automatic (ECMP) routes, sizes including 0, start times, dependencies in a rando
 order (some through add_dependency, pointing to later ids), delays and rate caps. Every run also
 goes through the invariants of helpers.check_invariants.
 
-Examples: 300 (main) + 40 (larger) + 150 (chains) + 100 (dense) scenarios, 200 solver
-problems.
+Examples: 400 (main) + 100 (larger) + 200 (chains) + 200 (dense) scenarios, 300 solver
+problems, all derandomized (the same cases on every run).
 """
 
 from collections import Counter, deque
@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import fabricsim as fs
 from helpers import Model, assert_close, compare_to_reference
 from reference import max_min_reference_coo
+from regression_cases import CASES as REGRESSIONS
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -139,7 +140,7 @@ def build(spec):
     return m
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=400, **SETTINGS)
 @given(scenarios())
 def test_engine_matches_reference(spec):
     m = build(spec)
@@ -147,7 +148,7 @@ def test_engine_matches_reference(spec):
     compare_to_reference(m, res)
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(scenarios(max_nodes=7, max_links=16, max_acts=30))
 def test_engine_matches_reference_larger(spec):
     m = build(spec)
@@ -226,7 +227,7 @@ def dense_scenarios(draw):
                 seed=draw(st.integers(0, 2**32 - 1)))
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(chain_scenarios())
 def test_engine_matches_reference_chains(spec):
     m = build(spec)
@@ -234,7 +235,7 @@ def test_engine_matches_reference_chains(spec):
     compare_to_reference(m, res)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(dense_scenarios())
 def test_engine_matches_reference_dense(spec):
     m = build(spec)
@@ -291,7 +292,7 @@ def solver_problems(draw):
     return cap, fi, ci, co, n_f, (caps if with_caps else None)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(solver_problems())
 def test_max_min_rates_matches_reference(problem):
     cap, fi, ci, co, n_f, caps = problem
@@ -321,3 +322,12 @@ def test_max_min_rates_hand_solved():
     got = fs.max_min_rates(np.array([100.0, 100.0]), np.array([0, 1, 1, 2]),
                            np.array([0, 0, 1, 1]), np.array([2.0, 0.5, 0.5, 1.0]), n_flows=3)
     np.testing.assert_allclose(got, [40.0, 40.0, 80.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", range(len(REGRESSIONS)),
+                         ids=[f"regression{k}" for k in range(len(REGRESSIONS))])
+def test_engine_matches_reference_regressions(case):
+    what, spec = REGRESSIONS[case]
+    m = build(spec)
+    res = m.run()
+    compare_to_reference(m, res)
