@@ -2,7 +2,8 @@
 
 Scenarios are built in ``setup`` (asv re-runs it before every timed call, so each call runs a
 fresh Scenario); only ``run()`` is timed. Flow sizes are log-uniform 10 kB - 100 MB; arrivals
-are all at t=0 ("together") or Poisson at 50% of the aggregate host bandwidth ("staggered").
+are all at t=0 ("together") or Poisson, offering 50% of the fabric's uplink capacity
+("staggered"; the two-tier tree is 2:1 oversubscribed, so its hosts inject at 25%).
 """
 
 import fabricsim as fs

@@ -19,7 +19,10 @@ HOST_LINK_BPS = 100e9 / 8  # 100 Gb/s host links, in bytes per second
 
 SIZE_MIN_BYTES = 10e3  # log-uniform flow sizes from 10 kB ...
 SIZE_MAX_BYTES = 100e6  # ... to 100 MB
-OFFERED_LOAD = 0.5  # staggered arrivals: fraction of the aggregate host injection bandwidth
+# Staggered arrivals offer this fraction of the fabric's uplink capacity (the tier uniform
+# traffic has to cross: leaf uplinks of the two-tier tree, which is 2:1 oversubscribed, so
+# hosts inject at 25% of their line rate; the full-bisection three-tier tree, 50%).
+OFFERED_LOAD = 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,6 +45,11 @@ class MaxMinProblem:
         return int(self.flow_index.size)
 
 
+def _rows_with_repeats(table: np.ndarray) -> np.ndarray:
+    ordered = np.sort(table, axis=1)
+    return np.any(ordered[:, 1:] == ordered[:, :-1], axis=1)
+
+
 def random_max_min_problem(
     n_flows: int, n_constraints: int, uses_per_flow: int = 6, seed: int = 0
 ) -> MaxMinProblem:
@@ -54,14 +62,12 @@ def random_max_min_problem(
     rng = np.random.default_rng(seed)
     used = rng.integers(0, n_constraints, size=(n_flows, uses_per_flow), dtype=np.int64)
     # Redraw the rows that picked a constraint twice until every row is distinct.
-    while True:
-        ordered = np.sort(used, axis=1)
-        repeated = np.any(ordered[:, 1:] == ordered[:, :-1], axis=1)
-        if not repeated.any():
-            break
+    repeated = _rows_with_repeats(used)
+    while repeated.any():
         used[repeated] = rng.integers(
             0, n_constraints, size=(int(repeated.sum()), uses_per_flow), dtype=np.int64
         )
+        repeated = _rows_with_repeats(used)
     capacity_Bps = rng.uniform(10e9, 100e9, size=n_constraints)
     flow_index = np.repeat(np.arange(n_flows, dtype=np.int64), uses_per_flow)
     coefficient = np.ones(n_flows * uses_per_flow, dtype=np.float64)
@@ -100,6 +106,8 @@ class FatTree:
     n_hosts: int
     host_Bps: float
     tables: dict  # link id lookup tables, named by direction (see the builders)
+    #: Capacity of the bottleneck tier for uniform traffic (sum of the first-tier uplinks).
+    uplink_Bps: float
 
     @property
     def n_links(self) -> int:
@@ -157,7 +165,8 @@ def two_tier_fat_tree(
         leaf_up=leaf_up,
         spine_down=spine_down,
     )
-    return FatTree(src, dst, cap, lat, n_hosts + n_leaves + n_spines, n_hosts, host_Bps, tables)
+    return FatTree(src, dst, cap, lat, n_hosts + n_leaves + n_spines, n_hosts, host_Bps, tables,
+                   uplink_Bps=n_leaves * n_spines * host_Bps)
 
 
 def three_tier_fat_tree(k: int = 16, host_Bps: float = HOST_LINK_BPS) -> FatTree:
@@ -204,7 +213,8 @@ def three_tier_fat_tree(k: int = 16, host_Bps: float = HOST_LINK_BPS) -> FatTree
         agg_up=agg_up,
         core_down=core_down,
     )
-    return FatTree(src, dst, cap, lat, n_hosts + n_edge + n_agg + n_core, n_hosts, host_Bps, tables)
+    return FatTree(src, dst, cap, lat, n_hosts + n_edge + n_agg + n_core, n_hosts, host_Bps, tables,
+                   uplink_Bps=n_edge * half * host_Bps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,12 +309,11 @@ def log_uniform_sizes(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.round(np.exp(log_size))
 
 
-def poisson_starts_s(rng: np.random.Generator, n: int, n_hosts: int, host_Bps: float,
+def poisson_starts_s(rng: np.random.Generator, n: int, capacity_Bps: float,
                      offered_load: float = OFFERED_LOAD) -> np.ndarray:
-    """Start times of a Poisson arrival process offering ``offered_load`` of the aggregate
-    host bandwidth: arrival rate = offered_load * n_hosts * host_Bps / mean size. The first
-    flow starts at 0."""
-    rate_per_s = offered_load * n_hosts * host_Bps / mean_log_uniform_bytes()
+    """Start times of a Poisson arrival process offering ``offered_load`` of ``capacity_Bps``:
+    arrival rate = offered_load * capacity_Bps / mean size. The first flow starts at 0."""
+    rate_per_s = offered_load * capacity_Bps / mean_log_uniform_bytes()
     gaps_s = rng.exponential(1.0 / rate_per_s, size=n)
     gaps_s[0] = 0.0
     return np.cumsum(gaps_s)
@@ -314,8 +323,7 @@ def random_flows(tree: FatTree, n_flows: int, arrival: str, seed: int = 0) -> Fl
     """Uniform random host pairs (src != dst) with log-uniform sizes and explicit routes.
 
     ``arrival="together"``: every flow starts at 0. ``arrival="staggered"``: Poisson arrivals
-    at :data:`OFFERED_LOAD` (50%) of the aggregate host bandwidth (on the 2:1 two-tier tree,
-    with uniform traffic, that loads the leaf uplinks to about 94% on average).
+    offering :data:`OFFERED_LOAD` (50%) of the fabric's uplink capacity (``tree.uplink_Bps``).
     """
     rng = np.random.default_rng(seed)
     src = rng.integers(0, tree.n_hosts, size=n_flows, dtype=np.int64)
@@ -324,7 +332,7 @@ def random_flows(tree: FatTree, n_flows: int, arrival: str, seed: int = 0) -> Fl
     if arrival == "together":
         start_s = np.zeros(n_flows)
     elif arrival == "staggered":
-        start_s = poisson_starts_s(rng, n_flows, tree.n_hosts, tree.host_Bps)
+        start_s = poisson_starts_s(rng, n_flows, tree.uplink_Bps)
     else:
         raise ValueError(f"arrival must be 'together' or 'staggered', not {arrival!r}")
     if "spine_down" in tree.tables:
