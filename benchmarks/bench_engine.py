@@ -59,7 +59,8 @@ class ThreeTierFatTree:
 
 class BuildScenario:
     """Building 10,000 flows on the two-tier tree: one add_flow call per flow (explicit route,
-    or fabricsim's own ECMP route) against one vectorised add_flows call (ECMP)."""
+    or fabricsim's own ECMP route) against one vectorised add_flows call (ECMP, or explicit
+    routes as compressed rows)."""
 
     timeout = 120
 
@@ -89,6 +90,9 @@ class BuildScenario:
         sc = fs.Scenario(self.topo)
         sc.add_flows(self.flows.src, self.flows.dst, self.flows.size_bytes,
                      start_s=self.flows.start_s)
+
+    def time_add_flows_explicit_routes(self):
+        scenarios.scenario_with_routes(self.topo, self.flows)
 
     def time_topology_from_arrays_three_tier(self):
         scenarios.topology(self.tree3)

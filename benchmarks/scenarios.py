@@ -14,13 +14,13 @@ def topology(tree: FatTree) -> "fs.Topology":
 
 
 def scenario_with_routes(topo: "fs.Topology", flows: FlowSet, seed: int = 0) -> "fs.Scenario":
-    """One ``add_flow`` call per flow with its explicit up-down route (``add_flows`` takes no
-    routes)."""
+    """All flows in one ``add_flows`` call with their explicit up-down routes."""
     sc = fs.Scenario(topo, seed=seed)
-    src = flows.src.tolist()
-    dst = flows.dst.tolist()
-    size_bytes = flows.size_bytes.tolist()
-    start_s = flows.start_s.tolist()
-    for i, route in enumerate(flows.routes_as_lists()):
-        sc.add_flow(src[i], dst[i], size_bytes[i], start_s=start_s[i], route=route)
+    sc.add_flows(
+        flows.src,
+        flows.dst,
+        flows.size_bytes,
+        start_s=flows.start_s,
+        routes=(flows.route_offsets, flows.route_link_ids),
+    )
     return sc

@@ -49,6 +49,8 @@ class Scenario:
         size_bytes: npt.NDArray[np.float64],
         start_s: npt.NDArray[np.float64],
         tag: Optional[str] = None,
+        route_offsets: Optional[npt.NDArray[np.int64]] = None,
+        route_links: Optional[npt.NDArray[np.int64]] = None,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
         self, duration_s: float, start_s: float = 0.0, after: list[int] = ..., tag: Optional[str] = None

@@ -112,18 +112,33 @@ class Scenario:
         *,
         start_s: Any = 0.0,
         tag: str | None = None,
+        routes: Any = None,
     ) -> np.ndarray:
-        """Many ECMP-routed flows at once (arrays, or scalars broadcast); returns their ids.
+        """Many flows at once (arrays, or scalars broadcast); returns their ids.
+
+        ``routes`` is None (ECMP), a list with one list of link ids per flow, or compressed
+        rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
         All or nothing: if one element is bad, none is added and the error names it."""
         src_ids = self.topology.node_ids(src)
         n = src_ids.shape[0]
         dst_ids = self.topology.node_ids(dst)
+        offsets = links = None
+        if routes is not None:
+            if isinstance(routes, tuple) and len(routes) == 2:
+                offsets, links = (np.ascontiguousarray(a, dtype=np.int64) for a in routes)
+            else:
+                lists = [np.asarray(r, dtype=np.int64).reshape(-1) for r in routes]
+                offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+                np.cumsum([r.size for r in lists], out=offsets[1:])
+                links = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
         return self._core.add_flows(
             src_ids,
             dst_ids,
             _floats("size_bytes", size_bytes, n, _size_bytes),
             _floats("start_s", start_s, n, _duration_s),
             tag,
+            offsets,
+            links,
         )
 
     def add_delay(

@@ -238,8 +238,10 @@ impl Scenario {
         })
     }
 
-    /// Adds one ECMP-routed flow per element of the arrays; returns their ids.
-    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None))]
+    /// Adds one flow per element of the arrays; returns their ids. Flow i takes the links
+    /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP.
+    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None))]
+    #[allow(clippy::too_many_arguments)]
     fn add_flows<'py>(
         &mut self,
         py: Python<'py>,
@@ -248,12 +250,22 @@ impl Scenario {
         size_bytes: PyReadonlyArray1<'_, f64>,
         start_s: PyReadonlyArray1<'_, f64>,
         tag: Option<String>,
+        route_offsets: Option<PyReadonlyArray1<'_, i64>>,
+        route_links: Option<PyReadonlyArray1<'_, i64>>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let (size, start) = (
             slice("size_bytes", &size_bytes)?,
             slice("start_s", &start_s)?,
         );
+        let offsets = route_offsets
+            .as_ref()
+            .map(|a| slice("route_offsets", a))
+            .transpose()?;
+        let links = route_links
+            .as_ref()
+            .map(|a| slice("route_links", a))
+            .transpose()?;
         let s = &mut self.inner;
         let ids = guard(|| {
             let n = src.len();
@@ -266,19 +278,42 @@ impl Scenario {
                     start.len()
                 )));
             }
+            let routes = match (offsets, links) {
+                (None, None) => None,
+                (Some(o), Some(l)) => {
+                    check_offsets(o, n, l.len())?;
+                    Some((o, l))
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "route_offsets and route_links go together: give both or neither".into(),
+                    ))
+                }
+            };
             let topo = Arc::clone(s.topology());
             let first = s.n_activities();
             let mut ids = Vec::with_capacity(n);
+            let mut route: Vec<LinkId> = Vec::new();
             for i in 0..n {
                 let added = (|| {
                     let (a, b) = (topo.node("src", src[i])?, topo.node("dst", dst[i])?);
+                    let r = match routes {
+                        None => Route::Ecmp,
+                        Some((o, l)) => {
+                            route.clear();
+                            for &link in &l[o[i] as usize..o[i + 1] as usize] {
+                                route.push(topo.link(link)?);
+                            }
+                            Route::Links(&route)
+                        }
+                    };
                     s.add_flow(
                         a,
                         b,
                         size[i],
                         start[i],
                         &[],
-                        Route::Ecmp,
+                        r,
                         tag.as_deref(),
                         f64::INFINITY,
                     )
@@ -391,6 +426,32 @@ impl Scenario {
     }
 }
 
+/// Checks compressed-row offsets: n + 1 of them, from 0, never decreasing, ending at `len`.
+fn check_offsets(offsets: &[i64], n: usize, len: usize) -> Result<(), Error> {
+    if offsets.len() != n + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "route_offsets must have {} entries (one more than flows), got {}",
+            n + 1,
+            offsets.len()
+        )));
+    }
+    if offsets[0] != 0 || offsets[n] != len as i64 {
+        return Err(Error::InvalidArgument(format!(
+            "route_offsets must start at 0 and end at len(route_links) = {len}, got {} and {}",
+            offsets[0], offsets[n]
+        )));
+    }
+    if let Some(i) = (0..n).find(|&i| offsets[i + 1] < offsets[i]) {
+        return Err(Error::InvalidArgument(format!(
+            "route_offsets must not decrease: route_offsets[{}] = {} < route_offsets[{i}] = {}",
+            i + 1,
+            offsets[i + 1],
+            offsets[i]
+        )));
+    }
+    Ok(())
+}
+
 fn prefix(e: Error, p: &str) -> Error {
     match e {
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("{p}{m}")),
@@ -398,6 +459,7 @@ fn prefix(e: Error, p: &str) -> Error {
         Error::SameEndpoints(m) => Error::SameEndpoints(format!("{p}{m}")),
         Error::Unreachable(m) => Error::Unreachable(format!("{p}{m}")),
         Error::ZeroCapacityPath(m) => Error::ZeroCapacityPath(format!("{p}{m}")),
+        Error::UnknownLink(m) => Error::UnknownLink(format!("{p}{m}")),
         other => other,
     }
 }

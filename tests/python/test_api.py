@@ -130,3 +130,19 @@ def test_incremental_rates_match_full_solves_on_a_busy_fabric():
     dst = (src + rng.integers(1, 16, 500)) % 16
     sc.add_flows(src, dst, rng.uniform(1e6, 1e8, 500), start_s=rng.uniform(0, 0.05, 500))
     assert sc.run(verify_rates=True).flows.num_rows == 500
+
+
+def test_add_flows_with_explicit_routes():
+    topo = line_topology(4)  # links 0,1,2 go up the line; 3,4,5 come back
+    sc = fs.Scenario(topo)
+    ids = sc.add_flows([0, 3], [2, 1], [10.0, 20.0], routes=[[0, 1], [5, 4]])
+    assert [sc.route_of(i) for i in ids] == [[0, 1], [5, 4]]
+    ids = sc.add_flows([0], [3], 5.0, routes=(np.array([0, 3]), np.array([0, 1, 2])))
+    assert sc.route_of(ids[0]) == [0, 1, 2]
+    with pytest.raises(fs.InvalidArgumentError, match="element 1: route is not a path"):
+        sc.add_flows([0, 0], [1, 2], 1.0, routes=[[0], [0, 2]])
+    with pytest.raises(fs.UnknownLinkError, match="element 0: link 99"):
+        sc.add_flows([0], [1], 1.0, routes=[[99]])
+    with pytest.raises(fs.InvalidArgumentError, match="route_offsets must"):
+        sc.add_flows([0], [1], 1.0, routes=(np.array([0, 2]), np.array([0])))
+    assert sc.n_activities == 3, "failed batches add nothing"
