@@ -34,7 +34,12 @@ def leaf_spine(
     a = np.array(pairs, dtype=np.int64)
     src = np.concatenate([a[:, 0], a[:, 1]])
     dst = np.concatenate([a[:, 1], a[:, 0]])
-    return Topology.from_arrays(src, dst, link_Bps, latency_s, n_nodes=spine0 + n_spines)
+    names = (
+        [f"host{h}" for h in range(n_hosts)]
+        + [f"leaf{i}" for i in range(n_leaves)]
+        + [f"spine{i}" for i in range(n_spines)]
+    )
+    return Topology.from_arrays(src, dst, link_Bps, latency_s, node_names=names)
 
 
 def demo_scenario(
@@ -63,12 +68,12 @@ def demo_scenario(
     while np.any(perm == np.arange(n_hosts)):
         perm = rng.permutation(n_hosts)
     shuffle = [
-        sc.add_flow(h, int(perm[h]), transfer_bytes, after=compute, tag="permutation")
+        sc.add_flow(f"host{h}", f"host{perm[h]}", transfer_bytes, after=compute, tag="permutation")
         for h in range(n_hosts)
     ]
-    # Then every other host of the first leaf's neighbours sends a quarter to host 0.
+    # Then every fourth host sends a quarter of that to host 0.
     for h in range(1, n_hosts, 4):
-        sc.add_flow(h, 0, transfer_bytes / 4, after=shuffle, tag="incast")
+        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffle, tag="incast")
     return sc
 
 

@@ -48,19 +48,24 @@ class Summary:
     bytes_moved: float
     #: The five links with the highest mean utilization.
     busiest_links: pa.Table
+    #: Node labels of the topology, if it has them (used when printing).
+    node_names: list | None = None
 
     def __str__(self) -> str:
+        def node(i: int) -> str:
+            return str(i if self.node_names is None else self.node_names[i])
+
         lines = [
             f"makespan      {format_duration(self.makespan_s)}",
             f"flows         {self.n_flows}",
             f"delays        {self.n_delays}",
             f"bytes moved   {format_bytes(self.bytes_moved)}",
             "busiest links:",
-            f"  {'link':>6} {'src':>6} {'dst':>6} {'mean util':>10} {'peak util':>10} {'carried':>12}",
+            f"  {'link':>6} {'src':>8} {'dst':>8} {'mean util':>10} {'peak util':>10} {'carried':>12}",
         ]
         for row in self.busiest_links.to_pylist():
             lines.append(
-                f"  {row['link_id']:>6} {row['src']:>6} {row['dst']:>6} "
+                f"  {row['link_id']:>6} {node(row['src']):>8} {node(row['dst']):>8} "
                 f"{row['mean_utilization']:>10.1%} {row['peak_utilization']:>10.1%} "
                 f"{format_bytes(row['bytes_carried']):>12}"
             )
@@ -71,7 +76,8 @@ class Result:
     """What :meth:`Scenario.run` returns: ``flows``, ``delays``, ``links`` tables (and
     ``rate_changes`` when the run recorded rates) plus a :attr:`summary`."""
 
-    def __init__(self, raw: dict[str, Any]) -> None:
+    def __init__(self, raw: dict[str, Any], node_names: list | None = None) -> None:
+        self._node_names = node_names
         self.flows: pa.Table = table_from_columns(raw["flows"])
         self.delays: pa.Table = table_from_columns(raw["delays"])
         self.links: pa.Table = table_from_columns(raw["links"])
@@ -109,6 +115,7 @@ class Result:
             n_delays=self.delays.num_rows,
             bytes_moved=float(np.sum(self.flows.column("bytes").to_numpy())),
             busiest_links=top,
+            node_names=self._node_names,
         )
 
     def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:

@@ -183,7 +183,7 @@ class Scenario:
         finally:
             if bar is not None:
                 bar.close()
-        return Result(raw)
+        return Result(raw, self.topology.node_names)
 
     def __repr__(self) -> str:
         return f"Scenario({self.topology!r}, seed={self.seed}, n_activities={self.n_activities})"

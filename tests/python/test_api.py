@@ -128,7 +128,8 @@ def test_incremental_rates_match_full_solves_on_a_busy_fabric():
     rng = np.random.default_rng(2)
     src = rng.integers(0, 16, 500)
     dst = (src + rng.integers(1, 16, 500)) % 16
-    sc.add_flows(src, dst, rng.uniform(1e6, 1e8, 500), start_s=rng.uniform(0, 0.05, 500))
+    hosts = np.array([f"host{i}" for i in range(16)])
+    sc.add_flows(hosts[src], hosts[dst], rng.uniform(1e6, 1e8, 500), start_s=rng.uniform(0, 0.05, 500))
     assert sc.run(verify_rates=True).flows.num_rows == 500
 
 
