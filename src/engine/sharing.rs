@@ -25,6 +25,11 @@
 
 use crate::solver::{Filling, Incidence, Usage, CAPPED};
 
+/// Relative slack of every "might this flow be affected?" decision. It must be far wider
+/// than the 1e-9 slack with which a solution is accepted, or a flow accepted a hair too slow
+/// would later fall outside every region and keep a stale rate. Erring wide only costs work.
+const WIDE: f64 = 1e-6;
+
 /// A flow's place on a constraint: `(flow, index of that constraint in the flow's usage)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Slot {
@@ -170,7 +175,7 @@ impl<'a> Sharing<'a> {
     /// `solved`; `rate` is not updated (the caller needs the old rates to integrate bytes).
     pub fn resolve(&mut self, left: &[u32], arrived: &[u32]) -> crate::Result<()> {
         // Lowered a hair so flows tied with the threshold by rounding are re-solved too.
-        let threshold = self.threshold(left, arrived) * (1.0 - 1e-12);
+        let threshold = self.threshold(left, arrived) * (1.0 - WIDE);
         for &f in arrived {
             self.attach(f);
         }
@@ -192,14 +197,14 @@ impl<'a> Sharing<'a> {
         }
         for i in 0..self.constraints.len() {
             let c = self.constraints[i] as usize;
-            if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - 1e-9) {
+            if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - WIDE) {
                 continue; // had slack: no flow was bottlenecked here
             }
             let top = self.on[c]
                 .iter()
                 .map(|s| self.rate[s.flow as usize])
                 .fold(0.0, f64::max);
-            let floor = threshold.max(top * (1.0 - 1e-9));
+            let floor = threshold.max(top * (1.0 - WIDE));
             for k in 0..self.on[c].len() {
                 let g = self.on[c][k].flow;
                 if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
@@ -274,7 +279,7 @@ impl<'a> Sharing<'a> {
             // the filling there did not depend on the flows that now join (threshold
             // argument), so only flows at or above it are solved again.
             lowest_failure = lowest_failure.min(level);
-            let floor = lowest_failure * (1.0 - 1e-9);
+            let floor = lowest_failure * (1.0 - WIDE);
             for i in 0..n_solved {
                 let f = self.region[i] as usize;
                 self.settled[f] = self.solved[f] < floor;
@@ -320,8 +325,11 @@ impl<'a> Sharing<'a> {
             let c = self.constraints[i];
             let ci = c as usize;
             let cap = self.capacity[ci];
-            let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - 1e-9);
-            let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9);
+            let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - WIDE);
+            // Any real drop in load counts: on a constraint shared by many slow flows, a slack
+            // of 1e-9 of the capacity can be large next to its fastest flow's rate.
+            let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9)
+                && self.load_delta[ci] >= -1e-13 * cap;
             let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
             // A fixed flow can beat a region flow frozen here only if some flow is faster.
             let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY
@@ -346,17 +354,17 @@ impl<'a> Sharing<'a> {
             // faster fixed flows join. The filling went wrong from the level it froze at.
             let mut floor = f64::INFINITY;
             if fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9) {
-                floor = self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
+                floor = self.slowest_bottlenecked[ci] * (1.0 - WIDE);
                 failed_at = failed_at.min(self.slowest_bottlenecked[ci]);
             }
             // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
             // bottleneck only if it stays saturated and no region flow overtakes it: else the
             // fastest fixed flows join, from their own rate on.
             if was_saturated
-                && fixed_max >= self.region_old_max[ci] * (1.0 - 1e-12)
+                && fixed_max >= self.region_old_max[ci] * (1.0 - WIDE)
                 && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9))
             {
-                floor = floor.min(fixed_max * (1.0 - 1e-9));
+                floor = floor.min(fixed_max * (1.0 - WIDE));
                 failed_at = failed_at.min(fixed_max);
             }
             if floor < f64::INFINITY {

@@ -243,3 +243,47 @@ fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
         assert!(out.finish_s.iter().all(|t| t.is_finite()));
     }
 }
+
+/// Found by review: a flow accepted a hair slower than a capped flow it shares a constraint
+/// with must still be re-solved when that flow leaves.
+#[test]
+fn near_tie_with_a_capped_flow_is_resolved_on_departure() {
+    let mut acts = Activities::new();
+    let u = |k: f64| {
+        [Usage {
+            constraint: 0,
+            coefficient: k,
+        }]
+    };
+    acts.add_flow(1.5, &u(1.0), 0.0, 0.0, 0.25, &[]).unwrap();
+    acts.add_flow(6.0, &u(3.0), 1.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let out = go(&[1.0 - 1e-12], &acts);
+    // Flow 1 gets about 0.25 from t=1 to t=6 (1.25 B), then 1/3 alone: 4.75 B take 14.25 s.
+    assert_close("flow 1", out.finish_s[1], 20.25);
+}
+
+/// Found by review: a small drop in load on a constraint shared by many slow flows still
+/// frees its fastest flow.
+#[test]
+fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
+    let n = 999u32;
+    let mut acts = Activities::new();
+    let mut capacity = vec![1.0];
+    let entry = |c: u32| Usage {
+        constraint: c,
+        coefficient: 1.0,
+    };
+    for i in 0..n {
+        capacity.push(0.99e-3);
+        acts.add_flow(1e6, &[entry(0), entry(1 + i)], 0.0, 0.0, f64::INFINITY, &[])
+            .unwrap();
+    }
+    acts.add_flow(1e6, &[entry(0)], 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(1.0, &[entry(1)], 0.0, 1.0, 5e-10, &[])
+        .unwrap();
+    // `go` checks every instant against a full solve.
+    let out = go(&capacity, &acts);
+    assert!(out.finish_s.iter().all(|t| t.is_finite()));
+}
