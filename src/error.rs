@@ -80,14 +80,3 @@ pub fn check_non_negative(what: &str, value: f64) -> Result<()> {
         )))
     }
 }
-
-/// Checks that `value` (named `what`) is finite and > 0.
-pub fn check_positive(what: &str, value: f64) -> Result<()> {
-    if value.is_finite() && value > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "{what} must be a finite number > 0, got {value}"
-        )))
-    }
-}

@@ -407,15 +407,20 @@ impl Scenario {
             return Err(e);
         }
         let out = out?;
+        let (flows, delays, links, rates) = guard(|| {
+            Ok((
+                export::flows_table(s, &out),
+                export::delays_table(s, &out),
+                export::links_table(s, &out),
+                export::rate_changes_table(&out),
+            ))
+        })?;
         let d = PyDict::new(py);
-        d.set_item("flows", table_to_py(py, export::flows_table(s, &out))?)?;
-        d.set_item("delays", table_to_py(py, export::delays_table(s, &out))?)?;
-        d.set_item("links", table_to_py(py, export::links_table(s, &out))?)?;
+        d.set_item("flows", table_to_py(py, flows)?)?;
+        d.set_item("delays", table_to_py(py, delays)?)?;
+        d.set_item("links", table_to_py(py, links)?)?;
         if record_rates {
-            d.set_item(
-                "rate_changes",
-                table_to_py(py, export::rate_changes_table(&out))?,
-            )?;
+            d.set_item("rate_changes", table_to_py(py, rates)?)?;
         }
         d.set_item("makespan_s", out.makespan_s)?;
         d.set_item("n_instants", out.n_instants)?;

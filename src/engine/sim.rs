@@ -279,7 +279,7 @@ impl<'a> Sim<'a> {
     fn event_loop(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<()> {
         let mut left: Vec<u32> = Vec::new();
         let mut arrived: Vec<u32> = Vec::new();
-        // The first report comes at the first check, so even short runs report once.
+        // The first check (after 64 instants) reports at once.
         let mut last_report = std::time::Instant::now()
             .checked_sub(REPORT_EVERY)
             .unwrap_or_else(std::time::Instant::now);
@@ -381,9 +381,10 @@ impl<'a> Sim<'a> {
                 continue;
             }
             self.out.n_rate_changes += 1;
-            if new <= 0.0 {
-                return Err(Error::Internal(format!(
-                    "flow {f} got rate {new} at {now} s"
+            if !(new > 0.0 && new.is_finite()) {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {f} got rate {new} B/s at {now} s: capacities and coefficients this \
+                     far apart overflow double precision"
                 )));
             }
             // A transfer that began inside this instant counts from its own start time.
@@ -396,7 +397,15 @@ impl<'a> Sim<'a> {
                 (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
             self.updated_s[fi] = since;
             self.sharing.rate[fi] = new;
-            self.finishes.set(f, since + self.remaining_bytes[fi] / new);
+            let finish_s = since + self.remaining_bytes[fi] / new;
+            if !finish_s.is_finite() {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {f} would finish at {finish_s} s ({} bytes left at {new} B/s): \
+                     beyond what double precision holds",
+                    self.remaining_bytes[fi]
+                )));
+            }
+            self.finishes.set(f, finish_s);
             self.add_load(now, f, new - old);
             for u in self.sharing.usage_of(f) {
                 let bound = &mut self.sharing.top_rate_bound[u.constraint as usize];

@@ -147,3 +147,11 @@ def test_add_flows_with_explicit_routes():
     with pytest.raises(fs.InvalidArgumentError, match="route_offsets must"):
         sc.add_flows([0], [1], 1.0, routes=(np.array([0, 2]), np.array([0])))
     assert sc.n_activities == 3, "failed batches add nothing"
+
+
+def test_finish_beyond_double_precision_is_an_error_not_inf():
+    topo = fs.Topology.from_arrays([0], [1], 1e-300, 0.0)
+    sc = fs.Scenario(topo)
+    sc.add_flow(0, 1, 1e300)
+    with pytest.raises(fs.InvalidArgumentError, match="double precision"):
+        sc.run()
