@@ -78,6 +78,8 @@ pub(crate) struct Sharing<'a> {
     constraints: Vec<u32>,
     scratch: Vec<(f64, f64)>,
     arriving_coef: Vec<f64>,
+    /// Constraints of the arriving flows (workspace of `threshold`).
+    touched: Vec<u32>,
     filling: Filling,
     /// Filling solves run, and flows they solved, over the whole run.
     pub n_solves: u64,
@@ -133,6 +135,7 @@ impl<'a> Sharing<'a> {
             constraints: Vec::new(),
             scratch: Vec::new(),
             arriving_coef: vec![0.0; n_c],
+            touched: Vec::new(),
             filling: Filling::new(n_c, n_acts),
             n_solves: 0,
             n_solved_flows: 0,
@@ -412,7 +415,8 @@ impl<'a> Sharing<'a> {
         if arrived.is_empty() {
             return t;
         }
-        let mut touched: Vec<u32> = Vec::new();
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.clear();
         for &f in arrived {
             t = t.min(self.rate_cap[f as usize]);
             for u in self.usage_of(f) {
@@ -428,6 +432,7 @@ impl<'a> Sharing<'a> {
             t = t.min(self.saturation_level(c, self.arriving_coef[ci]));
             self.arriving_coef[ci] = 0.0;
         }
+        self.touched = touched;
         t
     }
 

@@ -29,7 +29,7 @@ pub struct Progress {
     pub n_done: usize,
     pub n_activities: usize,
     pub time_s: f64,
-    pub n_events: u64,
+    pub n_instants: u64,
 }
 
 /// Everything a run measures, indexed by activity id or constraint id.
@@ -337,7 +337,7 @@ impl<'a> Sim<'a> {
                     n_done: self.n_done,
                     n_activities: self.acts.len(),
                     time_s: now,
-                    n_events: self.out.n_instants,
+                    n_instants: self.out.n_instants,
                 };
                 if !progress(&p) {
                     return Err(Error::Interrupted(format!(
