@@ -1,0 +1,811 @@
+"""The hardware catalog: GPUs, NVSwitch chips, NICs, switches, optics, PCIe links and the named
+efficiency factors that presets are built from, each figure with its source.
+
+The shipped catalog is one data file inside the package, ``fabricsim/data/catalog.json``. It is
+validated once, when this module is imported, so a broken file fails loudly. Users can add their
+own parts for the running process (:func:`add_part`, :func:`load_parts`) without editing the
+package; they never overwrite a shipped part unless asked to (``replace=True``).
+
+Units are SI and named in each field: ``_Bps`` is bytes per second *per direction*, ``_s`` is
+seconds, ``_watts`` is watts. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
+fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
+
+Kinds and their fields (all required; ``system_watts`` may be ``None``):
+
+``gpu``
+    ``nvlink_generation`` (int), ``nvlink_links`` (int), ``nvlink_link_Bps`` (line rate per link
+    per direction), ``nvlink_efficiency`` (name of an ``efficiency`` part), ``nic`` (name of the
+    default ``nic`` part), ``pcie_Bps`` (host PCIe per direction), ``arch`` ("hopper" or
+    "blackwell").
+``nvswitch``
+    ``nvlink_generation`` (int), ``ports`` (int), ``port_Bps`` (per direction), ``sharp`` (bool),
+    ``latency_s``.
+``nic``
+    ``rate_Bps``, ``max_planes`` (int: how many independent planes the port splits into),
+    ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
+    "ethernet"), ``latency_s``.
+``switch``
+    ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
+    ``lane_Bps`` (smallest breakout port speed; radix at breakout is
+    ``ports * port_Bps / lane_Bps``, which must be a whole number), ``optics`` ("pluggable" or
+    "co-packaged"), ``optics_watts_per_port`` (per native port), ``system_watts`` (switch without
+    optics, ``None`` if unknown), ``latency_s``, ``sharp`` (bool), ``adaptive_routing`` (bool).
+``optic``
+    ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged").
+``efficiency``
+    ``value`` (in (0, 1]), ``applies_to`` (free text, e.g. "nvlink4", "infiniband").
+``pcie``
+    ``rate_Bps`` (per direction).
+
+Every numeric and boolean field carries a source. In the shipped file a source is a URL, or is
+tagged ``[2nd] <url>`` (secondary source), ``[derived] <arithmetic>``, ``[assumed] <why>``, or
+``[no source] <what was searched>`` (only for a ``None`` value).
+
+Names are lowercase and looked up case-insensitively; aliases (``"qm9700"`` for
+``"quantum-2"``) resolve to the canonical name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import numbers
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import pyarrow as pa
+
+from . import exceptions, units
+from .exceptions import InvalidArgumentError
+
+__all__ = [
+    "Part",
+    "part",
+    "parts",
+    "kinds",
+    "add_part",
+    "load_parts",
+    "remove_part",
+]
+
+# A dedicated class once exceptions.py has it; until then the parent class.
+_UnknownPartError: type[InvalidArgumentError] = getattr(
+    exceptions, "UnknownPartError", InvalidArgumentError
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one field of a kind is checked and stored."""
+
+    name: str
+    # "int", "rate" (_Bps), "duration" (_s), "watts", "fraction", "bool", "enum", "protocols",
+    # "ref", "text"
+    type: str
+    choices: tuple[str, ...] = ()
+    ref_kind: str = ""
+    positive: bool = True  # for watts: > 0 (True) or >= 0 (False)
+    nullable: bool = False
+
+    @property
+    def sourced(self) -> bool:
+        """Numeric and boolean fields must carry a source."""
+        return self.type in ("int", "rate", "duration", "watts", "fraction", "bool")
+
+
+_PROTOCOLS = ("infiniband", "ethernet")
+
+_KINDS: dict[str, tuple[_Field, ...]] = {
+    "gpu": (
+        _Field("nvlink_generation", "int"),
+        _Field("nvlink_links", "int"),
+        _Field("nvlink_link_Bps", "rate"),
+        _Field("nvlink_efficiency", "ref", ref_kind="efficiency"),
+        _Field("nic", "ref", ref_kind="nic"),
+        _Field("pcie_Bps", "rate"),
+        _Field("arch", "enum", choices=("hopper", "blackwell")),
+    ),
+    "nvswitch": (
+        _Field("nvlink_generation", "int"),
+        _Field("ports", "int"),
+        _Field("port_Bps", "rate"),
+        _Field("sharp", "bool"),
+        _Field("latency_s", "duration"),
+    ),
+    "nic": (
+        _Field("rate_Bps", "rate"),
+        _Field("max_planes", "int"),
+        _Field("host_Bps", "rate"),
+        _Field("protocols", "protocols", choices=_PROTOCOLS),
+        _Field("latency_s", "duration"),
+    ),
+    "switch": (
+        _Field("protocol", "enum", choices=_PROTOCOLS),
+        _Field("ports", "int"),
+        _Field("port_Bps", "rate"),
+        _Field("lane_Bps", "rate"),
+        _Field("optics", "enum", choices=("pluggable", "co-packaged")),
+        _Field("optics_watts_per_port", "watts", positive=False),
+        _Field("system_watts", "watts", nullable=True),
+        _Field("latency_s", "duration"),
+        _Field("sharp", "bool"),
+        _Field("adaptive_routing", "bool"),
+    ),
+    "optic": (
+        _Field("rate_Bps", "rate"),
+        _Field("watts", "watts"),
+        _Field("form", "enum", choices=("pluggable", "co-packaged")),
+    ),
+    "efficiency": (
+        _Field("value", "fraction"),
+        _Field("applies_to", "text"),
+    ),
+    "pcie": (_Field("rate_Bps", "rate"),),
+}
+
+_ARROW_TYPE = {
+    "int": pa.int64(),
+    "rate": pa.float64(),
+    "duration": pa.float64(),
+    "watts": pa.float64(),
+    "fraction": pa.float64(),
+    "bool": pa.bool_(),
+    "enum": pa.string(),
+    "protocols": pa.list_(pa.string()),
+    "ref": pa.string(),
+    "text": pa.string(),
+}
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
+_SHIPPED_TAG = re.compile(r"^(https?://|\[2nd\] |\[derived\] |\[assumed\] |\[no source\] )")
+
+
+def kinds() -> dict[str, tuple[str, ...]]:
+    """Each kind of part and the names of its fields, in table column order."""
+    return {kind: tuple(f.name for f in fields) for kind, fields in _KINDS.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Part
+# --------------------------------------------------------------------------------------------
+
+
+class Part(Mapping[str, Any]):
+    """One catalog entry, read-only.
+
+    Fields are reachable as attributes (``part("h100").nvlink_links``) and as a mapping
+    (``part("h100")["nvlink_links"]``, ``dict(part("h100"))``); the mapping holds the kind's
+    fields only. Also: ``.name`` (canonical, lowercase), ``.kind``, ``.description``,
+    ``.sources`` (field -> source text), ``.origin`` ("shipped" or "user").
+    Values are SI: ``_Bps`` bytes/s per direction, ``_s`` seconds, ``_watts`` watts.
+    """
+
+    __slots__ = ("_name", "_kind", "_fields", "_sources", "_description", "_origin")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        fields: Mapping[str, Any],
+        sources: Mapping[str, str],
+        description: str = "",
+        origin: str = "user",
+    ) -> None:
+        # Parts are only built from validated values (see _build); this just freezes them.
+        set_ = object.__setattr__
+        set_(self, "_name", name)
+        set_(self, "_kind", kind)
+        set_(self, "_fields", MappingProxyType(dict(fields)))
+        set_(self, "_sources", MappingProxyType(dict(sources)))
+        set_(self, "_description", description)
+        set_(self, "_origin", origin)
+
+    @property
+    def name(self) -> str:
+        """Canonical lowercase name."""
+        return self._name
+
+    @property
+    def kind(self) -> str:
+        """One of :func:`kinds`."""
+        return self._kind
+
+    @property
+    def description(self) -> str:
+        """Free text."""
+        return self._description
+
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """Field name -> where its figure comes from."""
+        return self._sources
+
+    @property
+    def origin(self) -> str:
+        """``"shipped"`` (in the package's data file) or ``"user"`` (added in this process)."""
+        return self._origin
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only called when normal lookup fails, so properties and methods win. Private names
+        # never map to fields (and must not recurse before __init__ has run, e.g. in copy).
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        try:
+            return self._fields[attr]
+        except KeyError:
+            raise AttributeError(
+                f"{self._kind} part {self._name!r} has no field {attr!r}; "
+                f"its fields are {', '.join(self._fields)}"
+            ) from None
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"catalog parts are read-only (tried to set {attr!r} on {self._name!r})")
+
+    def __delattr__(self, attr: str) -> None:
+        raise AttributeError(f"catalog parts are read-only (tried to delete {attr!r} on {self._name!r})")
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._fields[key]
+        except KeyError:
+            raise KeyError(
+                f"{self._kind} part {self._name!r} has no field {key!r}; "
+                f"its fields are {', '.join(self._fields)}"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._fields))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Part):
+            return NotImplemented
+        return (self._name, self._kind, dict(self._fields), dict(self._sources), self._description) == (
+            other._name,
+            other._kind,
+            dict(other._fields),
+            dict(other._sources),
+            other._description,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._name, self._kind, tuple(self._fields.items())))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Part, (self._name, self._kind, dict(self._fields), dict(self._sources), self._description, self._origin))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={_show(k, v)}" for k, v in self._fields.items())
+        return f"Part({self._name!r}, kind={self._kind!r}, {shown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry in the data file's format (``kind``, ``description``, fields, ``sources``),
+        so that ``load_parts`` can read it back."""
+        out: dict[str, Any] = {"kind": self._kind, "description": self._description}
+        for key, value in self._fields.items():
+            out[key] = list(value) if isinstance(value, tuple) else value
+        out["sources"] = dict(self._sources)
+        return out
+
+
+def _show(key: str, value: Any) -> str:
+    """A field value as the repr shows it: SI number plus a human unit for rates and times."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if key.endswith("_Bps"):
+            return f"{value:g} ({units.format_rate(value, bits=False)})"
+        if key.endswith("_s"):
+            return f"{value:g} ({units.format_duration(value)})"
+        return f"{value:g}"
+    return repr(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _bad(message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message)
+
+
+def _close(word: str, candidates: list[str] | tuple[str, ...]) -> str:
+    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""
+
+
+def _number(where: str, value: Any) -> float:
+    """A finite real number (not a bool) as float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _bad(f"{where} must be a number, got {type(value).__name__} {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise _bad(f"{where} must be finite, got {value!r}")
+    return out
+
+
+def _parse(where: str, parser: Callable[[Any], float], value: Any) -> float:
+    """``parser(value)`` with the field named in its error message."""
+    try:
+        return parser(value)
+    except InvalidArgumentError as err:
+        raise _bad(f"{where}: {err}") from None
+
+
+def _check_value(where: str, spec: _Field, value: Any) -> Any:
+    """Validate and normalise one field value; ``where`` names it in messages."""
+    if value is None:
+        if spec.nullable:
+            return None
+        raise _bad(f"{where} is required and may not be None")
+    t = spec.type
+    if t == "int":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise _bad(f"{where} must be a whole number >= 1, got {type(value).__name__} {value!r}")
+        if isinstance(value, numbers.Integral):
+            out = int(value)
+        elif math.isfinite(float(value)) and float(value).is_integer():
+            out = int(value)
+        else:
+            raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
+        if out < 1:
+            raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
+        return out
+    if t == "rate":
+        out = _number(where, _parse(where, units.bandwidth_Bps, value))
+        if out <= 0:
+            raise _bad(f"{where} must be a rate > 0 bytes/s, got {value!r}")
+        return out
+    if t == "duration":
+        out = _number(where, _parse(where, units.duration_s, value))
+        if out < 0:
+            raise _bad(f"{where} must be a duration >= 0 s, got {value!r}")
+        return out
+    if t == "watts":
+        out = _number(where, value)
+        if out < 0 or (spec.positive and out == 0):
+            bound = "> 0" if spec.positive else ">= 0"
+            raise _bad(f"{where} must be a power {bound} W, got {value!r}")
+        return out
+    if t == "fraction":
+        out = _number(where, value)
+        if not 0.0 < out <= 1.0:
+            raise _bad(f"{where} must be an efficiency in (0, 1], got {value!r}")
+        return out
+    if t == "bool":
+        if not isinstance(value, bool):
+            raise _bad(f"{where} must be True or False, got {type(value).__name__} {value!r}")
+        return value
+    if t == "enum":
+        if not isinstance(value, str) or value.strip().lower() not in spec.choices:
+            raise _bad(f"{where} must be one of {', '.join(map(repr, spec.choices))}, got {value!r}")
+        return value.strip().lower()
+    if t == "protocols":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+            raise _bad(
+                f"{where} must be a non-empty list drawn from {', '.join(map(repr, spec.choices))}, "
+                f"got {value!r}"
+            )
+        out_list = []
+        for item in value:
+            if not isinstance(item, str) or item.strip().lower() not in spec.choices:
+                raise _bad(f"{where} has {item!r}; allowed: {', '.join(map(repr, spec.choices))}")
+            if item.strip().lower() in out_list:
+                raise _bad(f"{where} lists {item!r} twice")
+            out_list.append(item.strip().lower())
+        return tuple(out_list)
+    if t in ("ref", "text"):
+        if not isinstance(value, str) or not value.strip():
+            raise _bad(f"{where} must be a non-empty string, got {value!r}")
+        return value.strip().lower() if t == "ref" else value.strip()
+    raise AssertionError(f"unhandled field type {t}")  # pragma: no cover
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise _bad(f"part name must be a string, got {type(name).__name__} {name!r}")
+    key = name.strip().lower()
+    if not _NAME.match(key):
+        raise _bad(
+            f"part name {name!r} is not valid: use letters, digits and . _ + - , "
+            "starting with a letter or digit"
+        )
+    return key
+
+
+def _check_kind(kind: Any, where: str) -> str:
+    if not isinstance(kind, str) or kind.strip().lower() not in _KINDS:
+        hint = _close(kind, tuple(_KINDS)) if isinstance(kind, str) else ""
+        raise _bad(f"{where}: unknown kind {kind!r}{hint}; kinds are {', '.join(_KINDS)}")
+    return kind.strip().lower()
+
+
+def _build(
+    name: str,
+    kind: str,
+    raw_fields: Mapping[str, Any],
+    source: str | Mapping[str, str],
+    description: Any,
+    *,
+    origin: str,
+) -> Part:
+    """Check one entry's fields and sources (not its references) and freeze it."""
+    where = f"{kind} part {name!r}"
+    specs = {f.name: f for f in _KINDS[kind]}
+    unknown = [k for k in raw_fields if k not in specs]
+    if unknown:
+        hints = "".join(_close(k, tuple(specs)) for k in unknown)
+        raise _bad(
+            f"{where}: unknown field(s) {', '.join(map(repr, unknown))}{hints}; "
+            f"a {kind} has {', '.join(specs)}"
+        )
+    missing = [k for k in specs if k not in raw_fields]
+    if missing:
+        raise _bad(f"{where}: missing field(s) {', '.join(map(repr, missing))}")
+    fields = {k: _check_value(f"{where}: {k}", spec, raw_fields[k]) for k, spec in specs.items()}
+
+    if kind == "switch":
+        radix = fields["ports"] * fields["port_Bps"] / fields["lane_Bps"]
+        if fields["lane_Bps"] > fields["port_Bps"] or abs(radix - round(radix)) > 1e-9 * radix:
+            raise _bad(
+                f"{where}: lane_Bps {fields['lane_Bps']!r} must divide port_Bps "
+                f"{fields['port_Bps']!r} into a whole number of lanes (ports * port_Bps / lane_Bps "
+                f"= {radix:g})"
+            )
+
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise _bad(f"{where}: description must be a string, got {type(description).__name__}")
+
+    sourced = [k for k, spec in specs.items() if spec.sourced]
+    if isinstance(source, str):
+        if not source.strip():
+            raise _bad(f"{where}: source must be a non-empty string or a mapping field -> source")
+        sources = {k: source.strip() for k in sourced}
+    elif isinstance(source, Mapping):
+        extra = [k for k in source if k not in specs]
+        if extra:
+            raise _bad(f"{where}: sources name unknown field(s) {', '.join(map(repr, extra))}")
+        for k, text in source.items():
+            if not isinstance(text, str) or not text.strip():
+                raise _bad(f"{where}: source of {k!r} must be a non-empty string, got {text!r}")
+        uncovered = [k for k in sourced if k not in source]
+        if uncovered:
+            raise _bad(f"{where}: no source for field(s) {', '.join(map(repr, uncovered))}")
+        sources = {k: source[k].strip() for k in specs if k in source}
+    else:
+        raise _bad(
+            f"{where}: source must be a string or a mapping field -> source, got "
+            f"{type(source).__name__}"
+        )
+
+    if origin == "shipped":
+        for k, text in sources.items():
+            if not _SHIPPED_TAG.match(text):
+                raise _bad(
+                    f"{where}: source of {k!r} must be a URL or start with [2nd], [derived], "
+                    f"[assumed] or [no source]; got {text!r}"
+                )
+            if (fields[k] is None) != text.startswith("[no source] "):
+                raise _bad(f"{where}: {k!r} is {fields[k]!r}; '[no source]' is only for null values")
+    return Part(name, kind, fields, sources, description.strip(), origin)
+
+
+def _check_refs(
+    candidates: Mapping[str, Part],
+    resolve: Callable[[str], tuple[str, Part] | None],
+    pool: Mapping[str, Part],
+) -> None:
+    """Every ``ref`` field of ``candidates`` must name a part of the right kind.
+
+    ``resolve(name)`` returns (canonical name, part) or None; ``pool`` is the other parts
+    visible, for the list of alternatives in the message. References given as aliases are
+    rewritten to the canonical name.
+    """
+    for p in candidates.values():
+        for spec in _KINDS[p.kind]:
+            if spec.type != "ref":
+                continue
+            target = p[spec.name]
+            found = resolve(target)
+            if found is None or found[1].kind != spec.ref_kind:
+                of_kind = sorted(
+                    {n for n, q in {**pool, **candidates}.items() if q.kind == spec.ref_kind}
+                )
+                what = "is not a known" if found is None else f"is a {found[1].kind}, not a"
+                raise _bad(
+                    f"{p.kind} part {p.name!r}: {spec.name} {target!r} {what} "
+                    f"{spec.ref_kind} part{_close(target, of_kind)}; {spec.ref_kind} parts: "
+                    f"{', '.join(of_kind)}"
+                )
+            if found[0] != target:
+                fields = dict(p)
+                fields[spec.name] = found[0]
+                object.__setattr__(p, "_fields", MappingProxyType(fields))
+
+
+def _referrers(name: str, among: Mapping[str, Part]) -> list[str]:
+    """Parts in ``among`` whose reference fields name ``name``."""
+    return sorted(
+        n
+        for n, p in among.items()
+        if any(spec.type == "ref" and p[spec.name] == name for spec in _KINDS[p.kind])
+    )
+
+
+def _parse_document(doc: Any, where: str, *, origin: str) -> tuple[dict[str, Part], dict[str, str]]:
+    """Parts and aliases of a catalog document (the data file's format), references unchecked."""
+    if not isinstance(doc, Mapping):
+        raise _bad(f"{where}: expected a JSON object with 'parts' (and optionally 'aliases')")
+    unknown = [k for k in doc if k not in ("version", "about", "aliases", "parts")]
+    if unknown:
+        raise _bad(f"{where}: unknown top-level key(s) {', '.join(map(repr, unknown))}")
+    entries = doc.get("parts")
+    if not isinstance(entries, Mapping):
+        raise _bad(f"{where}: 'parts' must be an object name -> entry")
+    found: dict[str, Part] = {}
+    for raw_name, entry in entries.items():
+        name = _check_name(raw_name)
+        if origin == "shipped" and name != raw_name:
+            raise _bad(f"{where}: part name {raw_name!r} must be lowercase and trimmed")
+        if name in found:
+            raise _bad(f"{where}: part {name!r} appears twice")
+        if not isinstance(entry, Mapping):
+            raise _bad(f"{where}: entry {raw_name!r} must be an object")
+        kind = _check_kind(entry.get("kind"), f"{where}: part {name!r}")
+        raw_fields = {k: v for k, v in entry.items() if k not in ("kind", "description", "sources")}
+        if "sources" not in entry:
+            raise _bad(f"{where}: part {name!r} has no 'sources'")
+        found[name] = _build(name, kind, raw_fields, entry["sources"], entry.get("description", ""), origin=origin)
+    aliases_raw = doc.get("aliases", {})
+    if not isinstance(aliases_raw, Mapping):
+        raise _bad(f"{where}: 'aliases' must be an object alias -> part name")
+    aliases: dict[str, str] = {}
+    for alias, target in aliases_raw.items():
+        key = _check_name(alias)
+        if not isinstance(target, str):
+            raise _bad(f"{where}: alias {alias!r} must map to a part name, got {target!r}")
+        if key in found:
+            raise _bad(f"{where}: alias {alias!r} is also a part name")
+        aliases[key] = target.strip().lower()
+    return found, aliases
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+
+def _load_shipped() -> tuple[dict[str, Part], dict[str, str]]:
+    text = resources.files(__package__).joinpath("data").joinpath("catalog.json").read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidArgumentError(f"shipped catalog fabricsim/data/catalog.json is not valid JSON: {err}") from err
+    shipped, aliases = _parse_document(doc, "shipped catalog fabricsim/data/catalog.json", origin="shipped")
+    for alias, target in aliases.items():
+        if target not in shipped:
+            raise InvalidArgumentError(f"shipped catalog: alias {alias!r} points to unknown part {target!r}")
+    _check_refs(shipped, lambda n: (n, shipped[n]) if n in shipped else None, {})
+    return shipped, aliases
+
+
+# Shipped parts are fixed after import; user parts and aliases live for the process.
+_SHIPPED, _SHIPPED_ALIASES = _load_shipped()
+_USER: dict[str, Part] = {}
+_USER_ALIASES: dict[str, str] = {}
+
+
+def _all_parts() -> dict[str, Part]:
+    """Canonical name -> part, user parts shadowing shipped ones."""
+    return {**_SHIPPED, **_USER}
+
+
+def _resolve(name: str) -> tuple[str, Part] | None:
+    key = name.strip().lower()
+    if key in _USER:
+        return key, _USER[key]
+    if key in _USER_ALIASES:
+        target = _USER_ALIASES[key]
+        return target, _all_parts()[target]
+    if key in _SHIPPED:
+        return key, _SHIPPED[key]
+    if key in _SHIPPED_ALIASES:
+        target = _SHIPPED_ALIASES[key]
+        return target, _all_parts()[target]
+    return None
+
+
+def _unknown(name: str) -> InvalidArgumentError:
+    known = sorted(set(_all_parts()) | set(_SHIPPED_ALIASES) | set(_USER_ALIASES))
+    return _UnknownPartError(
+        f"no catalog part named {name!r}{_close(name.strip().lower(), known)}; "
+        f"kinds are {', '.join(_KINDS)} (list them with fabricsim.catalog.parts(kind))"
+    )
+
+
+def part(name: str) -> Part:
+    """The catalog entry ``name`` (case-insensitive; aliases such as ``"qm9700"`` work).
+
+    Raises UnknownPartError (an InvalidArgumentError) naming close matches if there is none.
+    """
+    if not isinstance(name, str):
+        raise _bad(f"part name must be a string, got {type(name).__name__} {name!r}")
+    found = _resolve(name)
+    if found is None:
+        raise _unknown(name)
+    return found[1]
+
+
+def parts(kind: str | None = None) -> pa.Table:
+    """The catalog as an Arrow table, one row per part, ordered by kind then name.
+
+    With ``kind``: columns ``name``, ``kind``, ``origin``, ``description`` and one typed column
+    per field of that kind (SI units as in the field names; ``protocols`` is a list column).
+    Without: ``name``, ``kind``, ``origin``, ``description`` and ``fields``, the part's fields as
+    JSON text. ``origin`` is ``"shipped"`` or ``"user"``.
+    """
+    all_parts = _all_parts()
+    if kind is None:
+        rows = sorted(all_parts.values(), key=lambda p: (list(_KINDS).index(p.kind), p.name))
+        return pa.table(
+            {
+                "name": pa.array([p.name for p in rows], pa.string()),
+                "kind": pa.array([p.kind for p in rows], pa.string()),
+                "origin": pa.array([p.origin for p in rows], pa.string()),
+                "description": pa.array([p.description for p in rows], pa.string()),
+                "fields": pa.array(
+                    [json.dumps({k: v for k, v in p.to_dict().items() if k not in ("kind", "description", "sources")})
+                     for p in rows],
+                    pa.string(),
+                ),
+            }
+        )
+    kind = _check_kind(kind, "parts()")
+    rows = sorted((p for p in all_parts.values() if p.kind == kind), key=lambda p: p.name)
+    columns: dict[str, pa.Array] = {
+        "name": pa.array([p.name for p in rows], pa.string()),
+        "kind": pa.array([p.kind for p in rows], pa.string()),
+        "origin": pa.array([p.origin for p in rows], pa.string()),
+        "description": pa.array([p.description for p in rows], pa.string()),
+    }
+    for spec in _KINDS[kind]:
+        values = [list(p[spec.name]) if spec.type == "protocols" else p[spec.name] for p in rows]
+        columns[spec.name] = pa.array(values, _ARROW_TYPE[spec.type])
+    return pa.table(columns)
+
+
+def _taken(name: str) -> str | None:
+    """Why ``name`` cannot be added without ``replace=True``, or None if it is free."""
+    if name in _USER:
+        return f"a user {_USER[name].kind} part {name!r} already exists"
+    if name in _SHIPPED:
+        return f"{name!r} is a shipped {_SHIPPED[name].kind} part"
+    if name in _USER_ALIASES:
+        return f"{name!r} is an alias of user part {_USER_ALIASES[name]!r}"
+    if name in _SHIPPED_ALIASES:
+        return f"{name!r} is an alias of shipped part {_SHIPPED_ALIASES[name]!r}"
+    return None
+
+
+def _commit(new: Mapping[str, Part], new_aliases: Mapping[str, str], replace: bool) -> None:
+    """Check names and references of validated parts, then add them all (or none)."""
+    if not replace:
+        for name in list(new) + list(new_aliases):
+            why = _taken(name)
+            if why is not None:
+                raise _bad(f"cannot add {name!r}: {why}; pass replace=True to shadow it")
+
+    def resolve(target: str) -> tuple[str, Part] | None:
+        if target in new:
+            return target, new[target]
+        if target in new_aliases and new_aliases[target] in new:
+            return new_aliases[target], new[new_aliases[target]]
+        return _resolve(target)
+
+    _check_refs(new, resolve, _all_parts())
+    # A replacement must keep serving the parts that already refer to it.
+    for name, p in new.items():
+        old = _resolve(name)
+        if old is not None and old[1].kind != p.kind:
+            users = _referrers(old[0], _all_parts())
+            if users:
+                raise _bad(
+                    f"cannot replace {name!r} ({old[1].kind}) with a {p.kind}: "
+                    f"{', '.join(map(repr, users))} refer to it"
+                )
+    for alias, target in new_aliases.items():
+        if target not in new and _resolve(target) is None:
+            raise _bad(f"alias {alias!r} points to unknown part {target!r}")
+    for name, p in new.items():
+        _USER_ALIASES.pop(name, None)
+        _USER[name] = p
+    for alias, target in new_aliases.items():
+        _USER_ALIASES[alias] = target if target in new else _resolve(target)[0]  # type: ignore[index]
+
+
+def add_part(
+    name: str,
+    kind: str,
+    *,
+    source: str | Mapping[str, str],
+    description: str = "",
+    replace: bool = False,
+    **fields: Any,
+) -> Part:
+    """Add a part to the catalog for this process and return it.
+
+    ``fields`` are the kind's fields (see :func:`kinds`), all required. ``_Bps`` fields accept a
+    number in bytes/s per direction or a string such as ``"800Gb/s"``; ``_s`` fields a number in
+    seconds or a string such as ``"150ns"``; ``_watts`` fields a number in watts. ``source``
+    is one string for every figure, or a mapping field -> source covering every numeric and
+    boolean field.
+
+    A name that is already a part or alias (shipped or user) is refused unless ``replace=True``,
+    in which case the new part shadows it until :func:`remove_part`. Raises InvalidArgumentError
+    naming the bad value.
+    """
+    key = _check_name(name)
+    kind = _check_kind(kind, f"add_part({name!r})")
+    if not isinstance(replace, bool):
+        raise _bad(f"replace must be True or False, got {replace!r}")
+    new = _build(key, kind, fields, source, description, origin="user")
+    _commit({key: new}, {}, replace)
+    return _USER[key]
+
+
+def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[Part, ...]:
+    """Add every part (and alias) of a JSON file in the shipped catalog's format.
+
+    The file holds ``{"parts": {name: {"kind": ..., "description": ..., <fields>,
+    "sources": {field: source}}}, "aliases": {alias: name}}``; unit strings are accepted as in
+    :func:`add_part`. All parts are checked before any is added, so a bad file adds nothing.
+    Returns the added parts.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise _bad(f"{os.fspath(path)!r} is not valid JSON: {err}") from err
+    except OSError as err:
+        raise _bad(f"cannot read catalog file {os.fspath(path)!r}: {err}") from err
+    new, new_aliases = _parse_document(doc, f"catalog file {os.fspath(path)!r}", origin="user")
+    _commit(new, new_aliases, replace)
+    return tuple(_USER[n] for n in new)
+
+
+def remove_part(name: str) -> None:
+    """Remove a user part (and the user aliases pointing to it); a shipped part it shadowed
+    becomes visible again. Shipped parts cannot be removed."""
+    if not isinstance(name, str):
+        raise _bad(f"part name must be a string, got {type(name).__name__} {name!r}")
+    key = name.strip().lower()
+    target = _USER_ALIASES.get(key, key)
+    if target not in _USER:
+        if _resolve(key) is not None:
+            raise _bad(f"cannot remove {name!r}: it is a shipped part; only user parts can be removed")
+        raise _unknown(name)
+    shadowed = _SHIPPED.get(target)
+    remaining = {n: p for n, p in _all_parts().items() if n != target}
+    users = _referrers(target, remaining)
+    if users and (shadowed is None or shadowed.kind != _USER[target].kind):
+        raise _bad(f"cannot remove {name!r}: {', '.join(map(repr, users))} refer to it")
+    del _USER[target]
+    for alias in [a for a, t in _USER_ALIASES.items() if t == target]:
+        del _USER_ALIASES[alias]
