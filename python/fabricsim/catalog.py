@@ -288,7 +288,8 @@ class Part(Mapping[str, Any]):
         return hash((self._name, self._kind, tuple(self._fields.items())))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Part, (self._name, self._kind, dict(self._fields), dict(self._sources), self._description, self._origin))
+        state = (self._name, self._kind, dict(self._fields), dict(self._sources))
+        return (Part, (*state, self._description, self._origin))
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={_show(k, v)}" for k, v in self._fields.items())
@@ -572,7 +573,9 @@ def _parse_document(doc: Any, where: str, *, origin: str) -> tuple[dict[str, Par
         raw_fields = {k: v for k, v in entry.items() if k not in ("kind", "description", "sources")}
         if "sources" not in entry:
             raise _bad(f"{where}: part {name!r} has no 'sources'")
-        found[name] = _build(name, kind, raw_fields, entry["sources"], entry.get("description", ""), origin=origin)
+        found[name] = _build(
+            name, kind, raw_fields, entry["sources"], entry.get("description", ""), origin=origin
+        )
     aliases_raw = doc.get("aliases", {})
     if not isinstance(aliases_raw, Mapping):
         raise _bad(f"{where}: 'aliases' must be an object alias -> part name")
@@ -592,13 +595,16 @@ def _parse_document(doc: Any, where: str, *, origin: str) -> tuple[dict[str, Par
 # --------------------------------------------------------------------------------------------
 
 
+_DATA_FILE = "fabricsim/data/catalog.json"
+
+
 def _load_shipped() -> tuple[dict[str, Part], dict[str, str]]:
     text = resources.files(__package__).joinpath("data").joinpath("catalog.json").read_text(encoding="utf-8")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise InvalidArgumentError(f"shipped catalog fabricsim/data/catalog.json is not valid JSON: {err}") from err
-    shipped, aliases = _parse_document(doc, "shipped catalog fabricsim/data/catalog.json", origin="shipped")
+        raise InvalidArgumentError(f"shipped catalog {_DATA_FILE} is not valid JSON: {err}") from err
+    shipped, aliases = _parse_document(doc, f"shipped catalog {_DATA_FILE}", origin="shipped")
     for alias, target in aliases.items():
         if target not in shipped:
             raise InvalidArgumentError(f"shipped catalog: alias {alias!r} points to unknown part {target!r}")
@@ -671,7 +677,7 @@ def parts(kind: str | None = None) -> pa.Table:
                 "origin": pa.array([p.origin for p in rows], pa.string()),
                 "description": pa.array([p.description for p in rows], pa.string()),
                 "fields": pa.array(
-                    [json.dumps({k: v for k, v in p.to_dict().items() if k not in ("kind", "description", "sources")})
+                    [json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in p.items()})
                      for p in rows],
                     pa.string(),
                 ),
@@ -723,7 +729,7 @@ def _commit(new: Mapping[str, Part], new_aliases: Mapping[str, str], replace: bo
     # A replacement must keep serving the parts that already refer to it.
     for name, p in new.items():
         old = _resolve(name)
-        if old is not None and old[1].kind != p.kind:
+        if old is not None and old[0] == name and old[1].kind != p.kind:
             users = _referrers(old[0], _all_parts())
             if users:
                 raise _bad(
