@@ -1,5 +1,8 @@
-//! A scenario: a topology plus a DAG of flows (between nodes, routed) and delays.
+//! A scenario: a fabric plus a DAG of flows (between nodes, routed) and delays.
 //! Routing turns each flow's path into a usage list; the engine then runs activities.
+//!
+//! The engine only sees the constraints some flow uses, numbered densely in order of first
+//! use: a million-GPU fabric has tens of millions of links, and a run pays for the ones in play.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,8 +10,10 @@ use std::sync::Arc;
 use crate::engine::{self, Activities, Kind, Progress, RunOptions, RunOutput};
 use crate::error::{Error, Result};
 use crate::ids::{ActivityId, LinkId, NodeId};
+use crate::routing::structured::{self, Routed};
 use crate::routing::{check_route, Router};
 use crate::solver::Usage;
+use crate::topology::fabric::{Fabric, Mode};
 use crate::topology::Topology;
 
 /// No node, no tag.
@@ -16,7 +21,9 @@ pub const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
-    topology: Arc<Topology>,
+    fabric: Arc<Fabric>,
+    /// Routing of the scale-up and the scale-out tier.
+    modes: [Mode; 2],
     seed: u64,
     router: Router,
     acts: Activities,
@@ -29,21 +36,27 @@ pub struct Scenario {
     /// Per activity: the links of its route in path order (empty for delays).
     route_offsets: Vec<usize>,
     route_links: Vec<u32>,
-    usage_buf: Vec<Usage>,
+    /// Dense engine constraint of each fabric constraint (NONE until a flow uses it), and back.
+    compact_of: Vec<u32>,
+    constraint_of: Vec<u32>,
+    routed: Routed,
 }
 
 /// Where a flow's path comes from.
 pub enum Route<'r> {
-    /// ECMP over shortest paths, hashed on the flow's id and the scenario seed.
+    /// From the fabric's structure where it has one (ECMP or spraying per tier), else ECMP
+    /// over shortest paths; hashed on the flow's id and the scenario seed.
     Ecmp,
     /// The given links, checked to form a path from src to dst.
     Links(&'r [LinkId]),
 }
 
 impl Scenario {
-    pub fn new(topology: Arc<Topology>, seed: u64) -> Self {
+    pub fn new(fabric: Arc<Fabric>, seed: u64) -> Self {
+        let modes = fabric.default_modes;
         Scenario {
-            topology,
+            fabric,
+            modes,
             seed,
             router: Router::new(),
             acts: Activities::new(),
@@ -54,12 +67,32 @@ impl Scenario {
             tag_index: HashMap::new(),
             route_offsets: vec![0],
             route_links: Vec::new(),
-            usage_buf: Vec::new(),
+            compact_of: Vec::new(),
+            constraint_of: Vec::new(),
+            routed: Routed::default(),
         }
     }
 
     pub fn topology(&self) -> &Arc<Topology> {
-        &self.topology
+        self.fabric.topology()
+    }
+
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// Sets how flows added from now on cross the scale-up and scale-out tiers.
+    pub fn set_modes(&mut self, modes: [Mode; 2]) {
+        self.modes = modes;
+    }
+
+    pub fn modes(&self) -> [Mode; 2] {
+        self.modes
+    }
+
+    /// Fabric constraint (link, then bundle) of each engine constraint.
+    pub fn constraint_of(&self) -> &[u32] {
+        &self.constraint_of
     }
 
     pub fn seed(&self) -> u64 {
@@ -87,35 +120,80 @@ impl Scenario {
         tag: Option<&str>,
         rate_cap_Bps: f64,
     ) -> Result<ActivityId> {
-        let topo = Arc::clone(&self.topology);
+        let fabric = Arc::clone(&self.fabric);
+        let topo = fabric.topology();
+        let caps = fabric.link_capacity_Bps();
         let id = self.acts.len() as u64;
-        let links = match route {
-            Route::Ecmp => self.router.route(&topo, src, dst, id, self.seed)?,
-            Route::Links(links) => {
-                check_route(&topo, src, dst, links)?;
-                links.to_vec()
+        let mut routed = std::mem::take(&mut self.routed);
+        let found = match route {
+            Route::Ecmp => {
+                structured::route(&fabric, src.0, dst.0, id, self.seed, self.modes, &mut routed)
             }
+            Route::Links(links) => check_route(topo, caps, src, dst, links).map(|_| {
+                routed.clear();
+                for l in links {
+                    routed.usage.push(Usage { constraint: l.0, coefficient: 1.0 });
+                    routed.links.push(l.0);
+                    routed.latency_s += topo.latency_s()[l.index()];
+                }
+                true
+            }),
         };
-        self.usage_buf.clear();
-        let mut latency_s = 0.0;
-        for l in &links {
-            latency_s += topo.latency_s()[l.index()];
-            self.usage_buf.push(Usage {
-                constraint: l.0,
-                coefficient: 1.0,
-            });
+        let found = found.and_then(|found| {
+            if !found {
+                routed.clear();
+                for l in self.router.route(topo, caps, src, dst, id, self.seed)? {
+                    routed.usage.push(Usage { constraint: l.0, coefficient: 1.0 });
+                    routed.links.push(l.0);
+                    routed.latency_s += topo.latency_s()[l.index()];
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = found {
+            self.routed = routed;
+            return Err(e);
         }
-        let a = self.acts.add_flow(
+        for u in routed.usage.iter_mut() {
+            u.constraint = self.compact(u.constraint);
+        }
+        let added = self.acts.add_flow(
             bytes,
-            &self.usage_buf,
-            latency_s,
+            &routed.usage,
+            routed.latency_s,
             start_s,
             rate_cap_Bps,
             after,
-        )?;
-        self.route_links.extend(links.iter().map(|l| l.0));
-        self.push_meta(src.0, dst.0, tag);
-        Ok(a)
+        );
+        if added.is_ok() {
+            self.route_links.extend_from_slice(&routed.links);
+            self.push_meta(src.0, dst.0, tag);
+        }
+        self.routed = routed;
+        added
+    }
+
+    /// The engine's dense id of fabric constraint `c`, assigned on first use.
+    fn compact(&mut self, c: u32) -> u32 {
+        if self.compact_of.is_empty() {
+            self.compact_of = vec![NONE; self.fabric.n_constraints()];
+        }
+        let slot = &mut self.compact_of[c as usize];
+        if *slot == NONE {
+            *slot = self.constraint_of.len() as u32;
+            self.constraint_of.push(c);
+        }
+        *slot
+    }
+
+    /// A flow's usage in fabric constraints: (constraint, coefficient); links come first in
+    /// the numbering, bundles after them.
+    pub fn usage_of(&self, a: ActivityId) -> Vec<(u32, f64)> {
+        self.acts
+            .usage(a)
+            .iter()
+            .map(|u| (self.constraint_of[u.constraint as usize], u.coefficient))
+            .collect()
     }
 
     /// Adds a delay of `duration_s`; returns its activity id.
@@ -190,7 +268,12 @@ impl Scenario {
         options: &RunOptions,
         progress: &mut dyn FnMut(&Progress) -> bool,
     ) -> Result<RunOutput> {
-        engine::run(self.topology.capacity_Bps(), &self.acts, options, progress)
+        let capacity: Vec<f64> = self
+            .constraint_of
+            .iter()
+            .map(|&c| self.fabric.constraint_capacity_Bps(c))
+            .collect();
+        engine::run(&capacity, &self.acts, options, progress)
     }
 
     fn push_meta(&mut self, src: u32, dst: u32, tag: Option<&str>) {

@@ -10,16 +10,25 @@ from typing import Any
 
 import numpy as np
 
-from . import exceptions, units
+from . import catalog, exceptions, units
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
 from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
-from .fabrics import Topology
+from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .results import Result, Summary
 from .scenario import Scenario
 
 __all__ = [
     "Topology",
+    "Fabric",
+    "hgx_h100",
+    "hgx_b200",
+    "nvl72",
+    "nvlink_domain",
+    "clos",
+    "cluster",
+    "pcie_server",
+    "catalog",
     "Scenario",
     "Result",
     "Summary",

@@ -11,6 +11,7 @@ __all__ = [
     "InvalidArgumentError",
     "UnknownNodeError",
     "UnknownLinkError",
+    "UnknownPartError",
     "UnknownActivityError",
     "SameEndpointsError",
     "RoutingError",
@@ -37,6 +38,10 @@ class UnknownNodeError(InvalidArgumentError):
 
 class UnknownLinkError(InvalidArgumentError):
     """A link id that the topology does not have."""
+
+
+class UnknownPartError(InvalidArgumentError):
+    """A catalog part name that is neither a part nor an alias."""
 
 
 class UnknownActivityError(InvalidArgumentError):

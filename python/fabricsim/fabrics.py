@@ -16,7 +16,7 @@ from . import _core
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
-__all__ = ["Topology"]
+__all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
 
 
 def _int_array(name: str, values: Any) -> np.ndarray:
@@ -176,3 +176,330 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
+
+
+# ---- structured fabrics ----------------------------------------------------------------
+#
+# The generators below take their figures from the hardware catalog (fabricsim.catalog) and
+# hand plain numbers to the Rust generators, which wire and number everything. A structured
+# topology keeps the parts it was built from, for describe().
+
+_DOMAINS: dict[str, dict[str, Any]] = {
+    # name: gpu, switch chip, NVLinks from each GPU to each chip, GPUs per domain, tiers
+    "hgx-h100": dict(gpu="h100", switch="nvswitch3", chip_links=(5, 4, 4, 5), n_gpus=8, tiers=1),
+    "hgx-h200": dict(gpu="h200", switch="nvswitch3", chip_links=(5, 4, 4, 5), n_gpus=8, tiers=1),
+    "hgx-b200": dict(gpu="b200", switch="nvlink5-switch", chip_links=(9, 9), n_gpus=8, tiers=1),
+    "hgx-b300": dict(gpu="b300", switch="nvlink5-switch", chip_links=(9, 9), n_gpus=8, tiers=1),
+    "nvl72": dict(gpu="gb200", switch="nvlink5-switch", chip_links=(1,) * 18, n_gpus=72, tiers=1),
+    "gb200-nvl72": dict(gpu="gb200", switch="nvlink5-switch", chip_links=(1,) * 18, n_gpus=72, tiers=1),
+    "gb300-nvl72": dict(gpu="gb300", switch="nvlink5-switch", chip_links=(1,) * 18, n_gpus=72, tiers=1),
+    "nvl36x2": dict(gpu="gb200", switch="nvlink5-switch", chip_links=(1,) * 18, n_gpus=72, tiers=2),
+    "nvl576": dict(gpu="gb200", switch="nvlink5-switch", chip_links=(1,) * 18, n_gpus=576, tiers=2),
+}
+
+
+def _catalog():
+    from . import catalog
+
+    return catalog
+
+
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _part(name: Any, kind: str, what: str):
+    p = _catalog().part(name)
+    if p.kind != kind:
+        raise InvalidArgumentError(f"{what} must be a {kind} from the catalog, got {name!r}, a {p.kind}")
+    return p
+
+
+def _efficiency(value: Any, default_name: str, what: str) -> float:
+    if value is None:
+        return float(_catalog().part(default_name)["value"])
+    if isinstance(value, str):
+        return float(_part(value, "efficiency", what)["value"])
+    v = float(value)
+    if not (0.0 < v <= 1.0):
+        raise InvalidArgumentError(f"{what} must be in (0, 1], got {value!r}")
+    return v
+
+
+def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
+    """(parameters for Rust, parts for describe) of a domain given by name or dict."""
+    if isinstance(domain, str):
+        key = domain.lower()
+        if key not in _DOMAINS:
+            import difflib
+
+            close = difflib.get_close_matches(key, _DOMAINS, n=3)
+            raise InvalidArgumentError(
+                f"unknown domain {domain!r}; known: {', '.join(sorted(_DOMAINS))}"
+                + (f" (did you mean {', '.join(close)}?)" if close else "")
+            )
+        d = dict(_DOMAINS[key])
+    elif isinstance(domain, dict):
+        d = dict(domain)
+    else:
+        raise InvalidArgumentError(f"domain must be a preset name or a dict of nvlink_domain arguments, got {domain!r}")
+    gpu = _part(d.get("gpu", "gb200"), "gpu", "gpu")
+    chip = _part(d.get("switch", "nvlink5-switch"), "nvswitch", "switch")
+    chip_links = d.get("chip_links")
+    if chip_links is None:
+        chip_links = (1,) * int(gpu["nvlink_links"])
+    chip_links = tuple(_positive_int("chip_links entries", c) for c in chip_links)
+    if sum(chip_links) != gpu["nvlink_links"]:
+        raise InvalidArgumentError(
+            f"chip_links {chip_links} wire {sum(chip_links)} NVLinks per GPU, "
+            f"but a {gpu.name} has {gpu['nvlink_links']}"
+        )
+    if gpu["nvlink_generation"] != chip["nvlink_generation"]:
+        raise InvalidArgumentError(
+            f"a {gpu.name} (NVLink {gpu['nvlink_generation']}) cannot use {chip.name} "
+            f"(NVLink {chip['nvlink_generation']})"
+        )
+    eff = _efficiency(nvlink_efficiency, gpu["nvlink_efficiency"], "nvlink_efficiency")
+    n_gpus = _positive_int("n_gpus", d.get("n_gpus", 72))
+    tiers = d.get("tiers")
+    if tiers is None:
+        tiers = 1 if n_gpus * max(chip_links) <= chip["ports"] else 2
+    params = dict(
+        gpus_per_domain=n_gpus,
+        chip_links=list(chip_links),
+        tiers=_positive_int("tiers", tiers),
+        chip_ports=int(chip["ports"]),
+        link_Bps=float(gpu["nvlink_link_Bps"]) * eff,
+        chip_latency_s=float(chip["latency_s"]),
+    )
+    parts = dict(gpu=gpu, nvswitch=chip, nvlink_efficiency=eff)
+    return params, parts
+
+
+def _scale_out_spec(
+    n_endpoints: int, rails: int, switch: Any, nic: Any, tiers: Any, planes: Any,
+    oversubscription: Any, routing: Any, efficiency: Any,
+) -> tuple[dict, dict]:
+    sw = _part(switch, "switch", "switch")
+    nic_p = _part(nic, "nic", "nic")
+    if sw["protocol"] not in nic_p["protocols"]:
+        raise InvalidArgumentError(f"{nic_p.name} does not speak {sw['protocol']}, which {sw.name} runs")
+    if routing is None:
+        routing = "adaptive" if sw["protocol"] == "infiniband" else "ecmp"
+    if routing not in ("ecmp", "adaptive"):
+        raise InvalidArgumentError(f"routing must be 'ecmp' or 'adaptive', got {routing!r}")
+    if routing == "adaptive" and not sw["adaptive_routing"]:
+        raise InvalidArgumentError(f"{sw.name} has no adaptive routing; use routing='ecmp'")
+    if isinstance(oversubscription, (int, float)) and not isinstance(oversubscription, bool):
+        over = (float(oversubscription), 1.0)
+    else:
+        over = tuple(float(x) for x in oversubscription)
+        if len(over) == 1:
+            over = (over[0], 1.0)
+        if len(over) != 2:
+            raise InvalidArgumentError(
+                f"oversubscription is one ratio (leaf tier) or (leaf, spine), got {oversubscription!r}"
+            )
+    eff = _efficiency(efficiency, sw["protocol"], "efficiency")
+    capacity_Bps = float(sw["ports"]) * float(sw["port_Bps"])
+    plane_options = [planes] if planes is not None else [p for p in (1, 2, 4, 8) if p <= max(1, nic_p["max_planes"])]
+    tier_options = [tiers] if tiers is not None else [2, 3]
+    errors = []
+    for p in plane_options:
+        p = _positive_int("planes", p)
+        if p > max(1, nic_p["max_planes"]) and planes is not None:
+            raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} planes, got planes={p}")
+        plane_Bps = float(nic_p["rate_Bps"]) / p
+        if plane_Bps > sw["port_Bps"] * (1 + 1e-9) or plane_Bps < sw["lane_Bps"] * (1 - 1e-9):
+            errors.append(f"planes={p}: {plane_Bps * 8 / 1e9:g} Gb/s per plane is not a port speed of {sw.name}")
+            continue
+        radix = int(capacity_Bps / plane_Bps + 1e-9)
+        for t in tier_options:
+            params = dict(
+                tiers=_positive_int("tiers", t, 2), planes=p, radix=radix, oversubscription=over,
+                link_Bps=plane_Bps * eff, switch_latency_s=float(sw["latency_s"]),
+                nic_latency_s=float(nic_p["latency_s"]), routing=routing,
+            )
+            fits = _clos_fits(n_endpoints, rails, params)
+            if fits is None:
+                parts = dict(switch=sw, nic=nic_p, efficiency=eff, plane_Bps=plane_Bps)
+                return params, parts
+            errors.append(f"planes={p}, tiers={t}: {fits}")
+    raise InvalidArgumentError(f"no {sw.name} Clos holds {n_endpoints} endpoints: " + "; ".join(errors))
+
+
+def _clos_fits(n_endpoints: int, rails: int, params: dict) -> str | None:
+    """None when the Clos can be built, else why not (checked on a shape, no allocation)."""
+    try:
+        _core.clos_shape_check(n_endpoints, rails, params)
+    except InvalidArgumentError as e:
+        return str(e)
+    return None
+
+
+class Fabric(Topology):
+    """A topology built by a structured generator: its routes come from its structure and
+    it remembers the catalog parts it was built from (see :meth:`describe`)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, core: _core.Topology, parts: dict[str, Any]) -> None:
+        super().__init__(core, None)
+        self._parts = parts
+
+    @property
+    def n_gpus(self) -> int:
+        return self._core.n_gpus
+
+    @property
+    def gpus(self) -> np.ndarray:
+        """Node ids of the GPUs (GPU i is node i)."""
+        return np.arange(self._core.n_gpus, dtype=np.int64)
+
+    @property
+    def nics(self) -> np.ndarray:
+        """Node ids of the NICs (NIC i serves GPU i) or of a bare Clos's hosts."""
+        n = self._core.n_gpus
+        return np.arange(n, n + self._core.n_nics, dtype=np.int64)
+
+    @property
+    def structure(self) -> dict[str, Any]:
+        """Sizes of the domains and of the scale-out Clos, as the generator laid them out."""
+        return self._core.structure()
+
+    def node_names(self, nodes: Any) -> list[str]:  # type: ignore[override]
+        """Readable names (``gpu12``, ``d3.nvswitch4``, ``p1.leaf7``) of node ids."""
+        return self._core.node_names([int(n) for n in np.atleast_1d(nodes)])
+
+    def node_id(self, node: Any) -> int:
+        if isinstance(node, str):
+            raise UnknownNodeError(
+                f"nodes of a generated fabric are ids (GPU i is node i; see .gpus, .nics), got {node!r}"
+            )
+        return super().node_id(node)
+
+    def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
+        """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
+        scale-out planes down (``factor=0``) or degraded (capacity times ``factor``)."""
+        ids = _fault_links(self, links, nodes, planes)
+        return Fabric(self._core.with_link_factors(ids, float(factor)), self._parts)
+
+    def describe(self) -> "Description":
+        from .describe import describe
+
+        return describe(self)
+
+    def __repr__(self) -> str:
+        s = self._core.structure()
+        return f"Fabric(n_gpus={s['n_gpus']}, n_nodes={s['n_nodes']}, n_links={s['n_links']})"
+
+
+def _fault_links(topo: Topology, links: Any, nodes: Any, planes: Any) -> list[int]:
+    ids = [int(l) for l in np.atleast_1d(np.asarray(links, dtype=np.int64))] if len(np.atleast_1d(links)) else []
+    node_list = [topo.node_id(n) for n in np.atleast_1d(nodes)] if len(np.atleast_1d(nodes)) else []
+    if node_list:
+        ids += topo._core.links_of_nodes(node_list)
+    for p in np.atleast_1d(planes) if len(np.atleast_1d(planes)) else []:
+        ids += topo._core.links_of_plane(int(p))
+    if not ids:
+        raise InvalidArgumentError("name at least one link, node or plane to fail")
+    return sorted(set(ids))
+
+
+def nvlink_domain(
+    *, gpu: str = "gb200", n_gpus: int = 72, switch: str = "nvlink5-switch",
+    chip_links: Sequence[int] | None = None, tiers: int | None = None, n_domains: int = 1,
+    nvlink_efficiency: Any = None,
+) -> Fabric:
+    """``n_domains`` NVLink domains of ``n_gpus`` GPUs each, every GPU wired to every first-tier
+    switch chip with ``chip_links[i]`` NVLinks to chip i (default one link to each of as many
+    chips as the GPU has links). Domains larger than a chip's ports get a second tier of
+    spine chips (NVL576-style). Link capacities are payload rates: line rate times
+    ``nvlink_efficiency`` (default: the GPU's catalog efficiency)."""
+    params, parts = _nvlink_spec(
+        dict(gpu=gpu, switch=switch, chip_links=chip_links, n_gpus=n_gpus, tiers=tiers), nvlink_efficiency
+    )
+    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    return Fabric(core, dict(parts, domain=params, n_domains=n_domains))
+
+
+def _preset(name: str, nvlink_efficiency: Any, n_domains: int = 1) -> Fabric:
+    params, parts = _nvlink_spec(name, nvlink_efficiency)
+    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    return Fabric(core, dict(parts, domain=params, n_domains=n_domains, preset=name))
+
+
+def hgx_h100(*, nvlink_efficiency: Any = None) -> Fabric:
+    """An HGX H100 board: 8 H100s, 4 NVSwitch3 chips, each GPU's 18 NVLinks split 5/4/4/5."""
+    return _preset("hgx-h100", nvlink_efficiency)
+
+
+def hgx_b200(*, nvlink_efficiency: Any = None) -> Fabric:
+    """An HGX B200 board: 8 B200s, 2 NVLink 5 switch chips, 9 + 9 NVLinks per GPU."""
+    return _preset("hgx-b200", nvlink_efficiency)
+
+
+def nvl72(*, gpu: str = "gb200", nvlink_efficiency: Any = None) -> Fabric:
+    """A GB200 or GB300 NVL72 rack: 72 GPUs, 18 NVLink 5 switch chips in 9 trays, each GPU one
+    link to each chip (the NVLink spine)."""
+    name = {"gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}.get(str(gpu).lower())
+    if name is None:
+        raise InvalidArgumentError(f"nvl72 gpu must be 'gb200' or 'gb300', got {gpu!r}")
+    return _preset(name, nvlink_efficiency)
+
+
+def clos(
+    *, n_hosts: int, switch: str = "quantum-x800", nic: str = "cx8", tiers: int | None = None,
+    planes: int | None = None, oversubscription: Any = 1.0, routing: str | None = None,
+    efficiency: Any = None,
+) -> Fabric:
+    """A fat-tree of ``n_hosts`` hosts (one NIC each) built from catalog switches.
+
+    ``tiers`` (2 or 3) and ``planes`` (the NIC's rate split over that many parallel fabrics,
+    raising the switch radix) default to the fewest that hold every host. ``oversubscription``
+    is the leaf tier's down:up ratio, or (leaf, spine). ``routing`` is "ecmp" (static hashing)
+    or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""
+    n = _positive_int("n_hosts", n_hosts)
+    params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)
+    return Fabric(_core.build_clos(n, params), dict(parts, scale_out=params, n_hosts=n))
+
+
+def cluster(
+    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = "quantum-x800", nic: str | None = None,
+    tiers: int | None = None, planes: int | None = None, oversubscription: Any = 1.0,
+    routing: str | None = None, nvlink_efficiency: Any = None, efficiency: Any = None,
+) -> Fabric:
+    """``n_domains`` scale-up domains (a preset name such as "nvl72", "hgx-h100", or a dict
+    of :func:`nvlink_domain` arguments) joined by a rail-optimised Clos of ``scale_out``
+    switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
+    rail i. Photonic fabrics are the same call with a photonic switch."""
+    params, parts = _nvlink_spec(domain, nvlink_efficiency)
+    nd = _positive_int("n_domains", n_domains)
+    nic_name = nic if nic is not None else parts["gpu"]["nic"]
+    nic_p = _part(nic_name, "nic", "nic")
+    n = params["gpus_per_domain"] * nd
+    so, so_parts = _scale_out_spec(
+        n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency
+    )
+    host_Bps = min(float(nic_p["host_Bps"]), float(parts["gpu"]["pcie_Bps"]))
+    core = _core.build_cluster(nd, params, host_Bps, so)
+    return Fabric(core, dict(parts, **so_parts, domain=params, n_domains=nd, scale_out=so))
+
+
+def pcie_server(
+    *, n_gpus: int = 8, gpus_per_switch: int = 2, nics_per_switch: int = 1, n_cpus: int = 2,
+    pcie: str = "pcie-gen5-x16", nic: str = "cx7", cpu_link_Bps: Any = "64GB/s", latency_s: Any = "1us",
+) -> Fabric:
+    """GPUs behind PCIe switches (``pcie`` per direction per x16 link, Gen5: 64 GB/s), the
+    switches split over ``n_cpus`` sockets joined by a ``cpu_link_Bps`` link: the baseline
+    NVLink is compared with. Routes are searched (the graph is a tree)."""
+    pcie_p = _part(pcie, "pcie", "pcie")
+    nic_p = _part(nic, "nic", "nic")
+    core = _core.build_pcie_server(
+        _positive_int("n_gpus", n_gpus), _positive_int("gpus_per_switch", gpus_per_switch),
+        _positive_int("nics_per_switch", nics_per_switch, 0), _positive_int("n_cpus", n_cpus),
+        float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), bandwidth_Bps(cpu_link_Bps), duration_s(latency_s),
+    )
+    return Fabric(core, dict(pcie=pcie_p, nic=nic_p))

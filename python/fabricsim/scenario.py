@@ -62,16 +62,49 @@ class Scenario:
 
     Every ``add_*`` returns an activity id (flows and delays share one id space) that later
     activities can wait for with ``after=``. ``seed`` drives ECMP hashing.
+
+    ``routing`` overrides how flows cross a generated fabric: "ecmp" (each flow hashed onto
+    one path; collisions are real) or "adaptive" (spread evenly over every equal-cost next
+    hop), for the scale-out tier, or a dict ``{"scale_up": ..., "scale_out": ...}`` per tier.
+    By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
+    InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
     """
 
-    def __init__(self, topology: Topology, *, seed: int = 0) -> None:
+    def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
             raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
         self.topology = topology
         self.seed = int(seed)
-        self._core = _core.Scenario(topology._core, self.seed)
+        if routing is None or isinstance(routing, str):
+            tiers = {"scale_out": routing}
+        elif isinstance(routing, dict):
+            unknown = set(routing) - {"scale_up", "scale_out"}
+            if unknown:
+                raise InvalidArgumentError(
+                    f"routing tiers are 'scale_up' and 'scale_out', got {sorted(unknown)}"
+                )
+            tiers = routing
+        else:
+            raise InvalidArgumentError(f"routing must be 'ecmp', 'adaptive' or a dict per tier, got {routing!r}")
+        for tier, mode in tiers.items():
+            if mode is not None and mode not in ("ecmp", "adaptive"):
+                raise InvalidArgumentError(f"routing of {tier} must be 'ecmp' or 'adaptive', got {mode!r}")
+        self._core = _core.Scenario(
+            topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
+        )
+
+    @property
+    def routing(self) -> dict[str, str]:
+        """How flows added from now on cross each tier."""
+        up, out = self._core.routing
+        return {"scale_up": up, "scale_out": out}
+
+    def usage_of(self, flow_id: int) -> tuple[list[int], list[float]]:
+        """A flow's usage list: fabric constraint ids and coefficients. Ids below
+        ``topology.n_links`` are links; the others are pooled bundles of links."""
+        return self._core.usage_of(int(flow_id))
 
     @property
     def n_activities(self) -> int:

@@ -20,7 +20,10 @@ use crate::ids::{ActivityId, LinkId};
 use crate::routing::Router;
 use crate::scenario::{self as sc, Route};
 use crate::solver;
+use crate::routing::structured::{self, Routed};
 use crate::topology;
+use crate::topology::fabric::{Fabric, Mode, NodeKind};
+use crate::topology::generators::{self, NvlinkParams, ScaleOutParams};
 
 /// Raises `err` as the matching class of `fabricsim.exceptions`.
 fn to_py(err: Error) -> PyErr {
@@ -83,7 +86,7 @@ fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
 /// A directed graph of links with capacities (bytes/s) and latencies (s).
 #[pyclass(module = "fabricsim._core", frozen)]
 pub struct Topology {
-    inner: Arc<topology::Topology>,
+    inner: Arc<Fabric>,
 }
 
 #[pymethods]
@@ -113,13 +116,15 @@ impl Topology {
             let src = to_u32("src", src, n).map_err(as_unknown_node)?;
             let dst = to_u32("dst", dst, n).map_err(as_unknown_node)?;
             let t = topology::Topology::from_links(n, src, dst, cap.to_vec(), lat.to_vec())?;
-            Ok(Topology { inner: Arc::new(t) })
+            Ok(Topology {
+                inner: Arc::new(Fabric::generic(t)),
+            })
         })
     }
 
     #[getter]
     fn n_nodes(&self) -> usize {
-        self.inner.n_nodes()
+        self.inner.topology().n_nodes()
     }
 
     #[getter]
@@ -127,9 +132,20 @@ impl Topology {
         self.inner.n_links()
     }
 
-    /// Link columns: link_id, src, dst, capacity_Bps, latency_s (NumPy arrays).
+    #[getter]
+    fn n_gpus(&self) -> u32 {
+        self.inner.n_gpus
+    }
+
+    #[getter]
+    fn n_nics(&self) -> u32 {
+        self.inner.n_nics
+    }
+
+    /// Link columns: link_id, src, dst, capacity_Bps, latency_s (NumPy arrays); capacities
+    /// are those in force, faults applied.
     fn link_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let t = &self.inner;
+        let t = self.inner.topology();
         let n = t.n_links() as i64;
         let cols: Vec<(&str, Column)> = vec![
             ("link_id", Column::I64((0..n).collect())),
@@ -141,22 +157,338 @@ impl Topology {
                 "dst",
                 Column::I64(t.link_dst().iter().map(|&x| x as i64).collect()),
             ),
-            ("capacity_Bps", Column::F64(t.capacity_Bps().to_vec())),
+            ("capacity_Bps", Column::F64(self.inner.link_capacity_Bps().to_vec())),
             ("latency_s", Column::F64(t.latency_s().to_vec())),
         ];
         table_to_py(py, Table { columns: cols })
     }
 
-    /// The ECMP route (link ids) from `src` to `dst` for flow key `key` under `seed`.
+    /// The ECMP route (link ids) from `src` to `dst` for flow key `key` under `seed`:
+    /// from the structure where the fabric has one, else over shortest paths.
     #[pyo3(signature = (src, dst, key=0, seed=0))]
     fn route(&self, src: i64, dst: i64, key: u64, seed: u64) -> PyResult<Vec<u32>> {
         guard(|| {
-            let t = &self.inner;
+            let f = &self.inner;
+            let t = f.topology();
             let (s, d) = (t.node("src", src)?, t.node("dst", dst)?);
-            let path = Router::new().route(t, s, d, key, seed)?;
+            let mut routed = Routed::default();
+            let modes = [Mode::Ecmp, Mode::Ecmp];
+            if structured::route(f, s.0, d.0, key, seed, modes, &mut routed)? {
+                return Ok(routed.links);
+            }
+            let path = Router::new().route(t, f.link_capacity_Bps(), s, d, key, seed)?;
             Ok(path.into_iter().map(|l| l.0).collect())
         })
     }
+
+    /// Routes many flows from the structure: returns (offsets, constraint ids, coefficients)
+    /// of their usage lists; `mode` is "ecmp" or "spray" for every tier.
+    #[pyo3(signature = (src, dst, seed=0, mode="ecmp"))]
+    fn route_many<'py>(
+        &self,
+        py: Python<'py>,
+        src: PyReadonlyArray1<'_, i64>,
+        dst: PyReadonlyArray1<'_, i64>,
+        seed: u64,
+        mode: &str,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>)> {
+        let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
+        let f = &self.inner;
+        let (o, c, k) = py.allow_threads(|| {
+            guard(|| {
+                let m = parse_mode(mode)?;
+                if src.len() != dst.len() {
+                    return Err(Error::InvalidArgument(format!(
+                        "src and dst must have one length, got {} and {}",
+                        src.len(),
+                        dst.len()
+                    )));
+                }
+                let t = f.topology();
+                let mut router = Router::new();
+                let mut routed = Routed::default();
+                let mut offsets = Vec::with_capacity(src.len() + 1);
+                offsets.push(0i64);
+                let (mut cs, mut ks) = (Vec::new(), Vec::new());
+                for i in 0..src.len() {
+                    let (s, d) = (t.node("src", src[i])?, t.node("dst", dst[i])?);
+                    if !structured::route(f, s.0, d.0, i as u64, seed, [m, m], &mut routed)? {
+                        let path = router.route(t, f.link_capacity_Bps(), s, d, i as u64, seed)?;
+                        cs.extend(path.iter().map(|l| l.0 as i64));
+                        ks.extend(std::iter::repeat_n(1.0, path.len()));
+                    } else {
+                        cs.extend(routed.usage.iter().map(|u| u.constraint as i64));
+                        ks.extend(routed.usage.iter().map(|u| u.coefficient));
+                    }
+                    offsets.push(cs.len() as i64);
+                }
+                Ok((offsets, cs, ks))
+            })
+        })?;
+        Ok((o.into_pyarray(py), c.into_pyarray(py), k.into_pyarray(py)))
+    }
+
+    /// A copy with the given links' capacities multiplied by `factor` (0 = down).
+    fn with_link_factors(&self, links: Vec<i64>, factor: f64) -> PyResult<Topology> {
+        guard(|| {
+            let ids = links
+                .iter()
+                .map(|&l| self.inner.topology().link(l).map(|l| l.0))
+                .collect::<Result<Vec<u32>, Error>>()?;
+            Ok(Topology {
+                inner: Arc::new(self.inner.with_link_factors(&ids, factor)?),
+            })
+        })
+    }
+
+    /// Every link touching the given nodes (either direction).
+    fn links_of_nodes(&self, nodes: Vec<i64>) -> PyResult<Vec<u32>> {
+        guard(|| {
+            let t = self.inner.topology();
+            let mut out = Vec::new();
+            for &n in &nodes {
+                let node = t.node("node", n)?;
+                out.extend_from_slice(t.out_links(node));
+                out.extend_from_slice(t.in_links(node));
+            }
+            out.sort_unstable();
+            out.dedup();
+            Ok(out)
+        })
+    }
+
+    /// Every scale-out link of plane `plane` (NIC to leaf and above).
+    fn links_of_plane(&self, plane: i64) -> PyResult<Vec<u32>> {
+        guard(|| {
+            let Some(p) = self.inner.scale_out_placed_opt() else {
+                return Err(Error::InvalidArgument(
+                    "this fabric has no scale-out planes".into(),
+                ));
+            };
+            if plane < 0 || plane >= p.shape.planes as i64 {
+                return Err(Error::InvalidArgument(format!(
+                    "plane {plane} does not exist: planes run from 0 to {}",
+                    p.shape.planes - 1
+                )));
+            }
+            let mut out = Vec::new();
+            for l in 0..p.shape.n_links() {
+                if p.shape.locate(l).0 == plane as u32 {
+                    out.push(p.link_base + l);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Readable names of the given nodes.
+    fn node_names(&self, nodes: Vec<i64>) -> PyResult<Vec<String>> {
+        guard(|| {
+            let t = self.inner.topology();
+            nodes
+                .iter()
+                .map(|&n| Ok(self.inner.node_name(t.node("node", n)?.0)))
+                .collect()
+        })
+    }
+
+    /// Node kind codes (see `structure()["kind_names"]`) as a NumPy uint8 array.
+    fn node_kinds<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
+        self.inner
+            .kinds()
+            .iter()
+            .map(|&k| k as u8)
+            .collect::<Vec<u8>>()
+            .into_pyarray(py)
+    }
+
+    /// The structure behind the fabric: sizes of its domains and scale-out Clos.
+    fn structure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let f = &self.inner;
+        let d = PyDict::new(py);
+        d.set_item("n_gpus", f.n_gpus)?;
+        d.set_item("n_nics", f.n_nics)?;
+        d.set_item("n_nodes", f.topology().n_nodes())?;
+        d.set_item("n_links", f.n_links())?;
+        d.set_item("n_bundles", f.n_bundles())?;
+        d.set_item("has_faults", f.has_faults())?;
+        let kinds = PyList::empty(py);
+        for k in 0..=8u8 {
+            let kind: NodeKind = kind_from_code(k);
+            kinds.append(kind.name())?;
+        }
+        d.set_item("kind_names", kinds)?;
+        if let Some(dm) = &f.domains {
+            let s = PyDict::new(py);
+            s.set_item("n_domains", dm.n_domains)?;
+            clos_dict(&s, &dm.shape)?;
+            s.set_item("link_Bps", dm.links.endpoint_link_Bps)?;
+            d.set_item("domain", s)?;
+        }
+        if let Some(o) = &f.scale_out {
+            let s = PyDict::new(py);
+            clos_dict(&s, &o.shape)?;
+            s.set_item("link_Bps", o.links.endpoint_link_Bps)?;
+            d.set_item("scale_out", s)?;
+        }
+        Ok(d)
+    }
+}
+
+fn kind_from_code(k: u8) -> NodeKind {
+    match k {
+        1 => NodeKind::Gpu,
+        2 => NodeKind::Nic,
+        3 => NodeKind::NvSwitch,
+        4 => NodeKind::Leaf,
+        5 => NodeKind::Spine,
+        6 => NodeKind::Core,
+        7 => NodeKind::PcieSwitch,
+        8 => NodeKind::Cpu,
+        _ => NodeKind::Node,
+    }
+}
+
+fn clos_dict(d: &Bound<'_, PyDict>, s: &topology::clos::ClosShape) -> PyResult<()> {
+    d.set_item("n_endpoints", s.n_endpoints)?;
+    d.set_item("planes", s.planes)?;
+    d.set_item("endpoint_links", s.endpoint_links.clone())?;
+    d.set_item("tiers", s.tiers)?;
+    d.set_item("radix", s.radix)?;
+    d.set_item("rails", s.rails)?;
+    d.set_item("endpoints_per_leaf", s.endpoints_per_leaf)?;
+    d.set_item("n_leaves", s.n_leaves)?;
+    d.set_item("leaf_up", s.leaf_up)?;
+    d.set_item("n_spines", s.n_spines)?;
+    d.set_item("leaf_spine_width", s.leaf_spine_width)?;
+    d.set_item("n_pods", s.n_pods)?;
+    d.set_item("leaves_per_pod", s.leaves_per_pod)?;
+    d.set_item("spine_up", s.spine_up)?;
+    d.set_item("n_cores", s.n_cores)?;
+    d.set_item("cores_per_group", s.cores_per_group)?;
+    d.set_item("spine_core_width", s.spine_core_width)?;
+    Ok(())
+}
+
+fn parse_mode(mode: &str) -> Result<Mode, Error> {
+    match mode {
+        "ecmp" => Ok(Mode::Ecmp),
+        "spray" | "adaptive" => Ok(Mode::Spray),
+        other => Err(Error::InvalidArgument(format!(
+            "routing must be \"ecmp\" or \"adaptive\", got {other:?}"
+        ))),
+    }
+}
+
+fn nvlink_params(d: &Bound<'_, PyDict>) -> PyResult<NvlinkParams> {
+    Ok(NvlinkParams {
+        gpus_per_domain: get(d, "gpus_per_domain")?,
+        chip_links: get(d, "chip_links")?,
+        tiers: get(d, "tiers")?,
+        chip_ports: get(d, "chip_ports")?,
+        link_Bps: get(d, "link_Bps")?,
+        chip_latency_s: get(d, "chip_latency_s")?,
+    })
+}
+
+fn scale_out_params(d: &Bound<'_, PyDict>) -> PyResult<ScaleOutParams> {
+    let mode: String = get(d, "routing")?;
+    let o: (f64, f64) = get(d, "oversubscription")?;
+    Ok(ScaleOutParams {
+        tiers: get(d, "tiers")?,
+        planes: get(d, "planes")?,
+        radix: get(d, "radix")?,
+        oversubscription: [o.0, o.1],
+        link_Bps: get(d, "link_Bps")?,
+        switch_latency_s: get(d, "switch_latency_s")?,
+        nic_latency_s: get(d, "nic_latency_s")?,
+        mode: parse_mode(&mode).map_err(to_py)?,
+    })
+}
+
+fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    match d.get_item(key)? {
+        Some(v) => v.extract().map_err(|e| {
+            to_py(Error::InvalidArgument(format!("parameter {key}: {e}")))
+        }),
+        None => Err(to_py(Error::InvalidArgument(format!("missing parameter {key}")))),
+    }
+}
+
+/// NVLink domains with nothing between them (an HGX board, an NVL72 rack, ...).
+#[pyfunction]
+fn build_nvlink_domains(py: Python<'_>, n_domains: u32, nvlink: &Bound<'_, PyDict>) -> PyResult<Topology> {
+    let nv = nvlink_params(nvlink)?;
+    let f = py.allow_threads(|| guard(|| generators::nvlink_domains(n_domains, &nv)))?;
+    Ok(Topology { inner: Arc::new(f) })
+}
+
+/// A bare Clos of hosts.
+#[pyfunction]
+fn build_clos(py: Python<'_>, n_hosts: u32, scale_out: &Bound<'_, PyDict>) -> PyResult<Topology> {
+    let so = scale_out_params(scale_out)?;
+    let f = py.allow_threads(|| guard(|| generators::clos(n_hosts, &so)))?;
+    Ok(Topology { inner: Arc::new(f) })
+}
+
+/// NVLink domains joined by a rail-optimised scale-out Clos.
+#[pyfunction]
+fn build_cluster(
+    py: Python<'_>,
+    n_domains: u32,
+    nvlink: &Bound<'_, PyDict>,
+    nic_link_Bps: f64,
+    scale_out: &Bound<'_, PyDict>,
+) -> PyResult<Topology> {
+    let nv = nvlink_params(nvlink)?;
+    let so = scale_out_params(scale_out)?;
+    let f = py.allow_threads(|| guard(|| generators::cluster(n_domains, &nv, nic_link_Bps, &so)))?;
+    Ok(Topology { inner: Arc::new(f) })
+}
+
+/// Checks that a scale-out Clos of these sizes can be built, without building it.
+#[pyfunction]
+fn clos_shape_check(n_endpoints: u32, rails: u32, scale_out: &Bound<'_, PyDict>) -> PyResult<()> {
+    let so = scale_out_params(scale_out)?;
+    guard(|| {
+        topology::clos::ClosShape::new(&topology::clos::ClosParams {
+            n_endpoints,
+            rails,
+            endpoint_links: vec![1; so.planes.max(1) as usize],
+            tiers: so.tiers,
+            radix: so.radix,
+            oversubscription: so.oversubscription,
+        })
+        .map(|_| ())
+    })
+}
+
+/// A PCIe server.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn build_pcie_server(
+    n_gpus: u32,
+    gpus_per_switch: u32,
+    nics_per_switch: u32,
+    n_cpus: u32,
+    pcie_Bps: f64,
+    nic_Bps: f64,
+    cpu_link_Bps: f64,
+    latency_s: f64,
+) -> PyResult<Topology> {
+    let f = guard(|| {
+        generators::pcie_server(
+            n_gpus,
+            gpus_per_switch,
+            nics_per_switch,
+            n_cpus,
+            pcie_Bps,
+            nic_Bps,
+            cpu_link_Bps,
+            latency_s,
+        )
+    })?;
+    Ok(Topology { inner: Arc::new(f) })
 }
 
 fn as_unknown_node(e: Error) -> Error {
@@ -179,11 +511,39 @@ fn activities(s: &sc::Scenario, ids: &[i64]) -> Result<Vec<ActivityId>, Error> {
 #[pymethods]
 impl Scenario {
     #[new]
-    #[pyo3(signature = (topology, seed=0))]
-    fn new(topology: &Topology, seed: u64) -> Self {
-        Scenario {
-            inner: sc::Scenario::new(Arc::clone(&topology.inner), seed),
+    #[pyo3(signature = (topology, seed=0, scale_up=None, scale_out=None))]
+    fn new(
+        topology: &Topology,
+        seed: u64,
+        scale_up: Option<&str>,
+        scale_out: Option<&str>,
+    ) -> PyResult<Self> {
+        let mut inner = sc::Scenario::new(Arc::clone(&topology.inner), seed);
+        let mut modes = inner.modes();
+        if let Some(m) = scale_up {
+            modes[0] = parse_mode(m).map_err(to_py)?;
         }
+        if let Some(m) = scale_out {
+            modes[1] = parse_mode(m).map_err(to_py)?;
+        }
+        inner.set_modes(modes);
+        Ok(Scenario { inner })
+    }
+
+    /// Routing of the (scale-up, scale-out) tiers: "ecmp" or "adaptive".
+    #[getter]
+    fn routing(&self) -> (&'static str, &'static str) {
+        let name = |m: Mode| if m == Mode::Ecmp { "ecmp" } else { "adaptive" };
+        let m = self.inner.modes();
+        (name(m[0]), name(m[1]))
+    }
+
+    /// A flow's usage list: (fabric constraint ids, coefficients); ids >= n_links are bundles.
+    fn usage_of(&self, activity_id: i64) -> PyResult<(Vec<u32>, Vec<f64>)> {
+        guard(|| {
+            let u = self.inner.usage_of(self.inner.activity(activity_id)?);
+            Ok(u.into_iter().unzip())
+        })
     }
 
     #[getter]
@@ -529,6 +889,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Topology>()?;
     m.add_class::<Scenario>()?;
     m.add_function(wrap_pyfunction!(max_min_rates, m)?)?;
+    m.add_function(wrap_pyfunction!(build_nvlink_domains, m)?)?;
+    m.add_function(wrap_pyfunction!(build_clos, m)?)?;
+    m.add_function(wrap_pyfunction!(build_cluster, m)?)?;
+    m.add_function(wrap_pyfunction!(build_pcie_server, m)?)?;
+    m.add_function(wrap_pyfunction!(clos_shape_check, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

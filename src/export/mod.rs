@@ -106,12 +106,15 @@ pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
 }
 
 /// links: link_id, src, dst, capacity_Bps, bytes_carried, busy_s, mean_utilization,
-/// peak_utilization
+/// peak_utilization; one row per link that a flow uses, directly or through a bundle
+/// (a bundle's load is spread over its members in proportion to their capacity).
 pub fn links_table(sc: &Scenario, out: &RunOutput) -> Table {
-    let topo = sc.topology();
-    let n = topo.n_links();
+    let fabric = sc.fabric();
+    let topo = fabric.topology();
+    let n_links = fabric.n_links() as u32;
+    let constraint_of = sc.constraint_of();
     let acts = sc.activities();
-    let mut carried = vec![0.0f64; n];
+    let mut carried = vec![0.0f64; constraint_of.len()];
     for a in 0..acts.len() {
         let a = ActivityId(a as u32);
         let b = acts.bytes(a);
@@ -119,28 +122,68 @@ pub fn links_table(sc: &Scenario, out: &RunOutput) -> Table {
             carried[u.constraint as usize] += u.coefficient * b;
         }
     }
-    let cap = topo.capacity_Bps();
+    let link_cap = fabric.link_capacity_Bps();
+    // (link, bytes carried, busy time, peak load), merged per link below.
+    let mut rows: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(constraint_of.len());
+    for (ci, &c) in constraint_of.iter().enumerate() {
+        let (bytes, busy, peak) = (carried[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
+        if c < n_links {
+            rows.push((c, bytes, busy, peak));
+            continue;
+        }
+        let total = fabric.bundle_capacity_Bps()[(c - n_links) as usize];
+        let mut members = Vec::new();
+        fabric.for_each_bundle_member(c - n_links, |l| members.push(l));
+        for &l in &members {
+            let share = if total > 0.0 {
+                link_cap[l as usize] / total
+            } else {
+                1.0 / members.len() as f64
+            };
+            rows.push((l, bytes * share, busy, peak * share));
+        }
+    }
+    rows.sort_unstable_by_key(|r| r.0);
+    let mut merged: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(rows.len());
+    for r in rows {
+        match merged.last_mut() {
+            Some(m) if m.0 == r.0 => {
+                m.1 += r.1;
+                m.2 = m.2.max(r.2);
+                m.3 += r.3;
+            }
+            _ => merged.push(r),
+        }
+    }
     let util = |x: f64, c: f64| if c > 0.0 { x / c } else { 0.0 };
-    let mean_utilization = (0..n)
-        .map(|l| util(carried[l], cap[l] * out.makespan_s))
-        .collect();
-    let peak_utilization = (0..n).map(|l| util(out.peak_load_Bps[l], cap[l])).collect();
+    let cap = |l: u32| link_cap[l as usize];
     Table {
         columns: vec![
-            ("link_id", Column::I64((0..n as i64).collect())),
+            ("link_id", Column::I64(merged.iter().map(|r| r.0 as i64).collect())),
             (
                 "src",
-                Column::I64(topo.link_src().iter().map(|&x| x as i64).collect()),
+                Column::I64(merged.iter().map(|r| topo.link_src()[r.0 as usize] as i64).collect()),
             ),
             (
                 "dst",
-                Column::I64(topo.link_dst().iter().map(|&x| x as i64).collect()),
+                Column::I64(merged.iter().map(|r| topo.link_dst()[r.0 as usize] as i64).collect()),
             ),
-            ("capacity_Bps", Column::F64(cap.to_vec())),
-            ("bytes_carried", Column::F64(carried)),
-            ("busy_s", Column::F64(out.busy_s.clone())),
-            ("mean_utilization", Column::F64(mean_utilization)),
-            ("peak_utilization", Column::F64(peak_utilization)),
+            ("capacity_Bps", Column::F64(merged.iter().map(|r| cap(r.0)).collect())),
+            ("bytes_carried", Column::F64(merged.iter().map(|r| r.1).collect())),
+            ("busy_s", Column::F64(merged.iter().map(|r| r.2).collect())),
+            (
+                "mean_utilization",
+                Column::F64(
+                    merged
+                        .iter()
+                        .map(|r| util(r.1, cap(r.0) * out.makespan_s))
+                        .collect(),
+                ),
+            ),
+            (
+                "peak_utilization",
+                Column::F64(merged.iter().map(|r| util(r.3, cap(r.0))).collect()),
+            ),
         ],
     }
 }

@@ -6,6 +6,8 @@
 //! hashing a flow's header would. Links of zero capacity are treated as down.
 //! Distances to each destination are computed once by a reverse breadth-first search and kept.
 
+pub mod structured;
+
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
@@ -30,9 +32,11 @@ impl Router {
     }
 
     /// The ECMP path from `src` to `dst` for the flow with `key`, under `seed`.
+    /// `capacity_Bps` gives the links' capacities in force (0 = down).
     pub fn route(
         &mut self,
         topo: &Topology,
+        capacity_Bps: &[f64],
         src: NodeId,
         dst: NodeId,
         key: u64,
@@ -44,7 +48,7 @@ impl Router {
                 src.0
             )));
         }
-        let dist = self.distances_to(topo, dst);
+        let dist = self.distances_to(topo, capacity_Bps, dst);
         if dist[src.index()] == UNREACHED {
             return Err(no_path_error(topo, src, dst));
         }
@@ -55,7 +59,7 @@ impl Router {
             let want = dist[node.index()] - 1;
             candidates.clear();
             candidates.extend(topo.out_links(node).iter().copied().filter(|&l| {
-                topo.capacity_Bps()[l as usize] > 0.0
+                capacity_Bps[l as usize] > 0.0
                     && dist[topo.link_dst()[l as usize] as usize] == want
             }));
             let pick = if candidates.len() == 1 {
@@ -70,13 +74,13 @@ impl Router {
         Ok(path)
     }
 
-    fn distances_to(&mut self, topo: &Topology, dst: NodeId) -> &Vec<u32> {
+    fn distances_to(&mut self, topo: &Topology, capacity_Bps: &[f64], dst: NodeId) -> &Vec<u32> {
         if !self.distances.contains_key(&dst.0) {
             if self.n_cached + topo.n_nodes() > CACHE_MAX_ENTRIES {
                 self.distances.clear();
                 self.n_cached = 0;
             }
-            let d = hop_distances_to(topo, dst, true);
+            let d = hop_distances_to(topo, Some(capacity_Bps), dst);
             self.n_cached += d.len();
             self.distances.insert(dst.0, d);
         }
@@ -84,16 +88,16 @@ impl Router {
     }
 }
 
-/// Breadth-first hop distances from every node to `dst` (reverse search), optionally
-/// ignoring links of zero capacity.
-fn hop_distances_to(topo: &Topology, dst: NodeId, usable_only: bool) -> Vec<u32> {
+/// Breadth-first hop distances from every node to `dst` (reverse search), over the links
+/// of positive capacity when capacities are given.
+fn hop_distances_to(topo: &Topology, capacity_Bps: Option<&[f64]>, dst: NodeId) -> Vec<u32> {
     let mut dist = vec![UNREACHED; topo.n_nodes()];
     let mut queue = std::collections::VecDeque::new();
     dist[dst.index()] = 0;
     queue.push_back(dst);
     while let Some(v) = queue.pop_front() {
         for &l in topo.in_links(v) {
-            if usable_only && topo.capacity_Bps()[l as usize] <= 0.0 {
+            if capacity_Bps.is_some_and(|c| c[l as usize] <= 0.0) {
                 continue;
             }
             let u = topo.link_src()[l as usize] as usize;
@@ -107,7 +111,7 @@ fn hop_distances_to(topo: &Topology, dst: NodeId, usable_only: bool) -> Vec<u32>
 }
 
 fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
-    let any = hop_distances_to(topo, dst, false);
+    let any = hop_distances_to(topo, None, dst);
     if any[src.index()] == UNREACHED {
         Error::Unreachable(format!("no path from node {} to node {}", src.0, dst.0))
     } else {
@@ -119,7 +123,13 @@ fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
 }
 
 /// Checks that `links` is a path from `src` to `dst` over links of positive capacity.
-pub fn check_route(topo: &Topology, src: NodeId, dst: NodeId, links: &[LinkId]) -> Result<()> {
+pub fn check_route(
+    topo: &Topology,
+    capacity_Bps: &[f64],
+    src: NodeId,
+    dst: NodeId,
+    links: &[LinkId],
+) -> Result<()> {
     if src == dst {
         return Err(Error::SameEndpoints(format!(
             "flow from node {} to itself: src and dst must differ",
@@ -162,7 +172,7 @@ pub fn check_route(topo: &Topology, src: NodeId, dst: NodeId, links: &[LinkId]) 
         )));
     }
     for &l in links {
-        if topo.capacity_Bps()[l.index()] <= 0.0 {
+        if capacity_Bps[l.index()] <= 0.0 {
             return Err(Error::ZeroCapacityPath(format!(
                 "route crosses link {} whose capacity is 0",
                 l.0
@@ -194,10 +204,10 @@ mod tests {
         let mut r = Router::new();
         let mut firsts = std::collections::BTreeSet::new();
         for key in 0..64 {
-            let p = r.route(&topo, NodeId(0), NodeId(3), key, 1).unwrap();
+            let p = r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1).unwrap();
             assert_eq!(p.len(), 2);
-            assert_eq!(p, r.route(&topo, NodeId(0), NodeId(3), key, 1).unwrap());
-            check_route(&topo, NodeId(0), NodeId(3), &p).unwrap();
+            assert_eq!(p, r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1).unwrap());
+            check_route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), &p).unwrap();
             firsts.insert(p[0].0);
         }
         assert_eq!(firsts.into_iter().collect::<Vec<_>>(), vec![0, 1]);
@@ -208,11 +218,11 @@ mod tests {
         let topo = Topology::from_links(3, vec![0], vec![1], vec![0.0], vec![0.0]).unwrap();
         let mut r = Router::new();
         assert!(matches!(
-            r.route(&topo, NodeId(0), NodeId(1), 0, 0),
+            r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(1), 0, 0),
             Err(Error::ZeroCapacityPath(_))
         ));
         assert!(matches!(
-            r.route(&topo, NodeId(0), NodeId(2), 0, 0),
+            r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(2), 0, 0),
             Err(Error::Unreachable(_))
         ));
     }

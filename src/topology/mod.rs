@@ -1,6 +1,10 @@
 //! Topologies: nodes and directed links with capacities and latencies.
 //! Generic graphs come from plain edge arrays; structured generators build on the same type.
 
+pub mod clos;
+pub mod fabric;
+pub mod generators;
+
 use crate::error::{check_non_negative, Error, Result};
 use crate::ids::{LinkId, NodeId};
 

@@ -334,29 +334,31 @@ def check_invariants(model, res, fairness=True):
             if model.capacity[link] > 0:
                 peak_window[link] = max(peak_window[link], load[link] / model.capacity[link])
 
-    assert links["link_id"] == list(range(n_links)), "res.links lists every link in id order"
-    assert links["src"] == model.src and links["dst"] == model.dst, "res.links endpoints"
-    assert links["capacity_Bps"] == model.capacity, "res.links capacity"
+    used = sorted({link for f in fids for link, _ in model.acts[f].usage})
+    assert links["link_id"] == used, "res.links lists every link some flow uses, in id order"
+    assert links["src"] == [model.src[l] for l in used], "res.links src"
+    assert links["dst"] == [model.dst[l] for l in used], "res.links dst"
+    assert links["capacity_Bps"] == [model.capacity[l] for l in used], "res.links capacity"
     carried = [0.0] * n_links
     for f in fids:
         for link, c in model.acts[f].usage:
             carried[link] += c * model.acts[f].bytes
-    for link in range(n_links):
-        assert_close(links["bytes_carried"][link], carried[link],
+    for row, link in enumerate(used):
+        assert_close(links["bytes_carried"][row], carried[link],
                      f"link {link} bytes_carried = sum of coefficient * bytes")
-        assert_close(links["busy_s"][link], busy[link], f"link {link} busy_s",
+        assert_close(links["busy_s"][row], busy[link], f"link {link} busy_s",
                      abs_=time_slack * (len(bounds) + 1))
         if model.capacity[link] == 0:
             assert carried[link] == 0, f"zero-capacity link {link} carries bytes"
             continue
-        peak = links["peak_utilization"][link]
+        peak = links["peak_utilization"][row]
         assert 0 <= peak <= 1 + REL, f"link {link} peak_utilization {peak}"
         upper = max(peak_all[link], peak_window[link])
         assert peak_long[link] * (1 - REL) - 1e-12 <= peak <= upper * (1 + REL) + 1e-12, (
             f"link {link} peak_utilization {peak}, expected {peak_long[link]} "
             f"(or up to {upper} counting loads within one time resolution as simultaneous)")
         if makespan > 0:
-            assert_close(links["mean_utilization"][link],
+            assert_close(links["mean_utilization"][row],
                          carried[link] / (model.capacity[link] * makespan),
                          f"link {link} mean_utilization")
     return segs

@@ -1,0 +1,384 @@
+//! Routes computed from a fabric's structure (topology::fabric): up-down paths in a Clos,
+//! plane by plane, in O(tiers) per flow, with no per-destination search.
+//!
+//! * ECMP: at every hop the flow hashes onto one of the next links that lie on an up-down
+//!   path to its destination, `ecmp_hash(seed, key, node) % n` over those links in link-id
+//!   order: the same rule, and so the same path, as the generic shortest-path router.
+//! * Spray (adaptive routing, NVLink): the flow is split evenly over every equal-cost next
+//!   hop, which in a symmetric Clos is exactly a set of pooled bundles (DESIGN section 3);
+//!   across planes the split follows each plane's share of the endpoint's links.
+//!
+//! Links of zero capacity are down. ECMP then hashes over the surviving candidates only;
+//! a sprayed flow leaves out planes it cannot cross, and its bundles have lost the down
+//! members' capacity. When no up-down path survives, the flow has no route.
+
+use crate::error::{Error, Result};
+use crate::rng::ecmp_hash;
+use crate::solver::Usage;
+use crate::topology::clos::ClosShape;
+use crate::topology::fabric::{Fabric, Mode, Placed};
+
+/// A route: the usage list the engine needs, the links of the path when the flow is pinned
+/// to one, and the latency along it.
+#[derive(Debug, Default, Clone)]
+pub struct Routed {
+    pub usage: Vec<Usage>,
+    pub links: Vec<u32>,
+    pub latency_s: f64,
+}
+
+impl Routed {
+    pub fn clear(&mut self) {
+        self.usage.clear();
+        self.links.clear();
+        self.latency_s = 0.0;
+    }
+
+    fn link(&mut self, f: &Fabric, l: u32) {
+        self.usage.push(Usage {
+            constraint: l,
+            coefficient: 1.0,
+        });
+        self.links.push(l);
+        self.latency_s += f.topology().latency_s()[l as usize];
+    }
+
+    fn bundle(&mut self, f: &Fabric, b: u32, coefficient: f64) {
+        self.usage.push(Usage {
+            constraint: f.n_links() as u32 + b,
+            coefficient,
+        });
+    }
+}
+
+/// Routes `src -> dst` from the fabric's structure into `out`. Returns Ok(false) when the
+/// pair is not covered by the structure (the caller then searches the graph).
+pub fn route(
+    f: &Fabric,
+    src: u32,
+    dst: u32,
+    key: u64,
+    seed: u64,
+    modes: [Mode; 2],
+    out: &mut Routed,
+) -> Result<bool> {
+    out.clear();
+    let gpus = f.n_gpus;
+    if src < gpus && dst < gpus {
+        if let (Some((da, ea)), Some((db, eb))) = (f.gpu_domain(src), f.gpu_domain(dst)) {
+            if da == db {
+                let placed = f.domain(da);
+                clos_route(f, &placed, ea, eb, key, seed, modes[0], out)
+                    .map_err(|_| no_path(f, src, dst))?;
+                return Ok(true);
+            }
+        }
+        if f.n_nics == 0 || f.scale_out.is_none() {
+            return Ok(false);
+        }
+        let placed = f.scale_out_placed_opt().expect("scale-out");
+        let up = f.nic_link_base + 2 * src;
+        let down = f.nic_link_base + 2 * dst + 1;
+        let caps = f.link_capacity_Bps();
+        if caps[up as usize] <= 0.0 || caps[down as usize] <= 0.0 {
+            return Err(no_path(f, src, dst));
+        }
+        out.link(f, up);
+        clos_route(f, &placed, src, dst, key, seed, modes[1], out)
+            .map_err(|_| no_path(f, src, dst))?;
+        out.link(f, down);
+        return Ok(true);
+    }
+    if let Some(placed) = f.scale_out_placed_opt() {
+        let range = placed.endpoint_base..placed.endpoint_base + placed.shape.n_endpoints;
+        if range.contains(&src) && range.contains(&dst) {
+            let (a, b) = (src - placed.endpoint_base, dst - placed.endpoint_base);
+            clos_route(f, &placed, a, b, key, seed, modes[1], out)
+                .map_err(|_| no_path(f, src, dst))?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn no_path(f: &Fabric, src: u32, dst: u32) -> Error {
+    Error::ZeroCapacityPath(format!(
+        "no path from {} to {} survives: every up-down path crosses a link that is down",
+        f.node_name(src),
+        f.node_name(dst)
+    ))
+}
+
+struct NoPath;
+
+/// Live-link checks of one placed Clos; with no faults every check is skipped.
+struct Alive<'a> {
+    s: &'a ClosShape,
+    base: u32,
+    caps: &'a [f64],
+    faulty: bool,
+}
+
+impl Alive<'_> {
+    #[inline]
+    fn up(&self, offset: u32) -> bool {
+        !self.faulty || self.caps[(self.base + offset) as usize] > 0.0
+    }
+
+    fn leaf_down_ok(&self, p: u32, b: u32) -> bool {
+        (0..self.s.endpoint_links[p as usize]).any(|k| self.up(self.s.endpoint_link(p, b, k, true)))
+    }
+
+    /// A live down path from `spine` to endpoint `b`, or up through a core and down.
+    fn spine_reaches(&self, p: u32, spine: u32, b: u32) -> bool {
+        let s = self.s;
+        let lb = s.leaf_of(b);
+        if s.tiers == 2 {
+            let w = s.leaf_spine_width;
+            return (0..w).any(|k| self.up(s.leaf_spine_link(p, lb, spine * w + k, true)))
+                && self.leaf_down_ok(p, b);
+        }
+        if spine / s.leaf_up == s.pod_of_leaf(lb) {
+            return self.up(s.leaf_spine_link(p, lb, spine % s.leaf_up, true)) && self.leaf_down_ok(p, b);
+        }
+        (0..s.spine_up).any(|r| {
+            self.up(s.spine_core_link(p, spine, r, false))
+                && self.core_reaches(p, s.core_of_port(spine, r), b)
+        })
+    }
+
+    fn core_reaches(&self, p: u32, core: u32, b: u32) -> bool {
+        let s = self.s;
+        let lb = s.leaf_of(b);
+        let (group, c) = (core / s.cores_per_group, core % s.cores_per_group);
+        let spine_b = s.pod_of_leaf(lb) * s.leaf_up + group;
+        let w2 = s.spine_core_width;
+        (0..w2).any(|k| self.up(s.spine_core_link(p, spine_b, c * w2 + k, true)))
+            && self.up(s.leaf_spine_link(p, lb, group, true))
+            && self.leaf_down_ok(p, b)
+    }
+
+    fn leaf_reaches(&self, p: u32, la: u32, b: u32) -> bool {
+        let s = self.s;
+        if la == s.leaf_of(b) {
+            return self.leaf_down_ok(p, b);
+        }
+        (0..s.leaf_up).any(|q| {
+            self.up(s.leaf_spine_link(p, la, q, false))
+                && self.spine_reaches(p, s.spine_of_port(la, q), b)
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn clos_route(
+    f: &Fabric,
+    placed: &Placed,
+    a: u32,
+    b: u32,
+    key: u64,
+    seed: u64,
+    mode: Mode,
+    out: &mut Routed,
+) -> std::result::Result<(), NoPath> {
+    let alive = Alive {
+        s: placed.shape,
+        base: placed.link_base,
+        caps: f.link_capacity_Bps(),
+        faulty: f.has_faults(),
+    };
+    match mode {
+        Mode::Ecmp => ecmp(f, placed, &alive, a, b, key, seed, out),
+        Mode::Spray => spray(f, placed, &alive, a, b, out),
+    }
+}
+
+/// Picks `candidates[hash % len]`, as a switch hashing the flow's header would.
+fn pick(candidates: &[u32], seed: u64, key: u64, node: u32) -> std::result::Result<u32, NoPath> {
+    match candidates.len() {
+        0 => Err(NoPath),
+        1 => Ok(candidates[0]),
+        n => Ok(candidates[(ecmp_hash(seed, key, node as u64) % n as u64) as usize]),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ecmp(
+    f: &Fabric,
+    placed: &Placed,
+    alive: &Alive,
+    a: u32,
+    b: u32,
+    key: u64,
+    seed: u64,
+    out: &mut Routed,
+) -> std::result::Result<(), NoPath> {
+    let s = placed.shape;
+    let lb_ = placed.link_base;
+    let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
+    let mut cand: Vec<u32> = Vec::with_capacity(64);
+    // Endpoint: any uplink of any plane from whose leaf the destination is reachable.
+    for p in 0..s.planes {
+        if alive.faulty && !alive.leaf_reaches(p, la, b) {
+            continue;
+        }
+        for k in 0..s.endpoint_links[p as usize] {
+            let l = s.endpoint_link(p, a, k, false);
+            if alive.up(l) {
+                cand.push(l);
+            }
+        }
+    }
+    let first = pick(&cand, seed, key, placed.endpoint_base + a)?;
+    let (p, _, _) = s.locate(first);
+    out.link(f, lb_ + first);
+    let leaf_node = placed.node_base + s.leaf_node(p, la);
+    let down_to_b = |cand: &mut Vec<u32>| {
+        cand.clear();
+        for k in 0..s.endpoint_links[p as usize] {
+            let l = s.endpoint_link(p, b, k, true);
+            if alive.up(l) {
+                cand.push(l);
+            }
+        }
+    };
+    if la != lb {
+        // Leaf up to a spine.
+        cand.clear();
+        for q in 0..s.leaf_up {
+            let l = s.leaf_spine_link(p, la, q, false);
+            if alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)) {
+                cand.push(l);
+            }
+        }
+        let l = pick(&cand, seed, key, leaf_node)?;
+        out.link(f, lb_ + l);
+        let (_, _, pos) = s.locate(l);
+        let spine = s.spine_of_port(la, pos % s.leaf_up);
+        let spine_node = placed.node_base + s.spine_node(p, spine);
+        let mut last_spine = spine;
+        let mut last_spine_node = spine_node;
+        if s.tiers == 3 && spine / s.leaf_up != s.pod_of_leaf(lb) {
+            // Spine up to a core, core down to the destination pod's spine of the same group.
+            cand.clear();
+            for r in 0..s.spine_up {
+                let l = s.spine_core_link(p, spine, r, false);
+                if alive.up(l) && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)) {
+                    cand.push(l);
+                }
+            }
+            let l = pick(&cand, seed, key, spine_node)?;
+            out.link(f, lb_ + l);
+            let (_, _, pos) = s.locate(l);
+            let core = s.core_of_port(spine, pos % s.spine_up);
+            let (group, c) = (core / s.cores_per_group, core % s.cores_per_group);
+            let spine_b = s.pod_of_leaf(lb) * s.leaf_up + group;
+            let w2 = s.spine_core_width;
+            cand.clear();
+            for k in 0..w2 {
+                let l = s.spine_core_link(p, spine_b, c * w2 + k, true);
+                if alive.up(l) {
+                    cand.push(l);
+                }
+            }
+            let l = pick(&cand, seed, key, placed.node_base + s.core_node(p, core))?;
+            out.link(f, lb_ + l);
+            last_spine = spine_b;
+            last_spine_node = placed.node_base + s.spine_node(p, spine_b);
+        }
+        // Spine down to the destination leaf.
+        cand.clear();
+        if s.tiers == 2 {
+            let w = s.leaf_spine_width;
+            for k in 0..w {
+                let l = s.leaf_spine_link(p, lb, last_spine * w + k, true);
+                if alive.up(l) {
+                    cand.push(l);
+                }
+            }
+        } else {
+            let l = s.leaf_spine_link(p, lb, last_spine % s.leaf_up, true);
+            if alive.up(l) {
+                cand.push(l);
+            }
+        }
+        let l = pick(&cand, seed, key, last_spine_node)?;
+        out.link(f, lb_ + l);
+    }
+    down_to_b(&mut cand);
+    let l = pick(&cand, seed, key, placed.node_base + s.leaf_node(p, lb))?;
+    out.link(f, lb_ + l);
+    Ok(())
+}
+
+fn spray(
+    f: &Fabric,
+    placed: &Placed,
+    alive: &Alive,
+    a: u32,
+    b: u32,
+    out: &mut Routed,
+) -> std::result::Result<(), NoPath> {
+    let s = placed.shape;
+    let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
+    // Planes the flow can cross, weighted by the endpoint's links in each.
+    let usable = |p: u32| {
+        !alive.faulty
+            || ((0..s.endpoint_links[p as usize]).any(|k| alive.up(s.endpoint_link(p, a, k, false)))
+                && alive.leaf_reaches(p, la, b))
+    };
+    let total: u32 = (0..s.planes)
+        .filter(|&p| usable(p))
+        .map(|p| s.endpoint_links[p as usize])
+        .sum();
+    if total == 0 {
+        return Err(NoPath);
+    }
+    let mut latency_s: f64 = 0.0;
+    let lat = |l: u32| f.topology().latency_s()[(placed.link_base + l) as usize];
+    match s.endpoint_up_bundle(a) {
+        Some(bundle) => out.bundle(f, placed.bundle_base + bundle, 1.0),
+        None => out.usage.push(Usage {
+            constraint: placed.link_base + s.endpoint_link(0, a, 0, false),
+            coefficient: 1.0,
+        }),
+    }
+    let mut latency_plane = None;
+    for p in 0..s.planes {
+        if !usable(p) {
+            continue;
+        }
+        latency_plane.get_or_insert(p);
+        if la == lb {
+            continue;
+        }
+        let share = s.endpoint_links[p as usize] as f64 / total as f64;
+        out.bundle(f, placed.bundle_base + s.leaf_up_bundle(p, la), share);
+        let (pa, pb) = (s.pod_of_leaf(la), s.pod_of_leaf(lb));
+        if s.tiers == 3 && pa != pb {
+            out.bundle(f, placed.bundle_base + s.pod_up_bundle(p, pa), share);
+            out.bundle(f, placed.bundle_base + s.pod_down_bundle(p, pb), share);
+        }
+        out.bundle(f, placed.bundle_base + s.leaf_down_bundle(p, lb), share);
+    }
+    match s.endpoint_down_bundle(b) {
+        Some(bundle) => out.bundle(f, placed.bundle_base + bundle, 1.0),
+        None => out.usage.push(Usage {
+            constraint: placed.link_base + s.endpoint_link(0, b, 0, true),
+            coefficient: 1.0,
+        }),
+    }
+    // Latency of one up-down path in the first usable plane (all are alike).
+    let p = latency_plane.expect("a usable plane");
+    latency_s += lat(s.endpoint_link(p, a, 0, false)) + lat(s.endpoint_link(p, b, 0, true));
+    if la != lb {
+        latency_s += lat(s.leaf_spine_link(p, la, 0, false)) + lat(s.leaf_spine_link(p, lb, 0, true));
+        if s.tiers == 3 && s.pod_of_leaf(la) != s.pod_of_leaf(lb) {
+            let spine = s.spine_of_port(la, 0);
+            latency_s += lat(s.spine_core_link(p, spine, 0, false))
+                + lat(s.spine_core_link(p, spine, 0, true));
+        }
+    }
+    out.latency_s += latency_s;
+    Ok(())
+}

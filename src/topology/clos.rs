@@ -1,0 +1,545 @@
+//! Multi-plane Clos shapes whose nodes, links and bundles are laid out arithmetically, so
+//! routing reads positions off the structure and needs no per-pair tables.
+//!
+//! One shape describes an NVSwitch domain (tier 1: one switch chip per plane, every endpoint
+//! wired to it, as in HGX and NVL72), an NVLink domain spread over racks (tier 2), or a
+//! rail-optimised scale-out fat-tree (tiers 2 and 3, any number of planes).
+//!
+//! *Placement.* Endpoint `e` belongs to group `D = e / rails` at rail `i = e % rails`; a
+//! leaf serves rail `i` of `endpoints_per_leaf` consecutive groups, so leaf
+//! `(D / endpoints_per_leaf) * rails + i` (with `rails = 1` this is plain consecutive filling).
+//!
+//! *Wiring, per plane.* Endpoint to leaf: `endpoint_links[p]` parallel links. Tier 2: every
+//! leaf to every spine with `leaf_spine_width` parallel links. Tier 3: pods of
+//! `leaves_per_pod` leaves and `leaf_up` spines, each leaf one link to each spine of its pod;
+//! spine `j` of every pod joins the `cores_per_group` cores of core group `j` with
+//! `spine_core_width` parallel links each (the sizing that reproduces the DGX SuperPOD
+//! reference tables).
+//!
+//! *Layout.* Per plane: leaves, spines, cores; links in blocks endpoint-leaf, leaf-spine,
+//! spine-core, each position as an (up, down) pair, so a switch's candidate next hops are in
+//! link-id order. Per-hop ECMP therefore picks exactly what the generic shortest-path router
+//! would pick on the same graph.
+//!
+//! *Bundles* (pooled constraints for even spreading, DESIGN section 3): each endpoint's
+//! uplinks and downlinks over all planes, each leaf's uplinks and downlinks, each pod's
+//! links to and from the cores. Every link belongs to at most one bundle.
+
+use crate::error::{Error, Result};
+
+/// Sizes of a Clos, before layout.
+#[derive(Debug, Clone)]
+pub struct ClosParams {
+    pub n_endpoints: u32,
+    /// Endpoints per group (a scale-up domain's NICs); rail i of every group shares leaves.
+    pub rails: u32,
+    /// Parallel endpoint-to-leaf links in each plane; its length is the number of planes.
+    pub endpoint_links: Vec<u32>,
+    /// 1 (a single switch per plane), 2 or 3.
+    pub tiers: u32,
+    /// Ports per switch, counted at the plane's link rate.
+    pub radix: u32,
+    /// Down:up port ratio of the leaf tier and of the spine tier.
+    pub oversubscription: [f64; 2],
+}
+
+#[derive(Debug, Clone)]
+pub struct ClosShape {
+    pub n_endpoints: u32,
+    pub rails: u32,
+    pub planes: u32,
+    pub endpoint_links: Vec<u32>,
+    pub tiers: u32,
+    pub radix: u32,
+    pub endpoints_per_leaf: u32,
+    pub n_leaves: u32,
+    pub leaf_up: u32,
+    pub n_spines: u32,
+    pub leaf_spine_width: u32,
+    pub leaves_per_pod: u32,
+    pub n_pods: u32,
+    pub spine_up: u32,
+    pub cores_per_group: u32,
+    pub spine_core_width: u32,
+    pub n_cores: u32,
+    /// First link of each plane's block, relative to the instance; the last entry is the total.
+    plane_link_base: Vec<u32>,
+    /// Endpoint bundles exist when an endpoint has more than one uplink.
+    endpoint_bundles: bool,
+}
+
+/// The smallest divisor of `n` that is at least `at_least` (n itself if none is smaller).
+fn smallest_divisor_at_least(n: u32, at_least: u32) -> u32 {
+    (at_least.max(1)..=n).find(|d| n % d == 0).unwrap_or(n)
+}
+
+fn bad(msg: String) -> Error {
+    Error::InvalidArgument(msg)
+}
+
+/// Up ports and down ports of a switch of `radix` ports at a down:up ratio.
+fn split_ports(radix: u32, oversubscription: f64, tier: &str) -> Result<(u32, u32)> {
+    if !(oversubscription.is_finite() && oversubscription >= 1.0) {
+        return Err(bad(format!(
+            "oversubscription of the {tier} tier must be a finite ratio >= 1 (down:up), got {oversubscription}"
+        )));
+    }
+    let up = (radix as f64 / (1.0 + oversubscription)).floor() as u32;
+    let down = (up as f64 * oversubscription + 1e-9).floor() as u32;
+    if up == 0 || down == 0 {
+        return Err(bad(format!(
+            "a {radix}-port {tier} switch at {oversubscription}:1 has no {} ports left",
+            if up == 0 { "up" } else { "down" }
+        )));
+    }
+    Ok((up, down))
+}
+
+impl ClosShape {
+    pub fn new(p: &ClosParams) -> Result<ClosShape> {
+        let planes = p.endpoint_links.len() as u32;
+        if planes == 0 {
+            return Err(bad("a Clos needs at least one plane".into()));
+        }
+        if p.n_endpoints == 0 {
+            return Err(bad("a Clos needs at least one endpoint".into()));
+        }
+        if p.rails == 0 {
+            return Err(bad("rails must be >= 1, got 0".into()));
+        }
+        if p.radix < 2 {
+            return Err(bad(format!("switch radix must be >= 2 ports, got {}", p.radix)));
+        }
+        if let Some(&m) = p.endpoint_links.iter().find(|&&m| m == 0) {
+            return Err(bad(format!("links per endpoint and plane must be >= 1, got {m}")));
+        }
+        let e = p.n_endpoints;
+        let mut s = ClosShape {
+            n_endpoints: e,
+            rails: p.rails,
+            planes,
+            endpoint_links: p.endpoint_links.clone(),
+            tiers: p.tiers,
+            radix: p.radix,
+            endpoints_per_leaf: e,
+            n_leaves: 1,
+            leaf_up: 0,
+            n_spines: 0,
+            leaf_spine_width: 0,
+            leaves_per_pod: 1,
+            n_pods: 1,
+            spine_up: 0,
+            cores_per_group: 0,
+            spine_core_width: 0,
+            n_cores: 0,
+            plane_link_base: Vec::new(),
+            endpoint_bundles: p.endpoint_links.iter().sum::<u32>() > 1,
+        };
+        let widest = *p.endpoint_links.iter().max().unwrap();
+        match p.tiers {
+            1 => {
+                if let Some((plane, &m)) = p
+                    .endpoint_links
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &m)| m as u64 * e as u64 > p.radix as u64)
+                {
+                    return Err(bad(format!(
+                        "a single {}-port switch cannot take {e} endpoints with {m} links each \
+                         (plane {plane}): use more tiers",
+                        p.radix
+                    )));
+                }
+            }
+            2 | 3 => {
+                if p.endpoint_links.iter().any(|&m| m != widest) {
+                    return Err(bad(
+                        "multi-tier Clos planes need the same number of links per endpoint".into(),
+                    ));
+                }
+                let (up, down) = split_ports(p.radix, p.oversubscription[0], "leaf")?;
+                s.leaf_up = up;
+                s.endpoints_per_leaf = down / widest;
+                if s.endpoints_per_leaf == 0 {
+                    return Err(bad(format!(
+                        "a leaf with {down} down ports cannot take an endpoint with {widest} links"
+                    )));
+                }
+                let n_groups = e.div_ceil(p.rails);
+                let groups_of_leaves = n_groups.div_ceil(s.endpoints_per_leaf);
+                s.n_leaves = groups_of_leaves
+                    .checked_mul(p.rails)
+                    .ok_or_else(|| Error::TooLarge(format!("{e} endpoints need too many leaves")))?;
+                if p.tiers == 2 {
+                    // Fewest spines whose ports take every leaf uplink, dividing the uplinks evenly.
+                    let need = (s.n_leaves as u64 * up as u64).div_ceil(p.radix as u64);
+                    let spines = smallest_divisor_at_least(up, need.min(up as u64) as u32);
+                    let width = up / spines;
+                    if s.n_leaves as u64 * width as u64 > p.radix as u64 {
+                        return Err(bad(format!(
+                            "{e} endpoints need {} leaves, more than a two-tier Clos of \
+                             {}-port switches holds ({} endpoints at most): use tiers=3 or more planes",
+                            s.n_leaves,
+                            p.radix,
+                            s.max_endpoints_2_tier()
+                        )));
+                    }
+                    s.n_spines = spines;
+                    s.leaf_spine_width = width;
+                } else {
+                    let (spine_up, spine_down) = split_ports(p.radix, p.oversubscription[1], "spine")?;
+                    s.leaf_spine_width = 1;
+                    s.leaves_per_pod = spine_down;
+                    s.n_pods = s.n_leaves.div_ceil(spine_down);
+                    s.n_spines = s.n_pods * up;
+                    s.spine_up = spine_up;
+                    let need = (s.n_pods as u64 * spine_up as u64).div_ceil(p.radix as u64);
+                    let cores = smallest_divisor_at_least(spine_up, need.min(spine_up as u64) as u32);
+                    s.cores_per_group = cores;
+                    s.spine_core_width = spine_up / cores;
+                    if s.n_pods as u64 * s.spine_core_width as u64 > p.radix as u64 {
+                        return Err(bad(format!(
+                            "{e} endpoints need {} pods, more than a three-tier Clos of {}-port \
+                             switches holds: use more planes or a higher-radix switch",
+                            s.n_pods, p.radix
+                        )));
+                    }
+                    s.n_cores = up * cores;
+                }
+            }
+            t => return Err(bad(format!("tiers must be 1, 2 or 3, got {t}"))),
+        }
+        let mut base = 0u64;
+        for plane in 0..planes {
+            s.plane_link_base.push(base as u32);
+            base += s.links_in_plane(plane);
+        }
+        if base > u32::MAX as u64 / 2 {
+            return Err(Error::TooLarge(format!(
+                "a Clos of {e} endpoints would have {base} links, beyond the 2^31 a fabric holds"
+            )));
+        }
+        s.plane_link_base.push(base as u32);
+        Ok(s)
+    }
+
+    /// Each leaf needs a link to every spine, so a spine's ports bound the leaves.
+    fn max_endpoints_2_tier(&self) -> u64 {
+        self.radix as u64 * self.endpoints_per_leaf as u64
+    }
+
+    fn links_in_plane(&self, plane: u32) -> u64 {
+        let ep = 2 * self.n_endpoints as u64 * self.endpoint_links[plane as usize] as u64;
+        let ls = 2 * self.n_leaves as u64 * self.leaf_up as u64;
+        let sc = 2 * self.n_spines as u64 * self.spine_up as u64;
+        ep + if self.tiers >= 2 { ls } else { 0 } + if self.tiers == 3 { sc } else { 0 }
+    }
+
+    pub fn n_links(&self) -> u32 {
+        *self.plane_link_base.last().unwrap()
+    }
+
+    pub fn nodes_per_plane(&self) -> u32 {
+        self.n_leaves + self.n_spines + self.n_cores
+    }
+
+    pub fn n_nodes(&self) -> u32 {
+        self.planes * self.nodes_per_plane()
+    }
+
+    pub fn n_bundles(&self) -> u32 {
+        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        ep + self.planes * self.bundles_per_plane()
+    }
+
+    fn bundles_per_plane(&self) -> u32 {
+        match self.tiers {
+            1 => 0,
+            2 => 2 * self.n_leaves,
+            _ => 2 * self.n_leaves + 2 * self.n_pods,
+        }
+    }
+
+    pub fn has_endpoint_bundles(&self) -> bool {
+        self.endpoint_bundles
+    }
+
+    /// Links per endpoint over all planes.
+    pub fn links_per_endpoint(&self) -> u32 {
+        self.endpoint_links.iter().sum()
+    }
+
+    // ---- positions -------------------------------------------------------------------------
+
+    pub fn leaf_of(&self, e: u32) -> u32 {
+        if self.tiers == 1 {
+            return 0;
+        }
+        let (group, rail) = (e / self.rails, e % self.rails);
+        (group / self.endpoints_per_leaf) * self.rails + rail
+    }
+
+    pub fn pod_of_leaf(&self, leaf: u32) -> u32 {
+        leaf / self.leaves_per_pod
+    }
+
+    /// Node offsets (relative to the instance) of a plane's leaves, spines and cores.
+    pub fn leaf_node(&self, plane: u32, leaf: u32) -> u32 {
+        plane * self.nodes_per_plane() + leaf
+    }
+    pub fn spine_node(&self, plane: u32, spine: u32) -> u32 {
+        plane * self.nodes_per_plane() + self.n_leaves + spine
+    }
+    pub fn core_node(&self, plane: u32, core: u32) -> u32 {
+        plane * self.nodes_per_plane() + self.n_leaves + self.n_spines + core
+    }
+
+    /// Link offsets (relative to the instance); `down` picks the reverse direction.
+    pub fn endpoint_link(&self, plane: u32, e: u32, k: u32, down: bool) -> u32 {
+        let m = self.endpoint_links[plane as usize];
+        self.plane_link_base[plane as usize] + (e * m + k) * 2 + down as u32
+    }
+    fn leaf_spine_base(&self, plane: u32) -> u32 {
+        self.plane_link_base[plane as usize]
+            + 2 * self.n_endpoints * self.endpoint_links[plane as usize]
+    }
+    /// Link between leaf and the spine reached by its up port `q`.
+    pub fn leaf_spine_link(&self, plane: u32, leaf: u32, q: u32, down: bool) -> u32 {
+        self.leaf_spine_base(plane) + (leaf * self.leaf_up + q) * 2 + down as u32
+    }
+    fn spine_core_base(&self, plane: u32) -> u32 {
+        self.leaf_spine_base(plane) + 2 * self.n_leaves * self.leaf_up
+    }
+    pub fn spine_core_link(&self, plane: u32, spine: u32, r: u32, down: bool) -> u32 {
+        self.spine_core_base(plane) + (spine * self.spine_up + r) * 2 + down as u32
+    }
+
+    /// Spine reached from `leaf` by up port `q`.
+    pub fn spine_of_port(&self, leaf: u32, q: u32) -> u32 {
+        if self.tiers == 2 {
+            q / self.leaf_spine_width
+        } else {
+            self.pod_of_leaf(leaf) * self.leaf_up + q
+        }
+    }
+
+    /// Core reached from `spine` by up port `r` (tier 3).
+    pub fn core_of_port(&self, spine: u32, r: u32) -> u32 {
+        let group = spine % self.leaf_up;
+        group * self.cores_per_group + r / self.spine_core_width
+    }
+
+    /// The wiring: calls `f(src, dst, class)` for every link in link order. Switch ends are
+    /// node offsets of the instance; the endpoint end of an endpoint link is the endpoint's
+    /// index (the caller knows its node).
+    pub fn for_each_link(&self, mut f: impl FnMut(u32, u32, LinkClass)) {
+        for plane in 0..self.planes {
+            let m = self.endpoint_links[plane as usize];
+            for e in 0..self.n_endpoints {
+                let leaf = self.leaf_node(plane, self.leaf_of(e));
+                for _ in 0..m {
+                    f(e, leaf, LinkClass::EndpointUp);
+                    f(leaf, e, LinkClass::EndpointDown);
+                }
+            }
+            if self.tiers >= 2 {
+                for leaf in 0..self.n_leaves {
+                    for q in 0..self.leaf_up {
+                        let spine = self.spine_node(plane, self.spine_of_port(leaf, q));
+                        let l = self.leaf_node(plane, leaf);
+                        f(l, spine, LinkClass::LeafUp);
+                        f(spine, l, LinkClass::LeafDown);
+                    }
+                }
+            }
+            if self.tiers == 3 {
+                for spine in 0..self.n_spines {
+                    for r in 0..self.spine_up {
+                        let core = self.core_node(plane, self.core_of_port(spine, r));
+                        let s = self.spine_node(plane, spine);
+                        f(s, core, LinkClass::SpineUp);
+                        f(core, s, LinkClass::SpineDown);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- bundles ---------------------------------------------------------------------------
+
+    pub fn endpoint_up_bundle(&self, e: u32) -> Option<u32> {
+        self.endpoint_bundles.then_some(e)
+    }
+    pub fn endpoint_down_bundle(&self, e: u32) -> Option<u32> {
+        self.endpoint_bundles.then_some(self.n_endpoints + e)
+    }
+    fn plane_bundle_base(&self, plane: u32) -> u32 {
+        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        ep + plane * self.bundles_per_plane()
+    }
+    pub fn leaf_up_bundle(&self, plane: u32, leaf: u32) -> u32 {
+        self.plane_bundle_base(plane) + leaf
+    }
+    pub fn leaf_down_bundle(&self, plane: u32, leaf: u32) -> u32 {
+        self.plane_bundle_base(plane) + self.n_leaves + leaf
+    }
+    pub fn pod_up_bundle(&self, plane: u32, pod: u32) -> u32 {
+        self.plane_bundle_base(plane) + 2 * self.n_leaves + pod
+    }
+    pub fn pod_down_bundle(&self, plane: u32, pod: u32) -> u32 {
+        self.plane_bundle_base(plane) + 2 * self.n_leaves + self.n_pods + pod
+    }
+
+    /// The plane and class of a link offset, and its position inside the block.
+    pub fn locate(&self, link: u32) -> (u32, LinkClass, u32) {
+        let plane = self.plane_link_base.partition_point(|&b| b <= link) as u32 - 1;
+        let ls = self.leaf_spine_base(plane);
+        let sc = self.spine_core_base(plane);
+        let down = link % 2 == 1; // every block starts at an even offset
+        let class = if link < ls {
+            (LinkClass::EndpointUp, (link - self.plane_link_base[plane as usize]) / 2)
+        } else if link < sc {
+            (LinkClass::LeafUp, (link - ls) / 2)
+        } else {
+            (LinkClass::SpineUp, (link - sc) / 2)
+        };
+        let (c, pos) = class;
+        (plane, if down { c.reversed() } else { c }, pos)
+    }
+
+    /// The bundle a link offset belongs to, if any.
+    pub fn bundle_of_link(&self, link: u32) -> Option<u32> {
+        let (plane, class, pos) = self.locate(link);
+        let m = self.endpoint_links[plane as usize];
+        match class {
+            LinkClass::EndpointUp => self.endpoint_up_bundle(pos / m),
+            LinkClass::EndpointDown => self.endpoint_down_bundle(pos / m),
+            LinkClass::LeafUp => Some(self.leaf_up_bundle(plane, pos / self.leaf_up)),
+            LinkClass::LeafDown => {
+                let leaf = pos / self.leaf_up;
+                Some(self.leaf_down_bundle(plane, leaf))
+            }
+            LinkClass::SpineUp => {
+                let spine = pos / self.spine_up;
+                Some(self.pod_up_bundle(plane, spine / self.leaf_up))
+            }
+            LinkClass::SpineDown => {
+                let spine = pos / self.spine_up;
+                Some(self.pod_down_bundle(plane, spine / self.leaf_up))
+            }
+        }
+    }
+
+    /// Calls `f` with every member link offset of bundle `b`.
+    pub fn for_each_member(&self, b: u32, mut f: impl FnMut(u32)) {
+        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        if b < ep {
+            let (e, down) = (b % self.n_endpoints, b >= self.n_endpoints);
+            for plane in 0..self.planes {
+                for k in 0..self.endpoint_links[plane as usize] {
+                    f(self.endpoint_link(plane, e, k, down));
+                }
+            }
+            return;
+        }
+        let per = self.bundles_per_plane();
+        let (plane, i) = ((b - ep) / per, (b - ep) % per);
+        let l = self.n_leaves;
+        if i < 2 * l {
+            let (leaf, down) = (i % l, i >= l);
+            for q in 0..self.leaf_up {
+                f(self.leaf_spine_link(plane, leaf, q, down));
+            }
+        } else {
+            let j = i - 2 * l;
+            let (pod, down) = (j % self.n_pods, j >= self.n_pods);
+            for spine in pod * self.leaf_up..(pod + 1) * self.leaf_up {
+                for r in 0..self.spine_up {
+                    f(self.spine_core_link(plane, spine, r, down));
+                }
+            }
+        }
+    }
+}
+
+/// What a link of a Clos connects, in the up or down direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkClass {
+    EndpointUp,
+    EndpointDown,
+    LeafUp,
+    LeafDown,
+    SpineUp,
+    SpineDown,
+}
+
+impl LinkClass {
+    fn reversed(self) -> LinkClass {
+        match self {
+            LinkClass::EndpointUp => LinkClass::EndpointDown,
+            LinkClass::EndpointDown => LinkClass::EndpointUp,
+            LinkClass::LeafUp => LinkClass::LeafDown,
+            LinkClass::LeafDown => LinkClass::LeafUp,
+            LinkClass::SpineUp => LinkClass::SpineDown,
+            LinkClass::SpineDown => LinkClass::SpineUp,
+        }
+    }
+
+    pub fn is_up(self) -> bool {
+        matches!(
+            self,
+            LinkClass::EndpointUp | LinkClass::LeafUp | LinkClass::SpineUp
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(e: u32, rails: u32, tiers: u32, radix: u32) -> ClosShape {
+        ClosShape::new(&ClosParams {
+            n_endpoints: e,
+            rails,
+            endpoint_links: vec![1],
+            tiers,
+            radix,
+            oversubscription: [1.0, 1.0],
+        })
+        .unwrap()
+    }
+
+    /// DGX SuperPOD B200 reference architecture: 8 rails, 32 nodes per SU, 64-port switches.
+    #[test]
+    fn superpod_counts_match_the_reference_architecture() {
+        for (sus, tiers, leaves, spines, cores) in [
+            (2, 2, 16, 8, 0),
+            (4, 2, 32, 16, 0),
+            (8, 2, 64, 32, 0),
+            (16, 3, 128, 128, 64),
+            (32, 3, 256, 256, 128),
+            (64, 3, 512, 512, 256),
+        ] {
+            let s = shape(sus * 256, 8, tiers, 64);
+            assert_eq!((s.n_leaves, s.n_spines, s.n_cores), (leaves, spines, cores), "{sus} SU");
+            assert_eq!(s.n_leaves * s.leaf_up, sus * 256, "leaf-spine cables, {sus} SU");
+        }
+    }
+
+    #[test]
+    fn bundles_partition_the_fabric_links() {
+        for s in [shape(30, 2, 2, 8), shape(60, 3, 3, 8)] {
+            let mut owner = vec![u32::MAX; s.n_links() as usize];
+            for b in 0..s.n_bundles() {
+                s.for_each_member(b, |l| {
+                    assert_eq!(owner[l as usize], u32::MAX);
+                    owner[l as usize] = b;
+                    assert_eq!(s.bundle_of_link(l), Some(b));
+                });
+            }
+            let fabric_links = owner.iter().filter(|&&b| b != u32::MAX).count();
+            // Endpoint links have no bundle with a single uplink; every other link has one.
+            assert_eq!(fabric_links, s.n_links() as usize - 2 * s.n_endpoints as usize);
+        }
+    }
+}
