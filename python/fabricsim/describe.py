@@ -1,0 +1,137 @@
+"""``Fabric.describe()``: what a generated fabric is made of, what it can carry, what it burns.
+
+Counts come from the Rust structure, figures from the catalog parts the fabric was built
+from. Bandwidths are line rates per direction unless a row says otherwise. Power is the
+scale-out fabric's switches plus optics; the optics are shown for pluggable transceivers
+and for co-packaged optics side by side, whatever the switch actually uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from .units import format_rate
+
+__all__ = ["Description", "describe"]
+
+# Optics per port when the comparison needs the other technology (catalog names).
+_PLUGGABLE, _COPACKAGED = "pluggable-1.6t", "cpo-1.6t"
+
+
+@dataclass(frozen=True)
+class Description:
+    """Rows of (section, quantity, value, unit). ``table`` is the Arrow form; print() it."""
+
+    table: pa.Table
+
+    def __str__(self) -> str:
+        rows = self.table.to_pylist()
+        width = max(len(r["quantity"]) for r in rows) if rows else 0
+        out, section = [], None
+        for r in rows:
+            if r["section"] != section:
+                section = r["section"]
+                out.append(f"{section}")
+            v, unit = r["value"], r["unit"]
+            if unit == "B/s":
+                shown = format_rate(v, bits=False)
+            elif unit == "W":
+                shown = "unknown" if v != v else f"{v:,.0f} W"
+            elif unit == "count":
+                shown = f"{int(v):,}"
+            else:
+                shown = f"{v:g} {unit}"
+            out.append(f"  {r['quantity']:<{width}}  {shown}")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + str(self) + "</pre>"
+
+
+def describe(fabric: Any) -> Description:
+    from . import catalog
+
+    s = fabric.structure
+    parts = fabric._parts
+    rows: list[tuple[str, str, float, str]] = []
+
+    def add(section: str, quantity: str, value: float, unit: str) -> None:
+        rows.append((section, quantity, float(value), unit))
+
+    add("counts", "GPUs", s["n_gpus"], "count")
+    dom = s.get("domain")
+    out = s.get("scale_out")
+    if dom:
+        per_domain_chips = dom["planes"] * (dom["n_leaves"] + dom["n_spines"] + dom["n_cores"])
+        add("counts", "scale-up domains", dom["n_domains"], "count")
+        add("counts", "NVSwitch chips", per_domain_chips * dom["n_domains"], "count")
+        nvlinks = dom["n_endpoints"] * sum(dom["endpoint_links"]) + dom["planes"] * dom["n_leaves"] * dom["leaf_up"]
+        add("counts", "NVLinks, GPU to switch chip", nvlinks * dom["n_domains"], "count")
+    if s["n_nics"]:
+        add("counts", "NICs" if s["n_gpus"] else "hosts", s["n_nics"], "count")
+    if out:
+        p = out["planes"]
+        add("counts", "scale-out planes", p, "count")
+        add("counts", "leaf switches", p * out["n_leaves"], "count")
+        if out["n_spines"]:
+            add("counts", "spine switches", p * out["n_spines"], "count")
+        if out["n_cores"]:
+            add("counts", "core switches", p * out["n_cores"], "count")
+        nic_cables = p * out["n_endpoints"]
+        fabric_cables = p * (out["n_leaves"] * out["leaf_up"] + out["n_spines"] * out["spine_up"])
+        add("counts", "scale-out cables", nic_cables + fabric_cables, "count")
+        sw = parts["switch"]
+        cpo = sw["optics"] == "co-packaged"
+        # Every cable end is a pluggable transceiver, except the switch ends of a CPO switch.
+        transceivers = nic_cables if cpo else 2 * (nic_cables + fabric_cables)
+        add("counts", "pluggable optical transceivers", transceivers, "count")
+
+    if dom:
+        gpu = parts["gpu"]
+        per_gpu = sum(dom["endpoint_links"]) * gpu["nvlink_link_Bps"]
+        add("bandwidth", "scale-up per GPU per direction", per_gpu, "B/s")
+        add("bandwidth", "scale-up per GPU, payload (x efficiency)", per_gpu * parts["nvlink_efficiency"], "B/s")
+        add("bandwidth", "aggregate NVLink, both directions", 2 * per_gpu * s["n_gpus"], "B/s")
+    if out:
+        nic_Bps = parts["plane_Bps"] * out["planes"]
+        add("bandwidth", "scale-out per endpoint per direction", nic_Bps, "B/s")
+        n = out["n_endpoints"]
+        injection = n * nic_Bps / 2
+        plane_Bps = parts["plane_Bps"]
+        leaf_up = out["planes"] * out["n_leaves"] * out["leaf_up"] * plane_Bps / 2
+        add("bandwidth", "bisection, leaf tier", min(injection, leaf_up), "B/s")
+        if out["n_cores"]:
+            spine_up = out["planes"] * out["n_spines"] * out["spine_up"] * plane_Bps / 2
+            add("bandwidth", "bisection, spine tier", min(injection, spine_up), "B/s")
+
+    if out:
+        sw = parts["switch"]
+        n_switches = out["planes"] * (out["n_leaves"] + out["n_spines"] + out["n_cores"])
+        # Switch ports in use: leaves' host ports, then both ends of every switch-to-switch cable.
+        ports_used = out["planes"] * (
+            out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
+        )
+        # Ports at the plane rate, expressed in native switch ports for per-port optics power.
+        native_ports = ports_used * parts["plane_Bps"] / sw["port_Bps"]
+        system = sw["system_watts"]
+        add("power", "switches without optics", float("nan") if system is None else system * n_switches, "W")
+        plug = catalog.part(_PLUGGABLE)
+        cpo = catalog.part(_COPACKAGED)
+        per_port_plug = plug["watts"] * sw["port_Bps"] / plug["rate_Bps"]
+        per_port_cpo = cpo["watts"] * sw["port_Bps"] / cpo["rate_Bps"]
+        add("power", "switch-side optics, as built", native_ports * sw["optics_watts_per_port"], "W")
+        add("power", "switch-side optics if pluggable", native_ports * per_port_plug, "W")
+        add("power", "switch-side optics if co-packaged", native_ports * per_port_cpo, "W")
+
+    table = pa.table(
+        {
+            "section": pa.array([r[0] for r in rows], pa.string()),
+            "quantity": pa.array([r[1] for r in rows], pa.string()),
+            "value": pa.array([r[2] for r in rows], pa.float64()),
+            "unit": pa.array([r[3] for r in rows], pa.string()),
+        }
+    )
+    return Description(table)
