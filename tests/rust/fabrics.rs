@@ -1,0 +1,363 @@
+//! Structured fabrics through the public crate API: per-hop ECMP read off the structure
+//! against the generic graph router (with and without faults), and pooled bundles against
+//! their member links.
+
+use fabricsim::ids::{LinkId, NodeId};
+use fabricsim::rng::Rng;
+use fabricsim::routing::structured::{route, Routed};
+use fabricsim::routing::{check_route, Router};
+use fabricsim::topology::fabric::{Fabric, Mode};
+use fabricsim::topology::generators::{
+    clos, cluster, nvlink_domains, NvlinkParams, ScaleOutParams,
+};
+use fabricsim::Error;
+
+const ECMP: [Mode; 2] = [Mode::Ecmp, Mode::Ecmp];
+
+fn scale_out(tiers: u32, planes: u32, radix: u32, oversubscription: [f64; 2]) -> ScaleOutParams {
+    ScaleOutParams {
+        tiers,
+        planes,
+        radix,
+        oversubscription,
+        link_Bps: 50e9,
+        switch_latency_s: 1e-7,
+        nic_latency_s: 0.0,
+        mode: Mode::Ecmp,
+    }
+}
+
+fn nvlink(gpus: u32, chip_links: Vec<u32>, tiers: u32, chip_ports: u32) -> NvlinkParams {
+    NvlinkParams {
+        gpus_per_domain: gpus,
+        chip_links,
+        tiers,
+        chip_ports,
+        link_Bps: 40e9,
+        chip_latency_s: 6e-7,
+    }
+}
+
+/// A named fabric and the nodes whose pairs its structure routes.
+struct Case {
+    name: &'static str,
+    fabric: Fabric,
+    endpoints: Vec<u32>,
+    /// Links the generic router must not use (a cluster's NVLinks for scale-out pairs: a
+    /// detour through another GPU's NVLink and NIC can tie with the Clos path on hop count,
+    /// and the structure keeps cross-domain traffic on the scale-out fabric).
+    masked: Vec<u32>,
+}
+
+fn bare(name: &'static str, n_hosts: u32, so: ScaleOutParams) -> Case {
+    Case {
+        name,
+        fabric: clos(n_hosts, &so).unwrap(),
+        endpoints: (0..n_hosts).collect(),
+        masked: Vec::new(),
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut out = vec![
+        bare("2-tier", 32, scale_out(2, 1, 8, [1.0, 1.0])),
+        bare("2-tier partial", 27, scale_out(2, 1, 8, [1.0, 1.0])),
+        bare("2-tier 3:1", 16, scale_out(2, 1, 8, [3.0, 1.0])),
+        bare("3-tier", 128, scale_out(3, 1, 8, [1.0, 1.0])),
+        bare(
+            "3-tier partial 2:1 spines",
+            70,
+            scale_out(3, 1, 8, [1.0, 2.0]),
+        ),
+        bare("2-plane 2-tier", 64, scale_out(2, 2, 16, [1.0, 1.0])),
+        bare("4-plane 3-tier 2:1", 100, scale_out(3, 4, 16, [2.0, 1.0])),
+    ];
+    for (name, nv) in [
+        ("hgx", nvlink(8, vec![5, 4, 4, 5], 1, 64)),
+        ("nvl72", nvlink(72, vec![1; 18], 1, 72)),
+        ("nvl576", nvlink(576, vec![1; 18], 2, 72)),
+    ] {
+        let fabric = nvlink_domains(2, &nv).unwrap();
+        let endpoints = (0..fabric.n_gpus).collect();
+        out.push(Case {
+            name,
+            fabric,
+            endpoints,
+            masked: Vec::new(),
+        });
+    }
+    // Clusters: GPU and NIC pairs across domains, scale-out masked to the Clos.
+    for (name, nv, n_domains, so) in [
+        (
+            "hgx cluster 3-tier",
+            nvlink(8, vec![5, 4, 4, 5], 1, 64),
+            8,
+            scale_out(3, 1, 8, [1.0, 1.0]),
+        ),
+        (
+            "nvl72 cluster 2-plane",
+            nvlink(72, vec![1; 18], 1, 72),
+            2,
+            scale_out(3, 2, 16, [1.0, 1.0]),
+        ),
+    ] {
+        let fabric = cluster(n_domains, &nv, 64e9, &so).unwrap();
+        let endpoints = (0..fabric.n_gpus + fabric.n_nics).collect();
+        let masked = (0..fabric.nic_link_base).collect();
+        out.push(Case {
+            name,
+            fabric,
+            endpoints,
+            masked,
+        });
+    }
+    out
+}
+
+/// A random pair of distinct endpoints, both GPUs or both NICs (hosts). Domains without a
+/// scale-out fabric are islands: both GPUs in one domain. A cluster with its NVLinks masked:
+/// never two nodes of one domain (their route is the NVLink one).
+fn pair(c: &Case, rng: &mut Rng) -> (u32, u32) {
+    let n = c.endpoints.len() as u64;
+    let f = &c.fabric;
+    let dom = |x: u32| f.gpu_domain(x % f.n_gpus.max(1)).map(|d| d.0);
+    loop {
+        let a = c.endpoints[rng.below(n) as usize];
+        let b = c.endpoints[rng.below(n) as usize];
+        let same = dom(a) == dom(b);
+        let wanted = if f.scale_out.is_none() {
+            same
+        } else {
+            c.masked.is_empty() || !same
+        };
+        let same_kind = (a < f.n_gpus) == (b < f.n_gpus);
+        if a != b && wanted && same_kind {
+            return (a, b);
+        }
+    }
+}
+
+fn capacities(c: &Case, f: &Fabric) -> Vec<f64> {
+    let mut caps = f.link_capacity_Bps().to_vec();
+    for &l in &c.masked {
+        caps[l as usize] = 0.0;
+    }
+    caps
+}
+
+fn ids(links: &[u32]) -> Vec<LinkId> {
+    links.iter().map(|&l| LinkId(l)).collect()
+}
+
+#[test]
+fn structured_ecmp_equals_the_generic_router() {
+    let mut rng = Rng::new(7);
+    for c in cases() {
+        let f = &c.fabric;
+        let caps = capacities(&c, f);
+        let mut router = Router::new();
+        let mut out = Routed::default();
+        for _ in 0..400 {
+            let (a, b) = pair(&c, &mut rng);
+            let (key, seed) = (rng.next_u64(), rng.next_u64());
+            assert!(
+                route(f, a, b, key, seed, ECMP, &mut out).unwrap(),
+                "{}: {a}->{b} structured",
+                c.name
+            );
+            let want = router
+                .route(f.topology(), &caps, NodeId(a), NodeId(b), key, seed)
+                .unwrap();
+            assert_eq!(
+                ids(&out.links),
+                want,
+                "{}: {a}->{b} key {key} seed {seed}",
+                c.name
+            );
+            check_route(f.topology(), &caps, NodeId(a), NodeId(b), &want).unwrap();
+        }
+    }
+}
+
+#[test]
+fn ecmp_uses_every_spine_over_many_keys() {
+    let f = clos(32, &scale_out(2, 1, 8, [1.0, 1.0])).unwrap();
+    let spine_of = |links: &[u32]| f.topology().link_dst()[links[1] as usize];
+    let mut out = Routed::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for key in 0..200 {
+        route(&f, 0, 31, key, 3, ECMP, &mut out).unwrap();
+        seen.insert(spine_of(&out.links));
+    }
+    assert_eq!(
+        seen.len(),
+        4,
+        "a 32-host, 8-port Clos has 4 spines: {seen:?}"
+    );
+}
+
+/// A copy with `n` random links of the Clos (the scale-out one in a cluster) times `factor`.
+fn faulty(f: &Fabric, rng: &mut Rng, n: usize, factor: f64) -> Fabric {
+    let placed = f.scale_out_placed_opt();
+    let first = placed.map_or(0, |p| p.link_base);
+    let n_links = f.n_links() as u32 - first;
+    let links: Vec<u32> = (0..n)
+        .map(|_| first + rng.below(n_links as u64) as u32)
+        .collect();
+    f.with_link_factors(&links, factor).unwrap()
+}
+
+#[test]
+fn ecmp_after_faults_takes_valid_surviving_paths() {
+    let mut rng = Rng::new(11);
+    // Routes compared; pairs with no up-down path left, with and without a graph detour.
+    let (mut same, mut detour_only, mut cut_off) = (0, 0, 0);
+    for c in cases() {
+        for round in 0..6 {
+            let n_down = 1 + round * 3;
+            let f = faulty(&c.fabric, &mut rng, n_down, 0.0);
+            assert!(f.has_faults(), "{}", c.name);
+            let caps = capacities(&c, &f);
+            let mut router = Router::new();
+            let mut out = Routed::default();
+            for _ in 0..150 {
+                let (a, b) = pair(&c, &mut rng);
+                let (key, seed) = (rng.next_u64(), rng.next_u64());
+                let graph = router.route(f.topology(), &caps, NodeId(a), NodeId(b), key, seed);
+                match (route(&f, a, b, key, seed, ECMP, &mut out), graph) {
+                    (Ok(found), Ok(graph)) => {
+                        assert!(found, "{}: {a}->{b}", c.name);
+                        let links = ids(&out.links);
+                        check_route(f.topology(), &caps, NodeId(a), NodeId(b), &links)
+                            .unwrap_or_else(|e| panic!("{}: {a}->{b}: {e:?}", c.name));
+                        // A surviving up-down path is a shortest one, and is picked alike.
+                        assert_eq!(links, graph, "{}: {a}->{b} key {key} seed {seed}", c.name);
+                        same += 1;
+                    }
+                    (Ok(_), Err(e)) => {
+                        panic!(
+                            "{}: the structure routed {a}->{b} but the graph has no path: {e:?}",
+                            c.name
+                        )
+                    }
+                    (Err(Error::ZeroCapacityPath(msg)), graph) => {
+                        assert!(msg.starts_with("no path from"), "{msg}");
+                        match graph {
+                            Ok(_) => detour_only += 1,
+                            Err(_) => cut_off += 1,
+                        }
+                    }
+                    (Err(e), _) => panic!("{}: {a}->{b}: {e:?}", c.name),
+                }
+            }
+        }
+    }
+    assert!(
+        same > 5000 && cut_off > 0,
+        "{same} routes compared, {cut_off} pairs cut off"
+    );
+    eprintln!(
+        "faulty ECMP: {same} equal, {detour_only} only by a non-up-down detour, {cut_off} cut off"
+    );
+}
+
+#[test]
+fn a_downed_spine_is_avoided_and_its_pairs_still_route() {
+    let f = clos(32, &scale_out(2, 1, 8, [1.0, 1.0])).unwrap();
+    let t = f.topology();
+    let spine = 32 + 8; // hosts, then 8 leaves, then spines
+    let links: Vec<u32> = (0..f.n_links() as u32)
+        .filter(|&l| t.link_src()[l as usize] == spine || t.link_dst()[l as usize] == spine)
+        .collect();
+    assert_eq!(links.len(), 16, "a spine of 8 ports has 8 cables");
+    let g = f.with_link_factors(&links, 0.0).unwrap();
+    let mut out = Routed::default();
+    let mut rng = Rng::new(2);
+    for key in 0..300 {
+        let (a, b) = (rng.below(32) as u32, rng.below(32) as u32);
+        if a == b {
+            continue;
+        }
+        assert!(route(&g, a, b, key, 1, ECMP, &mut out).unwrap());
+        assert!(
+            out.links.iter().all(|l| !links.contains(l)),
+            "route {:?} crosses the downed spine",
+            out.links
+        );
+    }
+}
+
+#[test]
+fn bundle_capacities_are_the_sums_of_their_members() {
+    let mut rng = Rng::new(5);
+    for c in cases() {
+        let nominal = &c.fabric;
+        let mut fabrics = vec![nominal.clone()];
+        for (n, factor) in [(1, 0.0), (5, 0.5), (20, 0.0), (3, 0.25)] {
+            let last = fabrics.last().unwrap().clone();
+            fabrics.push(faulty(nominal, &mut rng, n, factor));
+            // Faults on top of faults.
+            fabrics.push(faulty(&last, &mut rng, n, factor));
+        }
+        for f in &fabrics {
+            let caps = f.link_capacity_Bps();
+            assert_eq!(f.bundle_capacity_Bps().len(), f.n_bundles(), "{}", c.name);
+            for b in 0..f.n_bundles() as u32 {
+                let mut sum = 0.0;
+                let mut members = 0;
+                f.for_each_bundle_member(b, |l| {
+                    sum += caps[l as usize];
+                    members += 1;
+                    assert_eq!(f.bundle_of_link(l), Some(b), "{}: link {l}", c.name);
+                });
+                assert!(members > 0, "{}: bundle {b} is empty", c.name);
+                let got = f.bundle_capacity_Bps()[b as usize];
+                assert!(
+                    (got - sum).abs() <= 1e-9 * sum.max(1.0),
+                    "{}: bundle {b}: {got} != {sum}",
+                    c.name
+                );
+                assert_eq!(f.constraint_capacity_Bps(f.n_links() as u32 + b), got);
+            }
+        }
+    }
+}
+
+#[test]
+fn spraying_splits_over_surviving_planes_by_their_links() {
+    let f = clos(64, &scale_out(2, 2, 16, [1.0, 1.0])).unwrap();
+    let spray = [Mode::Spray, Mode::Spray];
+    let mut out = Routed::default();
+    // Hosts 0 and 63 sit on different leaves: per plane one leaf-up and one leaf-down bundle.
+    route(&f, 0, 63, 0, 0, spray, &mut out).unwrap();
+    // Coefficients of the bundles (constraints after the links) in the usage list.
+    let n = f.n_links() as u32;
+    let bundle_shares = |out: &Routed| -> Vec<f64> {
+        out.usage
+            .iter()
+            .filter(|u| u.constraint >= n)
+            .map(|u| u.coefficient)
+            .collect()
+    };
+    let shares = bundle_shares(&out);
+    assert_eq!(
+        shares,
+        vec![1.0, 0.5, 0.5, 0.5, 0.5, 1.0],
+        "{:?}",
+        out.usage
+    );
+    // Plane 1 down: the flow crosses plane 0 alone.
+    let placed = f.scale_out_placed_opt().unwrap();
+    let plane1: Vec<u32> = (0..placed.shape.n_links())
+        .filter(|&l| placed.shape.locate(l).0 == 1)
+        .map(|l| placed.link_base + l)
+        .collect();
+    let g = f.with_link_factors(&plane1, 0.0).unwrap();
+    route(&g, 0, 63, 0, 0, spray, &mut out).unwrap();
+    let shares = bundle_shares(&out);
+    assert_eq!(shares, vec![1.0, 1.0, 1.0, 1.0], "{:?}", out.usage);
+    // The endpoint bundles lost the plane's link.
+    let up = out.usage[0].constraint;
+    assert_eq!(g.constraint_capacity_Bps(up), 50e9);
+    assert_eq!(f.constraint_capacity_Bps(up), 100e9);
+}
