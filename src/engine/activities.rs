@@ -60,6 +60,11 @@ impl Activities {
         self.wait_s[a.index()]
     }
 
+    /// A flow's rate cap (`f64::INFINITY` for none, and for a delay).
+    pub fn rate_cap_Bps(&self, a: ActivityId) -> f64 {
+        self.rate_cap_Bps[a.index()]
+    }
+
     pub fn usage(&self, a: ActivityId) -> &[Usage] {
         let i = a.index();
         &self.usage[self.usage_offsets[i]..self.usage_offsets[i + 1]]
@@ -88,36 +93,10 @@ impl Activities {
                 "max_rate_Bps must be > 0 (or None), got {rate_cap_Bps}"
             )));
         }
-        for u in usage {
-            if !(u.coefficient.is_finite() && u.coefficient > 0.0) {
-                return Err(Error::InvalidArgument(format!(
-                    "usage coefficient on constraint {} must be finite and > 0, got {}",
-                    u.constraint, u.coefficient
-                )));
-            }
-        }
-        if usage.is_empty() && bytes > 0.0 && !rate_cap_Bps.is_finite() {
-            return Err(Error::InvalidArgument(
-                "a flow with bytes to move needs a route (usage list) or a rate cap".into(),
-            ));
-        }
+        check_usage(usage, bytes, rate_cap_Bps)?;
         self.check_after(after)?;
         let id = self.push(Kind::Flow, start_s, latency_s, bytes, rate_cap_Bps, after);
-        let begin = self.usage.len();
-        self.usage.extend_from_slice(usage);
-        let row = &mut self.usage[begin..];
-        row.sort_unstable_by_key(|u| u.constraint);
-        // Merge repeated constraints in place.
-        let mut w = 0;
-        for r in 0..row.len() {
-            if w > 0 && row[w - 1].constraint == row[r].constraint {
-                row[w - 1].coefficient += row[r].coefficient;
-            } else {
-                row[w] = row[r];
-                w += 1;
-            }
-        }
-        self.usage.truncate(begin + w);
+        push_merged(&mut self.usage, usage);
         self.usage_offsets.push(self.usage.len());
         Ok(id)
     }
@@ -199,4 +178,42 @@ impl Activities {
         }
         ActivityId(id)
     }
+}
+
+/// Checks a flow's usage list: coefficients finite and > 0, and a route or a rate cap for a
+/// flow with bytes to move.
+pub(crate) fn check_usage(usage: &[Usage], bytes: f64, rate_cap_Bps: f64) -> Result<()> {
+    for u in usage {
+        if !(u.coefficient.is_finite() && u.coefficient > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "usage coefficient on constraint {} must be finite and > 0, got {}",
+                u.constraint, u.coefficient
+            )));
+        }
+    }
+    if usage.is_empty() && bytes > 0.0 && !rate_cap_Bps.is_finite() {
+        return Err(Error::InvalidArgument(
+            "a flow with bytes to move needs a route (usage list) or a rate cap".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Appends `usage` to `to` sorted by constraint, entries on one constraint merged by adding
+/// their coefficients.
+pub(crate) fn push_merged(to: &mut Vec<Usage>, usage: &[Usage]) {
+    let begin = to.len();
+    to.extend_from_slice(usage);
+    let row = &mut to[begin..];
+    row.sort_unstable_by_key(|u| u.constraint);
+    let mut w = 0;
+    for r in 0..row.len() {
+        if w > 0 && row[w - 1].constraint == row[r].constraint {
+            row[w - 1].coefficient += row[r].coefficient;
+        } else {
+            row[w] = row[r];
+            w += 1;
+        }
+    }
+    to.truncate(begin + w);
 }
