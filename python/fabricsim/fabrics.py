@@ -310,7 +310,7 @@ def _scale_out_spec(
     for p in plane_options:
         p = _positive_int("planes", p)
         if p > max(1, nic_p["max_planes"]) and planes is not None:
-            raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} planes, got planes={p}")
+            raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} plane(s), got planes={p}")
         plane_Bps = float(nic_p["rate_Bps"]) / p
         if plane_Bps > sw["port_Bps"] * (1 + 1e-9) or plane_Bps < sw["lane_Bps"] * (1 - 1e-9):
             errors.append(f"planes={p}: {plane_Bps * 8 / 1e9:g} Gb/s per plane is not a port speed of {sw.name}")
@@ -369,8 +369,14 @@ class Fabric(Topology):
         """Sizes of the domains and of the scale-out Clos, as the generator laid them out."""
         return self._core.structure()
 
-    def node_names(self, nodes: Any) -> list[str]:  # type: ignore[override]
-        """Readable names (``gpu12``, ``d3.nvswitch4``, ``p1.leaf7``) of node ids."""
+    @property
+    def node_names(self) -> "_NodeNames":  # type: ignore[override]
+        """Readable node names (``gpu12``, ``d3.nvswitch4``, ``p1.leaf7``), computed on demand:
+        ``fabric.node_names[i]``, or ``fabric.names_of(ids)`` for many."""
+        return _NodeNames(self._core)
+
+    def names_of(self, nodes: Any) -> list[str]:
+        """Readable names of node ids."""
         return self._core.node_names([int(n) for n in np.atleast_1d(nodes)])
 
     def node_id(self, node: Any) -> int:
@@ -394,6 +400,21 @@ class Fabric(Topology):
     def __repr__(self) -> str:
         s = self._core.structure()
         return f"Fabric(n_gpus={s['n_gpus']}, n_nodes={s['n_nodes']}, n_links={s['n_links']})"
+
+
+class _NodeNames:
+    """A read-only sequence of a fabric's node names, each made when asked for."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: _core.Topology) -> None:
+        self._core = core
+
+    def __len__(self) -> int:
+        return self._core.n_nodes
+
+    def __getitem__(self, i: int) -> str:
+        return self._core.node_names([int(i)])[0]
 
 
 def _fault_links(topo: Topology, links: Any, nodes: Any, planes: Any) -> list[int]:

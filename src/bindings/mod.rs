@@ -247,7 +247,7 @@ impl Topology {
             let t = self.inner.topology();
             let mut out = Vec::new();
             for &n in &nodes {
-                let node = t.node("node", n)?;
+                let node = t.node("faulted", n)?;
                 out.extend_from_slice(t.out_links(node));
                 out.extend_from_slice(t.in_links(node));
             }
@@ -287,7 +287,7 @@ impl Topology {
             let t = self.inner.topology();
             nodes
                 .iter()
-                .map(|&n| Ok(self.inner.node_name(t.node("node", n)?.0)))
+                .map(|&n| Ok(self.inner.node_name(t.node("named", n)?.0)))
                 .collect()
         })
     }

@@ -63,6 +63,12 @@ pub fn route(
     out: &mut Routed,
 ) -> Result<bool> {
     out.clear();
+    if src == dst {
+        return Err(Error::SameEndpoints(format!(
+            "flow from {} to itself: src and dst must differ",
+            f.node_name(src)
+        )));
+    }
     let gpus = f.n_gpus;
     if src < gpus && dst < gpus {
         if let (Some((da, ea)), Some((db, eb))) = (f.gpu_domain(src), f.gpu_domain(dst)) {
