@@ -1,9 +1,14 @@
 //! Event-driven fluid simulation of a DAG of activities under max-min fair sharing
-//! (DESIGN.md section 1). The engine sees constraints (capacities) and activities only.
+//! (DESIGN.md section 1). The engine sees constraints (capacities) and activities only;
+//! disruptions change capacities and usage lists during a run (module `disruption`).
 
 mod activities;
+mod disruption;
 mod sharing;
 mod sim;
 
 pub use activities::{Activities, Kind};
-pub use sim::{run, Progress, RunOptions, RunOutput};
+pub use disruption::Disruption;
+pub use sim::{
+    run, run_with_disruptions, Outcome, Progress, RunOptions, RunOutput, NO_FAILURE, NO_PATH,
+};

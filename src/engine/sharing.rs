@@ -22,6 +22,14 @@
 //! other flow fixed, and checks the certificate where the region touches fixed flows. Where
 //! it fails, the fixed flows that break it join and the region is solved again. The region
 //! ends up close to the set of flows whose rate really changes.
+//!
+//! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
+//! caller detaches every flow on a constraint whose capacity changes and every rerouted
+//! flow, changes capacities and usage lists while no attached flow is on what changes, and
+//! re-attaches the survivors as arrivals of the same `resolve`. Departures change nothing
+//! below their rates; a capacity change on a constraint without flows changes no filling;
+//! the arrivals' saturation levels are taken with the new capacities. So the threshold and
+//! the certificate hold as they are.
 
 use crate::solver::{Filling, Incidence, Usage, CAPPED};
 
@@ -39,13 +47,17 @@ pub(crate) struct Slot {
 
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
 pub(crate) struct Sharing<'a> {
-    pub usage_offsets: &'a [usize],
-    pub usage: &'a [Usage],
-    pub capacity: &'a [f64],
+    /// Every usage list a flow can have: the activities' own, then the disruptions' reroutes.
+    usage: &'a [Usage],
+    /// The current usage list of each flow: `usage[span[f].0..span[f].1]`.
+    span: Vec<(usize, usize)>,
+    /// Current capacity of each constraint.
+    pub capacity: Vec<f64>,
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
     pub on: Vec<Vec<Slot>>,
-    /// For each usage entry of a transferring flow, its position in `on[constraint]`.
+    /// For each entry of `usage` in use by a transferring flow, its position in
+    /// `on[constraint]`.
     pos: Vec<u32>,
     /// Current rate of each activity (0 when not transferring).
     pub rate: Vec<f64>,
@@ -62,9 +74,11 @@ pub(crate) struct Sharing<'a> {
     subset: Vec<u32>,
     /// Constraints where the certificate failed, with the rate from which fixed flows join.
     failures: Vec<(u32, f64)>,
-    /// Load and fastest rate of the flows that just left, per constraint.
+    /// Load and fastest rate of the flows detached since the last re-solve, per constraint,
+    /// and their slowest rate.
     left_load: Vec<f64>,
     left_max: Vec<f64>,
+    left_min_rate: f64,
     /// Per-constraint effect of the region's new rates, for the certificate check.
     load_delta: Vec<f64>,
     region_old_max: Vec<f64>,
@@ -87,30 +101,31 @@ pub(crate) struct Sharing<'a> {
 }
 
 struct View<'a> {
-    usage_offsets: &'a [usize],
     usage: &'a [Usage],
+    span: &'a [(usize, usize)],
 }
 
 impl Incidence for View<'_> {
     #[inline]
     fn usage(&self, f: u32) -> &[Usage] {
-        let f = f as usize;
-        &self.usage[self.usage_offsets[f]..self.usage_offsets[f + 1]]
+        let (begin, end) = self.span[f as usize];
+        &self.usage[begin..end]
     }
 }
 
 impl<'a> Sharing<'a> {
+    /// `span[f]` is flow f's initial usage list in `usage`.
     pub fn new(
-        usage_offsets: &'a [usize],
         usage: &'a [Usage],
-        capacity: &'a [f64],
+        span: Vec<(usize, usize)>,
+        capacity: Vec<f64>,
         rate_cap: &'a [f64],
     ) -> Self {
-        let n_acts = usage_offsets.len() - 1;
+        let n_acts = span.len();
         let n_c = capacity.len();
         Sharing {
-            usage_offsets,
             usage,
+            span,
             capacity,
             rate_cap,
             on: vec![Vec::new(); n_c],
@@ -126,6 +141,7 @@ impl<'a> Sharing<'a> {
             failures: Vec::new(),
             left_load: vec![0.0; n_c],
             left_max: vec![0.0; n_c],
+            left_min_rate: f64::INFINITY,
             load_delta: vec![0.0; n_c],
             region_old_max: vec![0.0; n_c],
             region_new_max: vec![0.0; n_c],
@@ -144,25 +160,45 @@ impl<'a> Sharing<'a> {
 
     #[inline]
     pub fn usage_of(&self, f: u32) -> &'a [Usage] {
-        let f = f as usize;
-        &self.usage[self.usage_offsets[f]..self.usage_offsets[f + 1]]
+        let (begin, end) = self.span[f as usize];
+        &self.usage[begin..end]
     }
 
-    /// Takes a finished flow off its constraints; its rate stays readable until `resolve`.
+    /// Gives flow `f`, which must not be attached, the usage list `usage[span.0..span.1]`.
+    pub fn set_usage(&mut self, f: u32, span: (usize, usize)) {
+        self.span[f as usize] = span;
+    }
+
+    /// Changes the capacity of constraint `c`, which must carry no flow.
+    pub fn set_capacity(&mut self, c: u32, capacity: f64) {
+        debug_assert!(self.on[c as usize].is_empty());
+        self.capacity[c as usize] = capacity;
+    }
+
+    /// Takes a flow off its constraints, noting its departure for the next `resolve`, which
+    /// reads its current rate now: the caller may zero it afterwards.
     pub fn detach(&mut self, f: u32) {
-        let base = self.usage_offsets[f as usize];
+        let base = self.span[f as usize].0;
+        let r = self.rate[f as usize];
+        self.left_min_rate = self.left_min_rate.min(r);
         for (k, u) in self.usage_of(f).iter().enumerate() {
-            let list = &mut self.on[u.constraint as usize];
+            let ci = u.constraint as usize;
+            let list = &mut self.on[ci];
             let p = self.pos[base + k] as usize;
             list.swap_remove(p);
             if let Some(moved) = list.get(p) {
-                self.pos[self.usage_offsets[moved.flow as usize] + moved.entry as usize] = p as u32;
+                self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
+            // A changed flow's constraint passes its change on to the flows bottlenecked
+            // there, its fastest ones; the certificate check finds whatever else moves.
+            self.left_load[ci] += u.coefficient * r;
+            self.left_max[ci] = self.left_max[ci].max(r);
+            self.visit(u.constraint);
         }
     }
 
     fn attach(&mut self, f: u32) {
-        let base = self.usage_offsets[f as usize];
+        let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let list = &mut self.on[u.constraint as usize];
             self.pos[base + k] = list.len() as u32;
@@ -173,28 +209,17 @@ impl<'a> Sharing<'a> {
         }
     }
 
-    /// Re-solves after `left` flows were detached and `arrived` flows start transferring.
-    /// Afterwards `region` lists the flows whose rate may have changed, with the new rates in
-    /// `solved`; `rate` is not updated (the caller needs the old rates to integrate bytes).
-    pub fn resolve(&mut self, left: &[u32], arrived: &[u32]) -> crate::Result<()> {
+    /// Re-solves after the flows detached since the last call left and `arrived` flows (at
+    /// rate 0) start transferring. Afterwards `region` lists the flows whose rate may have
+    /// changed, with the new rates in `solved`; `rate` is not updated (the caller needs the
+    /// old rates to integrate bytes).
+    pub fn resolve(&mut self, arrived: &[u32]) -> crate::Result<()> {
         // Lowered a hair so flows tied with the threshold by rounding are re-solved too.
-        let threshold = self.threshold(left, arrived) * (1.0 - WIDE);
+        let threshold = self.threshold(arrived) * (1.0 - WIDE);
         for &f in arrived {
             self.attach(f);
         }
         self.region.clear();
-        self.constraints.clear();
-        // A changed flow's constraint passes its change on to the flows bottlenecked there,
-        // its fastest ones; the certificate check finds whatever else moves.
-        for &f in left {
-            let r = self.rate[f as usize];
-            for u in self.usage_of(f) {
-                let ci = u.constraint as usize;
-                self.left_load[ci] += u.coefficient * r;
-                self.left_max[ci] = self.left_max[ci].max(r);
-                self.visit(u.constraint);
-            }
-        }
         for &f in arrived {
             self.add_to_region(f);
         }
@@ -225,6 +250,8 @@ impl<'a> Sharing<'a> {
             self.left_load[ci] = 0.0;
             self.left_max[ci] = 0.0;
         }
+        self.constraints.clear();
+        self.left_min_rate = f64::INFINITY;
         result
     }
 
@@ -267,8 +294,8 @@ impl<'a> Sharing<'a> {
                 self.filling.register(c, self.residual[c as usize]);
             }
             let view = View {
-                usage_offsets: self.usage_offsets,
                 usage: self.usage,
+                span: &self.span,
             };
             self.filling
                 .solve(&view, &self.subset, self.rate_cap, &mut self.solved)?;
@@ -406,12 +433,9 @@ impl<'a> Sharing<'a> {
     }
 
     /// The lowest level at which the filling can differ from the current one (module docs).
-    /// Must run after `left` flows are detached and before `arrived` flows are attached.
-    fn threshold(&mut self, left: &[u32], arrived: &[u32]) -> f64 {
-        let mut t = f64::INFINITY;
-        for &f in left {
-            t = t.min(self.rate[f as usize]);
-        }
+    /// Must run after the leaving flows are detached and before `arrived` flows are attached.
+    fn threshold(&mut self, arrived: &[u32]) -> f64 {
+        let mut t = self.left_min_rate;
         if arrived.is_empty() {
             return t;
         }
@@ -442,8 +466,7 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         for s in &self.on[ci] {
-            let coef =
-                self.usage[self.usage_offsets[s.flow as usize] + s.entry as usize].coefficient;
+            let coef = self.usage[self.span[s.flow as usize].0 + s.entry as usize].coefficient;
             self.scratch.push((self.rate[s.flow as usize], coef));
         }
         self.scratch.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));

@@ -4,9 +4,11 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use super::activities::{Activities, Kind};
+use super::disruption::{Disruption, Schedule, Step};
 use super::sharing::Sharing;
 use crate::error::{Error, Result};
 use crate::solver::IndexedHeap;
+use crate::solver::Usage;
 use crate::units::SAME_INSTANT_REL;
 
 /// Wall time between progress reports (and Ctrl-C checks).
@@ -26,27 +28,54 @@ pub struct RunOptions {
 /// Progress of a run, handed to the caller's callback now and then.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
+    /// Activities that are over: done, failed or skipped.
     pub n_done: usize,
     pub n_activities: usize,
     pub time_s: f64,
     pub n_instants: u64,
 }
 
-/// Everything a run measures, indexed by activity id or constraint id.
+/// How an activity's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Outcome {
+    Done = 0,
+    /// A flow that could not finish (`RunOutput::fail_reason` says why).
+    Failed = 1,
+    /// Never ran: an activity it waits for, directly or not, failed.
+    Skipped = 2,
+}
+
+/// `RunOutput::fail_reason` of an activity that did not fail.
+pub const NO_FAILURE: u32 = u32::MAX;
+/// `RunOutput::fail_reason` of a flow rerouted to no path before it finished.
+pub const NO_PATH: u32 = u32::MAX - 1;
+
+/// Everything a run measures, indexed by activity id or constraint id. Times of an activity
+/// that did not get there are NaN.
 #[derive(Debug, Clone, Default)]
 pub struct RunOutput {
     /// When dependencies were met and the earliest start had come.
     pub ready_s: Vec<f64>,
     /// When a flow's transfer began (after its latency); a delay's ready time.
     pub start_s: Vec<f64>,
+    /// When a done activity finished.
     pub finish_s: Vec<f64>,
+    pub outcome: Vec<Outcome>,
+    /// When a failed flow failed.
+    pub failed_s: Vec<f64>,
+    /// Why a failed flow failed: `NO_PATH`, or the constraint of capacity 0 it was to
+    /// transfer on. `NO_FAILURE` for the other activities.
+    pub fail_reason: Vec<u32>,
     /// Time each constraint carried any load.
     pub busy_s: Vec<f64>,
     /// Highest load seen on each constraint, bytes per second.
     pub peak_load_Bps: Vec<f64>,
+    /// A flow's rate from each of its rows to the next, and 0 after it finished or failed.
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
     pub rate_change_Bps: Vec<f64>,
+    /// Latest finish of a done activity.
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
     pub n_instants: u64,
@@ -64,6 +93,8 @@ enum EventKind {
     TransferStart,
     /// A delay's duration has passed.
     DelayEnd,
+    /// A disruption comes (id: its step in the schedule).
+    Disruption,
 }
 
 /// Heap entry ordered by time, then kind, then id, so ties resolve the same way every run.
@@ -112,52 +143,87 @@ struct Sim<'a> {
     out: RunOutput,
     record_rates: bool,
     verify: bool,
-    n_done: usize,
+    /// Activities done, failed or skipped.
+    n_over: usize,
+    /// The disruptions in time order, and those due at the current instant.
+    steps: Vec<Step>,
+    due: Vec<u32>,
+    /// Constraints of capacity 0 right now: arriving flows are checked only while there are.
+    n_zero_capacity: usize,
 }
 
-/// Runs the activities over constraints of the given capacities (bytes per second).
-/// `progress` is called about every 0.1 s of wall time; returning false stops the run with
-/// `Error::Interrupted`.
+/// Runs the activities over constraints of the given capacities (bytes per second), without
+/// disruptions.
 pub fn run(
     capacity_Bps: &[f64],
     acts: &Activities,
     options: &RunOptions,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<RunOutput> {
+    run_with_disruptions(capacity_Bps, acts, &[], options, progress)
+}
+
+/// Runs the activities over constraints of the given capacities (bytes per second), which
+/// `disruptions` change during the run (src/engine/disruption.rs). `progress` is called about
+/// every 0.1 s of wall time; returning false stops the run with `Error::Interrupted`.
+pub fn run_with_disruptions(
+    capacity_Bps: &[f64],
+    acts: &Activities,
+    disruptions: &[Disruption],
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput> {
     validate(capacity_Bps, acts)?;
+    let schedule = Schedule::new(capacity_Bps.len(), acts, disruptions)?;
     crate::memory::check_fits(
         &format!(
             "running {} activities with {} usage entries over {} constraints",
             acts.len(),
-            acts.n_usage_entries(),
+            schedule.usage.len(),
             capacity_Bps.len()
         ),
-        estimate_run_bytes(capacity_Bps.len(), acts, options.record_rates),
+        estimate_run_bytes(capacity_Bps.len(), acts, &schedule, options.record_rates),
     )?;
-    let mut sim = Sim::new(capacity_Bps, acts, options)?;
+    let mut sim = Sim::new(capacity_Bps, acts, &schedule.usage, schedule.steps, options)?;
     sim.start();
     sim.event_loop(progress)?;
     Ok(sim.finish())
 }
 
 /// Working memory of a run: per-activity state and results, per-entry positions, per-
-/// constraint lists and statistics, and the result tables built afterwards.
-pub fn estimate_run_bytes(n_constraints: usize, acts: &Activities, record_rates: bool) -> f64 {
-    let per_activity = 220.0;
+/// constraint lists and statistics, the result tables built afterwards, and the copy of the
+/// usage lists that reroutes make.
+fn estimate_run_bytes(
+    n_constraints: usize,
+    acts: &Activities,
+    schedule: &Schedule,
+    record_rates: bool,
+) -> f64 {
+    let per_activity = 250.0;
     let per_entry = 24.0;
-    let per_constraint = 160.0;
+    let per_constraint = 170.0;
     let rates = if record_rates {
         40.0 * acts.n_usage_entries() as f64
     } else {
         0.0
     };
+    let copied = match schedule.usage {
+        std::borrow::Cow::Borrowed(_) => 0.0,
+        std::borrow::Cow::Owned(_) => std::mem::size_of::<Usage>() as f64,
+    };
     per_activity * acts.len() as f64
-        + per_entry * acts.n_usage_entries() as f64
+        + (per_entry + copied) * schedule.usage.len() as f64
         + per_constraint * n_constraints as f64
         + rates
 }
 
 fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {
+    if capacity.len() >= NO_PATH as usize {
+        return Err(Error::InvalidArgument(format!(
+            "{} constraints: ids must stay below {NO_PATH}",
+            capacity.len()
+        )));
+    }
     for (c, &cap) in capacity.iter().enumerate() {
         crate::error::check_non_negative(&format!("capacity of constraint {c}"), cap)?;
     }
@@ -171,18 +237,19 @@ fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {
                     capacity.len()
                 )));
             }
-            if capacity[c] == 0.0 && acts.bytes[a] > 0.0 {
-                return Err(Error::ZeroCapacityPath(format!(
-                    "flow {a} crosses constraint {c}, whose capacity is 0: it would never finish"
-                )));
-            }
         }
     }
     Ok(())
 }
 
 impl<'a> Sim<'a> {
-    fn new(capacity: &'a [f64], acts: &'a Activities, options: &RunOptions) -> Result<Self> {
+    fn new(
+        capacity: &[f64],
+        acts: &'a Activities,
+        usage: &'a [Usage],
+        steps: Vec<Step>,
+        options: &RunOptions,
+    ) -> Result<Self> {
         let n = acts.len();
         let mut n_pending = vec![0u32; n];
         let mut dependents_offsets = vec![0usize; n + 1];
@@ -201,21 +268,29 @@ impl<'a> Sim<'a> {
         }
         check_acyclic(n, &n_pending, &dependents_offsets, &dependents)?;
         let n_c = capacity.len();
+        let span = acts
+            .usage_offsets
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+            .collect();
+        let mut events = BinaryHeap::with_capacity(steps.len());
+        for (i, step) in steps.iter().enumerate() {
+            events.push(Reverse(Timed {
+                time_s: step.time_s,
+                kind: EventKind::Disruption,
+                id: i as u32,
+            }));
+        }
         Ok(Sim {
             acts,
             dependents_offsets,
             dependents,
             n_pending,
-            events: BinaryHeap::new(),
+            events,
             finishes: IndexedHeap::with_ids(n),
             remaining_bytes: acts.bytes.clone(),
             updated_s: vec![0.0; n],
-            sharing: Sharing::new(
-                &acts.usage_offsets,
-                &acts.usage,
-                capacity,
-                &acts.rate_cap_Bps,
-            ),
+            sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
             load_since_s: vec![0.0; n_c],
             load_touched: vec![false; n_c],
             touched: Vec::new(),
@@ -223,13 +298,20 @@ impl<'a> Sim<'a> {
                 ready_s: vec![f64::NAN; n],
                 start_s: vec![f64::NAN; n],
                 finish_s: vec![f64::NAN; n],
+                // Done unless it fails or is skipped; `n_over` checks that all got somewhere.
+                outcome: vec![Outcome::Done; n],
+                failed_s: vec![f64::NAN; n],
+                fail_reason: vec![NO_FAILURE; n],
                 busy_s: vec![0.0; n_c],
                 peak_load_Bps: vec![0.0; n_c],
                 ..Default::default()
             },
             record_rates: options.record_rates,
             verify: options.verify,
-            n_done: 0,
+            n_over: 0,
+            steps,
+            due: Vec::new(),
+            n_zero_capacity: capacity.iter().filter(|&&c| c == 0.0).count(),
         })
     }
 
@@ -262,7 +344,7 @@ impl<'a> Sim<'a> {
 
     fn complete(&mut self, a: u32, time_s: f64) {
         self.out.finish_s[a as usize] = time_s;
-        self.n_done += 1;
+        self.n_over += 1;
         for i in self.dependents_offsets[a as usize]..self.dependents_offsets[a as usize + 1] {
             let d = self.dependents[i];
             self.n_pending[d as usize] -= 1;
@@ -277,7 +359,6 @@ impl<'a> Sim<'a> {
     }
 
     fn event_loop(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<()> {
-        let mut left: Vec<u32> = Vec::new();
         let mut arrived: Vec<u32> = Vec::new();
         // The first check (after 64 instants) reports at once.
         let mut last_report = std::time::Instant::now()
@@ -292,7 +373,7 @@ impl<'a> Sim<'a> {
                 (Some(a), None) | (None, Some(a)) => a,
             };
             let horizon = now + now.abs() * SAME_INSTANT_REL;
-            left.clear();
+            let mut n_left = 0usize;
             arrived.clear();
             // Drain everything at this instant, including what it triggers (zero waits).
             loop {
@@ -303,6 +384,9 @@ impl<'a> Sim<'a> {
                             EventKind::DelayEnd => self.complete(e.id, e.time_s),
                             EventKind::TransferStart => {
                                 let f = e.id as usize;
+                                if self.out.outcome[f] != Outcome::Done {
+                                    continue; // failed while it waited
+                                }
                                 self.out.start_s[f] = e.time_s;
                                 if self.acts.bytes[f] == 0.0 {
                                     self.complete(e.id, e.time_s);
@@ -310,6 +394,8 @@ impl<'a> Sim<'a> {
                                     arrived.push(e.id);
                                 }
                             }
+                            // Applied once the instant's finishes and starts are in.
+                            EventKind::Disruption => self.due.push(e.id),
                         }
                         continue;
                     }
@@ -317,59 +403,201 @@ impl<'a> Sim<'a> {
                 match self.finishes.peek() {
                     Some((t, f)) if t <= horizon => {
                         self.finishes.remove(f);
-                        self.sharing.detach(f);
+                        self.leave(now, f);
                         self.remaining_bytes[f as usize] = 0.0;
-                        left.push(f);
+                        n_left += 1;
                         // Recorded at the instant, when the others' rates change.
                         self.complete(f, now);
                     }
                     _ => break,
                 }
             }
+            if !self.due.is_empty() {
+                n_left += self.disrupt(now, &mut arrived);
+            }
+            if self.n_zero_capacity > 0 && !arrived.is_empty() {
+                self.fail_on_zero_capacity(now, &mut arrived);
+            }
             self.out.n_instants += 1;
-            if !left.is_empty() || !arrived.is_empty() {
-                self.reshare(now, &left, &arrived)?;
+            if n_left > 0 || !arrived.is_empty() {
+                self.reshare(now, &arrived)?;
             }
             // Report every tenth of a second of wall time (the clock is read every 64 instants).
             if self.out.n_instants % 64 == 0 && last_report.elapsed() >= REPORT_EVERY {
                 last_report = std::time::Instant::now();
                 let p = Progress {
-                    n_done: self.n_done,
+                    n_done: self.n_over,
                     n_activities: self.acts.len(),
                     time_s: now,
                     n_instants: self.out.n_instants,
                 };
                 if !progress(&p) {
                     return Err(Error::Interrupted(format!(
-                        "run stopped at simulated time {now} s with {} of {} activities done",
-                        self.n_done,
+                        "run stopped at simulated time {now} s with {} of {} activities over",
+                        self.n_over,
                         self.acts.len()
                     )));
                 }
             }
         }
-        if self.n_done != self.acts.len() {
+        if self.n_over != self.acts.len() {
             return Err(Error::Internal(format!(
-                "run ended with {} of {} activities done",
-                self.n_done,
+                "run ended with {} of {} activities done, failed or skipped",
+                self.n_over,
                 self.acts.len()
             )));
         }
         Ok(())
     }
 
-    /// Re-solves rates after flows left or arrived at `now`, and moves every flow whose rate
-    /// changed onto its new finish time.
-    fn reshare(&mut self, now: f64, left: &[u32], arrived: &[u32]) -> Result<()> {
-        // Leaving flows keep their old rate until the re-solve has read it (threshold).
-        for &f in left {
-            let old = self.sharing.rate[f as usize];
-            self.add_load(now, f, -old);
+    /// Takes a transferring flow off its constraints and its load off theirs.
+    fn leave(&mut self, now: f64, f: u32) {
+        self.sharing.detach(f);
+        let old = self.sharing.rate[f as usize];
+        self.add_load(now, f, -old);
+        self.sharing.rate[f as usize] = 0.0;
+    }
+
+    /// Whether `a` has neither finished, failed nor been skipped.
+    fn is_live(&self, a: u32) -> bool {
+        self.out.outcome[a as usize] == Outcome::Done && self.out.finish_s[a as usize].is_nan()
+    }
+
+    /// Applies the disruptions due at `now` (module `disruption`): detaches the transferring
+    /// flows they touch, changes capacities and usage lists, fails flows rerouted to no path
+    /// and adds the survivors to `arrived`. Returns how many flows were detached.
+    fn disrupt(&mut self, now: f64, arrived: &mut Vec<u32>) -> usize {
+        let due = std::mem::take(&mut self.due);
+        // Steps are in time order, and a stable sort keeps each step's own order: the last
+        // capacity of a constraint counts, and the last reroute of a flow unless one before
+        // it failed the flow.
+        let mut capacities: Vec<(u32, f64)> = due
+            .iter()
+            .flat_map(|&i| self.steps[i as usize].capacities.iter().copied())
+            .collect();
+        let mut reroutes: Vec<(u32, Option<(usize, usize)>)> = due
+            .iter()
+            .flat_map(|&i| self.steps[i as usize].reroutes.iter().copied())
+            .collect();
+        capacities.sort_by_key(|&(c, _)| c);
+        reroutes.sort_by_key(|&(f, _)| f);
+        keep_last(&mut capacities, |x| x.0, |_, _| false);
+        keep_last(&mut reroutes, |x| x.0, |earlier, _| earlier.1.is_none());
+        capacities.retain(|&(c, cap)| cap != self.sharing.capacity[c as usize]);
+        // Detach every transferring flow on a changing constraint, and every rerouted one,
+        // bringing its bytes up to date: the survivors arrive again below.
+        let mut detached = Vec::new();
+        for &(c, _) in &capacities {
+            while let Some(s) = self.sharing.on[c as usize].last() {
+                let f = s.flow;
+                self.cut(now, f);
+                detached.push(f);
+            }
         }
-        self.sharing.resolve(left, arrived)?;
-        for &f in left {
-            self.sharing.rate[f as usize] = 0.0;
+        for &(f, _) in &reroutes {
+            if self.finishes.contains(f) {
+                self.cut(now, f);
+                detached.push(f);
+            }
         }
+        for &(c, cap) in &capacities {
+            let was_zero = self.sharing.capacity[c as usize] == 0.0;
+            match (was_zero, cap == 0.0) {
+                (false, true) => self.n_zero_capacity += 1,
+                (true, false) => self.n_zero_capacity -= 1,
+                _ => {}
+            }
+            self.sharing.set_capacity(c, cap);
+        }
+        // A flow that loses its path fails even if what it waits for fails at this instant.
+        let mut failed = Vec::new();
+        for &(f, span) in &reroutes {
+            if !self.is_live(f) {
+                continue;
+            }
+            match span {
+                Some(span) => self.sharing.set_usage(f, span),
+                None => {
+                    self.fail(f, now, NO_PATH);
+                    failed.push(f);
+                }
+            }
+        }
+        for f in failed {
+            self.skip_dependents(f);
+        }
+        arrived.retain(|&f| self.out.outcome[f as usize] == Outcome::Done);
+        arrived.extend(
+            detached
+                .iter()
+                .filter(|&&f| self.out.outcome[f as usize] == Outcome::Done),
+        );
+        self.due = due;
+        self.due.clear();
+        detached.len()
+    }
+
+    /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
+    fn cut(&mut self, now: f64, f: u32) {
+        let fi = f as usize;
+        let moved = self.sharing.rate[fi] * (now - self.updated_s[fi]);
+        self.remaining_bytes[fi] = (self.remaining_bytes[fi] - moved).max(0.0);
+        self.updated_s[fi] = now;
+        self.finishes.remove(f);
+        self.leave(now, f);
+    }
+
+    /// Fails the arriving flows that would transfer on a constraint of capacity 0.
+    fn fail_on_zero_capacity(&mut self, now: f64, arrived: &mut Vec<u32>) {
+        arrived.retain(|&f| {
+            let capacity = &self.sharing.capacity;
+            let usage = self.sharing.usage_of(f);
+            let Some(u) = usage
+                .iter()
+                .find(|u| capacity[u.constraint as usize] == 0.0)
+            else {
+                return true;
+            };
+            self.fail(f, now, u.constraint);
+            self.skip_dependents(f);
+            false
+        });
+    }
+
+    /// Fails a live flow that is not attached (`skip_dependents` must follow).
+    fn fail(&mut self, a: u32, now: f64, reason: u32) {
+        let ai = a as usize;
+        self.out.outcome[ai] = Outcome::Failed;
+        self.out.failed_s[ai] = now;
+        self.out.fail_reason[ai] = reason;
+        if self.out.ready_s[ai] > now {
+            self.out.ready_s[ai] = f64::NAN; // it would have been ready later
+        }
+        self.n_over += 1;
+        // One more dependency that never completes: it does not become ready.
+        self.n_pending[ai] += 1;
+    }
+
+    /// Skips every live activity that waits for `a`, directly or not.
+    fn skip_dependents(&mut self, a: u32) {
+        let mut stack = vec![a];
+        while let Some(x) = stack.pop() {
+            let x = x as usize;
+            for i in self.dependents_offsets[x]..self.dependents_offsets[x + 1] {
+                let d = self.dependents[i];
+                if self.out.outcome[d as usize] == Outcome::Done {
+                    self.out.outcome[d as usize] = Outcome::Skipped;
+                    self.n_over += 1;
+                    stack.push(d);
+                }
+            }
+        }
+    }
+
+    /// Re-solves rates after flows left or `arrived` at `now`, and moves every flow whose
+    /// rate changed onto its new finish time.
+    fn reshare(&mut self, now: f64, arrived: &[u32]) -> Result<()> {
+        self.sharing.resolve(arrived)?;
         let region = std::mem::take(&mut self.sharing.region);
         for &f in &region {
             let fi = f as usize;
@@ -543,4 +771,25 @@ fn check_acyclic(n: usize, n_pending: &[u32], offsets: &[usize], dependents: &[u
         "dependency cycle among activities {} (each waits for the next)",
         cycle.join(" -> ")
     )))
+}
+
+/// Keeps one entry of each run of entries with one key: the last, unless `beats(earlier,
+/// later)` keeps an earlier one.
+fn keep_last<T: Copy, K: PartialEq>(
+    v: &mut Vec<T>,
+    key: impl Fn(&T) -> K,
+    beats: impl Fn(&T, &T) -> bool,
+) {
+    let mut w = 0;
+    for r in 0..v.len() {
+        if w > 0 && key(&v[w - 1]) == key(&v[r]) {
+            if !beats(&v[w - 1], &v[r]) {
+                v[w - 1] = v[r];
+            }
+        } else {
+            v[w] = v[r];
+            w += 1;
+        }
+    }
+    v.truncate(w);
 }

@@ -1,0 +1,129 @@
+//! Faults during a run: capacities that change at a time, with the usage lists that change
+//! with them (routing lives outside the engine, so a reroute arrives as a new usage list).
+//!
+//! * Disruptions apply in time order (input order among equal times). Those within
+//!   `SAME_INSTANT_REL` of an instant apply together, after the instant's finishes and
+//!   starts: a flow that finishes then is done, a transfer that starts then starts under the
+//!   new capacities and usage list. Where several set one capacity or reroute one flow, the
+//!   last counts.
+//! * A rerouted flow that has not finished uses its new usage list from then on: a
+//!   transferring flow moves with the bytes it has left, a waiting one starts on it. A flow
+//!   rerouted to no path (`None`) that has not finished fails then.
+//! * A flow that transfers, or starts to, on a constraint of capacity 0 fails then (it could
+//!   never finish); a zero-byte flow never transfers and so never fails this way.
+//! * A failed flow has no finish time; every activity that waits for it, directly or not, is
+//!   skipped: it never runs and all its times are NaN. The run itself completes; the output
+//!   says per activity `Outcome`, `failed_s` and `fail_reason`.
+
+use std::borrow::Cow;
+
+use super::activities::{check_usage, push_merged, Activities, Kind};
+use crate::error::{check_non_negative, Error, Result};
+use crate::solver::Usage;
+
+/// Capacities that change at one time, with the usage lists that change with them (how they
+/// apply: the docs of this module, src/engine/disruption.rs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Disruption {
+    pub time_s: f64,
+    /// (constraint, new capacity in bytes/s); capacity 0 = down.
+    pub capacities: Vec<(u32, f64)>,
+    /// Flows whose usage list is replaced from this time on: Some(new usage) = rerouted,
+    /// None = no surviving path: the flow fails if it has not finished by then.
+    pub reroutes: Vec<(u32, Option<Vec<Usage>>)>,
+}
+
+/// One disruption, checked, its new usage lists as spans of `Schedule::usage`.
+pub(crate) struct Step {
+    pub time_s: f64,
+    pub capacities: Vec<(u32, f64)>,
+    pub reroutes: Vec<(u32, Option<(usize, usize)>)>,
+}
+
+/// The disruptions of a run in time order.
+pub(crate) struct Schedule<'a> {
+    /// The activities' usage entries, then (only if there are reroutes) each new usage list,
+    /// sorted and merged as `Activities::add_flow` does.
+    pub usage: Cow<'a, [Usage]>,
+    pub steps: Vec<Step>,
+}
+
+impl<'a> Schedule<'a> {
+    pub fn new(
+        n_constraints: usize,
+        acts: &'a Activities,
+        disruptions: &[Disruption],
+    ) -> Result<Self> {
+        for (i, d) in disruptions.iter().enumerate() {
+            check(i, d, n_constraints, acts)?;
+        }
+        let mut order: Vec<usize> = (0..disruptions.len()).collect();
+        order.sort_by(|&a, &b| disruptions[a].time_s.total_cmp(&disruptions[b].time_s));
+        let mut usage = Cow::Borrowed(&acts.usage[..]);
+        let mut steps = Vec::with_capacity(disruptions.len());
+        for i in order {
+            let d = &disruptions[i];
+            let mut reroutes = Vec::with_capacity(d.reroutes.len());
+            for (f, new) in &d.reroutes {
+                let span = new.as_ref().map(|list| {
+                    let to = usage.to_mut();
+                    let begin = to.len();
+                    push_merged(to, list);
+                    (begin, to.len())
+                });
+                reroutes.push((*f, span));
+            }
+            steps.push(Step {
+                time_s: d.time_s,
+                capacities: d.capacities.clone(),
+                reroutes,
+            });
+        }
+        Ok(Schedule { usage, steps })
+    }
+}
+
+fn check(i: usize, d: &Disruption, n_constraints: usize, acts: &Activities) -> Result<()> {
+    check_non_negative(&format!("time_s of disruption {i}"), d.time_s)?;
+    let check_constraint = |c: u32| {
+        if c as usize >= n_constraints {
+            return Err(Error::InvalidArgument(format!(
+                "disruption {i} names constraint {c}, but there are only {n_constraints} \
+                 constraints"
+            )));
+        }
+        Ok(())
+    };
+    for &(c, capacity) in &d.capacities {
+        check_constraint(c)?;
+        check_non_negative(
+            &format!("capacity of constraint {c} in disruption {i}"),
+            capacity,
+        )?;
+    }
+    for (f, new) in &d.reroutes {
+        let fi = *f as usize;
+        if fi >= acts.len() {
+            return Err(Error::UnknownActivity(format!(
+                "disruption {i} reroutes activity {f}, but there are only {} activities",
+                acts.len()
+            )));
+        }
+        if acts.kind[fi] != Kind::Flow {
+            return Err(Error::InvalidArgument(format!(
+                "disruption {i} reroutes activity {f}, which is a delay, not a flow"
+            )));
+        }
+        let Some(list) = new else { continue };
+        for u in list {
+            check_constraint(u.constraint)?;
+        }
+        check_usage(list, acts.bytes[fi], acts.rate_cap_Bps[fi]).map_err(|e| match e {
+            Error::InvalidArgument(m) => {
+                Error::InvalidArgument(format!("disruption {i}, reroute of flow {f}: {m}"))
+            }
+            other => other,
+        })?;
+    }
+    Ok(())
+}
