@@ -2,22 +2,12 @@
 
 mod common;
 
-use common::{assert_close, naive_run};
+use common::{assert_close, naive_run, on, random_dag, RandomDag, TwoTier};
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
 use fabricsim::solver::Usage;
 use fabricsim::Error;
-
-fn on(links: &[u32]) -> Vec<Usage> {
-    links
-        .iter()
-        .map(|&c| Usage {
-            constraint: c,
-            coefficient: 1.0,
-        })
-        .collect()
-}
 
 /// Runs with rate recording and with every instant checked against a full re-solve.
 fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
@@ -148,46 +138,13 @@ fn larger_random_runs_match_the_naive_simulation() {
 fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..n_cases {
-        let n_c = 1 + rng.below(max_constraints) as usize;
-        let capacity: Vec<f64> = (0..n_c)
-            .map(|_| [1.0, 2.0, 5.0, 0.3][rng.below(4) as usize])
-            .collect();
-        let n = 1 + rng.below(max_activities) as usize;
-        let mut acts = Activities::new();
-        let mut deps = Vec::new();
-        for a in 0..n {
-            let mut after = Vec::new();
-            if a > 0 && rng.below(3) == 0 {
-                let d = rng.below(a as u64) as usize;
-                after.push(ActivityId(d as u32));
-                deps.push((a, d));
-            }
-            // Coarse values so that simultaneous events happen.
-            let start = rng.below(4) as f64;
-            if rng.below(5) == 0 {
-                acts.add_delay(rng.below(3) as f64, start, &after).unwrap();
-            } else {
-                let mut usage = Vec::new();
-                for c in 0..n_c {
-                    if rng.below(n_c as u64) < 2 {
-                        usage.push(Usage {
-                            constraint: c as u32,
-                            coefficient: [1.0, 1.0, 2.0, 0.5][rng.below(4) as usize],
-                        });
-                    }
-                }
-                if usage.is_empty() {
-                    usage.push(Usage {
-                        constraint: 0,
-                        coefficient: 1.0,
-                    });
-                }
-                let bytes = [0.0, 1.0, 2.0, 3.0, 7.5][rng.below(5) as usize];
-                let latency = [0.0, 0.0, 0.5, 1.0][rng.below(4) as usize];
-                acts.add_flow(bytes, &usage, latency, start, f64::INFINITY, &after)
-                    .unwrap();
-            }
-        }
+        let RandomDag {
+            capacity,
+            acts,
+            deps,
+            ..
+        } = random_dag(&mut rng, max_constraints, max_activities, false);
+        let n = acts.len();
         let out = go(&capacity, &acts);
         let want = naive_run(&capacity, &acts, &deps);
         for a in 0..n {
@@ -214,30 +171,27 @@ fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: 
 /// moves many rates: every instant is checked against a from-scratch solve.
 #[test]
 fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
-    let (hosts, leaves, spines) = (16u32, 4u32, 2u32);
-    // Constraints: host up/down, leaf->spine and spine->leaf per (leaf, spine).
-    let up = |h: u32| h;
-    let down = |h: u32| hosts + h;
-    let l2s = |l: u32, s: u32| 2 * hosts + l * spines + s;
-    let s2l = |l: u32, s: u32| 2 * hosts + leaves * spines + l * spines + s;
-    let n_c = (2 * hosts + 2 * leaves * spines) as usize;
-    let capacity = vec![10.0; n_c];
+    let tree = TwoTier {
+        hosts: 16,
+        leaves: 4,
+        spines: 2,
+    };
+    let capacity = vec![10.0; tree.n_constraints()];
     for (seed, staggered) in [(1u64, false), (2, true), (3, true)] {
         let mut rng = Rng::new(seed);
         let mut acts = Activities::new();
         for i in 0..600 {
-            let a = rng.below(hosts as u64) as u32;
-            let b = (a + 1 + rng.below(hosts as u64 - 1) as u32) % hosts;
-            let (la, lb) = (a / (hosts / leaves), b / (hosts / leaves));
-            let mut links = vec![up(a), down(b)];
-            if la != lb {
-                let s = rng.below(spines as u64) as u32;
-                links.extend([l2s(la, s), s2l(lb, s)]);
-            }
-            let bytes = (1.0 + rng.next_f64() * 99.0).round();
+            let (a, b, s, bytes) = tree.random_flow(&mut rng);
             let start = if staggered { i as f64 * 0.5 } else { 0.0 };
-            acts.add_flow(bytes, &on(&links), 0.0, start, f64::INFINITY, &[])
-                .unwrap();
+            acts.add_flow(
+                bytes,
+                &on(&tree.route(a, b, s)),
+                0.0,
+                start,
+                f64::INFINITY,
+                &[],
+            )
+            .unwrap();
         }
         let out = go(&capacity, &acts);
         assert!(out.finish_s.iter().all(|t| t.is_finite()));
