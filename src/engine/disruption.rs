@@ -7,8 +7,9 @@
 //!   new capacities and usage list. Where several set one capacity or reroute one flow, the
 //!   last counts.
 //! * A rerouted flow that has not finished uses its new usage list from then on: a
-//!   transferring flow moves with the bytes it has left, a waiting one starts on it. A flow
-//!   rerouted to no path (`None`) that has not finished fails then.
+//!   transferring flow moves with the bytes it has left, a waiting one starts on it. A
+//!   transferring flow rerouted to no path (`None`) fails then; a waiting one waits without a
+//!   path and fails when its transfer would start, unless a later reroute gives it one.
 //! * A flow that transfers, or starts to, on a constraint of capacity 0 fails then (it could
 //!   never finish); a zero-byte flow never transfers and so never fails this way.
 //! * A failed flow has no finish time; every activity that waits for it, directly or not, is

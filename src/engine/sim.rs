@@ -71,6 +71,8 @@ pub struct RunOutput {
     pub busy_s: Vec<f64>,
     /// Highest load seen on each constraint, bytes per second.
     pub peak_load_Bps: Vec<f64>,
+    /// Bytes each constraint carried (usage coefficient times bytes moved on it, summed).
+    pub carried_bytes: Vec<f64>,
     /// A flow's rate from each of its rows to the next, and 0 after it finished or failed.
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
@@ -150,6 +152,10 @@ struct Sim<'a> {
     due: Vec<u32>,
     /// Constraints of capacity 0 right now: arriving flows are checked only while there are.
     n_zero_capacity: usize,
+    /// Per flow: waiting without a path since a reroute to none (empty if no reroute is).
+    no_path: Vec<bool>,
+    /// Per flow: bytes left when it last attached, so that leaving credits what it moved.
+    attached_bytes: Vec<f64>,
 }
 
 /// Runs the activities over constraints of the given capacities (bytes per second), without
@@ -199,9 +205,9 @@ fn estimate_run_bytes(
     schedule: &Schedule,
     record_rates: bool,
 ) -> f64 {
-    let per_activity = 250.0;
+    let per_activity = 260.0;
     let per_entry = 24.0;
-    let per_constraint = 170.0;
+    let per_constraint = 180.0;
     let rates = if record_rates {
         40.0 * acts.n_usage_entries() as f64
     } else {
@@ -273,6 +279,9 @@ impl<'a> Sim<'a> {
             .windows(2)
             .map(|w| (w[0], w[1]))
             .collect();
+        let has_no_path = steps
+            .iter()
+            .any(|s| s.reroutes.iter().any(|r| r.1.is_none()));
         let mut events = BinaryHeap::with_capacity(steps.len());
         for (i, step) in steps.iter().enumerate() {
             events.push(Reverse(Timed {
@@ -289,6 +298,7 @@ impl<'a> Sim<'a> {
             events,
             finishes: IndexedHeap::with_ids(n),
             remaining_bytes: acts.bytes.clone(),
+            attached_bytes: acts.bytes.clone(),
             updated_s: vec![0.0; n],
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
             load_since_s: vec![0.0; n_c],
@@ -304,6 +314,7 @@ impl<'a> Sim<'a> {
                 fail_reason: vec![NO_FAILURE; n],
                 busy_s: vec![0.0; n_c],
                 peak_load_Bps: vec![0.0; n_c],
+                carried_bytes: vec![0.0; n_c],
                 ..Default::default()
             },
             record_rates: options.record_rates,
@@ -312,6 +323,7 @@ impl<'a> Sim<'a> {
             steps,
             due: Vec::new(),
             n_zero_capacity: capacity.iter().filter(|&&c| c == 0.0).count(),
+            no_path: if has_no_path { vec![false; n] } else { Vec::new() },
         })
     }
 
@@ -403,8 +415,8 @@ impl<'a> Sim<'a> {
                 match self.finishes.peek() {
                     Some((t, f)) if t <= horizon => {
                         self.finishes.remove(f);
-                        self.leave(now, f);
                         self.remaining_bytes[f as usize] = 0.0;
+                        self.leave(now, f);
                         n_left += 1;
                         // Recorded at the instant, when the others' rates change.
                         self.complete(f, now);
@@ -415,7 +427,7 @@ impl<'a> Sim<'a> {
             if !self.due.is_empty() {
                 n_left += self.disrupt(now, &mut arrived);
             }
-            if self.n_zero_capacity > 0 && !arrived.is_empty() {
+            if (self.n_zero_capacity > 0 || !self.no_path.is_empty()) && !arrived.is_empty() {
                 self.fail_on_zero_capacity(now, &mut arrived);
             }
             self.out.n_instants += 1;
@@ -450,8 +462,15 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// Takes a transferring flow off its constraints and its load off theirs.
+    /// Takes a transferring flow off its constraints and its load off theirs, crediting them
+    /// with the bytes it moved since it attached (`remaining_bytes` must be up to date).
     fn leave(&mut self, now: f64, f: u32) {
+        let fi = f as usize;
+        let moved = self.attached_bytes[fi] - self.remaining_bytes[fi];
+        self.attached_bytes[fi] = self.remaining_bytes[fi];
+        for u in self.sharing.usage_of(f) {
+            self.out.carried_bytes[u.constraint as usize] += u.coefficient * moved;
+        }
         self.sharing.detach(f);
         let old = self.sharing.rate[f as usize];
         self.add_load(now, f, -old);
@@ -469,8 +488,7 @@ impl<'a> Sim<'a> {
     fn disrupt(&mut self, now: f64, arrived: &mut Vec<u32>) -> usize {
         let due = std::mem::take(&mut self.due);
         // Steps are in time order, and a stable sort keeps each step's own order: the last
-        // capacity of a constraint counts, and the last reroute of a flow unless one before
-        // it failed the flow.
+        // capacity of a constraint and the last reroute of a flow count.
         let mut capacities: Vec<(u32, f64)> = due
             .iter()
             .flat_map(|&i| self.steps[i as usize].capacities.iter().copied())
@@ -481,8 +499,8 @@ impl<'a> Sim<'a> {
             .collect();
         capacities.sort_by_key(|&(c, _)| c);
         reroutes.sort_by_key(|&(f, _)| f);
-        keep_last(&mut capacities, |x| x.0, |_, _| false);
-        keep_last(&mut reroutes, |x| x.0, |earlier, _| earlier.1.is_none());
+        keep_last(&mut capacities, |x| x.0);
+        keep_last(&mut reroutes, |x| x.0);
         capacities.retain(|&(c, cap)| cap != self.sharing.capacity[c as usize]);
         // Detach every transferring flow on a changing constraint, and every rerouted one,
         // bringing its bytes up to date: the survivors arrive again below.
@@ -509,14 +527,23 @@ impl<'a> Sim<'a> {
             }
             self.sharing.set_capacity(c, cap);
         }
-        // A flow that loses its path fails even if what it waits for fails at this instant.
+        // A transferring flow that loses its path fails, even if what it waits for fails at
+        // this instant; one that has not started waits without a path (and fails if it is
+        // still without one when it would start).
         let mut failed = Vec::new();
         for &(f, span) in &reroutes {
             if !self.is_live(f) {
                 continue;
             }
+            let fi = f as usize;
             match span {
-                Some(span) => self.sharing.set_usage(f, span),
+                Some(span) => {
+                    self.sharing.set_usage(f, span);
+                    if let Some(flag) = self.no_path.get_mut(fi) {
+                        *flag = false;
+                    }
+                }
+                None if self.out.start_s[fi].is_nan() => self.no_path[fi] = true,
                 None => {
                     self.fail(f, now, NO_PATH);
                     failed.push(f);
@@ -547,18 +574,21 @@ impl<'a> Sim<'a> {
         self.leave(now, f);
     }
 
-    /// Fails the arriving flows that would transfer on a constraint of capacity 0.
+    /// Fails the arriving flows that have no path or would transfer on a constraint of
+    /// capacity 0.
     fn fail_on_zero_capacity(&mut self, now: f64, arrived: &mut Vec<u32>) {
         arrived.retain(|&f| {
-            let capacity = &self.sharing.capacity;
-            let usage = self.sharing.usage_of(f);
-            let Some(u) = usage
-                .iter()
-                .find(|u| capacity[u.constraint as usize] == 0.0)
-            else {
-                return true;
+            let reason = if self.no_path.get(f as usize) == Some(&true) {
+                NO_PATH
+            } else {
+                let capacity = &self.sharing.capacity;
+                let usage = self.sharing.usage_of(f);
+                match usage.iter().find(|u| capacity[u.constraint as usize] == 0.0) {
+                    Some(u) => u.constraint,
+                    None => return true,
+                }
             };
-            self.fail(f, now, u.constraint);
+            self.fail(f, now, reason);
             self.skip_dependents(f);
             false
         });
@@ -773,19 +803,12 @@ fn check_acyclic(n: usize, n_pending: &[u32], offsets: &[usize], dependents: &[u
     )))
 }
 
-/// Keeps one entry of each run of entries with one key: the last, unless `beats(earlier,
-/// later)` keeps an earlier one.
-fn keep_last<T: Copy, K: PartialEq>(
-    v: &mut Vec<T>,
-    key: impl Fn(&T) -> K,
-    beats: impl Fn(&T, &T) -> bool,
-) {
+/// Keeps the last entry of each run of entries with one key.
+fn keep_last<T: Copy, K: PartialEq>(v: &mut Vec<T>, key: impl Fn(&T) -> K) {
     let mut w = 0;
     for r in 0..v.len() {
         if w > 0 && key(&v[w - 1]) == key(&v[r]) {
-            if !beats(&v[w - 1], &v[r]) {
-                v[w - 1] = v[r];
-            }
+            v[w - 1] = v[r];
         } else {
             v[w] = v[r];
             w += 1;

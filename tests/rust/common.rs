@@ -116,6 +116,7 @@ pub fn naive_run_disrupted(
     let mut failed = vec![f64::NAN; n];
     // Failed, or waiting (directly or not) for a failed activity.
     let mut dead = vec![false; n];
+    let mut no_path = vec![false; n];
     let mut remaining: Vec<f64> = (0..n).map(|a| acts.bytes(ActivityId(a as u32))).collect();
     let mut transferring: Vec<usize> = Vec::new();
     let mut now = 0.0f64;
@@ -174,17 +175,19 @@ pub fn naive_run_disrupted(
                 if dead[f] || !finish[f].is_nan() {
                     continue;
                 }
+                // The last reroute of the instant counts. Without a path, a transferring flow
+                // fails below; a waiting one fails when it would start.
                 match new {
-                    Some(list) => usage[f] = plain(list),
-                    None => {
-                        dead[f] = true;
-                        failing.push(f);
+                    Some(list) => {
+                        usage[f] = plain(list);
+                        no_path[f] = false;
                     }
+                    None => no_path[f] = true,
                 }
             }
         }
         for &a in &transferring {
-            if !dead[a] && usage[a].iter().any(|&(c, _)| capacity[c] == 0.0) {
+            if !dead[a] && (no_path[a] || usage[a].iter().any(|&(c, _)| capacity[c] == 0.0)) {
                 dead[a] = true;
                 failing.push(a);
             }

@@ -137,10 +137,12 @@ fn a_flow_rerouted_to_no_path_fails_and_its_dependents_are_skipped() {
 }
 
 #[test]
-fn a_waiting_flow_takes_its_new_route_or_fails_when_it_loses_it() {
+fn a_waiting_flow_takes_its_new_route_or_fails_when_it_would_start_without_one() {
     // A starts at t=3 and was rerouted at t=1 from link 0 to link 1 (2 B/s): 4 B -> t=5.
-    // B (start 3, latency 1) loses its path at t=2, before it is ready: it fails at 2 and
-    // never becomes ready. C is ready at 0 but waits 5 s of latency; it fails at t=2.
+    // B (start 3, latency 1) loses its path at t=2, before it is ready: it becomes ready at
+    // 3 and fails at 4, when its transfer would start. C is ready at 0 but waits 5 s of
+    // latency; it loses its path at t=2 and fails at 5. D (start 6) loses its path at 2 and
+    // gets one back on link 1 at 5.5: it runs, 2 B at 2 B/s -> t=7.
     let mut acts = Activities::new();
     let a = flow(&mut acts, 4.0, &[0], 3.0);
     let b = acts
@@ -149,20 +151,29 @@ fn a_waiting_flow_takes_its_new_route_or_fails_when_it_loses_it() {
     let c = acts
         .add_flow(4.0, &on(&[0]), 5.0, 0.0, f64::INFINITY, &[])
         .unwrap();
+    let d = flow(&mut acts, 2.0, &[0], 6.0);
     let disruptions = [
-        at(2.0, &[], vec![(b.0, None), (c.0, None)]),
+        at(2.0, &[], vec![(b.0, None), (c.0, None), (d.0, None)]),
         at(1.0, &[], vec![(a.0, Some(on(&[1])))]),
+        at(5.5, &[], vec![(d.0, Some(on(&[1])))]),
     ];
     let out = go(&[1.0, 2.0], &acts, &disruptions);
     assert_eq!(out.finish_s[a.index()], 5.0);
     assert_eq!(rates_of(&out, a), vec![(3.0, 2.0)]);
     assert_eq!(out.outcome[b.index()], Outcome::Failed);
-    assert_eq!(out.failed_s[b.index()], 2.0);
-    assert!(out.ready_s[b.index()].is_nan());
+    assert_eq!(
+        (out.ready_s[b.index()], out.failed_s[b.index()], out.fail_reason[b.index()]),
+        (3.0, 4.0, NO_PATH)
+    );
     assert_eq!(out.outcome[c.index()], Outcome::Failed);
-    assert_eq!(out.ready_s[c.index()], 0.0);
-    assert!(out.start_s[c.index()].is_nan());
-    assert_eq!(out.busy_s, vec![0.0, 2.0]);
+    assert_eq!(
+        (out.ready_s[c.index()], out.failed_s[c.index()], out.fail_reason[c.index()]),
+        (0.0, 5.0, NO_PATH)
+    );
+    assert_eq!(out.outcome[d.index()], Outcome::Done);
+    assert_eq!(out.finish_s[d.index()], 7.0);
+    assert_eq!(out.busy_s, vec![0.0, 3.0]);
+    assert_eq!(out.carried_bytes, vec![0.0, 6.0]);
 }
 
 #[test]
