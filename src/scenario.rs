@@ -3,11 +3,20 @@
 //!
 //! The engine only sees the constraints some flow uses, numbered densely in order of first
 //! use: a million-GPU fabric has tens of millions of links, and a run pays for the ones in play.
+//!
+//! Faults at a time (`add_fault`) become engine disruptions when the scenario runs: at each
+//! fault time the fabric takes its new link capacities, and every flow whose path was chosen
+//! by routing is routed again on it (with the same flow key and seed, so ECMP re-hashes over
+//! the survivors exactly as on a fabric failed before the run); flows whose path changes are
+//! rerouted, flows left without a path fail if they transfer then or when they would start.
+//! A rerouted flow keeps the latency of its first path. Flows given explicit routes keep
+//! them. On a fabric failed before the run, a flow with no surviving path is accepted and
+//! fails in its row when it would start (unless a repair comes first).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::engine::{self, Activities, Kind, Progress, RunOptions, RunOutput};
+use crate::engine::{self, Activities, Disruption, Kind, Progress, RunOptions, RunOutput};
 use crate::error::{Error, Result};
 use crate::ids::{ActivityId, LinkId, NodeId};
 use crate::routing::structured::{self, Routed};
@@ -18,6 +27,42 @@ use crate::topology::Topology;
 
 /// No node, no tag.
 pub const NONE: u32 = u32::MAX;
+
+/// How a flow's path was chosen, so that a fault can choose it again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PathChoice {
+    /// Given by the caller (or a delay): kept through faults.
+    Given,
+    /// Routed with these modes per tier.
+    Routed([Mode; 2]),
+}
+
+/// Links whose capacity becomes `factor` times nominal at `time_s`.
+#[derive(Debug, Clone)]
+struct Fault {
+    time_s: f64,
+    links: Vec<u32>,
+    factor: f64,
+}
+
+/// A finished run and the fabric constraints of its engine constraints.
+pub struct Ran {
+    pub out: RunOutput,
+    /// Fabric constraint of each engine constraint past `Scenario::constraint_of`: those
+    /// only paths chosen after a fault use.
+    pub extra_constraints: Vec<u32>,
+}
+
+impl Ran {
+    /// Fabric constraint of engine constraint `e`.
+    pub fn fabric_constraint(&self, sc: &Scenario, e: usize) -> u32 {
+        let first = sc.constraint_of();
+        match first.get(e) {
+            Some(&c) => c,
+            None => self.extra_constraints[e - first.len()],
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -40,6 +85,13 @@ pub struct Scenario {
     compact_of: Vec<u32>,
     constraint_of: Vec<u32>,
     routed: Routed,
+    /// Per activity: how its path was chosen.
+    choice: Vec<PathChoice>,
+    /// Flows added with no surviving path on the failed fabric (they hold a nominal path).
+    unrouted: Vec<u32>,
+    /// The fabric without its faults, once a flow needed it.
+    nominal: Option<Arc<Fabric>>,
+    faults: Vec<Fault>,
 }
 
 /// Where a flow's path comes from.
@@ -70,6 +122,10 @@ impl Scenario {
             compact_of: Vec::new(),
             constraint_of: Vec::new(),
             routed: Routed::default(),
+            choice: Vec::new(),
+            unrouted: Vec::new(),
+            nominal: None,
+            faults: Vec::new(),
         }
     }
 
@@ -121,35 +177,54 @@ impl Scenario {
         rate_cap_Bps: f64,
     ) -> Result<ActivityId> {
         let fabric = Arc::clone(&self.fabric);
-        let topo = fabric.topology();
-        let caps = fabric.link_capacity_Bps();
         let id = self.acts.len() as u64;
         let mut routed = std::mem::take(&mut self.routed);
-        let found = match route {
+        let mut unrouted = false;
+        let (choice, found) = match route {
             Route::Ecmp => {
-                structured::route(&fabric, src.0, dst.0, id, self.seed, self.modes, &mut routed)
-            }
-            Route::Links(links) => check_route(topo, caps, src, dst, links).map(|_| {
-                routed.clear();
-                for l in links {
-                    routed.usage.push(Usage { constraint: l.0, coefficient: 1.0 });
-                    routed.links.push(l.0);
-                    routed.latency_s += topo.latency_s()[l.index()];
+                let modes = self.modes;
+                let mut found = route_on(
+                    &fabric,
+                    &mut self.router,
+                    src,
+                    dst,
+                    id,
+                    self.seed,
+                    modes,
+                    &mut routed,
+                );
+                if matches!(found, Err(Error::ZeroCapacityPath(_))) && fabric.has_faults() {
+                    // Down links, not the topology, leave it without a path: it fails in its
+                    // row, holding the path it would have on the fabric without faults.
+                    let nominal = self.nominal_fabric()?;
+                    let mut router = Router::new();
+                    found = route_on(
+                        &nominal,
+                        &mut router,
+                        src,
+                        dst,
+                        id,
+                        self.seed,
+                        modes,
+                        &mut routed,
+                    );
+                    unrouted = found.is_ok();
                 }
-                true
-            }),
+                (PathChoice::Routed(modes), found)
+            }
+            Route::Links(links) => {
+                // Checked against nominal capacities: a given route over a down link is
+                // accepted, and the flow fails when it would transfer on it.
+                let topo = fabric.topology();
+                let found = check_route(topo, topo.capacity_Bps(), src, dst, links).map(|_| {
+                    routed.clear();
+                    for l in links {
+                        routed.link(&fabric, l.0);
+                    }
+                });
+                (PathChoice::Given, found)
+            }
         };
-        let found = found.and_then(|found| {
-            if !found {
-                routed.clear();
-                for l in self.router.route(topo, caps, src, dst, id, self.seed)? {
-                    routed.usage.push(Usage { constraint: l.0, coefficient: 1.0 });
-                    routed.links.push(l.0);
-                    routed.latency_s += topo.latency_s()[l.index()];
-                }
-            }
-            Ok(())
-        });
         if let Err(e) = found {
             self.routed = routed;
             return Err(e);
@@ -165,12 +240,47 @@ impl Scenario {
             rate_cap_Bps,
             after,
         );
-        if added.is_ok() {
+        if let Ok(a) = added {
             self.route_links.extend_from_slice(&routed.links);
-            self.push_meta(src.0, dst.0, tag);
+            self.push_meta(src.0, dst.0, tag, choice);
+            if unrouted {
+                self.unrouted.push(a.0);
+            }
         }
         self.routed = routed;
         added
+    }
+
+    fn nominal_fabric(&mut self) -> Result<Arc<Fabric>> {
+        if self.nominal.is_none() {
+            self.nominal = Some(Arc::new(self.fabric.without_faults()?));
+        }
+        Ok(Arc::clone(self.nominal.as_ref().expect("set above")))
+    }
+
+    /// From `time_s` on, `links` carry `factor` times their nominal capacity (0 = down,
+    /// 1 = repaired); the last fault on a link counts.
+    pub fn add_fault(&mut self, time_s: f64, links: &[u32], factor: f64) -> Result<()> {
+        crate::error::check_non_negative("fault time_s", time_s)?;
+        crate::error::check_non_negative("fault capacity factor", factor)?;
+        if links.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a fault needs at least one link".into(),
+            ));
+        }
+        for &l in links {
+            self.fabric.topology().link(l as i64)?;
+        }
+        self.faults.push(Fault {
+            time_s,
+            links: links.to_vec(),
+            factor,
+        });
+        Ok(())
+    }
+
+    pub fn n_faults(&self) -> usize {
+        self.faults.len()
     }
 
     /// The engine's dense id of fabric constraint `c`, assigned on first use.
@@ -205,7 +315,7 @@ impl Scenario {
         tag: Option<&str>,
     ) -> Result<ActivityId> {
         let a = self.acts.add_delay(duration_s, start_s, after)?;
-        self.push_meta(NONE, NONE, tag);
+        self.push_meta(NONE, NONE, tag, PathChoice::Given);
         Ok(a)
     }
 
@@ -222,6 +332,8 @@ impl Scenario {
         self.src.truncate(first);
         self.dst.truncate(first);
         self.tag.truncate(first);
+        self.choice.truncate(first);
+        self.unrouted.retain(|&f| (f as usize) < first);
         self.route_links.truncate(self.route_offsets[first]);
         self.route_offsets.truncate(first + 1);
     }
@@ -262,21 +374,140 @@ impl Scenario {
         &self.tag_names
     }
 
-    /// Simulates the scenario to completion.
+    /// Simulates the scenario to completion, faults included.
     pub fn run(
         &self,
         options: &RunOptions,
         progress: &mut dyn FnMut(&Progress) -> bool,
-    ) -> Result<RunOutput> {
-        let capacity: Vec<f64> = self
+    ) -> Result<Ran> {
+        let mut capacity: Vec<f64> = self
             .constraint_of
             .iter()
             .map(|&c| self.fabric.constraint_capacity_Bps(c))
             .collect();
-        engine::run(&capacity, &self.acts, options, progress)
+        let mut extra_constraints = Vec::new();
+        let disruptions = self.disruptions(&mut capacity, &mut extra_constraints)?;
+        let out =
+            engine::run_with_disruptions(&capacity, &self.acts, &disruptions, options, progress)?;
+        Ok(Ran {
+            out,
+            extra_constraints,
+        })
     }
 
-    fn push_meta(&mut self, src: u32, dst: u32, tag: Option<&str>) {
+    /// The faults as engine disruptions. Constraints that only new paths use are appended
+    /// to `capacity` (at their capacity before any fault) and to `extra`.
+    fn disruptions(
+        &self,
+        capacity: &mut Vec<f64>,
+        extra: &mut Vec<u32>,
+    ) -> Result<Vec<Disruption>> {
+        let mut out = Vec::new();
+        if !self.unrouted.is_empty() {
+            out.push(Disruption {
+                time_s: 0.0,
+                capacities: Vec::new(),
+                reroutes: self.unrouted.iter().map(|&f| (f, None)).collect(),
+            });
+        }
+        if self.faults.is_empty() {
+            return Ok(out);
+        }
+        let mut extra_of: HashMap<u32, u32> = HashMap::new();
+        // Capacity in force per engine constraint, and the path of each rerouted flow.
+        let mut now = capacity.clone();
+        let mut path_of: HashMap<u32, Option<Vec<Usage>>> =
+            self.unrouted.iter().map(|&f| (f, None)).collect();
+        let mut order: Vec<usize> = (0..self.faults.len()).collect();
+        order.sort_by(|&a, &b| self.faults[a].time_s.total_cmp(&self.faults[b].time_s));
+        let mut fabric = Arc::clone(&self.fabric);
+        let mut routed = Routed::default();
+        let mut unmerged: Vec<Usage> = Vec::new();
+        let mut new_path: Vec<Usage> = Vec::new();
+        let mut k = 0;
+        while k < order.len() {
+            let time_s = self.faults[order[k]].time_s;
+            while k < order.len() && self.faults[order[k]].time_s == time_s {
+                let f = &self.faults[order[k]];
+                fabric = Arc::new(fabric.with_link_factors(&f.links, f.factor)?);
+                k += 1;
+            }
+            let mut step = Disruption {
+                time_s,
+                ..Disruption::default()
+            };
+            for (e, c) in self.constraint_of.iter().chain(extra.iter()).enumerate() {
+                let cap = fabric.constraint_capacity_Bps(*c);
+                if cap != now[e] {
+                    now[e] = cap;
+                    step.capacities.push((e as u32, cap));
+                }
+            }
+            let mut router = Router::new();
+            for a in 0..self.acts.len() {
+                let PathChoice::Routed(modes) = self.choice[a] else {
+                    continue;
+                };
+                let (src, dst) = (NodeId(self.src[a]), NodeId(self.dst[a]));
+                match route_on(
+                    &fabric,
+                    &mut router,
+                    src,
+                    dst,
+                    a as u64,
+                    self.seed,
+                    modes,
+                    &mut routed,
+                ) {
+                    Ok(()) => {
+                        unmerged.clear();
+                        for u in &routed.usage {
+                            let c = u.constraint;
+                            let e = match self.compact_of.get(c as usize) {
+                                Some(&e) if e != NONE => e,
+                                _ => *extra_of.entry(c).or_insert_with(|| {
+                                    let e = capacity.len() as u32;
+                                    extra.push(c);
+                                    capacity.push(self.fabric.constraint_capacity_Bps(c));
+                                    now.push(fabric.constraint_capacity_Bps(c));
+                                    if now[e as usize] != capacity[e as usize] {
+                                        step.capacities.push((e, now[e as usize]));
+                                    }
+                                    e
+                                }),
+                            };
+                            unmerged.push(Usage {
+                                constraint: e,
+                                coefficient: u.coefficient,
+                            });
+                        }
+                        new_path.clear();
+                        engine::push_merged(&mut new_path, &unmerged);
+                        let old = match path_of.get(&(a as u32)) {
+                            Some(p) => p.as_deref(),
+                            None => Some(self.acts.usage(ActivityId(a as u32))),
+                        };
+                        if old != Some(&new_path[..]) {
+                            step.reroutes.push((a as u32, Some(new_path.clone())));
+                            path_of.insert(a as u32, Some(new_path.clone()));
+                        }
+                    }
+                    Err(Error::ZeroCapacityPath(_)) => {
+                        if path_of.get(&(a as u32)) != Some(&None) {
+                            step.reroutes.push((a as u32, None));
+                            path_of.insert(a as u32, None);
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            out.push(step);
+        }
+        Ok(out)
+    }
+
+    fn push_meta(&mut self, src: u32, dst: u32, tag: Option<&str>, choice: PathChoice) {
+        self.choice.push(choice);
         self.src.push(src);
         self.dst.push(dst);
         let t = match tag {
@@ -294,4 +525,33 @@ impl Scenario {
         self.tag.push(t);
         self.route_offsets.push(self.route_links.len());
     }
+}
+
+/// Routes a flow on `fabric` into `routed` (fabric constraints): from the fabric's structure
+/// where it has one, else ECMP over shortest paths.
+#[allow(clippy::too_many_arguments)]
+fn route_on(
+    fabric: &Fabric,
+    router: &mut Router,
+    src: NodeId,
+    dst: NodeId,
+    key: u64,
+    seed: u64,
+    modes: [Mode; 2],
+    routed: &mut Routed,
+) -> Result<()> {
+    if !structured::route(fabric, src.0, dst.0, key, seed, modes, routed)? {
+        routed.clear();
+        for l in router.route(
+            fabric.topology(),
+            fabric.link_capacity_Bps(),
+            src,
+            dst,
+            key,
+            seed,
+        )? {
+            routed.link(fabric, l.0);
+        }
+    }
+    Ok(())
 }

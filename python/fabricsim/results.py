@@ -21,7 +21,9 @@ __all__ = ["Result", "Summary", "table_from_columns"]
 
 
 def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
-    """A table from the core's (name, column) pairs without copying numeric data."""
+    """A table from the core's (name, column) pairs without copying numeric data. A time
+    that never came (NaN in the core: a failed flow's finish, a done flow's failure) is
+    null, so that tables compare equal and null-aware tools see a missing value."""
     arrays = []
     names = []
     for name, col in columns:
@@ -32,6 +34,9 @@ def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
                     pa.array(indices, mask=indices < 0), pa.array(values, type=pa.string())
                 )
             )
+        elif col.dtype.kind == "f":
+            missing = np.isnan(col)
+            arrays.append(pa.array(col, mask=missing) if missing.any() else pa.array(col))
         else:
             arrays.append(pa.array(col))
         names.append(name)
@@ -50,6 +55,10 @@ class Summary:
     busiest_links: pa.Table
     #: Node labels of the topology, if it has them (used when printing).
     node_names: list | None = None
+    #: Flows that failed (no path, or a link down under them) and activities skipped
+    #: because something they wait for failed.
+    n_failed: int = 0
+    n_skipped: int = 0
 
     def __str__(self) -> str:
         def node(i: int) -> str:
@@ -60,6 +69,8 @@ class Summary:
             f"flows         {self.n_flows}",
             f"delays        {self.n_delays}",
             f"bytes moved   {format_bytes(self.bytes_moved)}",
+            *([f"failed        {self.n_failed} flows, {self.n_skipped} activities skipped"]
+              if self.n_failed else []),
             "busiest links:",
             f"  {'link':>6} {'src':>8} {'dst':>8} {'mean util':>10} {'peak util':>10} {'carried':>12}",
         ]
@@ -109,13 +120,19 @@ class Result:
                 links, k=min(5, links.num_rows), sort_keys=[("mean_utilization", "descending")]
             )
         ).select(["link_id", "src", "dst", "mean_utilization", "peak_utilization", "bytes_carried"])
+        def count(table: pa.Table, status: str) -> int:
+            return int(pc.sum(pc.equal(table["status"].cast(pa.string()), status)).as_py() or 0)
+
+        done = pc.equal(self.flows["status"].cast(pa.string()), "done")
         return Summary(
             makespan_s=self.makespan_s,
             n_flows=self.flows.num_rows,
             n_delays=self.delays.num_rows,
-            bytes_moved=float(np.sum(self.flows.column("bytes").to_numpy())),
+            bytes_moved=float(pc.sum(pc.filter(self.flows["bytes"], done)).as_py() or 0.0),
             busiest_links=top,
             node_names=self._node_names,
+            n_failed=count(self.flows, "failed"),
+            n_skipped=count(self.flows, "skipped") + count(self.delays, "skipped"),
         )
 
     def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core
 from .exceptions import InvalidArgumentError
-from .fabrics import Topology
+from .fabrics import Topology, _fault_links
 from .results import Result
 from .units import duration_s as _duration_s
 from .units import bandwidth_Bps as _bandwidth_Bps
@@ -184,6 +184,39 @@ class Scenario:
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
         return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _ids(after), tag)
+
+    def add_fault(
+        self,
+        *,
+        at_s: float | str,
+        links: Any = (),
+        nodes: Any = (),
+        planes: Any = (),
+        factor: float = 0.0,
+        until_s: float | str | None = None,
+    ) -> None:
+        """From ``at_s`` on, links, every link of some nodes (switches, NICs, GPUs) or whole
+        scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``);
+        ``until_s`` brings them back to full capacity then (``factor=1`` at a later time
+        does the same). The last fault on a link counts.
+
+        When the run reaches ``at_s``, every flow routed by the fabric is routed again as on
+        ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
+        the failed members. A transferring flow moves with the bytes it has left; one left
+        without any path fails then, and one that has not started fails when it would start
+        unless a repair comes first. Failures show in the flows table (``status``,
+        ``failed_s``, ``error``) and skip what waits for them; the run completes.
+        Flows given an explicit ``route`` keep it (and fail on a down link)."""
+        ids = _fault_links(self.topology, links, nodes, planes)
+        at = _duration_s(at_s)
+        if isinstance(factor, bool) or not isinstance(factor, (int, float, np.integer, np.floating)):
+            raise InvalidArgumentError(f"factor must be a number >= 0, got {factor!r}")
+        until = None if until_s is None else _duration_s(until_s)
+        if until is not None and not until > at:
+            raise InvalidArgumentError(f"until_s must come after at_s={at!r}, got {until!r}")
+        self._core.add_fault(at, ids, float(factor))
+        if until is not None:
+            self._core.add_fault(until, ids, 1.0)
 
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""

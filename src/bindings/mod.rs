@@ -17,10 +17,10 @@ use crate::engine::{Progress, RunOptions};
 use crate::error::Error;
 use crate::export::{self, Column, Table};
 use crate::ids::{ActivityId, LinkId};
+use crate::routing::structured::{self, Routed};
 use crate::routing::Router;
 use crate::scenario::{self as sc, Route};
 use crate::solver;
-use crate::routing::structured::{self, Routed};
 use crate::topology;
 use crate::topology::fabric::{Fabric, Mode, NodeKind};
 use crate::topology::generators::{self, NvlinkParams, ScaleOutParams};
@@ -157,7 +157,10 @@ impl Topology {
                 "dst",
                 Column::I64(t.link_dst().iter().map(|&x| x as i64).collect()),
             ),
-            ("capacity_Bps", Column::F64(self.inner.link_capacity_Bps().to_vec())),
+            (
+                "capacity_Bps",
+                Column::F64(self.inner.link_capacity_Bps().to_vec()),
+            ),
             ("latency_s", Column::F64(t.latency_s().to_vec())),
         ];
         table_to_py(py, Table { columns: cols })
@@ -191,7 +194,11 @@ impl Topology {
         dst: PyReadonlyArray1<'_, i64>,
         seed: u64,
         mode: &str,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>)> {
+    ) -> PyResult<(
+        Bound<'py, PyArray1<i64>>,
+        Bound<'py, PyArray1<i64>>,
+        Bound<'py, PyArray1<f64>>,
+    )> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let f = &self.inner;
         let (o, c, k) = py.allow_threads(|| {
@@ -408,16 +415,22 @@ fn scale_out_params(d: &Bound<'_, PyDict>) -> PyResult<ScaleOutParams> {
 
 fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
     match d.get_item(key)? {
-        Some(v) => v.extract().map_err(|e| {
-            to_py(Error::InvalidArgument(format!("parameter {key}: {e}")))
-        }),
-        None => Err(to_py(Error::InvalidArgument(format!("missing parameter {key}")))),
+        Some(v) => v
+            .extract()
+            .map_err(|e| to_py(Error::InvalidArgument(format!("parameter {key}: {e}")))),
+        None => Err(to_py(Error::InvalidArgument(format!(
+            "missing parameter {key}"
+        )))),
     }
 }
 
 /// NVLink domains with nothing between them (an HGX board, an NVL72 rack, ...).
 #[pyfunction]
-fn build_nvlink_domains(py: Python<'_>, n_domains: u32, nvlink: &Bound<'_, PyDict>) -> PyResult<Topology> {
+fn build_nvlink_domains(
+    py: Python<'_>,
+    n_domains: u32,
+    nvlink: &Bound<'_, PyDict>,
+) -> PyResult<Topology> {
     let nv = nvlink_params(nvlink)?;
     let f = py.allow_threads(|| guard(|| generators::nvlink_domains(n_domains, &nv)))?;
     Ok(Topology { inner: Arc::new(f) })
@@ -442,7 +455,8 @@ fn build_cluster(
 ) -> PyResult<Topology> {
     let nv = nvlink_params(nvlink)?;
     let so = scale_out_params(scale_out)?;
-    let f = py.allow_threads(|| guard(|| generators::cluster(n_domains, &nv, nic_link_Bps, &so)))?;
+    let f =
+        py.allow_threads(|| guard(|| generators::cluster(n_domains, &nv, nic_link_Bps, &so)))?;
     Ok(Topology { inner: Arc::new(f) })
 }
 
@@ -708,6 +722,23 @@ impl Scenario {
         })
     }
 
+    /// From `time_s` on, `links` carry `factor` times their nominal capacity.
+    fn add_fault(&mut self, time_s: f64, links: Vec<i64>, factor: f64) -> PyResult<()> {
+        let s = &mut self.inner;
+        guard(|| {
+            let ids = links
+                .iter()
+                .map(|&l| s.topology().link(l).map(|l| l.0))
+                .collect::<crate::error::Result<Vec<u32>>>()?;
+            s.add_fault(time_s, &ids, factor)
+        })
+    }
+
+    #[getter]
+    fn n_faults(&self) -> usize {
+        self.inner.n_faults()
+    }
+
     /// Makes `activity_id` wait for `after_id`.
     fn add_dependency(&mut self, activity_id: i64, after_id: i64) -> PyResult<()> {
         let s = &mut self.inner;
@@ -766,15 +797,16 @@ impl Scenario {
         if let Some(e) = stop {
             return Err(e);
         }
-        let out = out?;
+        let ran = out?;
         let (flows, delays, links, rates) = guard(|| {
             Ok((
-                export::flows_table(s, &out),
-                export::delays_table(s, &out),
-                export::links_table(s, &out),
-                export::rate_changes_table(&out),
+                export::flows_table(s, &ran),
+                export::delays_table(s, &ran),
+                export::links_table(s, &ran),
+                export::rate_changes_table(&ran.out),
             ))
         })?;
+        let out = &ran.out;
         let d = PyDict::new(py);
         d.set_item("flows", table_to_py(py, flows)?)?;
         d.set_item("delays", table_to_py(py, delays)?)?;

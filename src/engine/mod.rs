@@ -7,6 +7,7 @@ mod disruption;
 mod sharing;
 mod sim;
 
+pub(crate) use activities::push_merged;
 pub use activities::{Activities, Kind};
 pub use disruption::Disruption;
 pub use sim::{

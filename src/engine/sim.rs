@@ -323,7 +323,11 @@ impl<'a> Sim<'a> {
             steps,
             due: Vec::new(),
             n_zero_capacity: capacity.iter().filter(|&&c| c == 0.0).count(),
-            no_path: if has_no_path { vec![false; n] } else { Vec::new() },
+            no_path: if has_no_path {
+                vec![false; n]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -583,7 +587,10 @@ impl<'a> Sim<'a> {
             } else {
                 let capacity = &self.sharing.capacity;
                 let usage = self.sharing.usage_of(f);
-                match usage.iter().find(|u| capacity[u.constraint as usize] == 0.0) {
+                match usage
+                    .iter()
+                    .find(|u| capacity[u.constraint as usize] == 0.0)
+                {
                     Some(u) => u.constraint,
                     None => return true,
                 }

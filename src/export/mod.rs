@@ -1,9 +1,11 @@
 //! Result tables as named columns, ready to hand to Arrow without copying.
 //! Column names carry their units (DESIGN.md section 5).
 
-use crate::engine::RunOutput;
+use std::collections::HashMap;
+
+use crate::engine::{Outcome, RunOutput, NO_PATH};
 use crate::ids::ActivityId;
-use crate::scenario::{Scenario, NONE};
+use crate::scenario::{Ran, Scenario, NONE};
 
 pub enum Column {
     I64(Vec<i64>),
@@ -27,8 +29,10 @@ fn id_or_null(x: u32) -> i32 {
     }
 }
 
-/// flows: flow_id, tag, src, dst, bytes, ready_s, start_s, finish_s, mean_rate_Bps
-pub fn flows_table(sc: &Scenario, out: &RunOutput) -> Table {
+/// flows: flow_id, tag, src, dst, bytes, ready_s, start_s, finish_s, mean_rate_Bps, status,
+/// failed_s, error
+pub fn flows_table(sc: &Scenario, ran: &Ran) -> Table {
+    let out = &ran.out;
     let ids: Vec<usize> = (0..sc.n_activities())
         .filter(|&a| sc.is_flow(ActivityId(a as u32)))
         .collect();
@@ -71,12 +75,73 @@ pub fn flows_table(sc: &Scenario, out: &RunOutput) -> Table {
             ("start_s", Column::F64(start)),
             ("finish_s", Column::F64(finish)),
             ("mean_rate_Bps", Column::F64(mean_rate)),
+            ("status", status_column(&ids, out)),
+            ("failed_s", Column::F64(pick(&out.failed_s))),
+            ("error", error_column(sc, ran, &ids)),
         ],
     }
 }
 
-/// delays: delay_id, tag, ready_s, finish_s
-pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
+/// "done", "failed" or "skipped" per activity.
+fn status_column(ids: &[usize], out: &RunOutput) -> Column {
+    Column::Dict {
+        indices: ids.iter().map(|&a| out.outcome[a] as i32).collect(),
+        values: ["done", "failed", "skipped"].map(String::from).to_vec(),
+    }
+}
+
+/// Why a flow failed or was skipped, in words (null for one that finished).
+fn error_column(sc: &Scenario, ran: &Ran, ids: &[usize]) -> Column {
+    let fabric = sc.fabric();
+    let topo = fabric.topology();
+    let n_links = fabric.n_links() as u32;
+    let out = &ran.out;
+    let mut values: Vec<String> = Vec::new();
+    let mut index_of: HashMap<String, i32> = HashMap::new();
+    let indices = ids
+        .iter()
+        .map(|&a| {
+            let message = match out.outcome[a] {
+                Outcome::Done => return -1,
+                Outcome::Skipped => "skipped: an activity it waits for failed".to_string(),
+                Outcome::Failed if out.fail_reason[a] == NO_PATH => format!(
+                    "no path from {} to {}: every route crosses a link that is down",
+                    fabric.node_name(sc.src()[a]),
+                    fabric.node_name(sc.dst()[a])
+                ),
+                Outcome::Failed => {
+                    let c = ran.fabric_constraint(sc, out.fail_reason[a] as usize);
+                    let (l, what) = if c < n_links {
+                        (c, format!("link {c}"))
+                    } else {
+                        let mut first = NONE;
+                        let mut n = 0;
+                        fabric.for_each_bundle_member(c - n_links, |l| {
+                            first = first.min(l);
+                            n += 1;
+                        });
+                        (first, format!("all {n} parallel links like link {first}"))
+                    };
+                    let ends = format!(
+                        "{} -> {}",
+                        fabric.node_name(topo.link_src()[l as usize]),
+                        fabric.node_name(topo.link_dst()[l as usize])
+                    );
+                    format!("{what} ({ends}) down when it was to transfer")
+                }
+            };
+            *index_of.entry(message).or_insert_with_key(|m| {
+                values.push(m.clone());
+                values.len() as i32 - 1
+            })
+        })
+        .collect();
+    Column::Dict { indices, values }
+}
+
+/// delays: delay_id, tag, ready_s, finish_s, status
+pub fn delays_table(sc: &Scenario, ran: &Ran) -> Table {
+    let out = &ran.out;
     let ids: Vec<usize> = (0..sc.n_activities())
         .filter(|&a| !sc.is_flow(ActivityId(a as u32)))
         .collect();
@@ -101,6 +166,7 @@ pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
                 "finish_s",
                 Column::F64(ids.iter().map(|&a| out.finish_s[a]).collect()),
             ),
+            ("status", status_column(&ids, out)),
         ],
     }
 }
@@ -108,25 +174,17 @@ pub fn delays_table(sc: &Scenario, out: &RunOutput) -> Table {
 /// links: link_id, src, dst, capacity_Bps, bytes_carried, busy_s, mean_utilization,
 /// peak_utilization; one row per link that a flow uses, directly or through a bundle
 /// (a bundle's load is spread over its members in proportion to their capacity).
-pub fn links_table(sc: &Scenario, out: &RunOutput) -> Table {
+pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
+    let out = &ran.out;
     let fabric = sc.fabric();
     let topo = fabric.topology();
     let n_links = fabric.n_links() as u32;
-    let constraint_of = sc.constraint_of();
-    let acts = sc.activities();
-    let mut carried = vec![0.0f64; constraint_of.len()];
-    for a in 0..acts.len() {
-        let a = ActivityId(a as u32);
-        let b = acts.bytes(a);
-        for u in acts.usage(a) {
-            carried[u.constraint as usize] += u.coefficient * b;
-        }
-    }
+    let constraints = sc.constraint_of().iter().chain(&ran.extra_constraints);
     let link_cap = fabric.link_capacity_Bps();
     // (link, bytes carried, busy time, peak load), merged per link below.
-    let mut rows: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(constraint_of.len());
-    for (ci, &c) in constraint_of.iter().enumerate() {
-        let (bytes, busy, peak) = (carried[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
+    let mut rows: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(out.busy_s.len());
+    for (ci, &c) in constraints.enumerate() {
+        let (bytes, busy, peak) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
         if c < n_links {
             rows.push((c, bytes, busy, peak));
             continue;
@@ -159,17 +217,36 @@ pub fn links_table(sc: &Scenario, out: &RunOutput) -> Table {
     let cap = |l: u32| link_cap[l as usize];
     Table {
         columns: vec![
-            ("link_id", Column::I64(merged.iter().map(|r| r.0 as i64).collect())),
+            (
+                "link_id",
+                Column::I64(merged.iter().map(|r| r.0 as i64).collect()),
+            ),
             (
                 "src",
-                Column::I64(merged.iter().map(|r| topo.link_src()[r.0 as usize] as i64).collect()),
+                Column::I64(
+                    merged
+                        .iter()
+                        .map(|r| topo.link_src()[r.0 as usize] as i64)
+                        .collect(),
+                ),
             ),
             (
                 "dst",
-                Column::I64(merged.iter().map(|r| topo.link_dst()[r.0 as usize] as i64).collect()),
+                Column::I64(
+                    merged
+                        .iter()
+                        .map(|r| topo.link_dst()[r.0 as usize] as i64)
+                        .collect(),
+                ),
             ),
-            ("capacity_Bps", Column::F64(merged.iter().map(|r| cap(r.0)).collect())),
-            ("bytes_carried", Column::F64(merged.iter().map(|r| r.1).collect())),
+            (
+                "capacity_Bps",
+                Column::F64(merged.iter().map(|r| cap(r.0)).collect()),
+            ),
+            (
+                "bytes_carried",
+                Column::F64(merged.iter().map(|r| r.1).collect()),
+            ),
             ("busy_s", Column::F64(merged.iter().map(|r| r.2).collect())),
             (
                 "mean_utilization",

@@ -59,8 +59,7 @@ impl Router {
             let want = dist[node.index()] - 1;
             candidates.clear();
             candidates.extend(topo.out_links(node).iter().copied().filter(|&l| {
-                capacity_Bps[l as usize] > 0.0
-                    && dist[topo.link_dst()[l as usize] as usize] == want
+                capacity_Bps[l as usize] > 0.0 && dist[topo.link_dst()[l as usize] as usize] == want
             }));
             let pick = if candidates.len() == 1 {
                 0
@@ -204,9 +203,15 @@ mod tests {
         let mut r = Router::new();
         let mut firsts = std::collections::BTreeSet::new();
         for key in 0..64 {
-            let p = r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1).unwrap();
+            let p = r
+                .route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1)
+                .unwrap();
             assert_eq!(p.len(), 2);
-            assert_eq!(p, r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1).unwrap());
+            assert_eq!(
+                p,
+                r.route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1)
+                    .unwrap()
+            );
             check_route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), &p).unwrap();
             firsts.insert(p[0].0);
         }

@@ -34,7 +34,7 @@ impl Routed {
         self.latency_s = 0.0;
     }
 
-    fn link(&mut self, f: &Fabric, l: u32) {
+    pub fn link(&mut self, f: &Fabric, l: u32) {
         self.usage.push(Usage {
             constraint: l,
             coefficient: 1.0,
@@ -145,7 +145,8 @@ impl Alive<'_> {
                 && self.leaf_down_ok(p, b);
         }
         if spine / s.leaf_up == s.pod_of_leaf(lb) {
-            return self.up(s.leaf_spine_link(p, lb, spine % s.leaf_up, true)) && self.leaf_down_ok(p, b);
+            return self.up(s.leaf_spine_link(p, lb, spine % s.leaf_up, true))
+                && self.leaf_down_ok(p, b);
         }
         (0..s.spine_up).any(|r| {
             self.up(s.spine_core_link(p, spine, r, false))
@@ -269,7 +270,9 @@ fn ecmp(
             cand.clear();
             for r in 0..s.spine_up {
                 let l = s.spine_core_link(p, spine, r, false);
-                if alive.up(l) && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)) {
+                if alive.up(l)
+                    && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b))
+                {
                     cand.push(l);
                 }
             }
@@ -330,7 +333,8 @@ fn spray(
     // Planes the flow can cross, weighted by the endpoint's links in each.
     let usable = |p: u32| {
         !alive.faulty
-            || ((0..s.endpoint_links[p as usize]).any(|k| alive.up(s.endpoint_link(p, a, k, false)))
+            || ((0..s.endpoint_links[p as usize])
+                .any(|k| alive.up(s.endpoint_link(p, a, k, false)))
                 && alive.leaf_reaches(p, la, b))
     };
     let total: u32 = (0..s.planes)
@@ -378,7 +382,8 @@ fn spray(
     let p = latency_plane.expect("a usable plane");
     latency_s += lat(s.endpoint_link(p, a, 0, false)) + lat(s.endpoint_link(p, b, 0, true));
     if la != lb {
-        latency_s += lat(s.leaf_spine_link(p, la, 0, false)) + lat(s.leaf_spine_link(p, lb, 0, true));
+        latency_s +=
+            lat(s.leaf_spine_link(p, la, 0, false)) + lat(s.leaf_spine_link(p, lb, 0, true));
         if s.tiers == 3 && s.pod_of_leaf(la) != s.pod_of_leaf(lb) {
             let spine = s.spine_of_port(la, 0);
             latency_s += lat(s.spine_core_link(p, spine, 0, false))

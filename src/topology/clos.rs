@@ -108,10 +108,15 @@ impl ClosShape {
             return Err(bad("rails must be >= 1, got 0".into()));
         }
         if p.radix < 2 {
-            return Err(bad(format!("switch radix must be >= 2 ports, got {}", p.radix)));
+            return Err(bad(format!(
+                "switch radix must be >= 2 ports, got {}",
+                p.radix
+            )));
         }
         if let Some(&m) = p.endpoint_links.iter().find(|&&m| m == 0) {
-            return Err(bad(format!("links per endpoint and plane must be >= 1, got {m}")));
+            return Err(bad(format!(
+                "links per endpoint and plane must be >= 1, got {m}"
+            )));
         }
         let e = p.n_endpoints;
         let mut s = ClosShape {
@@ -167,9 +172,9 @@ impl ClosShape {
                 }
                 let n_groups = e.div_ceil(p.rails);
                 let groups_of_leaves = n_groups.div_ceil(s.endpoints_per_leaf);
-                s.n_leaves = groups_of_leaves
-                    .checked_mul(p.rails)
-                    .ok_or_else(|| Error::TooLarge(format!("{e} endpoints need too many leaves")))?;
+                s.n_leaves = groups_of_leaves.checked_mul(p.rails).ok_or_else(|| {
+                    Error::TooLarge(format!("{e} endpoints need too many leaves"))
+                })?;
                 if p.tiers == 2 {
                     // Fewest spines whose ports take every leaf uplink, dividing the uplinks evenly.
                     let need = (s.n_leaves as u64 * up as u64).div_ceil(p.radix as u64);
@@ -187,14 +192,16 @@ impl ClosShape {
                     s.n_spines = spines;
                     s.leaf_spine_width = width;
                 } else {
-                    let (spine_up, spine_down) = split_ports(p.radix, p.oversubscription[1], "spine")?;
+                    let (spine_up, spine_down) =
+                        split_ports(p.radix, p.oversubscription[1], "spine")?;
                     s.leaf_spine_width = 1;
                     s.leaves_per_pod = spine_down;
                     s.n_pods = s.n_leaves.div_ceil(spine_down);
                     s.n_spines = s.n_pods * up;
                     s.spine_up = spine_up;
                     let need = (s.n_pods as u64 * spine_up as u64).div_ceil(p.radix as u64);
-                    let cores = smallest_divisor_at_least(spine_up, need.min(spine_up as u64) as u32);
+                    let cores =
+                        smallest_divisor_at_least(spine_up, need.min(spine_up as u64) as u32);
                     s.cores_per_group = cores;
                     s.spine_core_width = spine_up / cores;
                     if s.n_pods as u64 * s.spine_core_width as u64 > p.radix as u64 {
@@ -248,7 +255,11 @@ impl ClosShape {
     }
 
     pub fn n_bundles(&self) -> u32 {
-        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        let ep = if self.endpoint_bundles {
+            2 * self.n_endpoints
+        } else {
+            0
+        };
         ep + self.planes * self.bundles_per_plane()
     }
 
@@ -374,7 +385,11 @@ impl ClosShape {
         self.endpoint_bundles.then_some(self.n_endpoints + e)
     }
     fn plane_bundle_base(&self, plane: u32) -> u32 {
-        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        let ep = if self.endpoint_bundles {
+            2 * self.n_endpoints
+        } else {
+            0
+        };
         ep + plane * self.bundles_per_plane()
     }
     pub fn leaf_up_bundle(&self, plane: u32, leaf: u32) -> u32 {
@@ -397,7 +412,10 @@ impl ClosShape {
         let sc = self.spine_core_base(plane);
         let down = link % 2 == 1; // every block starts at an even offset
         let class = if link < ls {
-            (LinkClass::EndpointUp, (link - self.plane_link_base[plane as usize]) / 2)
+            (
+                LinkClass::EndpointUp,
+                (link - self.plane_link_base[plane as usize]) / 2,
+            )
         } else if link < sc {
             (LinkClass::LeafUp, (link - ls) / 2)
         } else {
@@ -432,7 +450,11 @@ impl ClosShape {
 
     /// Calls `f` with every member link offset of bundle `b`.
     pub fn for_each_member(&self, b: u32, mut f: impl FnMut(u32)) {
-        let ep = if self.endpoint_bundles { 2 * self.n_endpoints } else { 0 };
+        let ep = if self.endpoint_bundles {
+            2 * self.n_endpoints
+        } else {
+            0
+        };
         if b < ep {
             let (e, down) = (b % self.n_endpoints, b >= self.n_endpoints);
             for plane in 0..self.planes {
@@ -521,8 +543,16 @@ mod tests {
             (64, 3, 512, 512, 256),
         ] {
             let s = shape(sus * 256, 8, tiers, 64);
-            assert_eq!((s.n_leaves, s.n_spines, s.n_cores), (leaves, spines, cores), "{sus} SU");
-            assert_eq!(s.n_leaves * s.leaf_up, sus * 256, "leaf-spine cables, {sus} SU");
+            assert_eq!(
+                (s.n_leaves, s.n_spines, s.n_cores),
+                (leaves, spines, cores),
+                "{sus} SU"
+            );
+            assert_eq!(
+                s.n_leaves * s.leaf_up,
+                sus * 256,
+                "leaf-spine cables, {sus} SU"
+            );
         }
     }
 
@@ -539,7 +569,10 @@ mod tests {
             }
             let fabric_links = owner.iter().filter(|&&b| b != u32::MAX).count();
             // Endpoint links have no bundle with a single uplink; every other link has one.
-            assert_eq!(fabric_links, s.n_links() as usize - 2 * s.n_endpoints as usize);
+            assert_eq!(
+                fabric_links,
+                s.n_links() as usize - 2 * s.n_endpoints as usize
+            );
         }
     }
 }

@@ -159,7 +159,11 @@ impl Fabric {
             Some((p, _)) => Some(Arc::new(ClosShape::new(p)?)),
             None => None,
         };
-        let n_domains = if domain_shape.is_some() { spec.n_domains } else { 0 };
+        let n_domains = if domain_shape.is_some() {
+            spec.n_domains
+        } else {
+            0
+        };
         let n_gpus: u64 = match &domain_shape {
             Some(s) => s.n_endpoints as u64 * n_domains as u64,
             None => spec.n_gpus_without_domain as u64,
@@ -191,7 +195,11 @@ impl Fabric {
         let dom_links = domain_shape.as_ref().map_or(0, |s| s.n_links() as u64) * n_domains as u64;
         let dom_bundles =
             domain_shape.as_ref().map_or(0, |s| s.n_bundles() as u64) * n_domains as u64;
-        let nic_links = if spec.nic_link.is_some() { 2 * n_gpus } else { 0 };
+        let nic_links = if spec.nic_link.is_some() {
+            2 * n_gpus
+        } else {
+            0
+        };
         let out_nodes = out_shape.as_ref().map_or(0, |s| s.n_nodes() as u64);
         let out_links = out_shape.as_ref().map_or(0, |s| s.n_links() as u64);
         let out_bundles = out_shape.as_ref().map_or(0, |s| s.n_bundles() as u64);
@@ -255,7 +263,16 @@ impl Fabric {
             let node_base = kind.len() as u32;
             let link_base = src.len() as u32;
             let endpoint_base = n_gpus as u32;
-            push_clos(shape, links, endpoint_base, node_base, &mut src, &mut dst, &mut cap, &mut lat);
+            push_clos(
+                shape,
+                links,
+                endpoint_base,
+                node_base,
+                &mut src,
+                &mut dst,
+                &mut cap,
+                &mut lat,
+            );
             push_kinds(shape, &mut kind, NodeKind::Leaf);
             scale_out = Some(ScaleOut {
                 shape: Arc::clone(shape),
@@ -336,7 +353,10 @@ impl Fabric {
             .domains
             .as_ref()
             .map_or(0, |d| d.shape.n_bundles() as usize * d.n_domains as usize);
-        d + self.scale_out.as_ref().map_or(0, |o| o.shape.n_bundles() as usize)
+        d + self
+            .scale_out
+            .as_ref()
+            .map_or(0, |o| o.shape.n_bundles() as usize)
     }
 
     pub fn n_constraints(&self) -> usize {
@@ -431,6 +451,17 @@ impl Fabric {
         Ok(f)
     }
 
+    /// This fabric with every link back at its nominal capacity.
+    pub fn without_faults(&self) -> Result<Fabric> {
+        let nominal = self.topology.capacity_Bps();
+        let faulted: Vec<u32> = (0..self.n_links() as u32)
+            .filter(|&l| self.link_capacity_Bps()[l as usize] != nominal[l as usize])
+            .collect();
+        let mut f = self.with_link_factors(&faulted, 1.0)?;
+        f.link_capacity = None;
+        Ok(f)
+    }
+
     /// The bundle (global index) a link belongs to, if any.
     pub fn bundle_of_link(&self, link: u32) -> Option<u32> {
         if let Some(d) = &self.domains {
@@ -461,19 +492,28 @@ impl Fabric {
                 return (self.domain(dom), (b - d.bundle_base) % per);
             }
         }
-        let o = self.scale_out.as_ref().expect("a bundle outside the domains is scale-out");
+        let o = self
+            .scale_out
+            .as_ref()
+            .expect("a bundle outside the domains is scale-out");
         (self.scale_out_placed(o), b - o.bundle_base)
     }
 
     /// Calls `f` with every member link (global id) of global bundle `b`.
     pub fn for_each_bundle_member(&self, b: u32, mut f: impl FnMut(u32)) {
         let (placed, local) = self.placed_bundle(b);
-        placed.shape.for_each_member(local, |l| f(placed.link_base + l));
+        placed
+            .shape
+            .for_each_member(local, |l| f(placed.link_base + l));
     }
 
     /// A readable name: `gpu12`, `nic12`, `d3.nvswitch4`, `p1.leaf7`, `spine2`, `core9`.
     pub fn node_name(&self, node: u32) -> String {
-        let k = self.kind.get(node as usize).copied().unwrap_or(NodeKind::Node);
+        let k = self
+            .kind
+            .get(node as usize)
+            .copied()
+            .unwrap_or(NodeKind::Node);
         match k {
             NodeKind::Gpu => return format!("gpu{node}"),
             NodeKind::Nic if self.n_gpus > 0 => return format!("nic{}", node - self.n_gpus),
@@ -499,7 +539,11 @@ impl Fabric {
 fn clos_node_name(s: &ClosShape, local: u32, leaf_word: &str) -> String {
     let per = s.nodes_per_plane();
     let (plane, i) = (local / per, local % per);
-    let prefix = if s.planes > 1 { format!("p{plane}.") } else { String::new() };
+    let prefix = if s.planes > 1 {
+        format!("p{plane}.")
+    } else {
+        String::new()
+    };
     if s.tiers == 1 {
         // One switch chip per plane: name it by its plane alone.
         return format!("{leaf_word}{plane}");

@@ -39,7 +39,9 @@ fn positive(what: &str, x: f64) -> Result<()> {
     if x.is_finite() && x > 0.0 {
         Ok(())
     } else {
-        Err(Error::InvalidArgument(format!("{what} must be a finite number > 0, got {x}")))
+        Err(Error::InvalidArgument(format!(
+            "{what} must be a finite number > 0, got {x}"
+        )))
     }
 }
 
@@ -64,7 +66,11 @@ fn nvlink_spec(n: &NvlinkParams) -> Result<(ClosParams, ClosLinks)> {
     ))
 }
 
-fn scale_out_spec(n_endpoints: u32, rails: u32, s: &ScaleOutParams) -> Result<(ClosParams, ClosLinks)> {
+fn scale_out_spec(
+    n_endpoints: u32,
+    rails: u32,
+    s: &ScaleOutParams,
+) -> Result<(ClosParams, ClosLinks)> {
     positive("scale-out link_Bps", s.link_Bps)?;
     crate::error::check_non_negative("switch latency_s", s.switch_latency_s)?;
     crate::error::check_non_negative("NIC latency_s", s.nic_latency_s)?;
@@ -99,7 +105,9 @@ fn scale_out_spec(n_endpoints: u32, rails: u32, s: &ScaleOutParams) -> Result<(C
 /// NVL72 rack).
 pub fn nvlink_domains(n_domains: u32, nv: &NvlinkParams) -> Result<Fabric> {
     if n_domains == 0 {
-        return Err(Error::InvalidArgument("n_domains must be >= 1, got 0".into()));
+        return Err(Error::InvalidArgument(
+            "n_domains must be >= 1, got 0".into(),
+        ));
     }
     Fabric::build(&FabricSpec {
         n_domains,
@@ -133,11 +141,15 @@ pub fn cluster(
 ) -> Result<Fabric> {
     positive("NIC host link_Bps", nic_link_Bps)?;
     if n_domains == 0 {
-        return Err(Error::InvalidArgument("n_domains must be >= 1, got 0".into()));
+        return Err(Error::InvalidArgument(
+            "n_domains must be >= 1, got 0".into(),
+        ));
     }
     let n_gpus = nv.gpus_per_domain as u64 * n_domains as u64;
     if n_gpus > u32::MAX as u64 / 4 {
-        return Err(Error::TooLarge(format!("{n_gpus} GPUs exceed what fabricsim numbers")));
+        return Err(Error::TooLarge(format!(
+            "{n_gpus} GPUs exceed what fabricsim numbers"
+        )));
     }
     Fabric::build(&FabricSpec {
         n_domains,
@@ -183,7 +195,10 @@ pub fn pcie_server(
     let mut kind = vec![NodeKind::Gpu; n_gpus as usize];
     kind.extend(std::iter::repeat_n(NodeKind::Nic, n_nics as usize));
     let switch_base = kind.len() as u32;
-    kind.extend(std::iter::repeat_n(NodeKind::PcieSwitch, n_switches as usize));
+    kind.extend(std::iter::repeat_n(
+        NodeKind::PcieSwitch,
+        n_switches as usize,
+    ));
     let cpu_base = kind.len() as u32;
     kind.extend(std::iter::repeat_n(NodeKind::Cpu, n_cpus as usize));
     let (mut src, mut dst, mut cap) = (Vec::new(), Vec::new(), Vec::new());
@@ -196,7 +211,11 @@ pub fn pcie_server(
         cable(g, switch_base + g / gpus_per_switch, pcie_Bps);
     }
     for n in 0..n_nics {
-        cable(n_gpus + n, switch_base + n / nics_per_switch, nic_Bps.min(pcie_Bps));
+        cable(
+            n_gpus + n,
+            switch_base + n / nics_per_switch,
+            nic_Bps.min(pcie_Bps),
+        );
     }
     let per_cpu = n_switches / n_cpus;
     for sw in 0..n_switches {

@@ -11,11 +11,14 @@ from helpers import Model
 I64 = pa.int64()
 F64 = pa.float64()
 TAG = "tag"
+WORDS = "words"  # dictionary-encoded strings
 
 SCHEMAS = {
     "flows": [("flow_id", I64), ("tag", TAG), ("src", I64), ("dst", I64), ("bytes", F64),
-              ("ready_s", F64), ("start_s", F64), ("finish_s", F64), ("mean_rate_Bps", F64)],
-    "delays": [("delay_id", I64), ("tag", TAG), ("ready_s", F64), ("finish_s", F64)],
+              ("ready_s", F64), ("start_s", F64), ("finish_s", F64), ("mean_rate_Bps", F64),
+              ("status", WORDS), ("failed_s", F64), ("error", WORDS)],
+    "delays": [("delay_id", I64), ("tag", TAG), ("ready_s", F64), ("finish_s", F64),
+               ("status", WORDS)],
     "links": [("link_id", I64), ("src", I64), ("dst", I64), ("capacity_Bps", F64),
               ("bytes_carried", F64), ("busy_s", F64), ("mean_utilization", F64),
               ("peak_utilization", F64)],
@@ -35,7 +38,7 @@ def check_schema(table, expected, name):
     assert table.column_names == [c for c, _ in expected], f"{name} columns"
     for col, t in expected:
         got = table.schema.field(col).type
-        if t == TAG:
+        if t in (TAG, WORDS):
             assert is_tag_type(got), f"{name}.{col} has type {got}"
         else:
             assert got == t, f"{name}.{col} has type {got}, expected {t}"

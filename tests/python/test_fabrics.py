@@ -4,6 +4,8 @@ the engine (bisection, ECMP collisions against adaptive routing), static faults,
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -475,22 +477,33 @@ def test_a_degraded_link_slows_the_flow_crossing_it():
 
 
 @pytest.mark.parametrize("routing", ["ecmp", "adaptive"])
-def test_a_flow_with_no_surviving_path_is_refused_naming_its_nodes(routing):
+def test_a_flow_with_no_surviving_path_fails_in_its_row_naming_its_nodes(routing):
     topo = fs.clos(**CLOS_SHAPES["2-tier"])
     leaf0 = int(np.flatnonzero(topo._core.node_kinds() == kind_codes(topo)["leaf"])[0])
     cut = topo.fail(nodes=[leaf0])
     sc = fs.Scenario(cut, routing=routing)
-    with pytest.raises(ZeroCapacityPathError, match="host0 to host20"):
-        sc.add_flow(0, 20, 1e6)
-    assert sc.n_activities == 0
-    sc.add_flow(4, 20, 1e6)  # hosts of other leaves still route
+    lost = sc.add_flow(0, 20, 1e6, start_s=0.5)
+    after_lost = sc.add_delay(1.0, after=[lost])
+    fine = sc.add_flow(4, 20, 1e6)  # hosts of other leaves still route
+    res = sc.run()
+    rows = {r["flow_id"]: r for r in res.flows.to_pylist()}
+    # It fails when its transfer would start: after its start time and path latency.
+    assert rows[lost]["status"] == "failed"
+    assert rows[lost]["failed_s"] == rows[lost]["start_s"] == pytest.approx(0.5, abs=1e-5)
+    assert rows[lost]["finish_s"] is None
+    assert re.search("no path from host0 to host20", rows[lost]["error"])
+    assert res.delays.to_pylist()[0]["status"] == "skipped"
+    assert rows[fine]["status"] == "done" and rows[fine]["error"] is None
+    assert res.delays.to_pylist()[0]["delay_id"] == after_lost
     # A cluster GPU whose NIC is down cannot leave its domain, but still reaches its peers.
     cl = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="test-sw8", nic="cx7")
     cut = cl.fail(nodes=[int(cl.nics[3])])
     sc = fs.Scenario(cut, routing=routing)
-    with pytest.raises(ZeroCapacityPathError, match="gpu3 to gpu11"):
-        sc.add_flow(3, 11, 1e6)
+    sc.add_flow(3, 11, 1e6)
     sc.add_flow(3, 4, 1e6)
+    flows = sc.run().flows.to_pylist()
+    assert [f["status"] for f in flows] == ["failed", "done"]
+    assert "no path from gpu3 to gpu11" in flows[0]["error"]
 
 
 def test_nvlink_faults_under_spraying_and_ecmp():

@@ -162,12 +162,20 @@ fn a_waiting_flow_takes_its_new_route_or_fails_when_it_would_start_without_one()
     assert_eq!(rates_of(&out, a), vec![(3.0, 2.0)]);
     assert_eq!(out.outcome[b.index()], Outcome::Failed);
     assert_eq!(
-        (out.ready_s[b.index()], out.failed_s[b.index()], out.fail_reason[b.index()]),
+        (
+            out.ready_s[b.index()],
+            out.failed_s[b.index()],
+            out.fail_reason[b.index()]
+        ),
         (3.0, 4.0, NO_PATH)
     );
     assert_eq!(out.outcome[c.index()], Outcome::Failed);
     assert_eq!(
-        (out.ready_s[c.index()], out.failed_s[c.index()], out.fail_reason[c.index()]),
+        (
+            out.ready_s[c.index()],
+            out.failed_s[c.index()],
+            out.fail_reason[c.index()]
+        ),
         (0.0, 5.0, NO_PATH)
     );
     assert_eq!(out.outcome[d.index()], Outcome::Done);

@@ -1,0 +1,580 @@
+"""NCCL's own cost model: which (algorithm, protocol) NCCL 2.30 would pick, and the time it predicts.
+
+This reproduces ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` of NCCL v2.30.7
+(``src/graph/tuning.cc``), as summarised in ``hardware.md`` §4, so that ``algorithm="auto"`` in
+fabricsim chooses as NCCL would. NCCL works in GB/s (1e9 B/s) and microseconds; this module takes
+and returns bytes/s and seconds, and works in NCCL's units inside.
+
+What is exact and what is approximated
+--------------------------------------
+* Exact (hardware.md §4.1-4.4): the time formula, the constant tables, the bandwidth refinements per
+  algorithm/protocol, the conversion to algorithm bandwidth, the latency formulas, the disabling
+  rules, and the ring "plateau" latency factor on more than one node.
+* Approximated: the graph search (``src/graph/search.cc``), which in NCCL walks the detected PCI/NVLink
+  tree. Here a :class:`CommShape` gives per-GPU totals only, and the search is reduced to the rules
+  hardware.md §4.2 states, evaluated on those totals:
+
+  - a speed ``s`` is taken from the architecture's ladder, starting at the first one that is
+    ``<= maxBw`` (the fastest single path: the GPU's NVLink total on one node, its NIC across nodes)
+    and with ``s * minChannels <= totalBw`` (x ppn/(ppn-1) for non-ring patterns, ``search.cc:1168``);
+  - **ring**: as many channels as fit ``n * s <= NVLink total`` (32 at most); across nodes each of
+    the ppn NICs carries ``floor(nic / s)`` channels and a GPU forwards over NVLink on ``(ppn-1)/ppn``
+    of them. Pass 1 keeps the best ``n * s`` while lowering ``s`` (stopping once ``n * s >= totalBw``,
+    at 32 channels, or when the next speed is <= 0.49x the best one), then duplicates channels
+    (``search.cc:1036-1049``), then pass 2 tries higher speeds at that channel count;
+  - **tree / CollNet chain**: as many channels as the ring; the first ladder speed at which they
+    fit (load ``n * s * (ppn-1)/ppn`` on NVLink, one channel per ``s`` of NIC); pass 2 then raises
+    ``bwIntra`` while it is below 2x ``bwInter`` and still fits ("increase bwIntra for trees");
+  - **CollNet direct**: as the tree, with ``min(ppn, NCCL_MAX_DIRECT_ARITY + 1 = 8)`` channels (heads);
+  - **NVLS**: ``min(32, ppn)`` channels (``search.cc:1124-1138``), the first speed at which a GPU's
+    load of ``(channels + heads it leads) * s`` fits its NVLink total (the head GPU's 2x, §4.2);
+    across nodes each head also needs ``s`` on its NIC, and pass 2 raises ``bwInter`` up to 2x
+    ``bwIntra`` within the NIC. On one node there is no network leg and ``bwInter`` does not cap the
+    NVLS bandwidth (hardware.md §4.6 evaluates it so, and measurements of ~480 GB/s agree);
+  - PCIe: without NVLink the intra-node path is NCCL's default ``PCI_BW`` = 12 GB/s (Gen3 x16,
+    ``topo.h``); a GPU's PCIe link is assumed to be at least as fast as its NIC; every GPU has its
+    own NIC under the same PCIe switch (PIX/PXB, as on DGX/HGX) and ``latencyInter`` = 0.
+
+  These reproduce hardware.md §4.6 exactly: HGX H100 ring 6 x 60 -> 12 x 30, NVLS 8 x 40; B200 NVLS 8 x 80.
+* Left out: the tree correction factor table (``tuning.cc:620-646``, applied to Tree and, on
+  Blackwell + x86, NVLSTree all-reduce bandwidth for 64 B..256 MB). hardware.md gives only its
+  range (0.4-1.0), not its values, so it is not applied: Tree is modelled as it is before that
+  correction, which makes it look up to 2.5x faster at medium sizes than NCCL thinks it is.
+  Also left out: tuner plugins, ``NCCL_ALGO``/``NCCL_PROTO`` overrides, grouped calls (latCount = 1),
+  and the per-call channel/thread reduction for small messages (it changes how NCCL runs the chosen
+  pair, not which pair it chooses).
+
+all-to-all and send/recv are not in NCCL's tuning table (they always run the p2p path, Simple
+protocol); :func:`predict` refuses them with an :class:`~fabricsim.exceptions.InvalidArgumentError`
+rather than invent a model NCCL does not have.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .exceptions import InvalidArgumentError
+
+__all__ = [
+    "ALGORITHMS",
+    "ARCHS",
+    "OPS",
+    "PROTOCOLS",
+    "CommShape",
+    "Graph",
+    "Prediction",
+    "choose",
+    "graphs",
+    "predict",
+]
+
+# NCCL's iteration order (NCCL_ALGO_* and NCCL_PROTO_* indices): ties go to the earlier pair,
+# because enqueue.cc:2028-2048 replaces the best only on a strictly smaller time.
+ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOCOLS = ("ll", "ll128", "simple")
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+_UNTUNED_OPS = ("all_to_all", "send_recv")
+_CPU_VENDORS = ("intel", "amd", "arm")
+
+TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
+LL, LL128, SIMPLE = range(3)
+_ARCH = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
+_COMPCAP = (70, 80, 90, 100)
+
+# --- Constants of tuning.cc v2.30.7 (hardware.md §4.2) ----------------------------------------
+# baseLat[algo][proto], us (tuning.cc:150-155).
+_BASE_LAT = (
+    (6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0),
+    (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (8.0, 8.0, 8.0),
+)
+# hwLat[NVLINK | PCI | NET][algo][proto], us per step (tuning.cc:157-175).
+_HW_NVLINK, _HW_PCI, _HW_NET = range(3)
+_HW_LAT = (
+    ((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25.0), (0, 0, 25.0), (0, 0, 4.0)),
+    ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0.0), (0, 0, 0.0), (0, 0, 4.0)),
+    ((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), (0, 0, 31.0), (0, 0, 30.0), (0, 0, 18.0), (0, 0, 20.9), (0, 0, 14.0)),
+)
+# GB/s caps, columns = {1 node, 2 nodes, >= 3 nodes} (tuning.cc:177-211). llMaxBws rows are the
+# arch on one node and the CPU vendor (0 = Intel/other, 1 = AMD) across nodes (tuning.cc:263-276).
+_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+_PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
+_PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+_PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+# Only Hopper/Blackwell rows matter: NVLS needs sm90+ (search.cc returns no NVLS graph below).
+_PER_CH_NVLS_TREE = ((0.0,) * 3, (0.0,) * 3, (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
+_NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)  # tuning.cc:138-144
+
+# Graph-search speed ladders, GB/s per channel (search.cc:1051-1067). sm90/sm100 from hardware.md
+# §4.2; the pre-Hopper ladders are not in hardware.md and come from NVIDIA/nccl search.cc
+# (speedArrayIntra/speedArrayInter, unchanged since 2.12).
+_LADDER_INTRA = (
+    (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+)
+_GENERIC_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+                  2.4, 1.2, 0.24, 0.12)
+_LADDER_INTER = (
+    _GENERIC_INTER,
+    _GENERIC_INTER,
+    (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+     2.4, 1.2, 0.24, 0.12),
+)
+_PCI_BW = 12.0              # topo.h: PCI_BW, Gen3 x16, NCCL's figure when nothing better is known
+_RING_MAX_CHANNELS = 32     # MAXCHANNELS/2 (init.cc:1177)
+_NVLS_MAX_ARITY = 32        # NCCL_MAX_NVLS_ARITY (device.h:213)
+_DIRECT_MAX_HEADS = 8       # NCCL_MAX_DIRECT_ARITY + 1 (device.h; not in hardware.md)
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class CommShape:
+    """A communicator on its fabric, as NCCL's topology detection would see it.
+
+    ``n_nodes`` counts NVLink domains (hosts, or NVL72 racks); ``ppn = n_ranks // n_nodes`` GPUs
+    sit in each, and each GPU has its own NIC of ``net_Bps``. Bandwidths are payload bytes/s per
+    direction: ``nvlink_Bps`` is one GPU's NVLink total as NCCL counts it (links x NCCL's per-link
+    figure, e.g. 18 x 20.6e9 on H100), 0 when the GPUs talk over PCIe. ``nvswitch`` means NVLS is
+    possible (NVSwitch gen 3+ with multicast; NCCL also needs Hopper or later), ``collnet`` that
+    in-network reduction (InfiniBand SHARP) is available across nodes. ``cpu_vendor`` ("intel",
+    "amd"; "arm" behaves as "intel") picks the multi-node LL cap and the network post overhead.
+    """
+
+    n_ranks: int
+    n_nodes: int
+    arch: str
+    nvlink_Bps: float
+    nvlink_link_Bps: float
+    net_Bps: float
+    nvswitch: bool
+    collnet: bool
+    cpu_vendor: str = "intel"
+
+    def __post_init__(self) -> None:
+        for name in ("n_ranks", "n_nodes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise InvalidArgumentError(f"{name}={v!r}: expected a positive integer")
+        if self.n_ranks < 2:
+            raise InvalidArgumentError(
+                f"n_ranks={self.n_ranks!r}: expected at least 2 (NCCL does not tune a 1-rank communicator)"
+            )
+        if self.n_ranks % self.n_nodes:
+            raise InvalidArgumentError(
+                f"n_ranks={self.n_ranks!r} over n_nodes={self.n_nodes!r}: expected the same number of GPUs per node"
+            )
+        if self.arch not in ARCHS:
+            raise InvalidArgumentError(f"arch={self.arch!r}: expected one of {', '.join(ARCHS)}")
+        if self.cpu_vendor not in _CPU_VENDORS:
+            raise InvalidArgumentError(f"cpu_vendor={self.cpu_vendor!r}: expected 'intel', 'amd' or 'arm'")
+        for name in ("nvlink_Bps", "nvlink_link_Bps", "net_Bps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+                raise InvalidArgumentError(f"{name}={v!r}: expected a finite number of bytes/s >= 0")
+        for name in ("nvswitch", "collnet"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(f"{name}={getattr(self, name)!r}: expected True or False")
+        if self.nvlink_Bps > 0 and not 0 < self.nvlink_link_Bps <= self.nvlink_Bps:
+            raise InvalidArgumentError(
+                f"nvlink_link_Bps={self.nvlink_link_Bps!r}: expected > 0 and <= nvlink_Bps={self.nvlink_Bps!r}"
+            )
+        if self.nvswitch and self.nvlink_Bps == 0:
+            raise InvalidArgumentError("nvswitch=True with nvlink_Bps=0: an NVSwitch needs NVLink")
+        if self.n_nodes > 1 and self.net_Bps == 0:
+            raise InvalidArgumentError(
+                f"net_Bps=0 with n_nodes={self.n_nodes}: expected a NIC bandwidth > 0 across nodes"
+            )
+
+    @property
+    def ppn(self) -> int:
+        """GPUs per node (per NVLink domain)."""
+        return self.n_ranks // self.n_nodes
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """NCCL's prediction for one (algorithm, protocol): ``time_s = latency_s + size / alg_Bps``.
+
+    ``bus_Bps`` is NCCL's busBw after its refinements, before conversion; ``alg_Bps`` is the
+    converted bandwidth NCCL stores in ``comm->bandwidths`` and divides the size by; ``latency_s``
+    is the latency term of this call (with the ring plateau factor when it applies).
+    """
+
+    algorithm: str
+    protocol: str
+    time_s: float
+    bus_Bps: float
+    alg_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One graph-search result: ``n_channels`` channels of ``bw_intra_Bps``/``bw_inter_Bps`` each."""
+
+    n_channels: int
+    bw_intra_Bps: float
+    bw_inter_Bps: float
+
+
+# --- Graph search (approximation of search.cc, see the module docstring) -----------------------
+
+
+@dataclass(frozen=True)
+class _Sys:
+    cc: int
+    ppn: int
+    multi: bool
+    intra: float    # one GPU's intra-node bandwidth, GB/s (inf with one GPU per node)
+    nvl: float
+    net: float
+    max_bw: float   # system->maxBw
+    total_bw: float  # system->totalBw
+    ladder: tuple
+
+
+def _system(s: CommShape) -> _Sys:
+    a = _ARCH[s.arch]
+    nvl, net = s.nvlink_Bps / 1e9, s.net_Bps / 1e9
+    multi = s.n_nodes > 1
+    intra = math.inf if s.ppn == 1 else (nvl if nvl > 0 else _PCI_BW)
+    pci = max(_PCI_BW, net)
+    return _Sys(
+        cc=_COMPCAP[a], ppn=s.ppn, multi=multi, intra=intra, nvl=nvl, net=net if multi else 0.0,
+        max_bw=net if multi else (nvl if nvl > 0 else _PCI_BW),
+        total_bw=max(nvl, pci),
+        ladder=(_LADDER_INTER if multi else _LADDER_INTRA)[a],
+    )
+
+
+def _start(sy: _Sys, min_channels: int, ring: bool) -> int:
+    # search.cc: skip speeds above maxBw or with speed*minChannels above totalBw, which non-ring
+    # patterns inflate by ngpus/(ngpus-1) because they do not loop back to the first GPU.
+    total = sy.total_bw if ring or sy.ppn == 1 else sy.total_bw * sy.ppn / (sy.ppn - 1)
+    lad, i = sy.ladder, 0
+    while i < len(lad) - 1 and (lad[i] > sy.max_bw + _EPS or lad[i] * min_channels > total + _EPS):
+        i += 1
+    return i
+
+
+def _nic_channels(sy: _Sys, s: float) -> int:
+    return sy.ppn * math.floor(sy.net / s + _EPS) if sy.multi else _RING_MAX_CHANNELS
+
+
+def _ring_channels(sy: _Sys, s: float) -> int:
+    if not sy.multi:  # the ring loops back: every GPU sends s per channel over NVLink/PCIe
+        return min(_RING_MAX_CHANNELS, math.floor(sy.intra / s + _EPS))
+    n = _nic_channels(sy, s)
+    if sy.ppn > 1:  # the last GPU of a channel sends to its NIC, not over NVLink
+        n = min(n, math.floor(sy.intra * sy.ppn / ((sy.ppn - 1) * s) + _EPS))
+    return min(_RING_MAX_CHANNELS, n)
+
+
+def _ring_graph(sy: _Sys) -> tuple[int, float, float]:
+    lad = sy.ladder
+    i = _start(sy, 1, ring=True)
+    n, s = 0, 0.0
+    while True:  # pass 1: best n*s while decreasing the speed
+        c = _ring_channels(sy, lad[i])
+        if c >= 1 and c * lad[i] > n * s + _EPS:
+            n, s = c, lad[i]
+        if n and (n == _RING_MAX_CHANNELS or n * s >= sy.total_bw - _EPS):
+            break
+        if i + 1 >= len(lad) or (n and lad[i + 1] / s <= 0.49):
+            break
+        i += 1
+    if not n:  # search.cc's fallback graph
+        return 1, 0.1, 0.1
+    # ncclTopoDupChannels (search.cc:1036-1049): double the channels, split their bandwidth.
+    if not (s < 25.0 or (sy.cc > 80 and s < 50.0 and n > 4)):
+        d = min(2 * n, _RING_MAX_CHANNELS)
+        s, n = s / math.ceil(d / n), d
+    # Pass 2: a higher speed at no fewer channels, if it carries more.
+    j = next((k for k, v in enumerate(lad) if v <= s + _EPS), len(lad))
+    for v in reversed(lad[:j]):
+        c = _ring_channels(sy, v)
+        if c >= n and c * v > n * s + _EPS:
+            n, s = c, v
+    return n, s, s
+
+
+def _tree_like_graph(sy: _Sys, n: int) -> tuple[int, float, float]:
+    """Tree, CollNet chain and CollNet direct graphs: ``n`` channels (min = max channels)."""
+    lad = sy.ladder
+
+    def fits(s_intra: float, s_inter: float) -> bool:
+        intra_ok = sy.ppn == 1 or n * s_intra * (sy.ppn - 1) / sy.ppn <= sy.intra + _EPS
+        return intra_ok and n <= _nic_channels(sy, s_inter)
+
+    i = _start(sy, n, ring=False)
+    while i < len(lad) - 1 and not fits(lad[i], lad[i]):
+        i += 1
+    if not fits(lad[i], lad[i]):
+        return n, 0.1, 0.1
+    intra = inter = lad[i]
+    # Pass 2, "increase bwIntra for trees (2 nodes or collnet)": while below 2x bwInter.
+    while i > 0 and intra < 2 * inter - _EPS and fits(lad[i - 1], inter):
+        i -= 1
+        intra = lad[i]
+    return n, intra, inter
+
+
+def _nvls_graph(sy: _Sys, s: CommShape) -> tuple[int, float, float] | None:
+    if not (s.nvswitch and sy.cc >= 90 and sy.ppn >= 2):
+        return None
+    n = min(_NVLS_MAX_ARITY, sy.ppn)
+    heads = math.ceil(n / sy.ppn)  # channels a GPU leads; its NVSwitch link carries 2x on those
+
+    def fits(v: float) -> bool:
+        return (n + heads) * v <= sy.nvl + _EPS and (not sy.multi or heads * v <= sy.net + _EPS)
+
+    lad = sy.ladder
+    i = _start(sy, 1 if sy.multi else n, ring=False)
+    while i < len(lad) - 1 and not fits(lad[i]):
+        i += 1
+    if not fits(lad[i]):
+        return None
+    intra = lad[i]
+    if not sy.multi:
+        return n, intra, math.inf  # no network leg on one node (module docstring)
+    inter = intra  # pass 2: raise bwInter while below 2x bwIntra and the heads' NICs allow it
+    while i > 0 and inter < 2 * intra - _EPS and heads * lad[i - 1] <= sy.net + _EPS:
+        i -= 1
+        inter = lad[i]
+    return n, intra, inter
+
+
+# --- ncclTopoTuneModel ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Entry:
+    algo: int
+    proto: int
+    lat_us: float
+    bw: float         # converted bandwidth, GB/s
+    bus: float        # busBw before conversion, GB/s
+    plateau_bytes: float  # from this size on, latency x plateau (ring/Simple all-reduce across nodes)
+    plateau: float
+
+
+def _algos(op: str, s: CommShape, sy: _Sys) -> tuple[int, ...]:
+    if op in ("broadcast", "reduce"):
+        return (RING,)
+    nvls = s.nvswitch and sy.cc >= 90 and (s.n_nodes == 1 or s.collnet)
+    collnet = s.collnet and s.n_nodes > 1
+    direct = collnet and s.nvswitch  # CollNetDirect needs an NVSwitch (tuning.cc:508-509)
+    if op == "all_reduce":
+        out = [TREE, RING]
+        out += [CN_DIRECT] * direct + [CN_CHAIN] * collnet + [NVLS] * nvls
+        out += [NVLS_TREE] * (s.nvswitch and sy.cc >= 90 and s.n_nodes > 1)
+        return tuple(sorted(out))
+    # AllGather/ReduceScatter: Ring, NVLS, CollNetDirect, PAT. Across nodes NVLS and CollNetDirect
+    # need one CollNet head per local rank; PAT needs one GPU per node and a host-driven network.
+    heads = min(sy.ppn, _DIRECT_MAX_HEADS)
+    nvls = nvls and (s.n_nodes == 1 or sy.ppn <= heads)
+    direct = direct and sy.ppn <= heads
+    pat = sy.ppn == 1
+    return tuple(a for a, on in ((RING, True), (CN_DIRECT, direct), (NVLS, nvls), (PAT, pat)) if on)
+
+
+@lru_cache(maxsize=1024)
+def _graphs(s: CommShape) -> dict[int, tuple[int, float, float]]:
+    sy = _system(s)
+    ring = _ring_graph(sy)
+    out = {RING: ring, TREE: _tree_like_graph(sy, ring[0])}
+    out[PAT] = out[TREE]  # init.cc: PAT runs on the tree graph
+    if s.collnet and s.n_nodes > 1:
+        out[CN_CHAIN] = _tree_like_graph(sy, ring[0])
+        out[CN_DIRECT] = _tree_like_graph(sy, min(sy.ppn, _DIRECT_MAX_HEADS))
+    nvls = _nvls_graph(sy, s)
+    if nvls is not None and nvls[0] >= 2:  # NVLS/NVLSTree need >= 2 channels (tuning.cc:307)
+        out[NVLS] = out[NVLS_TREE] = nvls
+    return out
+
+
+def _bus_bw(op, a, p, g, s, sy, col) -> float:
+    """busBw in GB/s of algorithm a, protocol p on graph g = (nCh, bwIntra, bwInter); 0 = disabled."""
+    ar = op == "all_reduce"
+    arch = _ARCH[s.arch]
+    n_ch, b_intra, b_inter = g
+    ppn = sy.ppn
+    if a in (NVLS, NVLS_TREE):
+        if p != SIMPLE:
+            return 0.0
+        intra = b_intra * _NVLS_EFFICIENCY[arch] * (n_ch - 1) / n_ch
+        intra *= 2.0 if ar else (ppn - 1) / ppn  # "AllReduce pipelines two operations"
+        inter = b_inter * (2 if a == NVLS_TREE and s.n_nodes <= 2 else 1)
+        bw = min(intra, inter, _PER_CH_NVLS_TREE[arch][col] if a == NVLS_TREE else math.inf)
+        return n_ch * bw
+    collnet = a in (CN_DIRECT, CN_CHAIN)
+    bw = b_intra if s.n_nodes <= 2 or collnet else b_inter
+    bus = n_ch * bw
+    if a == RING and p == LL:
+        ll_row = arch if s.n_nodes == 1 else (1 if s.cpu_vendor == "amd" else 0)
+        return min(_LL_MAX_BW[ll_row][col], bus * 0.5)
+    if a == RING and p == LL128:
+        return min(bus * 0.92, n_ch * _PER_CH_RING_LL128[arch][col])
+    if a == TREE:
+        bus = min(bus * 0.92, n_ch * _PER_CH_TREE[arch][col])
+        if p == LL:
+            ll_row = arch if s.n_nodes == 1 else (1 if s.cpu_vendor == "amd" else 0)
+            bus = min(bus / 3.8, _LL_MAX_BW[ll_row][col])
+        elif p == LL128:
+            bus = min(bus * (7.0 / 9.0 if s.n_nodes == 1 else 120.0 / 128.0), n_ch * _PER_CH_TREE_LL128[arch][col])
+        return bus  # the x0.85 of NCCL_TOPO_PATTERN_TREE does not apply: the search keeps BALANCED_TREE
+    if a == PAT:
+        return bus * 0.75 if p == SIMPLE else 0.0
+    if collnet and p != SIMPLE:
+        return 0.0
+    if a == CN_DIRECT:
+        if not ar:
+            return ppn * min(b_intra, b_inter * 0.9)
+        f = ppn / n_ch  # "GPU/NIC ratio"
+        bus /= f - (f - 1) / 2
+        return bus * 0.85 if sy.cc >= 90 else bus
+    return bus  # ring Simple, CollNet chain
+
+
+def _latency_us(op, a, p, s, sy, same_channels) -> float:
+    n, nodes, ppn = s.n_ranks, s.n_nodes, sy.ppn
+    intra_hw = _HW_NVLINK if sy.nvl > 0 and ppn > 1 else _HW_PCI
+    base = _BASE_LAT[a][p]
+    intra = _HW_LAT[intra_hw][a][p]
+    inter = _HW_LAT[_HW_NET][TREE if ppn == 1 else a][p]  # + latencyInter (x2 for Simple) = 0
+    log_nodes = nodes.bit_length() - 1  # log2i
+    if a == RING:
+        nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1 if op in ("all_gather", "reduce_scatter") else n
+        if op in ("broadcast", "reduce"):
+            hw = intra_hw if nodes == 1 else _HW_NET
+            if same_channels:
+                return base + _HW_LAT[hw][RING][p]
+            return base + nsteps * _HW_LAT[hw][TREE if p == SIMPLE else RING][p]
+        overhead = 0.0
+        if nodes > 1:  # "inter-node rings still have to launch nsteps * net overhead"
+            overhead = (2.0 if s.cpu_vendor == "amd" else 1.0) * (3 if p == SIMPLE else 1)
+        n_inter = 0 if nodes == 1 else 2 * (nodes - 1) if op == "all_reduce" else nodes - 1
+        return base + (nsteps - n_inter) * max(intra, overhead) + n_inter * inter
+    if a == TREE:
+        return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
+    if a == CN_DIRECT:
+        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+    if a == CN_CHAIN:
+        return base + 2 * (ppn - 1) * intra + inter
+    if a == NVLS:  # "=", not "+=": NCCL drops the base latency here
+        return intra + (inter if nodes > 1 else 0.0)
+    if a == NVLS_TREE:
+        return base + intra + 2 * log_nodes * inter
+    return base + log_nodes * inter / 3.5 + n * 2.8  # PAT
+
+
+@lru_cache(maxsize=4096)
+def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
+    sy = _system(s)
+    gs = _graphs(s)
+    col = min(s.n_nodes, 3) - 1
+    n = s.n_ranks
+    nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1 if op in ("all_gather", "reduce_scatter") else n
+    # LL128 needs NVLink between the GPUs (or a single GPU per node) and a PIX/PXB/PXN NIC path,
+    # which is assumed (tuning.cc:514-536).
+    ll128 = sy.nvl > 0 or sy.ppn == 1
+    same_channels = s.n_nodes == 1
+    comm_channels = min(gs[RING][0], gs[TREE][0])
+    out = []
+    for a in _algos(op, s, sy):
+        if a not in gs:
+            continue
+        for p in (LL, LL128, SIMPLE):
+            if p == LL128 and not ll128:
+                continue
+            bus = _bus_bw(op, a, p, gs[a], s, sy, col)
+            if bus <= 0:
+                continue
+            if a != RING and op in ("all_gather", "reduce_scatter"):
+                bw = bus  # stored unconverted (tuning.cc:376-382)
+            elif a in (RING, NVLS, NVLS_TREE):
+                bw = bus * n / nsteps
+            else:
+                bw = bus * 0.5
+            plateau_bytes, plateau = math.inf, 1.0
+            if a == RING and p == SIMPLE and op == "all_reduce" and s.n_nodes > 1:
+                plateau_bytes = 64 * comm_channels * n  # nBytes/(nChannels*nRanks) >= 64
+                plateau = 1.9 if sy.cc < 80 else 1.4
+            lat = _latency_us(op, a, p, s, sy, same_channels)
+            out.append(_Entry(a, p, lat, bw, bus, plateau_bytes, plateau))
+    return tuple(out)
+
+
+# --- Public API ------------------------------------------------------------------------------------
+
+
+def _check(op, size_bytes, shape) -> float:
+    if not isinstance(shape, CommShape):
+        raise InvalidArgumentError(f"shape={shape!r}: expected a fabricsim.nccl_model.CommShape")
+    if op not in OPS:
+        if op in _UNTUNED_OPS:
+            raise InvalidArgumentError(
+                f"op={op!r} is not in NCCL's tuning table: NCCL runs it as point-to-point transfers "
+                "(Simple protocol) and never chooses an algorithm for it"
+            )
+        raise InvalidArgumentError(f"op={op!r}: expected one of {', '.join(OPS)}")
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real) or not (
+        math.isfinite(size_bytes) and size_bytes >= 0
+    ):
+        raise InvalidArgumentError(f"size_bytes={size_bytes!r}: expected a finite number of bytes >= 0")
+    return float(size_bytes)
+
+
+def _prediction(e: _Entry, nbytes: float) -> Prediction:
+    lat = e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0)
+    return Prediction(
+        ALGORITHMS[e.algo], PROTOCOLS[e.proto], (lat + nbytes / (1000.0 * e.bw)) * 1e-6,
+        e.bus * 1e9, e.bw * 1e9, lat * 1e-6,
+    )
+
+
+def predict(op: str, size_bytes: float, shape: CommShape) -> list[Prediction]:
+    """NCCL's predicted time of ``op`` on ``size_bytes`` for every (algorithm, protocol) it enables.
+
+    ``size_bytes`` is nccl-tests' "size" column, which is NCCL's ``nBytes``: the per-rank buffer
+    for all_reduce, broadcast and reduce, the whole gathered buffer (per-rank count x n_ranks) for
+    all_gather and reduce_scatter. ``op`` is one of :data:`OPS`; all_to_all and send_recv raise
+    :class:`~fabricsim.exceptions.InvalidArgumentError`, as NCCL does not tune them. Results come
+    in NCCL's order: algorithm index (:data:`ALGORITHMS`), then protocol (:data:`PROTOCOLS`).
+    """
+    nbytes = _check(op, size_bytes, shape)
+    return [_prediction(e, nbytes) for e in _table(op, shape)]
+
+
+def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
+    """The (algorithm, protocol) NCCL would run: the lowest predicted time, ties to NCCL's order.
+
+    Arguments as for :func:`predict`. The per-shape table is cached, so a call costs only the
+    time formula over the enabled pairs.
+    """
+    nbytes = _check(op, size_bytes, shape)
+    best, best_t = None, math.inf
+    for e in _table(op, shape):
+        t = e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0) + nbytes / (1000.0 * e.bw)
+        if t < best_t:
+            best, best_t = e, t
+    return _prediction(best, nbytes)
+
+
+def graphs(shape: CommShape) -> dict[str, Graph]:
+    """The channel graphs the (approximated) search finds for ``shape``, keyed by algorithm.
+
+    ``bw_inter_Bps`` is ``inf`` for NVLS on one node, where there is no network leg.
+    """
+    if not isinstance(shape, CommShape):
+        raise InvalidArgumentError(f"shape={shape!r}: expected a fabricsim.nccl_model.CommShape")
+    return {
+        ALGORITHMS[a]: Graph(n, intra * 1e9, inter * 1e9)
+        for a, (n, intra, inter) in sorted(_graphs(shape).items())
+    }

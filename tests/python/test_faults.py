@@ -1,0 +1,189 @@
+"""Faults during a run (Scenario.add_fault): closed forms for a flow that loses, regains or
+shares capacity mid-run, equality with faults made before the run, failures reported in their
+rows, and bad input."""
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim import catalog
+from fabricsim.exceptions import InvalidArgumentError, UnknownLinkError, UnknownNodeError
+
+GB = 1e9
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_switch():
+    # 8 ports of 400G: a 32-host two-tier fat-tree of 8 leaves and 4 spines, or, with a
+    # two-plane ConnectX-8, 2 planes of 400G each.
+    for name, rate in (("test-fault-sw8", "400Gb/s"), ("test-fault-sw8x800", "800Gb/s")):
+        catalog.add_part(
+            name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
+            ports=8, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable",
+            optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False,
+            adaptive_routing=True,
+        )
+    yield
+    for name in ("test-fault-sw8", "test-fault-sw8x800"):
+        catalog.remove_part(name)
+
+
+def clos(**kw):
+    return fs.clos(n_hosts=32, switch="test-fault-sw8", nic="cx7", **kw)
+
+
+def host_Bps(topo) -> float:
+    return topo.structure["scale_out"]["link_Bps"]
+
+
+def rows(res):
+    return {r["flow_id"]: r for r in res.flows.to_pylist()}
+
+
+def carried(res) -> dict[int, float]:
+    return dict(zip(res.links["link_id"].to_pylist(), res.links["bytes_carried"].to_pylist()))
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "adaptive"])
+def test_a_fault_at_time_zero_equals_the_fabric_failed_before_the_run(routing):
+    """Same flow keys and seed: the reroute at t=0 lands where routing on the failed fabric
+    does, so every time in the flows table agrees."""
+    topo = clos()
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 32, 200)
+    dst = (src + rng.integers(1, 32, 200)) % 32
+    spine_links = [l for l in range(topo.n_links) if "spine" in topo.node_names[int(topo.links["dst"][l].as_py())]]
+    down = [int(x) for x in rng.choice(spine_links, 5, replace=False)]
+    before = fs.Scenario(topo.fail(links=down), seed=3, routing=routing)
+    before.add_flows(src, dst, 1e8)
+    during = fs.Scenario(topo, seed=3, routing=routing)
+    during.add_flows(src, dst, 1e8)
+    during.add_fault(at_s=0.0, links=down)
+    a, b = before.run().flows, during.run().flows
+    for col in ("start_s", "finish_s", "status"):
+        assert a[col].to_pylist() == pytest.approx(b[col].to_pylist(), rel=1e-12) if col != "status" \
+            else a[col].to_pylist() == b[col].to_pylist()
+
+
+def test_a_plane_down_mid_run_halves_a_two_plane_nic():
+    """A 2-plane ConnectX-8 host sends 8 GB adaptively at 2 x 400G; plane 1 fails at 0.02 s:
+    the rest goes at 400G. Closed form: t = T + (S - R T) / (R / 2)."""
+    topo = fs.clos(n_hosts=32, switch="test-fault-sw8x800", nic="cx8", planes=2, routing="adaptive")
+    rate = 2 * host_Bps(topo)
+    size, t_fault = 8 * GB, 0.02
+    sc = fs.Scenario(topo)
+    f = sc.add_flow(0, 31, size)
+    sc.add_fault(at_s=t_fault, planes=[1])
+    res = sc.run()
+    want = t_fault + (size - rate * t_fault) / (rate / 2)
+    start = rows(res)[f]["start_s"]
+    assert rows(res)[f]["finish_s"] - start == pytest.approx(want, rel=1e-9)
+    # A degraded NIC (a factor on all its links) works the same way, at a quarter rate.
+    sc = fs.Scenario(topo)
+    f = sc.add_flow(0, 31, size)
+    sc.add_fault(at_s=t_fault, nodes=[int(topo.nics[0])], factor=0.25)
+    want = t_fault + (size - rate * t_fault) / (rate * 0.25)
+    assert rows(sc.run())[f]["finish_s"] - start == pytest.approx(want, rel=1e-9)
+
+
+def test_an_ecmp_flow_moves_off_a_failed_spine_link_with_its_bytes_split_between_paths():
+    topo = clos(routing="ecmp")
+    size, t_fault = 5 * GB, 0.04
+    sc = fs.Scenario(topo, seed=1)
+    f = sc.add_flow(0, 31, size)
+    path = sc.route_of(f)
+    up_to_spine = path[1]  # host -> leaf -> spine -> leaf -> host
+    sc.add_fault(at_s=t_fault, links=[up_to_spine])
+    res = sc.run()
+    r = rows(res)[f]
+    rate = host_Bps(topo)
+    # Alone on the fabric, the reroute costs nothing: same finish as without the fault.
+    assert r["finish_s"] - r["start_s"] == pytest.approx(size / rate, rel=1e-9)
+    by_link = carried(res)
+    assert by_link[up_to_spine] == pytest.approx(rate * t_fault, rel=1e-9)
+    assert by_link[path[0]] == pytest.approx(size, rel=1e-9)  # its own uplink carries it all
+    others = sum(b for l, b in by_link.items() if l not in path)
+    assert others == pytest.approx(2 * (size - rate * t_fault), rel=1e-9)  # new up and down
+
+
+def test_a_repair_before_a_flow_starts_saves_it_and_one_during_does_not():
+    topo = clos()
+    sc = fs.Scenario(topo)
+    nic_up = sc.route_of(sc.add_flow(0, 31, 0.0, start_s=1.0))[0]
+    during = sc.add_flow(0, 31, 4 * GB)                 # transferring when host 0's uplink dies
+    waits = sc.add_flow(0, 30, 1 * GB, start_s=0.05)    # would start while it is down
+    later = sc.add_flow(0, 29, 1 * GB, start_s=0.2)     # starts after the repair
+    after = sc.add_delay(0.01, after=[during])
+    other = sc.add_flow(8, 16, 1 * GB)
+    sc.add_fault(at_s=0.01, links=[nic_up], until_s=0.1)
+    res = sc.run()
+    r = rows(res)
+    assert r[during]["status"] == "failed" and r[during]["failed_s"] == pytest.approx(0.01)
+    assert "link" in r[during]["error"] and "down" in r[during]["error"]
+    assert r[waits]["status"] == "failed" and r[waits]["failed_s"] == pytest.approx(0.05, abs=1e-6)
+    assert r[later]["status"] == "done"
+    assert r[later]["finish_s"] == pytest.approx(0.2 + 1 * GB / host_Bps(topo), abs=1e-6)
+    assert r[other]["status"] == "done"
+    assert res.delays.to_pylist()[0]["status"] == "skipped"
+    assert res.delays.to_pylist()[0]["delay_id"] == after
+    # The failed flow's bytes before the fault are on its links; nothing after.
+    assert carried(res)[nic_up] == pytest.approx(host_Bps(topo) * 0.01 + 1 * GB, rel=1e-9)
+
+
+def test_a_lost_path_fails_the_flow_with_no_path_and_the_run_completes():
+    cl = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="test-fault-sw8", nic="cx7")
+    sc = fs.Scenario(cl)
+    cross = sc.add_flow(3, 11, 10 * GB)
+    inside = sc.add_flow(3, 4, 10 * GB)
+    sc.add_fault(at_s=0.001, nodes=[int(cl.nics[3])])
+    res = sc.run()
+    r = rows(res)
+    assert r[cross]["status"] == "failed"
+    assert r[cross]["error"].startswith("no path from gpu3 to gpu11")
+    assert r[inside]["status"] == "done" and r[inside]["error"] is None
+    assert np.isfinite(res.makespan_s)
+
+
+def test_faulted_runs_are_deterministic_and_keep_every_link_within_capacity():
+    topo = clos(routing="ecmp")
+    kinds = topo.structure["kind_names"]
+    spine = int(np.flatnonzero(topo._core.node_kinds() == kinds.index("spine"))[1])
+    rng = np.random.default_rng(11)
+    src = rng.integers(0, 32, 300)
+    dst = (src + rng.integers(1, 32, 300)) % 32
+
+    def run():
+        sc = fs.Scenario(topo, seed=7)
+        sc.add_flows(src, dst, rng_sizes, start_s=starts)
+        sc.add_fault(at_s=0.002, nodes=[spine])
+        sc.add_fault(at_s=0.004, links=[40, 41], factor=0.3, until_s=0.02)
+        return sc.run(record_rates=True, verify_rates=True)
+
+    rng_sizes = rng.uniform(1e6, 1e8, 300)
+    starts = rng.uniform(0, 0.01, 300)
+    a, b = run(), run()
+    assert a.flows.equals(b.flows) and a.links.equals(b.links)
+    # Peak load never exceeds capacity in force (the links table's capacity is nominal).
+    assert max(a.links["peak_utilization"].to_pylist()) <= 1 + 1e-9
+
+
+def test_bad_faults_are_refused_with_the_value_named():
+    topo = clos()
+    sc = fs.Scenario(topo)
+    with pytest.raises(InvalidArgumentError, match="-1"):
+        sc.add_fault(at_s=-1.0, links=[0])
+    with pytest.raises(InvalidArgumentError, match="factor"):
+        sc.add_fault(at_s=0.0, links=[0], factor=-0.5)
+    with pytest.raises(InvalidArgumentError, match="factor"):
+        sc.add_fault(at_s=0.0, links=[0], factor=float("nan"))
+    with pytest.raises(InvalidArgumentError, match="factor"):
+        sc.add_fault(at_s=0.0, links=[0], factor="half")
+    with pytest.raises(UnknownLinkError, match=str(topo.n_links)):
+        sc.add_fault(at_s=0.0, links=[topo.n_links])
+    with pytest.raises(UnknownNodeError, match="1000"):
+        sc.add_fault(at_s=0.0, nodes=[1000])
+    with pytest.raises(InvalidArgumentError, match="at least one"):
+        sc.add_fault(at_s=0.0)
+    with pytest.raises(InvalidArgumentError, match="until_s"):
+        sc.add_fault(at_s=1.0, links=[0], until_s=0.5)
+    assert sc._core.n_faults == 0
