@@ -38,8 +38,8 @@ What is exact and what is approximated
   These reproduce hardware.md §4.6 exactly: HGX H100 ring 6 x 60 -> 12 x 30, NVLS 8 x 40; B200 NVLS 8 x 80.
 * Left out: the tree correction factor table (``tuning.cc:620-646``, applied to Tree and, on
   Blackwell + x86, NVLSTree all-reduce bandwidth for 64 B..256 MB). hardware.md gives only its
-  range (0.4-1.0), not its values, so it is not applied: Tree is modelled as it is before that
-  correction, which makes it look up to 2.5x faster at medium sizes than NCCL thinks it is.
+  range (0.4-1.0), not its values, so it is not applied: Tree's bandwidth is the one before that
+  correction, up to 2.5x what NCCL uses at medium sizes, so Tree can win here where NCCL picks Ring.
   Also left out: tuner plugins, ``NCCL_ALGO``/``NCCL_PROTO`` overrides, grouped calls (latCount = 1),
   and the per-call channel/thread reduction for small messages (it changes how NCCL runs the chosen
   pair, not which pair it chooses).
