@@ -35,6 +35,30 @@ enum PathChoice {
     Given,
     /// Routed with these modes per tier.
     Routed([Mode; 2]),
+    /// A coupled flow: its edges, `Scenario::coupled[i]`, routed and combined.
+    Coupled(u32),
+}
+
+/// How the routes of a coupled flow's edges combine on a constraint they share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// Pipelined point-to-point edges (a ring, a tree): each edge carries its own bytes, so
+    /// coefficients add.
+    Sum,
+    /// A reduction tree through switches that reduce (SHARP, NVLS): what several edges send
+    /// through one link is reduced to one stream, so the largest coefficient counts.
+    Max,
+}
+
+/// One coupled flow's recipe (DESIGN.md section 2): edges (src, dst, bytes per byte of the
+/// flow), routed with `modes`, combined, plus usage of scenario constraints (reduction
+/// engines) in fabric-constraint numbering.
+#[derive(Debug, Clone)]
+pub struct Coupled {
+    pub edges: Vec<(u32, u32, f64)>,
+    pub combine: Combine,
+    pub engines: Vec<Usage>,
+    modes: [Mode; 2],
 }
 
 /// Links whose capacity becomes `factor` times nominal at `time_s`.
@@ -92,6 +116,10 @@ pub struct Scenario {
     /// The fabric without its faults, once a flow needed it.
     nominal: Option<Arc<Fabric>>,
     faults: Vec<Fault>,
+    coupled: Vec<Coupled>,
+    /// Capacities of the scenario's own constraints (reduction engines), numbered after the
+    /// fabric's constraints.
+    engine_capacity: Vec<f64>,
 }
 
 /// Where a flow's path comes from.
@@ -126,6 +154,8 @@ impl Scenario {
             unrouted: Vec::new(),
             nominal: None,
             faults: Vec::new(),
+            coupled: Vec::new(),
+            engine_capacity: Vec::new(),
         }
     }
 
@@ -283,10 +313,134 @@ impl Scenario {
         self.faults.len()
     }
 
+    /// A constraint of the scenario's own (a switch's reduction engine) of `capacity_Bps`;
+    /// returns its id in fabric-constraint numbering (after the fabric's links and bundles).
+    pub fn add_engine(&mut self, capacity_Bps: f64) -> Result<u32> {
+        if !(capacity_Bps.is_finite() && capacity_Bps > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "engine capacity_Bps must be a finite number > 0, got {capacity_Bps}"
+            )));
+        }
+        self.engine_capacity.push(capacity_Bps);
+        Ok((self.fabric.n_constraints() + self.engine_capacity.len() - 1) as u32)
+    }
+
+    /// Capacity of fabric-numbered constraint `c` on `fabric` (this scenario's fabric, or
+    /// it with faults).
+    fn capacity_on(&self, fabric: &Fabric, c: u32) -> f64 {
+        let n = fabric.n_constraints();
+        match (c as usize).checked_sub(n) {
+            Some(k) => self.engine_capacity[k],
+            None => fabric.constraint_capacity_Bps(c),
+        }
+    }
+
+    /// Adds a coupled flow (DESIGN.md section 2): one flow of `bytes` whose usage is its
+    /// edges' routes, each scaled by the edge's coefficient and combined by `combine`, plus
+    /// `engines` (scenario constraints from `add_engine`). `latency_s` is the algorithm's
+    /// latency term, waited before the transfer. Routes follow the scenario's modes; faults
+    /// route the edges again.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_coupled_flow(
+        &mut self,
+        edges: Vec<(u32, u32, f64)>,
+        combine: Combine,
+        engines: Vec<Usage>,
+        bytes: f64,
+        latency_s: f64,
+        start_s: f64,
+        after: &[ActivityId],
+        tag: Option<&str>,
+    ) -> Result<ActivityId> {
+        if edges.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a coupled flow needs at least one edge".into(),
+            ));
+        }
+        crate::error::check_non_negative("latency_s of a coupled flow", latency_s)?;
+        let n_fabric = self.fabric.n_constraints();
+        for (i, &(s, d, coef)) in edges.iter().enumerate() {
+            let topo = self.fabric.topology();
+            topo.node("src", s as i64)?;
+            topo.node("dst", d as i64)?;
+            if !(coef.is_finite() && coef > 0.0) {
+                return Err(Error::InvalidArgument(format!(
+                    "edge {i} of a coupled flow has coefficient {coef}; expected a finite number > 0"
+                )));
+            }
+        }
+        for u in &engines {
+            let k = (u.constraint as usize).checked_sub(n_fabric);
+            if !k.is_some_and(|k| k < self.engine_capacity.len()) {
+                return Err(Error::InvalidArgument(format!(
+                    "constraint {} is not an engine of this scenario (engines are {}..{})",
+                    u.constraint,
+                    n_fabric,
+                    n_fabric + self.engine_capacity.len()
+                )));
+            }
+        }
+        let id = self.acts.len() as u32;
+        let recipe = Coupled {
+            edges,
+            combine,
+            engines,
+            modes: self.modes,
+        };
+        let fabric = Arc::clone(&self.fabric);
+        let mut routed = std::mem::take(&mut self.routed);
+        let mut usage = Vec::new();
+        let mut found = route_coupled(
+            &fabric,
+            &mut self.router,
+            &recipe,
+            id,
+            self.seed,
+            &mut routed,
+            &mut usage,
+        );
+        let mut unrouted = false;
+        if matches!(found, Err(Error::ZeroCapacityPath(_))) && fabric.has_faults() {
+            let nominal = self.nominal_fabric()?;
+            let mut router = Router::new();
+            found = route_coupled(
+                &nominal,
+                &mut router,
+                &recipe,
+                id,
+                self.seed,
+                &mut routed,
+                &mut usage,
+            );
+            unrouted = found.is_ok();
+        }
+        self.routed = routed;
+        found?;
+        for u in usage.iter_mut() {
+            u.constraint = self.compact(u.constraint);
+        }
+        let a = self
+            .acts
+            .add_flow(bytes, &usage, latency_s, start_s, f64::INFINITY, after)?;
+        self.push_meta(
+            NONE,
+            NONE,
+            tag,
+            PathChoice::Coupled(self.coupled.len() as u32),
+        );
+        self.coupled.push(recipe);
+        if unrouted {
+            self.unrouted.push(a.0);
+        }
+        Ok(a)
+    }
+
     /// The engine's dense id of fabric constraint `c`, assigned on first use.
     fn compact(&mut self, c: u32) -> u32 {
-        if self.compact_of.is_empty() {
-            self.compact_of = vec![NONE; self.fabric.n_constraints()];
+        if self.compact_of.len() <= c as usize {
+            // Fabric constraints first, then the scenario's engines as they come.
+            let n = (self.fabric.n_constraints() + self.engine_capacity.len()).max(c as usize + 1);
+            self.compact_of.resize(n, NONE);
         }
         let slot = &mut self.compact_of[c as usize];
         if *slot == NONE {
@@ -332,6 +486,12 @@ impl Scenario {
         self.src.truncate(first);
         self.dst.truncate(first);
         self.tag.truncate(first);
+        if let Some(k) = self.choice[first..].iter().find_map(|c| match c {
+            PathChoice::Coupled(k) => Some(*k as usize),
+            _ => None,
+        }) {
+            self.coupled.truncate(k);
+        }
         self.choice.truncate(first);
         self.unrouted.retain(|&f| (f as usize) < first);
         self.route_links.truncate(self.route_offsets[first]);
@@ -383,7 +543,7 @@ impl Scenario {
         let mut capacity: Vec<f64> = self
             .constraint_of
             .iter()
-            .map(|&c| self.fabric.constraint_capacity_Bps(c))
+            .map(|&c| self.capacity_on(&self.fabric, c))
             .collect();
         let mut extra_constraints = Vec::new();
         let disruptions = self.disruptions(&mut capacity, &mut extra_constraints)?;
@@ -437,7 +597,7 @@ impl Scenario {
                 ..Disruption::default()
             };
             for (e, c) in self.constraint_of.iter().chain(extra.iter()).enumerate() {
-                let cap = fabric.constraint_capacity_Bps(*c);
+                let cap = self.capacity_on(&fabric, *c);
                 if cap != now[e] {
                     now[e] = cap;
                     step.capacities.push((e as u32, cap));
@@ -445,41 +605,52 @@ impl Scenario {
             }
             let mut router = Router::new();
             for a in 0..self.acts.len() {
-                let PathChoice::Routed(modes) = self.choice[a] else {
-                    continue;
+                let found = match self.choice[a] {
+                    PathChoice::Given => continue,
+                    PathChoice::Routed(modes) => {
+                        let (src, dst) = (NodeId(self.src[a]), NodeId(self.dst[a]));
+                        route_on(
+                            &fabric,
+                            &mut router,
+                            src,
+                            dst,
+                            a as u64,
+                            self.seed,
+                            modes,
+                            &mut routed,
+                        )
+                        .map(|()| unmerged.clone_from(&routed.usage))
+                    }
+                    PathChoice::Coupled(k) => {
+                        let recipe = &self.coupled[k as usize];
+                        route_coupled(
+                            &fabric,
+                            &mut router,
+                            recipe,
+                            a as u32,
+                            self.seed,
+                            &mut routed,
+                            &mut unmerged,
+                        )
+                    }
                 };
-                let (src, dst) = (NodeId(self.src[a]), NodeId(self.dst[a]));
-                match route_on(
-                    &fabric,
-                    &mut router,
-                    src,
-                    dst,
-                    a as u64,
-                    self.seed,
-                    modes,
-                    &mut routed,
-                ) {
+                match found {
                     Ok(()) => {
-                        unmerged.clear();
-                        for u in &routed.usage {
+                        for u in unmerged.iter_mut() {
                             let c = u.constraint;
-                            let e = match self.compact_of.get(c as usize) {
+                            u.constraint = match self.compact_of.get(c as usize) {
                                 Some(&e) if e != NONE => e,
                                 _ => *extra_of.entry(c).or_insert_with(|| {
                                     let e = capacity.len() as u32;
                                     extra.push(c);
-                                    capacity.push(self.fabric.constraint_capacity_Bps(c));
-                                    now.push(fabric.constraint_capacity_Bps(c));
+                                    capacity.push(self.capacity_on(&self.fabric, c));
+                                    now.push(self.capacity_on(&fabric, c));
                                     if now[e as usize] != capacity[e as usize] {
                                         step.capacities.push((e, now[e as usize]));
                                     }
                                     e
                                 }),
                             };
-                            unmerged.push(Usage {
-                                constraint: e,
-                                coefficient: u.coefficient,
-                            });
                         }
                         new_path.clear();
                         engine::push_merged(&mut new_path, &unmerged);
@@ -553,5 +724,53 @@ fn route_on(
             routed.link(fabric, l.0);
         }
     }
+    Ok(())
+}
+
+/// Routes every edge of a coupled flow on `fabric` and combines them into `usage` (fabric
+/// constraints, merged). Edge i of flow `id` hashes as flow key `id << 32 | i`.
+fn route_coupled(
+    fabric: &Fabric,
+    router: &mut Router,
+    recipe: &Coupled,
+    id: u32,
+    seed: u64,
+    routed: &mut Routed,
+    usage: &mut Vec<Usage>,
+) -> Result<()> {
+    usage.clear();
+    for (i, &(s, d, coef)) in recipe.edges.iter().enumerate() {
+        let key = (id as u64) << 32 | i as u64;
+        route_on(
+            fabric,
+            router,
+            NodeId(s),
+            NodeId(d),
+            key,
+            seed,
+            recipe.modes,
+            routed,
+        )?;
+        usage.extend(routed.usage.iter().map(|u| Usage {
+            constraint: u.constraint,
+            coefficient: u.coefficient * coef,
+        }));
+    }
+    usage.sort_unstable_by_key(|u| u.constraint);
+    let mut w = 0;
+    for r in 0..usage.len() {
+        if w > 0 && usage[w - 1].constraint == usage[r].constraint {
+            let (a, b) = (usage[w - 1].coefficient, usage[r].coefficient);
+            usage[w - 1].coefficient = match recipe.combine {
+                Combine::Sum => a + b,
+                Combine::Max => a.max(b),
+            };
+        } else {
+            usage[w] = usage[r];
+            w += 1;
+        }
+    }
+    usage.truncate(w);
+    usage.extend_from_slice(&recipe.engines);
     Ok(())
 }

@@ -92,6 +92,9 @@ class Result:
         self.flows: pa.Table = table_from_columns(raw["flows"])
         self.delays: pa.Table = table_from_columns(raw["delays"])
         self.links: pa.Table = table_from_columns(raw["links"])
+        #: One row per collective (``Scenario.add_collective``): nccl-tests' algbw and busbw,
+        #: and the analytical estimate beside the simulated time.
+        self.collectives: pa.Table = pa.table({})
         self._rate_changes = (
             table_from_columns(raw["rate_changes"]) if "rate_changes" in raw else None
         )
@@ -141,6 +144,8 @@ class Result:
 
         os.makedirs(directory, exist_ok=True)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
+        if self.collectives.num_rows:
+            tables["collectives"] = self.collectives
         if self._rate_changes is not None:
             tables["rate_changes"] = self._rate_changes
         paths = []

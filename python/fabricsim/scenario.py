@@ -94,6 +94,7 @@ class Scenario:
         self._core = _core.Scenario(
             topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
         )
+        self._collectives = None
 
     @property
     def routing(self) -> dict[str, str]:
@@ -146,11 +147,13 @@ class Scenario:
         start_s: Any = 0.0,
         tag: str | None = None,
         routes: Any = None,
+        after: int | Iterable[int] = (),
     ) -> np.ndarray:
         """Many flows at once (arrays, or scalars broadcast); returns their ids.
 
         ``routes`` is None (ECMP), a list with one list of link ids per flow, or compressed
         rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
+        Every flow waits for every activity in ``after``.
         All or nothing: if one element is bad, none is added and the error names it."""
         src_ids = self.topology.node_ids(src)
         n = src_ids.shape[0]
@@ -172,6 +175,7 @@ class Scenario:
             tag,
             offsets,
             links,
+            _ids(after),
         )
 
     def add_delay(
@@ -184,6 +188,43 @@ class Scenario:
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
         return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _ids(after), tag)
+
+    def add_collective(
+        self,
+        op: str,
+        ranks: Any,
+        size_bytes: float | str | None = None,
+        *,
+        algorithm: str = "auto",
+        after: int | Iterable[int] = (),
+        start_s: float | str = 0.0,
+        tag: str | None = None,
+        sizes: Any = None,
+    ) -> int:
+        """A collective ``op`` ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
+        "reduce", "all_to_all", "send_recv") over ``ranks`` (GPU ids, in order), of
+        ``size_bytes`` as nccl-tests counts it; ``sizes`` is an all-to-all-v matrix of bytes
+        (rank i to rank j). ``algorithm``: "auto" (NCCL's choice for this fabric and size),
+        "ring", "direct", "nvls", "sharp", "hierarchical" or "nvls_sharp" (see
+        :mod:`fabricsim.collectives`). Returns an id that flows, delays and collectives can
+        wait for; ``Result.collectives`` reports it."""
+        from .collectives import Builder, sizes_matrix
+
+        if self._collectives is None:
+            self._collectives = Builder(self)
+        if sizes is not None:
+            if op != "all_to_all":
+                raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
+            n = len(np.asarray(ranks).reshape(-1))
+            sizes = sizes_matrix(sizes, n)
+            size = float(sizes.sum()) / n
+        elif size_bytes is None:
+            raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
+        else:
+            size = _size_bytes(size_bytes)
+        if not isinstance(algorithm, str):
+            raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
+        return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes)
 
     def add_fault(
         self,
@@ -249,7 +290,11 @@ class Scenario:
         finally:
             if bar is not None:
                 bar.close()
-        return Result(raw, self.topology.node_names)
+        from .collectives import Builder
+
+        result = Result(raw, self.topology.node_names)
+        result.collectives = (self._collectives or Builder(self)).table(result.delays)
+        return result
 
     def __repr__(self) -> str:
         return f"Scenario({self.topology!r}, seed={self.seed}, n_activities={self.n_activities})"

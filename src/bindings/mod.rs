@@ -614,7 +614,7 @@ impl Scenario {
 
     /// Adds one flow per element of the arrays; returns their ids. Flow i takes the links
     /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP.
-    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None))]
+    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn add_flows<'py>(
         &mut self,
@@ -626,6 +626,7 @@ impl Scenario {
         tag: Option<String>,
         route_offsets: Option<PyReadonlyArray1<'_, i64>>,
         route_links: Option<PyReadonlyArray1<'_, i64>>,
+        after: Vec<i64>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let (size, start) = (
@@ -665,6 +666,7 @@ impl Scenario {
                 }
             };
             let topo = Arc::clone(s.topology());
+            let after = activities(s, &after)?;
             let first = s.n_activities();
             let mut ids = Vec::with_capacity(n);
             let mut route: Vec<LinkId> = Vec::new();
@@ -686,7 +688,7 @@ impl Scenario {
                         b,
                         size[i],
                         start[i],
-                        &[],
+                        &after,
                         r,
                         tag.as_deref(),
                         f64::INFINITY,
@@ -719,6 +721,91 @@ impl Scenario {
         guard(|| {
             let after = activities(s, &after)?;
             Ok(s.add_delay(duration_s, start_s, &after, tag.as_deref())?.0)
+        })
+    }
+
+    /// Forgets activities `first..` (undoes a partly added collective).
+    fn truncate(&mut self, first: usize) {
+        self.inner.truncate(first);
+    }
+
+    /// A reduction engine (a constraint of the scenario's own) of `capacity_Bps`; returns
+    /// its constraint id.
+    fn add_engine(&mut self, capacity_Bps: f64) -> PyResult<u32> {
+        let s = &mut self.inner;
+        guard(|| s.add_engine(capacity_Bps))
+    }
+
+    /// A coupled flow: edge i from `edge_src[i]` to `edge_dst[i]` carries `edge_coef[i]`
+    /// bytes per byte of the flow; routes add (`combine="sum"`) or reduce (`"max"`).
+    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Vec::new(), tag=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_coupled_flow(
+        &mut self,
+        edge_src: PyReadonlyArray1<'_, i64>,
+        edge_dst: PyReadonlyArray1<'_, i64>,
+        edge_coef: PyReadonlyArray1<'_, f64>,
+        combine: &str,
+        engines: Vec<(i64, f64)>,
+        size_bytes: f64,
+        latency_s: f64,
+        start_s: f64,
+        after: Vec<i64>,
+        tag: Option<String>,
+    ) -> PyResult<u32> {
+        let (src, dst) = (slice("edge_src", &edge_src)?, slice("edge_dst", &edge_dst)?);
+        let coef = slice("edge_coef", &edge_coef)?;
+        let s = &mut self.inner;
+        guard(|| {
+            if dst.len() != src.len() || coef.len() != src.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "edge_src, edge_dst and edge_coef must have one length, got {}, {} and {}",
+                    src.len(),
+                    dst.len(),
+                    coef.len()
+                )));
+            }
+            let combine = match combine {
+                "sum" => sc::Combine::Sum,
+                "max" => sc::Combine::Max,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "combine must be 'sum' or 'max', got {other:?}"
+                    )))
+                }
+            };
+            let topo = Arc::clone(s.topology());
+            let mut edges = Vec::with_capacity(src.len());
+            for i in 0..src.len() {
+                let (a, b) = (topo.node("src", src[i])?, topo.node("dst", dst[i])?);
+                edges.push((a.0, b.0, coef[i]));
+            }
+            let engines = engines
+                .iter()
+                .map(|&(c, w)| {
+                    if c < 0 || c > u32::MAX as i64 || !(w.is_finite() && w > 0.0) {
+                        return Err(Error::InvalidArgument(format!(
+                            "engine usage ({c}, {w}): expected an engine id and a coefficient > 0"
+                        )));
+                    }
+                    Ok(crate::solver::Usage {
+                        constraint: c as u32,
+                        coefficient: w,
+                    })
+                })
+                .collect::<crate::error::Result<Vec<_>>>()?;
+            let after = activities(s, &after)?;
+            Ok(s.add_coupled_flow(
+                edges,
+                combine,
+                engines,
+                size_bytes,
+                latency_s,
+                start_s,
+                &after,
+                tag.as_deref(),
+            )?
+            .0)
         })
     }
 

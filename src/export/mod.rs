@@ -185,6 +185,9 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     let mut rows: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(out.busy_s.len());
     for (ci, &c) in constraints.enumerate() {
         let (bytes, busy, peak) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
+        if c as usize >= fabric.n_constraints() {
+            continue; // a reduction engine, not a link
+        }
         if c < n_links {
             rows.push((c, bytes, busy, peak));
             continue;
