@@ -17,8 +17,10 @@ from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .results import Result, Summary
 from .scenario import Scenario
+from .collectives import nccl_tests
 
 __all__ = [
+    "nccl_tests",
     "Topology",
     "Fabric",
     "hgx_h100",

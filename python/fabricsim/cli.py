@@ -120,6 +120,23 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nccl_tests(args: argparse.Namespace) -> int:
+    from . import fabrics
+    from .collectives import nccl_tests
+    from .nccl_conventions import format_table
+
+    if args.nodes == 1:
+        fabric = fabrics._preset(args.fabric, None)
+    else:
+        fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)
+    table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor,
+                       algorithm=args.algorithm, dtype=args.datatype)
+    print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
+          f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}")
+    print(format_table(table, op=args.op, dtype=args.datatype))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fabricsim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"fabricsim {__version__}")
@@ -134,6 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--parquet", metavar="DIR", help="also write the result tables here")
     demo.add_argument("--progress", action="store_true", help="show progress on stderr")
     demo.set_defaults(func=_demo)
+    nt = sub.add_parser("nccl-tests", help="a simulated nccl-tests sweep, printed in its layout")
+    nt.add_argument("--fabric", default="hgx-h100", help="NVLink domain preset, e.g. hgx-h100, gb200-nvl72")
+    nt.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric")
+    nt.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1")
+    nt.add_argument("--op", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, all_to_all, ...")
+    nt.add_argument("-b", "--minbytes", default="8M")
+    nt.add_argument("-e", "--maxbytes", default="8G")
+    nt.add_argument("-f", "--stepfactor", type=float, default=2.0)
+    nt.add_argument("-d", "--datatype", default="float")
+    nt.add_argument("--algorithm", default="auto")
+    nt.set_defaults(func=_nccl_tests)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -42,12 +42,12 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import nccl_model, nccl_tests
+from . import nccl_conventions, nccl_model
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "FabricView", "fabric_view", "analytical_s"]
 
-OPS = nccl_tests.OPS
+OPS = nccl_conventions.OPS
 ALGORITHMS = ("ring", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
 # NCCL's name for each algorithm whose latency (and auto choice) comes from its model.
 _NCCL_NAME = {"ring": "ring", "nvls": "nvls", "sharp": "collnet_direct", "nvls_sharp": "nvls"}
@@ -465,7 +465,7 @@ class Builder:
         duration = finish_s - start_s
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = np.where(duration > 0, size / duration, np.nan)
-        factor = np.array([nccl_tests.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
+        factor = np.array([nccl_conventions.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
@@ -488,3 +488,54 @@ def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
     if not np.all(np.isfinite(m)) or np.any(m < 0):
         raise InvalidArgumentError("an all_to_all size matrix must hold finite sizes >= 0 bytes")
     return m
+
+
+def nccl_tests(
+    fabric,
+    op: str = "all_reduce",
+    min_bytes: Any = "8M",
+    max_bytes: Any = "8G",
+    step_factor: float = 2,
+    *,
+    algorithm: str = "auto",
+    ranks: Any = None,
+    dtype: str = "float",
+    seed: int = 0,
+) -> pa.Table:
+    """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
+    (multiplied by ``step_factor``), each alone on ``fabric`` over ``ranks`` (default every
+    GPU). Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, analytical_s;
+    ``nccl_conventions.format_table`` prints it in nccl-tests' layout."""
+    from .scenario import Scenario
+    from .units import size_bytes as parse_size
+
+    lo, hi = parse_size(min_bytes), parse_size(max_bytes)
+    if not 0 < lo <= hi:
+        raise InvalidArgumentError(f"need 0 < min_bytes <= max_bytes, got {lo!r} and {hi!r}")
+    if isinstance(step_factor, bool) or not (isinstance(step_factor, (int, float)) and step_factor > 1):
+        raise InvalidArgumentError(f"step_factor must be a number > 1, got {step_factor!r}")
+    if ranks is None:
+        view = fabric_view(fabric)
+        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
+    sizes = []
+    s = lo
+    while s <= hi * (1 + 1e-12):
+        sizes.append(s)
+        s *= step_factor
+    n = len(np.asarray(ranks).reshape(-1))
+    rows = []
+    for size in sizes:
+        sc = Scenario(fabric, seed=seed)
+        sc.add_collective(op, ranks, size, algorithm=algorithm)
+        row = sc.run().collectives.to_pylist()[0]
+        rows.append(row)
+    return pa.table({
+        "size_bytes": pa.array([int(r["size_bytes"]) for r in rows], type=pa.int64()),
+        "count": pa.array([nccl_conventions.element_count(op, int(r["size_bytes"]), n, dtype) for r in rows],
+                          type=pa.int64()),
+        "time_s": pa.array([r["finish_s"] - r["start_s"] for r in rows], type=pa.float64()),
+        "algbw_Bps": pa.array([r["algbw_Bps"] for r in rows], type=pa.float64()),
+        "busbw_Bps": pa.array([r["busbw_Bps"] for r in rows], type=pa.float64()),
+        "algorithm": pa.array([r["algorithm"] for r in rows]),
+        "analytical_s": pa.array([r["analytical_s"] for r in rows], type=pa.float64()),
+    })
