@@ -150,9 +150,12 @@ def _comm(topology, ranks: Any) -> _Comm:
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.size != arr.size:
         raise InvalidArgumentError(f"rank {int(uniq[counts > 1][0])} appears more than once in the communicator")
+    # Ranks grouped by domain, domains and ranks within them in the order given.
     dom = arr // view.gpus_per_domain
-    order = np.argsort(dom, kind="stable")
-    _, starts = np.unique(dom[order], return_index=True)
+    _, first, inverse = np.unique(dom, return_index=True, return_inverse=True)
+    position = np.argsort(np.argsort(first))[inverse]
+    order = np.argsort(position, kind="stable")
+    _, starts = np.unique(position[order], return_index=True)
     domains = np.split(arr[order], starts[1:])
     net = view.net_Bps
     if view.n_rank_nodes is None:  # a plain topology: each rank's injection bandwidth
@@ -267,11 +270,12 @@ def _direct_analytical_s(comm: _Comm, matrix: np.ndarray, a: float) -> float:
     same = dom[:, None] == dom[None, :]
     m = matrix.astype(np.float64).copy()
     np.fill_diagonal(m, 0.0)
-    nvl = comm.view.nvlink_Bps if comm.view.nvlink_Bps > 0 else np.inf
     t = 0.0
     for axis in (1, 0):  # sends, then receives
-        t = max(t, float(np.max(np.where(same, m, 0).sum(axis=axis))) / nvl,
-                float(np.max(np.where(same, 0, m).sum(axis=axis))) / comm.net_Bps)
+        for part, rate in ((np.where(same, m, 0), comm.view.nvlink_Bps), (np.where(same, 0, m), comm.net_Bps)):
+            most = float(np.max(part.sum(axis=axis)))
+            if most > 0:
+                t = max(t, most / rate)
     return a + t
 
 

@@ -1,0 +1,232 @@
+"""Collectives: closed forms, the analytical estimate against the flow simulation, the H100
+calibration figures, contention (ECMP collisions, shared links), SHARP's halved traffic,
+dependencies, the nccl-tests sweep and CLI, and bad input."""
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim import catalog
+from fabricsim.cli import main
+from fabricsim.exceptions import InvalidArgumentError, UnknownNodeError
+
+GiB = 1 << 30
+H100_NVLINK_Bps = 18 * 25e9 * 0.824  # 18 NVLink4 links at their payload rate
+H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (hardware.md 4.6)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_switch():
+    catalog.add_part(
+        "test-coll-sw8", "switch", source="[assumed] a small switch for tests", protocol="ethernet",
+        ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable",
+        optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False, adaptive_routing=False,
+    )
+    yield
+    catalog.remove_part("test-coll-sw8")
+
+
+def one(fabric, op, ranks, size, **kw):
+    sc = fs.Scenario(fabric, seed=kw.pop("seed", 0), routing=kw.pop("routing", None))
+    sc.add_collective(op, ranks, size, **kw)
+    res = sc.run()
+    return res, res.collectives.to_pylist()[0]
+
+
+def duration(row):
+    return row["finish_s"] - row["start_s"]
+
+
+# ---- closed forms and calibration --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1 << 20, 64 << 20, GiB])
+def test_ring_all_reduce_on_hgx_h100_is_the_closed_form(size):
+    _, row = one(fs.hgx_h100(), "all_reduce", range(8), size, algorithm="ring")
+    n = 8
+    want = 2 * (n - 1) / n * size / H100_NVLINK_Bps + H100_RING_LATENCY_S
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * 2 * (n - 1) / n, rel=1e-12)
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_ring_all_gather_and_reduce_scatter_move_n_minus_1_over_n(op):
+    _, row = one(fs.hgx_h100(), op, range(8), GiB, algorithm="ring")
+    bandwidth_s = duration(row) - row["analytical_s"] + (7 / 8) * GiB / H100_NVLINK_Bps
+    assert bandwidth_s == pytest.approx((7 / 8) * GiB / H100_NVLINK_Bps, rel=1e-9)
+    # busbw on an idle ring is the per-GPU NVLink rate, up to the latency term.
+    assert row["busbw_Bps"] == pytest.approx(H100_NVLINK_Bps, rel=0.02)
+
+
+def test_h100_calibration_ring_and_nvls_within_5_percent():
+    """The only measured figures the presets may match (issue 4): 8 GiB all-reduce."""
+    _, ring = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="ring")
+    assert 360e9 * 0.95 <= ring["busbw_Bps"] <= 370e9 * 1.05
+    _, nvls = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="nvls")
+    assert nvls["busbw_Bps"] == pytest.approx(480e9, rel=0.05)
+    assert nvls["algbw_Bps"] == pytest.approx(275e9, rel=0.05)
+    # NCCL's model picks NVLS for large all-reduces on one HGX H100.
+    _, auto = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB)
+    assert auto["algorithm"] == "nvls"
+
+
+CASES = [
+    # (fabric builder, op, ranks, algorithm)
+    (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "ring"),
+    (lambda: fs.hgx_h100(), "all_reduce", [0, 3, 5], "ring"),
+    (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "nvls"),
+    (lambda: fs.hgx_h100(), "all_reduce", [1, 2, 6, 7], "nvls"),
+    (lambda: fs.hgx_h100(), "broadcast", list(range(8)), "ring"),
+    (lambda: fs.hgx_h100(), "reduce", [4, 1, 2], "ring"),
+    (lambda: fs.hgx_h100(), "all_to_all", list(range(8)), "direct"),
+    (lambda: fs.nvl72(), "all_gather", list(range(72)), "ring"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "ring"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "hierarchical"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "nvls_sharp"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 8, 16, 24], "sharp"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "reduce_scatter", list(range(32)), "ring"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_to_all", list(range(32)), "direct"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "nvls_sharp"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "hierarchical"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("size", [4 << 20, 256 << 20, 4 * GiB])
+def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size):
+    build, op, ranks, algo = CASES[case]
+    if algo == "direct" and size < 64 << 20:
+        pytest.skip("the analytical point-to-point time leaves out the wire latency (about 1 us)")
+    _, row = one(build(), op, ranks, size, algorithm=algo)
+    assert row["algorithm"] == algo
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=0.01)
+
+
+# ---- contention --------------------------------------------------------------------------------
+
+
+def test_an_ecmp_collision_on_one_ring_edge_slows_the_whole_ring_and_shows_the_link():
+    """16 hosts, one rank each, on a static-hashing Clos of 4 leaves and 4 spines, the ring
+    strided so every edge crosses leaves: 16 edges hash onto 4 spines, so some link carries
+    k >= 2 edges. The ring (one coupled flow) then runs k times slower, and the links table
+    shows that link carrying k edges' bytes. Adaptive routing on the same fabric does not."""
+    fabric = fs.clos(n_hosts=16, switch="test-coll-sw8", nic="cx7", routing="ecmp")
+    size = 256 << 20
+    volume = 2 * 15 / 16 * size  # bytes per ring edge
+    strided = [h + 4 * k for h in range(4) for k in range(4)]
+    res, row = one(fabric, "all_reduce", strided, size, algorithm="ring")
+    rate = fabric.structure["scale_out"]["link_Bps"]
+    latency = row["analytical_s"] - volume / rate
+    busiest = res.links.sort_by([("bytes_carried", "descending")]).to_pylist()[0]
+    k = busiest["bytes_carried"] / volume
+    assert k >= 2 and k == pytest.approx(round(k), rel=1e-9)
+    assert duration(row) == pytest.approx(latency + round(k) * volume / rate, rel=1e-9)
+    assert busiest["peak_utilization"] == pytest.approx(1.0)
+    _, adaptive = one(fabric, "all_reduce", strided, size, algorithm="ring", routing="adaptive")
+    assert duration(adaptive) == pytest.approx(adaptive["analytical_s"], rel=1e-9)
+
+
+def test_concurrent_communicators_share_a_link_max_min_fairly():
+    # Hosts 0, 1 on switch 4 and 2, 3 on switch 5; one trunk 4 <-> 5 of 100 B/s each way.
+    src = [0, 4, 1, 4, 2, 5, 3, 5, 4, 5]
+    dst = [4, 0, 4, 1, 5, 2, 5, 3, 5, 4]
+    topo = fs.Topology.from_arrays(src, dst, [100.0] * 10, 0.0)
+    alone = fs.Scenario(topo)
+    alone.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring")
+    t_alone = duration(alone.run().collectives.to_pylist()[0])
+    both = fs.Scenario(topo)
+    both.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring")
+    both.add_collective("all_reduce", [1, 3], 1000.0, algorithm="ring")
+    rows = both.run().collectives.to_pylist()
+    lat = rows[0]["analytical_s"] - 1000.0 / 100.0  # ring of 2: 2(n-1)/n S = S per edge
+    assert t_alone == pytest.approx(lat + 1000.0 / 100.0, rel=1e-9)
+    for r in rows:  # each gets half the trunk
+        assert duration(r) == pytest.approx(lat + 1000.0 / 50.0, rel=1e-9)
+    assert [r["communicator"] for r in rows] == [0, 1]
+
+
+def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
+    ranks = list(range(0, 128, 8))  # one GPU per domain, all on rail 0
+    size = 256 << 20
+    sent = {}
+    for algo in ("ring", "sharp"):
+        res, _ = one(fabric, "all_reduce", ranks, size, algorithm=algo)
+        links = res.links.to_pylist()
+        gpu_out = [l for l in links if l["src"] == 0]  # GPU 0's link to its NIC
+        sent[algo] = sum(l["bytes_carried"] for l in gpu_out)
+    assert sent["ring"] == pytest.approx(2 * 15 / 16 * size, rel=1e-9)
+    assert sent["sharp"] == pytest.approx(size, rel=1e-9)
+    assert sent["sharp"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
+
+
+# ---- dependencies, results, sweeps -------------------------------------------------------------
+
+
+def test_collectives_chain_with_flows_and_delays():
+    sc = fs.Scenario(fs.hgx_h100())
+    compute = sc.add_delay("1ms")
+    ar = sc.add_collective("all_reduce", range(8), 64 << 20, after=compute, algorithm="ring", tag="grad")
+    later = sc.add_flow(0, 1, 1e6, after=[ar])
+    ag = sc.add_collective("all_gather", range(4), 8 << 20, after=[ar])
+    res = sc.run()
+    rows = res.collectives.to_pylist()
+    assert rows[0]["start_s"] == pytest.approx(1e-3)
+    assert rows[1]["start_s"] == pytest.approx(rows[0]["finish_s"])
+    flow = [f for f in res.flows.to_pylist() if f["flow_id"] == later][0]
+    assert flow["ready_s"] == pytest.approx(rows[0]["finish_s"])
+    assert [r["collective_id"] for r in rows] == [ar, ag]
+    assert res.collectives.column_names == [
+        "collective_id", "communicator", "op", "algorithm", "n_ranks", "size_bytes", "start_s",
+        "finish_s", "algbw_Bps", "busbw_Bps", "analytical_s"]
+
+
+def test_all_to_all_v_takes_a_size_matrix():
+    m = np.zeros((4, 4))
+    m[0, 1] = 4e9  # one heavy pair
+    res, row = one(fs.hgx_h100(), "all_to_all", [0, 1, 2, 3], None, sizes=m)
+    assert row["size_bytes"] == pytest.approx(1e9)  # mean per-rank send buffer
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=0.01)
+    assert duration(row) == pytest.approx(4e9 / H100_NVLINK_Bps, rel=0.01)
+
+
+def test_nccl_tests_sweep_and_cli(capsys):
+    table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "8M", "64M", 2, algorithm="ring")
+    assert table["size_bytes"].to_pylist() == [8 << 20, 16 << 20, 32 << 20, 64 << 20]
+    assert table["count"].to_pylist() == [s // 4 for s in table["size_bytes"].to_pylist()]
+    busbw = table["busbw_Bps"].to_numpy()
+    assert np.all(np.diff(busbw) > 0)  # latency matters less as messages grow
+    assert main(["nccl-tests", "--fabric", "hgx-h100", "--op", "all_reduce", "-b", "8M", "-e", "32M", "-f", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = [l for l in out.splitlines() if l and not l.startswith("#")]
+    assert len(rows) == 3 and rows[0].split()[0] == str(8 << 20)
+    assert "# Avg bus bandwidth" in out
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+def test_bad_collectives_are_refused_with_the_value_named():
+    sc = fs.Scenario(fs.hgx_h100())
+    with pytest.raises(InvalidArgumentError, match="rank 3 appears more than once"):
+        sc.add_collective("all_reduce", [1, 3, 3], 1e6)
+    with pytest.raises(UnknownNodeError, match="rank 8 is not a GPU"):
+        sc.add_collective("all_reduce", [0, 8], 1e6)
+    with pytest.raises(InvalidArgumentError, match="op must be one of"):
+        sc.add_collective("allreduce", [0, 1], 1e6)
+    with pytest.raises(InvalidArgumentError, match="'tree'"):
+        sc.add_collective("all_reduce", [0, 1], 1e6, algorithm="tree")
+    with pytest.raises(InvalidArgumentError, match="-1"):
+        sc.add_collective("all_reduce", [0, 1], -1.0)
+    with pytest.raises(InvalidArgumentError, match="4x4"):
+        sc.add_collective("all_to_all", [0, 1, 2, 3], sizes=np.ones((3, 3)))
+    assert sc.n_activities == 0  # nothing half-added
+    eth = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="sn5600")
+    with pytest.raises(InvalidArgumentError, match="SHARP needs InfiniBand"):
+        fs.Scenario(eth).add_collective("all_reduce", [0, 8], 1e6, algorithm="sharp")
+    hosts = fs.clos(n_hosts=16, switch="test-coll-sw8", nic="cx7")
+    with pytest.raises(InvalidArgumentError, match="NVLS needs NVSwitch"):
+        fs.Scenario(hosts).add_collective("all_reduce", [0, 1, 2], 1e6, algorithm="nvls")
+    split = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+    with pytest.raises(InvalidArgumentError, match="NVLS needs"):
+        split.add_collective("all_reduce", [0, 8], 1e6, algorithm="nvls")
