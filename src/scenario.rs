@@ -213,33 +213,11 @@ impl Scenario {
         let (choice, found) = match route {
             Route::Ecmp => {
                 let modes = self.modes;
-                let mut found = route_on(
-                    &fabric,
-                    &mut self.router,
-                    src,
-                    dst,
-                    id,
-                    self.seed,
-                    modes,
-                    &mut routed,
-                );
-                if matches!(found, Err(Error::ZeroCapacityPath(_))) && fabric.has_faults() {
-                    // Down links, not the topology, leave it without a path: it fails in its
-                    // row, holding the path it would have on the fabric without faults.
-                    let nominal = self.nominal_fabric()?;
-                    let mut router = Router::new();
-                    found = route_on(
-                        &nominal,
-                        &mut router,
-                        src,
-                        dst,
-                        id,
-                        self.seed,
-                        modes,
-                        &mut routed,
-                    );
-                    unrouted = found.is_ok();
-                }
+                let seed = self.seed;
+                let found = self.route_or_nominal(|fabric, router| {
+                    route_on(fabric, router, src, dst, id, seed, modes, &mut routed)
+                });
+                let found = found.map(|nominal_only| unrouted = nominal_only);
                 (PathChoice::Routed(modes), found)
             }
             Route::Links(links) => {
@@ -279,6 +257,24 @@ impl Scenario {
         }
         self.routed = routed;
         added
+    }
+
+    /// Runs `route` on the fabric; if down links (not the topology) leave no path, runs it
+    /// on the fabric without faults instead and returns true: the flow is added holding that
+    /// path and fails in its row when it would start.
+    fn route_or_nominal(
+        &mut self,
+        mut route: impl FnMut(&Fabric, &mut Router) -> Result<()>,
+    ) -> Result<bool> {
+        let fabric = Arc::clone(&self.fabric);
+        match route(&fabric, &mut self.router) {
+            Err(Error::ZeroCapacityPath(_)) if fabric.has_faults() => {
+                let nominal = self.nominal_fabric()?;
+                route(&nominal, &mut Router::new())?;
+                Ok(true)
+            }
+            other => other.map(|()| false),
+        }
     }
 
     fn nominal_fabric(&mut self) -> Result<Arc<Fabric>> {
@@ -371,7 +367,7 @@ impl Scenario {
         }
         for u in &engines {
             let k = (u.constraint as usize).checked_sub(n_fabric);
-            if !k.is_some_and(|k| k < self.engine_capacity.len()) {
+            if k.is_none_or(|k| k >= self.engine_capacity.len()) {
                 return Err(Error::InvalidArgument(format!(
                     "constraint {} is not an engine of this scenario (engines are {}..{})",
                     u.constraint,
@@ -387,35 +383,14 @@ impl Scenario {
             engines,
             modes: self.modes,
         };
-        let fabric = Arc::clone(&self.fabric);
         let mut routed = std::mem::take(&mut self.routed);
         let mut usage = Vec::new();
-        let mut found = route_coupled(
-            &fabric,
-            &mut self.router,
-            &recipe,
-            id,
-            self.seed,
-            &mut routed,
-            &mut usage,
-        );
-        let mut unrouted = false;
-        if matches!(found, Err(Error::ZeroCapacityPath(_))) && fabric.has_faults() {
-            let nominal = self.nominal_fabric()?;
-            let mut router = Router::new();
-            found = route_coupled(
-                &nominal,
-                &mut router,
-                &recipe,
-                id,
-                self.seed,
-                &mut routed,
-                &mut usage,
-            );
-            unrouted = found.is_ok();
-        }
+        let seed = self.seed;
+        let found = self.route_or_nominal(|fabric, router| {
+            route_coupled(fabric, router, &recipe, id, seed, &mut routed, &mut usage)
+        });
         self.routed = routed;
-        found?;
+        let unrouted = found?;
         for u in usage.iter_mut() {
             u.constraint = self.compact(u.constraint);
         }

@@ -130,6 +130,18 @@ class _Comm:
         sizes = {len(d) for d in self.domains}
         return sizes.pop() if len(sizes) == 1 else 0
 
+    def within(self, ranks: np.ndarray) -> "_Comm":
+        """A communicator of some ranks of one domain."""
+        return _Comm(ranks, [ranks], self.view, self.net_Bps)
+
+    def across(self, ranks: np.ndarray) -> "_Comm":
+        """A communicator of one rank in each of several domains."""
+        return _Comm(ranks, [np.array([g]) for g in ranks], self.view, self.net_Bps)
+
+    def rails(self) -> list[np.ndarray]:
+        """Rank k of every domain, for each k (needs ``ppn``)."""
+        return [np.array([x[k] for x in self.domains]) for k in range(self.ppn)]
+
 
 def _comm(topology, ranks: Any) -> _Comm:
     view = fabric_view(topology)
@@ -213,9 +225,7 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
     if algo in ("hierarchical", "nvls_sharp"):
         intra = "ring" if algo == "hierarchical" else "nvls"
         inter = "ring" if algo == "hierarchical" else "sharp"
-        one = _Comm(comm.domains[0], [comm.domains[0]], comm.view, comm.net_Bps)
-        rail = _Comm(np.array([x[0] for x in comm.domains]), [np.array([x[0]]) for x in comm.domains],
-                     comm.view, comm.net_Bps)
+        one, rail = comm.within(comm.domains[0]), comm.across(comm.rails()[0])
         phases = [("reduce_scatter", intra, one, p, 1), ("all_reduce", inter, rail, d, d),
                   ("all_gather", intra, one, p, 1)]
         if intra == "nvls":  # NCCL's NVLS latency does not depend on the op
@@ -257,7 +267,7 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
     if algo == "sharp":
         return a + S / comm.net_Bps
     if algo == "hierarchical":
-        intra = _ring_Bps(_Comm(comm.domains[0], [comm.domains[0]], comm.view, comm.net_Bps))
+        intra = _ring_Bps(comm.within(comm.domains[0]))
         return a + 2 * (p - 1) / p * S / intra + 2 * (d - 1) / d * (S / p) / comm.net_Bps
     if algo == "nvls_sharp":
         return a + 2 * S / _nvls_Bps(comm.view, p) + (S / p) / comm.net_Bps
@@ -432,15 +442,13 @@ class Builder:
         if algo == "sharp":
             return self._barrier([self._sharp(comm.ranks, S, lat, begin, tag)], tag), analytical
         # Three phases joined by barriers; the latency is paid once, by the first phase.
-        rails = [np.array([x[k] for x in comm.domains]) for k in range(p)]
+        rails = comm.rails()
         if algo == "hierarchical":
-            one = lambda r: _Comm(r, [r], comm.view, comm.net_Bps)  # noqa: E731
-            first = [i for x in comm.domains for i in self._ring("reduce_scatter", one(x), S, lat, begin, tag)]
+            first = [i for x in comm.domains for i in self._ring("reduce_scatter", comm.within(x), S, lat, begin, tag)]
             mid = self._barrier(first, tag)
-            rail = lambda r: _Comm(r, [np.array([g]) for g in r], comm.view, comm.net_Bps)  # noqa: E731
-            second = [i for r in rails for i in self._ring("all_reduce", rail(r), S / p, 0.0, mid, tag)]
+            second = [i for r in rails for i in self._ring("all_reduce", comm.across(r), S / p, 0.0, mid, tag)]
             mid = self._barrier(second, tag)
-            third = [i for x in comm.domains for i in self._ring("all_gather", one(x), S, 0.0, mid, tag)]
+            third = [i for x in comm.domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag)]
         else:  # nvls_sharp
             first = [self._nvls(x, S, 1.0, 1.0 / p, lat, begin, tag) for x in comm.domains]
             mid = self._barrier(first, tag)
