@@ -430,7 +430,7 @@ class Builder:
             ) if len(src) else np.zeros(0, dtype=np.int64)
             # NCCL's p2p alpha, paid once after the transfers (the flows' own route latency,
             # about a microsecond, comes on top and is not in the analytical time).
-            end = core.add_delay(lat, 0.0, [int(x) for x in ids] or [begin], tag)
+            end = core.add_delay(lat, 0.0, ids if len(ids) else [begin], tag)
             return end, _direct_analytical_s(comm, matrix, lat)
         if n == 1:
             return core.add_delay(0.0, 0.0, [begin], tag), 0.0

@@ -518,8 +518,22 @@ pub struct Scenario {
     inner: sc::Scenario,
 }
 
-fn activities(s: &sc::Scenario, ids: &[i64]) -> Result<Vec<ActivityId>, Error> {
-    ids.iter().map(|&i| s.activity(i)).collect()
+fn activities(s: &sc::Scenario, ids: &Ids) -> Result<Vec<ActivityId>, Error> {
+    ids.0.iter().map(|&i| s.activity(i)).collect()
+}
+
+/// Activity ids a caller waits on: any sequence of ints, read without a Python object per
+/// id when it is an int64 NumPy array (an all-to-all's end waits on millions of flows).
+#[derive(Default)]
+struct Ids(Vec<i64>);
+
+impl<'py> FromPyObject<'py> for Ids {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(a) = ob.extract::<PyReadonlyArray1<'py, i64>>() {
+            return Ok(Ids(a.as_array().iter().copied().collect()));
+        }
+        Ok(Ids(ob.extract()?))
+    }
 }
 
 #[pymethods]
@@ -571,7 +585,7 @@ impl Scenario {
     }
 
     /// Adds a flow of `size_bytes` from `src` to `dst`; returns its id.
-    #[pyo3(signature = (src, dst, size_bytes, start_s=0.0, after=Vec::new(), route=None, tag=None, max_rate_Bps=None))]
+    #[pyo3(signature = (src, dst, size_bytes, start_s=0.0, after=Ids::default(), route=None, tag=None, max_rate_Bps=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_flow(
         &mut self,
@@ -579,7 +593,7 @@ impl Scenario {
         dst: i64,
         size_bytes: f64,
         start_s: f64,
-        after: Vec<i64>,
+        after: Ids,
         route: Option<Vec<i64>>,
         tag: Option<String>,
         max_rate_Bps: Option<f64>,
@@ -614,7 +628,7 @@ impl Scenario {
 
     /// Adds one flow per element of the arrays; returns their ids. Flow i takes the links
     /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP.
-    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Vec::new()))]
+    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Ids::default()))]
     #[allow(clippy::too_many_arguments)]
     fn add_flows<'py>(
         &mut self,
@@ -626,7 +640,7 @@ impl Scenario {
         tag: Option<String>,
         route_offsets: Option<PyReadonlyArray1<'_, i64>>,
         route_links: Option<PyReadonlyArray1<'_, i64>>,
-        after: Vec<i64>,
+        after: Ids,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let (size, start) = (
@@ -709,12 +723,12 @@ impl Scenario {
     }
 
     /// Adds a delay (compute time) of `duration_s`; returns its id.
-    #[pyo3(signature = (duration_s, start_s=0.0, after=Vec::new(), tag=None))]
+    #[pyo3(signature = (duration_s, start_s=0.0, after=Ids::default(), tag=None))]
     fn add_delay(
         &mut self,
         duration_s: f64,
         start_s: f64,
-        after: Vec<i64>,
+        after: Ids,
         tag: Option<String>,
     ) -> PyResult<u32> {
         let s = &mut self.inner;
@@ -738,7 +752,7 @@ impl Scenario {
 
     /// A coupled flow: edge i from `edge_src[i]` to `edge_dst[i]` carries `edge_coef[i]`
     /// bytes per byte of the flow; routes add (`combine="sum"`) or reduce (`"max"`).
-    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Vec::new(), tag=None))]
+    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_coupled_flow(
         &mut self,
@@ -750,7 +764,7 @@ impl Scenario {
         size_bytes: f64,
         latency_s: f64,
         start_s: f64,
-        after: Vec<i64>,
+        after: Ids,
         tag: Option<String>,
     ) -> PyResult<u32> {
         let (src, dst) = (slice("edge_src", &edge_src)?, slice("edge_dst", &edge_dst)?);

@@ -58,9 +58,18 @@ impl Router {
         while node != dst {
             let want = dist[node.index()] - 1;
             candidates.clear();
-            candidates.extend(topo.out_links(node).iter().copied().filter(|&l| {
-                capacity_Bps[l as usize] > 0.0 && dist[topo.link_dst()[l as usize] as usize] == want
-            }));
+            let (out, into) = (topo.out_links(node), topo.in_links(dst));
+            if want == 0 && into.len() < out.len() {
+                // Last hop from a high-radix switch: the links into dst are fewer to scan,
+                // and both lists are in id order, so the candidates are the same.
+                candidates.extend(into.iter().copied().filter(|&l| {
+                    capacity_Bps[l as usize] > 0.0 && topo.link_src()[l as usize] == node.0
+                }));
+            } else {
+                candidates.extend(out.iter().copied().filter(|&l| {
+                    capacity_Bps[l as usize] > 0.0 && dist[topo.link_dst()[l as usize] as usize] == want
+                }));
+            }
             let pick = if candidates.len() == 1 {
                 0
             } else {
