@@ -17,9 +17,11 @@ from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .results import Result, Summary
 from .scenario import Scenario
-from .collectives import nccl_tests
+from .collectives import Estimate, estimate, nccl_tests
 
 __all__ = [
+    "estimate",
+    "Estimate",
     "nccl_tests",
     "Topology",
     "Fabric",

@@ -1,6 +1,6 @@
 """Type stubs of the Rust extension module. Use the wrappers in fabricsim instead."""
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ class Topology:
     def n_links(self) -> int: ...
     def link_columns(self) -> list[tuple[str, Column]]: ...
     def route(self, src: int, dst: int, key: int = 0, seed: int = 0) -> list[int]: ...
+    def path_latency_s(self, src: int, dst: int, key: int = 0, seed: int = 0) -> float: ...
 
 class Scenario:
     def __init__(self, topology: Topology, seed: int = 0) -> None: ...
@@ -37,7 +38,7 @@ class Scenario:
         dst: int,
         size_bytes: float,
         start_s: float = 0.0,
-        after: list[int] = ...,
+        after: Sequence[int] | np.ndarray = ...,
         route: Optional[list[int]] = None,
         tag: Optional[str] = None,
         max_rate_Bps: Optional[float] = None,
@@ -53,7 +54,7 @@ class Scenario:
         route_links: Optional[npt.NDArray[np.int64]] = None,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
-        self, duration_s: float, start_s: float = 0.0, after: list[int] = ..., tag: Optional[str] = None
+        self, duration_s: float, start_s: float = 0.0, after: Sequence[int] | np.ndarray = ..., tag: Optional[str] = None
     ) -> int: ...
     def add_dependency(self, activity_id: int, after_id: int) -> None: ...
     def add_fault(self, time_s: float, links: list[int], factor: float) -> None: ...

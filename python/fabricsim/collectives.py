@@ -16,8 +16,20 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   the ring runs ``p`` channels: channel ``c`` enters domain ``d`` at local GPU ``c - d`` and
   leaves from the GPU before it, on the same rail as the next domain's entry, so each GPU is the
   exit of one channel and each NIC carries one channel's edge (no PXN hop is modelled).
+* ``tree``: NCCL's double binary tree all-reduce: ``p`` channels (one per rail), each two
+  pipelined trees of ``S/(2p)`` over the domains (NCCL's binary tree and its mirror or shift, so
+  most leaves of one are inner vertices of the other), joined inside each domain by a chain that
+  starts at the channel's rail GPU. Every tree and chain edge carries its tree's bytes once up
+  (reduce) and once down (broadcast); a domain's NIC carries one edge per tree neighbour.
+* ``halving_doubling``: recursive halving (reduce-scatter) then recursive doubling
+  (all-gather), as MPI's Rabenseifner all-reduce: step ``s`` of the halving exchanges
+  ``S/2^(s+1)`` with the rank at distance ``2^k/2^(s+1)``; a non-power of two first folds the
+  extra ranks into the first ones and finally sends them the result. Not pipelined: each step
+  is a phase of independent flows and pays its own point-to-point alpha. Reduce-scatter and
+  all-gather alone need a power of two.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
-  rank i+1, as nccl-tests' sendrecv).
+  rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
+  farthest pair (the flows pay it).
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
@@ -29,14 +41,16 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
 * ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
   NVLS all-gather.
 
-``algorithm="auto"`` takes NCCL's choice (`nccl_model.choose`, Simple protocol) among the
-algorithms fabricsim models for that fabric; ``hierarchical`` has no NCCL counterpart and is
-only used when asked for. Only the Simple protocol is modelled in flows.
+``algorithm="auto"`` takes NCCL's choice (`nccl_model`, Simple protocol) among the
+algorithms fabricsim models for that fabric; ``hierarchical`` and ``halving_doubling`` have no
+NCCL counterpart and are only used when asked for. Only the Simple protocol is modelled in
+flows. :func:`estimate` gives the analytical time alone, without a scenario.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -45,20 +59,22 @@ import pyarrow as pa
 from . import nccl_conventions, nccl_model
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
-__all__ = ["ALGORITHMS", "OPS", "FabricView", "fabric_view", "analytical_s"]
+__all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
 
 OPS = nccl_conventions.OPS
-ALGORITHMS = ("ring", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
+ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
 # NCCL's name for each algorithm whose latency (and auto choice) comes from its model.
-_NCCL_NAME = {"ring": "ring", "nvls": "nvls", "sharp": "collnet_direct", "nvls_sharp": "nvls"}
+_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "sharp": "collnet_direct", "nvls_sharp": "nvls"}
 # NVLS reduction efficiency per architecture (tuning.cc:138-144, hardware.md 4.2).
 _NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 # Point-to-point (all-to-all, send/recv): NCCL's Simple base latency plus one step over
 # NVLink or the network (hardware.md 4.2; NCCL does not tune p2p, this is fabricsim's choice).
 _P2P_BASE_S, _P2P_NVLINK_S, _P2P_NET_S = 8.4e-6, 3.4e-6, 14e-6
+# Communicators remembered per fabric (a sweep's handful, not a leak over millions).
+_COMMS_KEPT = 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FabricView:
     """What collectives need to know about a fabric, per GPU (bytes/s per direction)."""
 
@@ -71,15 +87,27 @@ class FabricView:
     arch: str
     #: Node ids that can be ranks: GPUs, or hosts of a GPU-less Clos; None: any node.
     n_rank_nodes: int | None
+    #: Wire latency of a route between two GPUs of one domain, and between the first and the
+    #: last domain (the farthest apart in a Clos); plain topologies measure per communicator.
+    intra_path_s: float = 0.0
+    inter_path_s: float = 0.0
+    #: A plain topology's injection bandwidth per node (sum of its out-links), else None.
+    injection_Bps: np.ndarray | None = None
+    #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
+    #: bytes, built so far: sweeps reuse them.
+    shapes: dict = field(default_factory=dict)
+    comms: dict = field(default_factory=dict)
 
 
 def fabric_view(topology) -> FabricView:
-    """The per-GPU figures of a generated fabric (or, for a plain topology, of its nodes)."""
+    """The per-GPU figures of a generated fabric (or, for a plain topology, of its nodes),
+    computed once per topology."""
     cached = getattr(topology, "_collective_view", None)
     if cached is not None:
         return cached
     parts = getattr(topology, "_parts", None) or {}
-    st = topology._core.structure() if parts else {}
+    core = topology._core
+    st = core.structure() if parts else {}
     gpu = parts.get("gpu")
     arch = gpu["arch"] if gpu is not None else "hopper"
     nvl_link = nvl = 0.0
@@ -105,88 +133,131 @@ def fabric_view(topology) -> FabricView:
         n_rank_nodes = int(st["n_nics"])
     else:
         n_rank_nodes = None
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes)
-    try:
-        topology._collective_view = view
-    except AttributeError:
-        pass
+    intra = inter = 0.0
+    injection = None
+    if n_rank_nodes is not None:
+        intra = core.path_latency_s(0, 1) if gpd > 1 else 0.0
+        inter = core.path_latency_s(0, n_rank_nodes - 1) if n_rank_nodes > gpd else 0.0
+    else:
+        links = topology.links
+        injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
+                                minlength=topology.n_nodes)
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, inter, injection)
+    topology._collective_view = view
     return view
 
 
-@dataclass
 class _Comm:
-    ranks: np.ndarray
-    domains: list[np.ndarray]  # ranks of each domain the communicator spans, in order
-    view: FabricView
-    net_Bps: float  # per-rank network rate (the view's, or a plain topology's injection)
+    """An ordered communicator: its ranks grouped by NVLink domain (domains, and ranks within
+    them, in the order given), the per-rank network rate and the wire latencies."""
+
+    def __init__(self, ranks: np.ndarray, starts: np.ndarray, ppn: int, view: FabricView,
+                 net_Bps: float, path_s: tuple[float, float]) -> None:
+        self.ranks = ranks  # grouped by domain
+        self.starts = starts  # index in ranks where each domain begins
+        #: Ranks per domain if every domain has as many, else 0.
+        self.ppn = ppn
+        self.view = view
+        self.net_Bps = net_Bps
+        self.intra_path_s, self.inter_path_s = path_s
+        self.n = len(ranks)
+        self.n_domains = len(starts)
+        self._domains = None
+        #: Size-independent structure computed once per communicator (tree degrees, steps).
+        self.memo: dict = {}
 
     @property
-    def n(self) -> int:
-        return len(self.ranks)
+    def domains(self) -> list[np.ndarray]:
+        if self._domains is None:
+            self._domains = np.split(self.ranks, self.starts[1:])
+        return self._domains
 
-    @property
-    def ppn(self) -> int:
-        """Ranks per domain if every domain has as many, else 0."""
-        sizes = {len(d) for d in self.domains}
-        return sizes.pop() if len(sizes) == 1 else 0
+    def grid(self) -> np.ndarray:
+        """Ranks as an (n_domains, ppn) array (needs ``ppn``)."""
+        return self.ranks.reshape(self.n_domains, self.ppn)
 
     def within(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of some ranks of one domain."""
-        return _Comm(ranks, [ranks], self.view, self.net_Bps)
+        return _Comm(ranks, np.zeros(1, dtype=np.int64), len(ranks), self.view, self.net_Bps, self._paths())
 
     def across(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of one rank in each of several domains."""
-        return _Comm(ranks, [np.array([g]) for g in ranks], self.view, self.net_Bps)
+        return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._paths())
 
     def rails(self) -> list[np.ndarray]:
         """Rank k of every domain, for each k (needs ``ppn``)."""
-        return [np.array([x[k] for x in self.domains]) for k in range(self.ppn)]
+        return list(self.grid().T)
+
+    def _paths(self) -> tuple[float, float]:
+        return self.intra_path_s, self.inter_path_s
+
+    def path_s(self, crosses_domains: bool) -> float:
+        return self.inter_path_s if crosses_domains else self.intra_path_s
 
 
 def _comm(topology, ranks: Any) -> _Comm:
     view = fabric_view(topology)
-    try:
-        arr = np.asarray(ranks)
-        if arr.ndim != 1 or arr.dtype.kind not in "iu":
-            raise ValueError
-    except (ValueError, TypeError):
-        raise InvalidArgumentError(f"ranks must be a 1-d sequence of node ids, got {ranks!r}") from None
-    arr = arr.astype(np.int64)
+    arr = ranks
+    if not (isinstance(arr, np.ndarray) and arr.ndim == 1 and arr.dtype == np.int64):
+        try:
+            arr = np.asarray(ranks)
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise ValueError
+        except (ValueError, TypeError):
+            raise InvalidArgumentError(f"ranks must be a 1-d sequence of node ids, got {ranks!r}") from None
+        arr = arr.astype(np.int64)
+    key = arr.tobytes()
+    cached = view.comms.get(key)
+    if cached is not None:
+        return cached
     if arr.size < 1:
         raise InvalidArgumentError("a communicator needs at least one rank, got none")
     limit = view.n_rank_nodes if view.n_rank_nodes is not None else topology.n_nodes
-    bad = arr[(arr < 0) | (arr >= limit)]
-    if bad.size:
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= limit:
         what = "GPU" if view.n_rank_nodes is not None else "node"
-        raise UnknownNodeError(f"rank {int(bad[0])} is not a {what} of this fabric ({what}s are 0..{limit - 1})")
-    uniq, counts = np.unique(arr, return_counts=True)
-    if uniq.size != arr.size:
-        raise InvalidArgumentError(f"rank {int(uniq[counts > 1][0])} appears more than once in the communicator")
-    # Ranks grouped by domain, domains and ranks within them in the order given.
+        raise UnknownNodeError(f"rank {lo if lo < 0 else hi} is not a {what} of this fabric ({what}s are 0..{limit - 1})")
     dom = arr // view.gpus_per_domain
-    _, first, inverse = np.unique(dom, return_index=True, return_inverse=True)
-    position = np.argsort(np.argsort(first))[inverse]
-    order = np.argsort(position, kind="stable")
-    _, starts = np.unique(position[order], return_index=True)
-    domains = np.split(arr[order], starts[1:])
+    if arr.size == 1 or bool(np.all(arr[1:] > arr[:-1])):
+        # Increasing ranks (the common case): no repeats, domains already contiguous.
+        grouped = arr
+        starts = np.flatnonzero(np.concatenate(([True], dom[1:] != dom[:-1])))
+    else:
+        uniq, counts = np.unique(arr, return_counts=True)
+        if uniq.size != arr.size:
+            raise InvalidArgumentError(f"rank {int(uniq[counts > 1][0])} appears more than once in the communicator")
+        _, first, inverse = np.unique(dom, return_index=True, return_inverse=True)
+        position = np.argsort(np.argsort(first))[inverse]
+        order = np.argsort(position, kind="stable")
+        grouped = arr[order]
+        _, starts = np.unique(position[order], return_index=True)
     net = view.net_Bps
-    if view.n_rank_nodes is None:  # a plain topology: each rank's injection bandwidth
-        links = topology.links
-        src = links["src"].to_numpy()
-        cap = links["capacity_Bps"].to_numpy()
-        out = np.bincount(src, weights=cap, minlength=topology.n_nodes)
-        net = float(out[arr].min())
-    return _Comm(arr, domains, view, net)
+    paths = (view.intra_path_s, view.inter_path_s)
+    if view.injection_Bps is not None:  # a plain topology: each rank's injection, measured paths
+        net = float(view.injection_Bps[arr].min())
+        far = topology._core.path_latency_s(int(arr[0]), int(arr[-1])) if arr.size > 1 else 0.0
+        paths = (far, far)
+    sizes = np.diff(starts, append=arr.size)
+    ppn = int(sizes[0]) if np.all(sizes == sizes[0]) else 0
+    comm = _Comm(grouped, starts, ppn, view, net, paths)
+    if len(view.comms) >= _COMMS_KEPT:
+        view.comms.clear()
+    view.comms[key] = comm
+    return comm
 
 
 def applicable(op: str, comm: _Comm) -> list[str]:
     """The algorithms fabricsim can run for ``op`` on this communicator."""
     if op in ("all_to_all", "send_recv"):
         return ["direct"]
+    pof2 = comm.n & (comm.n - 1) == 0
+    halving = ["halving_doubling"] if comm.n > 1 and (op == "all_reduce" or pof2 and op in ("reduce_scatter", "all_gather")) else []
     if op != "all_reduce":
-        return ["ring"]
-    v, d, p = comm.view, len(comm.domains), comm.ppn
+        return ["ring"] + halving
+    v, d, p = comm.view, comm.n_domains, comm.ppn
     algos = ["ring"]
+    if comm.n > 1 and p > 0:
+        algos.append("tree")
     if d == 1 and v.nvls and comm.n > 1:
         algos.append("nvls")
     if d > 1 and p == 1 and v.sharp:
@@ -195,37 +266,48 @@ def applicable(op: str, comm: _Comm) -> list[str]:
         algos.append("hierarchical")
         if v.nvls and v.sharp:
             algos.append("nvls_sharp")
-    return algos
+    return algos + halving
 
 
 def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
     v = comm.view
-    return nccl_model.CommShape(
-        n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
-        nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
-        nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1,
-    )
+    key = (n, n_nodes, comm.net_Bps)
+    shape = v.shapes.get(key)
+    if shape is None:
+        shape = v.shapes[key] = nccl_model.CommShape(
+            n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
+            nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
+            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1,
+        )
+    return shape
 
 
 def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int) -> float:
     if n < 2:
         return 0.0
     name = _NCCL_NAME[algo]
-    for p in nccl_model.predict(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes)):
-        if p.algorithm == name and p.protocol == "simple":
-            return p.latency_s
-    raise InvalidArgumentError(f"NCCL's model has no {name} for {op} on {n} ranks over {n_nodes} nodes")
+    latency = nccl_model.simple_latency_s(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes)).get(name)
+    if latency is None:
+        raise InvalidArgumentError(f"NCCL's model has no {name} for {op} on {n} ranks over {n_nodes} nodes")
+    return latency
+
+
+def _p2p_latency_s(crosses_domains: bool) -> float:
+    return _P2P_BASE_S + (_P2P_NET_S if crosses_domains else _P2P_NVLINK_S)
 
 
 def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
-    """The alpha term of a collective (NCCL's Simple-protocol latency model)."""
-    d, p = len(comm.domains), comm.ppn
+    """The alpha term of a collective (NCCL's Simple-protocol latency model); for
+    halving-doubling, that of its first step (each step pays its own)."""
+    d, p = comm.n_domains, comm.ppn
     if algo == "direct":
-        return _P2P_BASE_S + (_P2P_NET_S if d > 1 else _P2P_NVLINK_S)
+        return _p2p_latency_s(d > 1)
+    if algo == "halving_doubling":
+        return 0.0
     if algo in ("hierarchical", "nvls_sharp"):
         intra = "ring" if algo == "hierarchical" else "nvls"
         inter = "ring" if algo == "hierarchical" else "sharp"
-        one, rail = comm.within(comm.domains[0]), comm.across(comm.rails()[0])
+        one, rail = comm.within(comm.ranks[:p]), comm.across(comm.ranks[::p])
         phases = [("reduce_scatter", intra, one, p, 1), ("all_reduce", inter, rail, d, d),
                   ("all_gather", intra, one, p, 1)]
         if intra == "nvls":  # NCCL's NVLS latency does not depend on the op
@@ -236,12 +318,12 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
 
 def _ring_Bps(comm: _Comm) -> float:
     """Per-rank rate of a ring over the communicator with its channels (module docs)."""
-    v, d, p = comm.view, len(comm.domains), comm.ppn
+    v, d, p = comm.view, comm.n_domains, comm.ppn
     if d == 1:
         return v.nvlink_Bps if v.gpus_per_domain > 1 else comm.net_Bps
     if p >= 2:
         return p * min(comm.net_Bps, v.nvlink_Bps / (p - 1))
-    nvl = v.nvlink_Bps if max(len(x) for x in comm.domains) > 1 else float("inf")
+    nvl = v.nvlink_Bps if np.any(np.diff(comm.starts, append=comm.n) > 1) else float("inf")
     return min(comm.net_Bps, nvl)
 
 
@@ -251,56 +333,235 @@ def _nvls_Bps(v: FabricView, k: int) -> float:
     return min(v.nvlink_Bps, _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain / k)
 
 
-def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
+def btree_parents(n: int) -> np.ndarray:
+    """Parent of each of ``n`` vertices in NCCL's binary tree (-1 at the root, vertex 0): a
+    vertex's parent clears its lowest set bit and sets the next one up, or only clears it
+    where that would leave the tree; vertex 0 has one child."""
+    r = np.arange(n, dtype=np.int64)
+    low = r & -r
+    up = (r ^ low) | (low << 1)
+    up = np.where(up >= n, r ^ low, up)
+    up[0] = -1
+    return up
+
+
+def dtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's double binary tree: the binary tree, and a second one in which (for n > 2) most
+    leaves of the first are inner vertices: the first mirrored (n even) or shifted by one
+    (n odd)."""
+    first = btree_parents(n)
+    r = np.arange(n, dtype=np.int64)
+    if n % 2 == 0:
+        p = first[n - 1 - r]
+        second = np.where(p < 0, -1, n - 1 - p)
+    else:
+        p = first[(r - 1) % n]
+        second = np.where(p < 0, -1, (p + 1) % n)
+    return first, second
+
+
+@lru_cache(maxsize=256)
+def _tree_max_degree(d: int) -> int:
+    """The most edges (parent plus children) any vertex has in both trees of the double
+    binary tree over d vertices."""
+    deg = np.zeros(d, dtype=np.int64)
+    for parents in dtree_parents(d):
+        has = parents >= 0
+        deg += has
+        deg += np.bincount(parents[has], minlength=d)
+    return int(deg.max())
+
+
+def _halving_steps(op: str, n: int) -> list[tuple[str, int, float]]:
+    """The steps of recursive halving-doubling over ranks 0..n-1 in their order, as
+    (kind, distance, bytes per byte of S): kind "pair" exchanges with rank ^ distance;
+    all-reduce on a non-power of two first folds the last n - 2^k ranks into the first
+    ("fold": rank 2^k + i sends to i) and finally sends them the result ("unfold")."""
+    pof2 = 1 << (n.bit_length() - 1)
+    halve = [("pair", pof2 >> (s + 1), 1.0 / (2 << s)) for s in range(pof2.bit_length() - 1)]
+    double = [("pair", 1 << s, (1 << s) / pof2) for s in range(pof2.bit_length() - 1)]
+    if op == "reduce_scatter":
+        return halve
+    if op == "all_gather":
+        return double
+    extra = [("fold", pof2, 1.0)] if n > pof2 else []
+    return extra + halve + double + [("unfold", pof2, 1.0)] * bool(extra)
+
+
+def _step_pairs(kind: str, distance: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sender and receiver positions of one halving-doubling step."""
+    if kind == "pair":
+        src = np.arange(1 << (n.bit_length() - 1))
+        return src, src ^ distance
+    far = np.arange(distance, n)
+    near = far - distance
+    return (far, near) if kind == "fold" else (near, far)
+
+
+def _halving_step_times(op: str, S: float, comm: _Comm):
+    """Per step: (kind, distance, bytes, crosses domains, alpha, idle-fabric time)."""
+    steps = comm.memo.get(("halving", op))
+    if steps is None:
+        dom = comm.ranks // comm.view.gpus_per_domain
+        steps = comm.memo[("halving", op)] = [
+            (kind, distance, share, bool(np.any(dom[src] != dom[dst])))
+            for kind, distance, share in _halving_steps(op, comm.n)
+            for src, dst in [_step_pairs(kind, distance, comm.n)]
+        ]
+    out = []
+    for kind, distance, share, crosses in steps:
+        rate = comm.net_Bps if crosses else comm.view.nvlink_Bps
+        alpha = _p2p_latency_s(crosses)
+        nbytes = S * share
+        out.append((kind, distance, nbytes, crosses, alpha, alpha + comm.path_s(crosses) + nbytes / rate))
+    return out
+
+
+def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.ndarray | None = None) -> float:
     """Alpha-beta time of the flow construction on an idle fabric."""
-    n, d, p = comm.n, len(comm.domains), comm.ppn
+    n, d, p = comm.n, comm.n_domains, comm.ppn
     if n == 1 and op != "send_recv":
         return 0.0
-    a = latency_s(op, algo, size_bytes, comm)
     S = float(size_bytes)
+    if algo == "direct":
+        return _direct_analytical_s(op, comm, S, sizes)
+    if algo == "halving_doubling":
+        return sum(step[-1] for step in _halving_step_times(op, S, comm))
+    a = latency_s(op, algo, size_bytes, comm)
     if algo == "ring":
         volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
                   "all_gather": (n - 1) / n * S}.get(op, S)
         return a + volume / _ring_Bps(comm)
+    if algo == "tree":
+        # Each of p channels runs two trees of S/(2p): a domain's rail NIC carries one edge
+        # per tree neighbour, a GPU two chain edges per chain it is inside (module docs).
+        v = S / (2 * p)
+        net = v * _tree_max_degree(d) / comm.net_Bps if d > 1 else 0.0
+        nvl = v * 4 * (p - 1) / comm.view.nvlink_Bps if p > 1 else 0.0
+        return a + max(net, nvl)
     if algo == "nvls":
         return a + S * (1 + 1 / n) / _nvls_Bps(comm.view, n)
     if algo == "sharp":
         return a + S / comm.net_Bps
     if algo == "hierarchical":
-        intra = _ring_Bps(comm.within(comm.domains[0]))
+        intra = _ring_Bps(comm.within(comm.ranks[:p]))
         return a + 2 * (p - 1) / p * S / intra + 2 * (d - 1) / d * (S / p) / comm.net_Bps
     if algo == "nvls_sharp":
         return a + 2 * S / _nvls_Bps(comm.view, p) + (S / p) / comm.net_Bps
     raise AssertionError(algo)
 
 
-def _direct_analytical_s(comm: _Comm, matrix: np.ndarray, a: float) -> float:
-    """All-to-all(v): every rank's sends and receives, split into NVLink and network."""
+def _direct_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.ndarray:
+    if op == "send_recv":
+        m = np.zeros((n, n))
+        m[np.arange(n), (np.arange(n) + 1) % n] = S
+        return m
+    m = np.full((n, n), S / n) if sizes is None else sizes.astype(np.float64, copy=True)
+    np.fill_diagonal(m, 0.0)
+    return m
+
+
+def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None) -> float:
+    """All-to-all(v) and send/recv: every rank's sends and receives over NVLink and over the
+    network, the slower of the two, plus the p2p alpha and the wire latency."""
+    n = comm.n
+    crosses = comm.n_domains > 1
+    alpha = _p2p_latency_s(crosses) + comm.path_s(crosses)
+    if op == "all_to_all" and sizes is None:  # uniform: closed form, no n x n matrix
+        dom_sizes = np.diff(comm.starts, append=n)
+        local = float(dom_sizes.max()) - 1
+        t_nvl = local * S / n / comm.view.nvlink_Bps if local > 0 else 0.0
+        remote = n - float(dom_sizes.min())
+        t_net = remote * S / n / comm.net_Bps if remote > 0 else 0.0
+        return alpha + max(t_nvl, t_net)
+    m = _direct_matrix(op, n, S, sizes)
     dom = comm.ranks // comm.view.gpus_per_domain
     same = dom[:, None] == dom[None, :]
-    m = matrix.astype(np.float64).copy()
-    np.fill_diagonal(m, 0.0)
     t = 0.0
     for axis in (1, 0):  # sends, then receives
         for part, rate in ((np.where(same, m, 0), comm.view.nvlink_Bps), (np.where(same, 0, m), comm.net_Bps)):
             most = float(np.max(part.sum(axis=axis)))
             if most > 0:
                 t = max(t, most / rate)
-    return a + t
+    return alpha + t
 
 
 def choose(op: str, size_bytes: float, comm: _Comm) -> str:
     """NCCL's choice (Simple protocol) among the algorithms fabricsim runs here."""
     algos = applicable(op, comm)
-    if len(algos) == 1:
-        return algos[0]
-    d = len(comm.domains)
     wanted = {_NCCL_NAME[x]: x for x in algos if x in _NCCL_NAME}
-    best = None
-    for p in nccl_model.predict(op, max(size_bytes, 1.0), _shape(comm, comm.n, d)):
-        if p.protocol == "simple" and p.algorithm in wanted and (best is None or p.time_s < best.time_s):
-            best = p
-    return wanted[best.algorithm] if best is not None else "ring"
+    if len(wanted) <= 1:
+        return algos[0]
+    times = nccl_model.simple_times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
+    best = min((t, i, name) for i, (name, t) in enumerate(times.items()) if name in wanted)
+    return wanted[best[2]]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The analytical (alpha-beta) answer for one collective on an idle fabric."""
+
+    op: str
+    algorithm: str
+    n_ranks: int
+    size_bytes: float
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+
+
+def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
+             sizes: Any = None) -> Estimate:
+    """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
+    ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
+    as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
+    from .units import size_bytes as parse_size
+
+    if op not in OPS:
+        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if ranks is None:
+        view = fabric_view(fabric)
+        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
+    comm = _comm(fabric, ranks)
+    if sizes is not None:
+        if op != "all_to_all":
+            raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
+        sizes = sizes_matrix(sizes, comm.n)
+        S = float(sizes.sum()) / comm.n
+    elif size_bytes is None:
+        raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
+    else:
+        S = float(size_bytes) if isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) \
+            else parse_size(size_bytes)
+        if not (np.isfinite(S) and S >= 0):
+            raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
+    algo = resolve_algorithm(op, algorithm, S, comm)
+    t = analytical_s(op, algo, S, comm, sizes)
+    algbw = S / t if t > 0 else float("nan")
+    factor = nccl_conventions.busbw_factor(op, comm.n)
+    return Estimate(op, algo, comm.n, S, t, algbw, algbw * factor)
+
+
+def resolve_algorithm(op: str, algorithm: str, size_bytes: float, comm: _Comm) -> str:
+    """``algorithm``, or NCCL's choice for "auto"; a precise error where it cannot run."""
+    algos = applicable(op, comm)
+    algo = choose(op, size_bytes, comm) if algorithm == "auto" else algorithm
+    if algo in algos:
+        return algo
+    why = {
+        "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
+        "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
+        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and ranks in several domains",
+        "hierarchical": "hierarchical needs the same number (>= 2) of ranks in each of several domains",
+        "tree": "the double binary tree runs all_reduce on >= 2 ranks with the same number in each domain",
+        "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "
+                            "on a power-of-two number of ranks",
+    }.get(algo, "")
+    known = algo in ALGORITHMS
+    raise InvalidArgumentError(
+        f"algorithm {algo!r} cannot run {op} here (can: {', '.join(algos)})"
+        + (f": {why}" if why and known else "" if known else f"; algorithms are {', '.join(ALGORITHMS)}")
+    )
 
 
 class Builder:
@@ -318,25 +579,12 @@ class Builder:
         comm = _comm(self.sc.topology, ranks)
         if op == "send_recv" and comm.n < 2:
             raise InvalidArgumentError("send_recv needs at least 2 ranks")
-        algos = applicable(op, comm)
-        algo = choose(op, size_bytes, comm) if algorithm == "auto" else algorithm
-        if algo not in algos:
-            why = {
-                "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
-                "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
-                "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and ranks in several domains",
-                "hierarchical": "hierarchical needs the same number (>= 2) of ranks in each of several domains",
-            }.get(algo, "")
-            known = algo in ALGORITHMS
-            raise InvalidArgumentError(
-                f"algorithm {algo!r} cannot run {op} here (can: {', '.join(algos)})"
-                + (f": {why}" if why and known else "" if known else f"; algorithms are {', '.join(ALGORITHMS)}")
-            )
+        algo = resolve_algorithm(op, algorithm, size_bytes, comm)
         core = self.sc._core
         label = tag if tag is not None else op
         first = core.n_activities
         try:
-            begin = core.add_delay(0.0, start_s, list(after), label)
+            begin = core.add_delay(0.0, start_s, after, label)
             end, analytical = self._build(op, algo, comm, float(size_bytes), begin, label, sizes)
         except Exception:
             core.truncate(first)
@@ -410,31 +658,66 @@ class Builder:
         dst = np.concatenate([np.full(len(rest), p0), rest])
         return self._coupled(src, dst, 1.0, "max", [(engine, float(len(ranks)))], S, latency, after, tag)
 
+    def _flows(self, src, dst, nbytes, after: int, tag) -> np.ndarray:
+        """Independent routed flows (ECMP or spraying as the scenario routes), all after one id."""
+        if not len(src):
+            return np.zeros(0, dtype=np.int64)
+        return self.sc._core.add_flows(
+            np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
+            np.ascontiguousarray(np.broadcast_to(nbytes, len(src)), dtype=np.float64),
+            np.zeros(len(src)), tag, None, None, [after],
+        )
+
+    def _tree(self, comm: _Comm, S, latency, after, tag) -> list[int]:
+        """NCCL's double binary tree all-reduce: p channels (one per rail), each two pipelined
+        trees of S/(2p). Channel c's tree joins the domains' rail-c GPUs; inside a domain its
+        chain starts there and runs through the others (rotated by c). Every tree edge and
+        chain edge carries the tree's bytes once up (reduce) and once down (broadcast)."""
+        grid = comm.grid()
+        d, p = grid.shape
+        ids = []
+        for c in range(p):
+            chain = np.roll(grid, -c, axis=1)
+            heads = chain[:, 0]
+            lower, upper = chain[:, 1:].reshape(-1), chain[:, :-1].reshape(-1)  # chain edges up
+            for parents in (dtree_parents(d) if d > 1 else (np.array([-1]),) * 2):
+                child = np.flatnonzero(parents >= 0)
+                up_src = np.concatenate([lower, heads[child]])
+                up_dst = np.concatenate([upper, heads[parents[child]]])
+                src, dst = np.concatenate([up_src, up_dst]), np.concatenate([up_dst, up_src])
+                if len(src):
+                    ids.append(self._coupled(src, dst, 1.0, "sum", [], S / (2 * p), latency, after, tag))
+        return ids
+
+    def _halving_doubling(self, op, comm: _Comm, S, begin, tag) -> int:
+        """Recursive halving-doubling: one phase of independent flows per step (each rank
+        sends to its partner), a barrier paying the step's alpha after each."""
+        at = begin
+        for kind, distance, nbytes, crosses, alpha, _ in _halving_step_times(op, S, comm):
+            src, dst = _step_pairs(kind, distance, comm.n)
+            ids = self._flows(comm.ranks[src], comm.ranks[dst], nbytes, at, tag)
+            at = self.sc._core.add_delay(alpha, 0.0, ids, tag)
+        return at
+
     def _build(self, op, algo, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
         core = self.sc._core
-        n, d, p = comm.n, len(comm.domains), comm.ppn
-        lat = latency_s(op, algo, S, comm) if n > 1 or op == "send_recv" else 0.0
+        n, d, p = comm.n, comm.n_domains, comm.ppn
+        analytical = analytical_s(op, algo, S, comm, sizes)
         if algo == "direct":
-            if op == "send_recv":
-                src, dst = comm.ranks, np.roll(comm.ranks, -1)
-                matrix = np.zeros((n, n))
-                matrix[np.arange(n), (np.arange(n) + 1) % n] = S
-                nbytes = np.full(n, S)
-            else:
-                matrix = np.full((n, n), S / n) if sizes is None else sizes
-                i, j = np.nonzero(~np.eye(n, dtype=bool))
-                src, dst, nbytes = comm.ranks[i], comm.ranks[j], matrix[i, j]
-            ids = self.sc._core.add_flows(
-                np.ascontiguousarray(src), np.ascontiguousarray(dst), np.ascontiguousarray(nbytes, dtype=np.float64),
-                np.zeros(len(src)), tag, None, None, [begin],
-            ) if len(src) else np.zeros(0, dtype=np.int64)
-            # NCCL's p2p alpha, paid once after the transfers (the flows' own route latency,
-            # about a microsecond, comes on top and is not in the analytical time).
-            end = core.add_delay(lat, 0.0, ids if len(ids) else [begin], tag)
-            return end, _direct_analytical_s(comm, matrix, lat)
+            m = _direct_matrix(op, n, S, sizes)
+            i, j = np.nonzero(m)
+            ids = self._flows(comm.ranks[i], comm.ranks[j], m[i, j], begin, tag)
+            if not len(ids):
+                return core.add_delay(0.0, 0.0, [begin], tag), 0.0
+            # NCCL's p2p alpha, paid once after the transfers (which pay their wire latency).
+            return core.add_delay(latency_s(op, algo, S, comm), 0.0, ids, tag), analytical
         if n == 1:
             return core.add_delay(0.0, 0.0, [begin], tag), 0.0
-        analytical = analytical_s(op, algo, S, comm)
+        if algo == "halving_doubling":
+            return self._halving_doubling(op, comm, S, begin, tag), analytical
+        lat = latency_s(op, algo, S, comm)
+        if algo == "tree":
+            return self._barrier(self._tree(comm, S, lat, begin, tag), tag), analytical
         if algo == "ring":
             return self._barrier(self._ring(op, comm, S, lat, begin, tag), tag), analytical
         if algo == "nvls":

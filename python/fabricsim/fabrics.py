@@ -47,10 +47,12 @@ def _float_array(name: str, values: Any, n: int, parse) -> np.ndarray:
 class Topology:
     """A directed graph of links. Immutable; cheap to share between scenarios."""
 
-    __slots__ = ("_core", "_labels", "_label_index")
+    # _collective_view: what collectives need to know, computed once (collectives.fabric_view)
+    __slots__ = ("_core", "_labels", "_label_index", "_collective_view")
 
     def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None) -> None:
         self._core = core
+        self._collective_view = None
         self._labels = list(labels) if labels is not None else None
         self._label_index = None
         if self._labels is not None:

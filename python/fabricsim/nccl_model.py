@@ -567,6 +567,29 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
     return _prediction(best, nbytes)
 
 
+@lru_cache(maxsize=4096)
+def _simple_entries(op: str, shape: CommShape) -> tuple[tuple[str, _Entry], ...]:
+    return tuple((ALGORITHMS[e.algo], e) for e in _table(op, shape) if PROTOCOLS[e.proto] == "simple")
+
+
+def _simple(op: str, size_bytes: float, shape: CommShape):
+    """(algorithm, latency in us, bandwidth in GB/s, bytes) of each Simple-protocol entry."""
+    nbytes = _check(op, size_bytes, shape)
+    for a, e in _simple_entries(op, shape):
+        yield a, e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0), e.bw, nbytes
+
+
+def simple_latency_s(op: str, size_bytes: float, shape: CommShape) -> dict[str, float]:
+    """Latency of each algorithm NCCL enables for ``op`` under the Simple protocol, in NCCL's
+    order: :func:`predict`'s ``latency_s`` without building every prediction."""
+    return {a: lat * 1e-6 for a, lat, _, _ in _simple(op, size_bytes, shape)}
+
+
+def simple_times_s(op: str, size_bytes: float, shape: CommShape) -> dict[str, float]:
+    """Predicted time of each algorithm under the Simple protocol, in NCCL's order."""
+    return {a: (lat + nbytes / (1000.0 * bw)) * 1e-6 for a, lat, bw, nbytes in _simple(op, size_bytes, shape)}
+
+
 def graphs(shape: CommShape) -> dict[str, Graph]:
     """The channel graphs the (approximated) search finds for ``shape``, keyed by algorithm.
 

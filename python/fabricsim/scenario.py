@@ -21,9 +21,11 @@ __all__ = ["Scenario"]
 ProgressCallback = Callable[[int, int, float], Any]
 
 
-def _ids(after: int | Iterable[int]) -> list[int]:
+def _ids(after: int | Iterable[int]) -> list[int] | np.ndarray:
     if isinstance(after, (int, np.integer)):
         return [int(after)]
+    if isinstance(after, np.ndarray) and after.dtype.kind in "iu":
+        return np.ascontiguousarray(after.reshape(-1), dtype=np.int64)  # read in bulk by the core
     return [int(a) for a in after]
 
 
@@ -205,9 +207,9 @@ class Scenario:
         "reduce", "all_to_all", "send_recv") over ``ranks`` (GPU ids, in order), of
         ``size_bytes`` as nccl-tests counts it; ``sizes`` is an all-to-all-v matrix of bytes
         (rank i to rank j). ``algorithm``: "auto" (NCCL's choice for this fabric and size),
-        "ring", "direct", "nvls", "sharp", "hierarchical" or "nvls_sharp" (see
-        :mod:`fabricsim.collectives`). Returns an id that flows, delays and collectives can
-        wait for; ``Result.collectives`` reports it."""
+        "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
+        "nvls_sharp" (see :mod:`fabricsim.collectives`). Returns an id that flows, delays and
+        collectives can wait for; ``Result.collectives`` reports it."""
         from .collectives import Builder, sizes_matrix
 
         if self._collectives is None:

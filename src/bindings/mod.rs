@@ -89,6 +89,21 @@ pub struct Topology {
     inner: Arc<Fabric>,
 }
 
+impl Topology {
+    fn ecmp_route(&self, src: i64, dst: i64, key: u64, seed: u64) -> Result<Vec<u32>, Error> {
+        let f = &self.inner;
+        let t = f.topology();
+        let (s, d) = (t.node("src", src)?, t.node("dst", dst)?);
+        let mut routed = Routed::default();
+        let modes = [Mode::Ecmp, Mode::Ecmp];
+        if structured::route(f, s.0, d.0, key, seed, modes, &mut routed)? {
+            return Ok(routed.links);
+        }
+        let path = Router::new().route(t, f.link_capacity_Bps(), s, d, key, seed)?;
+        Ok(path.into_iter().map(|l| l.0).collect())
+    }
+}
+
 #[pymethods]
 impl Topology {
     /// Builds a topology from link arrays: link i goes from `src[i]` to `dst[i]` with
@@ -170,17 +185,16 @@ impl Topology {
     /// from the structure where the fabric has one, else over shortest paths.
     #[pyo3(signature = (src, dst, key=0, seed=0))]
     fn route(&self, src: i64, dst: i64, key: u64, seed: u64) -> PyResult<Vec<u32>> {
+        guard(|| self.ecmp_route(src, dst, key, seed))
+    }
+
+    /// The latency of that route: the sum of its links' latencies.
+    #[pyo3(signature = (src, dst, key=0, seed=0))]
+    fn path_latency_s(&self, src: i64, dst: i64, key: u64, seed: u64) -> PyResult<f64> {
         guard(|| {
-            let f = &self.inner;
-            let t = f.topology();
-            let (s, d) = (t.node("src", src)?, t.node("dst", dst)?);
-            let mut routed = Routed::default();
-            let modes = [Mode::Ecmp, Mode::Ecmp];
-            if structured::route(f, s.0, d.0, key, seed, modes, &mut routed)? {
-                return Ok(routed.links);
-            }
-            let path = Router::new().route(t, f.link_capacity_Bps(), s, d, key, seed)?;
-            Ok(path.into_iter().map(|l| l.0).collect())
+            let links = self.ecmp_route(src, dst, key, seed)?;
+            let latency = self.inner.topology().latency_s();
+            Ok(links.iter().map(|&l| latency[l as usize]).sum())
         })
     }
 

@@ -181,89 +181,60 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     let n_links = fabric.n_links() as u32;
     let constraints = sc.constraint_of().iter().chain(&ran.extra_constraints);
     let link_cap = fabric.link_capacity_Bps();
-    // (link, bytes carried, busy time, peak load), merged per link below.
-    let mut rows: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(out.busy_s.len());
+    // Bytes carried, busy time and peak load per link, accumulated over the constraints that
+    // hold it (a link alone, or its share of a bundle). Dense arrays indexed by link id need
+    // no sort, and pages of links never touched are never written.
+    let n = n_links as usize;
+    let (mut bytes, mut busy, mut peak) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    let mut used = vec![false; n];
+    let mut add = |l: u32, b: f64, s: f64, p: f64| {
+        let l = l as usize;
+        used[l] = true;
+        bytes[l] += b;
+        busy[l] = f64::max(busy[l], s);
+        peak[l] += p;
+    };
     for (ci, &c) in constraints.enumerate() {
-        let (bytes, busy, peak) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
+        let (b, s, p) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
         if c as usize >= fabric.n_constraints() {
             continue; // a reduction engine, not a link
         }
         if c < n_links {
-            rows.push((c, bytes, busy, peak));
+            add(c, b, s, p);
             continue;
         }
-        let total = fabric.bundle_capacity_Bps()[(c - n_links) as usize];
-        let mut members = Vec::new();
-        fabric.for_each_bundle_member(c - n_links, |l| members.push(l));
-        for &l in &members {
+        let bundle = c - n_links;
+        let total = fabric.bundle_capacity_Bps()[bundle as usize];
+        let mut n_members = 0usize;
+        if total <= 0.0 {
+            fabric.for_each_bundle_member(bundle, |_| n_members += 1);
+        }
+        fabric.for_each_bundle_member(bundle, |l| {
             let share = if total > 0.0 {
                 link_cap[l as usize] / total
             } else {
-                1.0 / members.len() as f64
+                1.0 / n_members as f64
             };
-            rows.push((l, bytes * share, busy, peak * share));
-        }
+            add(l, b * share, s, p * share);
+        });
     }
-    rows.sort_unstable_by_key(|r| r.0);
-    let mut merged: Vec<(u32, f64, f64, f64)> = Vec::with_capacity(rows.len());
-    for r in rows {
-        match merged.last_mut() {
-            Some(m) if m.0 == r.0 => {
-                m.1 += r.1;
-                m.2 = m.2.max(r.2);
-                m.3 += r.3;
-            }
-            _ => merged.push(r),
-        }
-    }
+    let ids: Vec<usize> = (0..n).filter(|&l| used[l]).collect();
     let util = |x: f64, c: f64| if c > 0.0 { x / c } else { 0.0 };
-    let cap = |l: u32| link_cap[l as usize];
+    let column = |f: &dyn Fn(usize) -> f64| Column::F64(ids.iter().map(|&l| f(l)).collect());
+    let node = |nodes: &[u32]| Column::I64(ids.iter().map(|&l| nodes[l] as i64).collect());
     Table {
         columns: vec![
-            (
-                "link_id",
-                Column::I64(merged.iter().map(|r| r.0 as i64).collect()),
-            ),
-            (
-                "src",
-                Column::I64(
-                    merged
-                        .iter()
-                        .map(|r| topo.link_src()[r.0 as usize] as i64)
-                        .collect(),
-                ),
-            ),
-            (
-                "dst",
-                Column::I64(
-                    merged
-                        .iter()
-                        .map(|r| topo.link_dst()[r.0 as usize] as i64)
-                        .collect(),
-                ),
-            ),
-            (
-                "capacity_Bps",
-                Column::F64(merged.iter().map(|r| cap(r.0)).collect()),
-            ),
-            (
-                "bytes_carried",
-                Column::F64(merged.iter().map(|r| r.1).collect()),
-            ),
-            ("busy_s", Column::F64(merged.iter().map(|r| r.2).collect())),
+            ("link_id", Column::I64(ids.iter().map(|&l| l as i64).collect())),
+            ("src", node(topo.link_src())),
+            ("dst", node(topo.link_dst())),
+            ("capacity_Bps", column(&|l| link_cap[l])),
+            ("bytes_carried", column(&|l| bytes[l])),
+            ("busy_s", column(&|l| busy[l])),
             (
                 "mean_utilization",
-                Column::F64(
-                    merged
-                        .iter()
-                        .map(|r| util(r.1, cap(r.0) * out.makespan_s))
-                        .collect(),
-                ),
+                column(&|l| util(bytes[l], link_cap[l] * out.makespan_s)),
             ),
-            (
-                "peak_utilization",
-                Column::F64(merged.iter().map(|r| util(r.3, cap(r.0))).collect()),
-            ),
+            ("peak_utilization", column(&|l| util(peak[l], link_cap[l]))),
         ],
     }
 }

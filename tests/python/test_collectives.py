@@ -214,8 +214,13 @@ def test_bad_collectives_are_refused_with_the_value_named():
         sc.add_collective("all_reduce", [0, 8], 1e6)
     with pytest.raises(InvalidArgumentError, match="op must be one of"):
         sc.add_collective("allreduce", [0, 1], 1e6)
-    with pytest.raises(InvalidArgumentError, match="'tree'"):
-        sc.add_collective("all_reduce", [0, 1], 1e6, algorithm="tree")
+    with pytest.raises(InvalidArgumentError, match="'pat'.*algorithms are ring, tree"):
+        sc.add_collective("all_reduce", [0, 1], 1e6, algorithm="pat")
+    with pytest.raises(InvalidArgumentError, match="power-of-two"):
+        sc.add_collective("all_gather", [0, 1, 2], 1e6, algorithm="halving_doubling")
+    with pytest.raises(InvalidArgumentError, match="same number in each domain"):
+        fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")).add_collective(
+            "all_reduce", [0, 1, 8], 1e6, algorithm="tree")
     with pytest.raises(InvalidArgumentError, match="-1"):
         sc.add_collective("all_reduce", [0, 1], -1.0)
     with pytest.raises(InvalidArgumentError, match="4x4"):
