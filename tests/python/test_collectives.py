@@ -88,6 +88,14 @@ CASES = [
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_to_all", list(range(32)), "direct"),
     (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "nvls_sharp"),
     (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "hierarchical"),
+    (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=5, scale_out="quantum-2"), "all_reduce", list(range(0, 40, 8)), "tree"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=3, scale_out="quantum-x800"), "all_reduce", list(range(216)), "tree"),
+    (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "halving_doubling"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "reduce_scatter", list(range(32)), "halving_doubling"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_gather", list(range(32)), "halving_doubling"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=5, scale_out="quantum-2"), "all_reduce", list(range(40)), "halving_doubling"),
 ]
 
 
@@ -95,11 +103,110 @@ CASES = [
 @pytest.mark.parametrize("size", [4 << 20, 256 << 20, 4 * GiB])
 def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size):
     build, op, ranks, algo = CASES[case]
-    if algo == "direct" and size < 64 << 20:
-        pytest.skip("the analytical point-to-point time leaves out the wire latency (about 1 us)")
-    _, row = one(build(), op, ranks, size, algorithm=algo)
+    fabric = build()
+    _, row = one(fabric, op, ranks, size, algorithm=algo)
     assert row["algorithm"] == algo
     assert duration(row) == pytest.approx(row["analytical_s"], rel=0.01)
+    # The estimate without a scenario is the same number.
+    assert fs.estimate(fabric, op, size, ranks, algorithm=algo).time_s == row["analytical_s"]
+
+
+# ---- double binary tree and recursive halving-doubling -------------------------------------------
+
+
+def star(n, link_Bps=50e9, latency_s=0.5e-6):
+    """n hosts on one switch (node n), every link link_Bps each way."""
+    src = np.concatenate([np.arange(n), np.full(n, n)])
+    dst = np.concatenate([np.full(n, n), np.arange(n)])
+    return fs.Topology.from_arrays(src, dst, np.full(2 * n, link_Bps), np.full(2 * n, latency_s), n_nodes=n + 1)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 16, 31, 72, 100, 1000])
+def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four_edges(n):
+    from fabricsim.collectives import dtree_parents
+
+    degree = np.zeros(n, dtype=int)
+    for parents in dtree_parents(n):
+        assert (parents < 0).sum() == 1  # one root
+        children = np.bincount(parents[parents >= 0], minlength=n)
+        assert children.max() <= 2
+        for v in range(n):  # every vertex reaches the root without a cycle
+            seen = 0
+            while parents[v] >= 0 and seen <= n:
+                v, seen = parents[v], seen + 1
+            assert seen <= n
+        degree += (parents >= 0) + children
+    assert degree.max() <= 4
+    if n > 2:  # the second tree makes the leaves of the first carry inner-vertex traffic
+        assert degree.min() >= 2
+
+
+@pytest.mark.parametrize("size", [1 << 20, GiB])
+def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
+    """8 hosts: in both trees together the busiest host has 4 tree neighbours, each edge
+    carrying S/2 each way, so the time is alpha + 4 (S/2) / B."""
+    from fabricsim.nccl_model import CommShape, simple_latency_s
+
+    B = 50e9
+    _, row = one(star(8, B), "all_reduce", range(8), size, algorithm="tree")
+    alpha = simple_latency_s("all_reduce", size, CommShape(
+        n_ranks=8, n_nodes=8, arch="hopper", nvlink_Bps=0.0, nvlink_link_Bps=0.0, net_Bps=B,
+        nvswitch=False, collnet=False))["tree"]
+    assert duration(row) == pytest.approx(alpha + 2 * size / B, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 8, 16])
+@pytest.mark.parametrize("op", ["reduce_scatter", "all_gather", "all_reduce"])
+def test_halving_doubling_on_a_star_is_the_closed_form(n, op):
+    """log2(n) steps per half, each paying the point-to-point alpha and two links of wire
+    latency; (n-1)/n of S crosses each host link per half."""
+    from fabricsim.collectives import _P2P_BASE_S, _P2P_NET_S
+
+    B, hop_s = 50e9, 0.5e-6
+    _, row = one(star(n, B, hop_s), op, range(n), GiB, algorithm="halving_doubling")
+    halves = 2 if op == "all_reduce" else 1
+    steps = halves * int(np.log2(n))
+    want = steps * (_P2P_BASE_S + _P2P_NET_S + 2 * hop_s) + halves * (n - 1) / n * GiB / B
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+
+
+def test_halving_doubling_folds_a_non_power_of_two():
+    """6 ranks: the last 2 send S to ranks 0 and 1 first and get the result back last, so
+    two whole-buffer steps come on top of the 4-rank halving-doubling."""
+    from fabricsim.collectives import _P2P_BASE_S, _P2P_NET_S
+
+    B, hop_s = 50e9, 0.5e-6
+    res, row = one(star(6, B, hop_s), "all_reduce", range(6), GiB, algorithm="halving_doubling")
+    step_s = _P2P_BASE_S + _P2P_NET_S + 2 * hop_s
+    want = 6 * step_s + (2 + 2 * 3 / 4) * GiB / B
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    f = res.flows
+    whole = f["bytes"].to_numpy() == GiB
+    pairs = zip(f["src"].to_numpy()[whole], f["dst"].to_numpy()[whole])
+    assert sorted(pairs) == [(0, 4), (1, 5), (4, 0), (5, 1)]
+
+
+def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
+    """NCCL's choice: the tree's latency grows with log(nodes), the ring's with nodes."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2", tiers=2)
+    small = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="auto")
+    assert small.algorithm in ("tree", "nvls_sharp", "sharp")
+    ring = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="ring")
+    tree = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="tree")
+    assert tree.time_s < ring.time_s
+
+
+def test_estimate_reports_the_chosen_algorithm_and_nccl_tests_bandwidths():
+    e = fs.estimate(fs.hgx_h100(), "all_reduce", 8 * GiB)
+    assert e.algorithm == "nvls" and e.n_ranks == 8
+    assert e.algbw_Bps == pytest.approx(8 * GiB / e.time_s)
+    assert e.busbw_Bps == pytest.approx(e.algbw_Bps * 2 * 7 / 8)
+    with pytest.raises(InvalidArgumentError, match="op must be one of"):
+        fs.estimate(fs.hgx_h100(), "allreduce", 1e6)
+    with pytest.raises(InvalidArgumentError, match="-5"):
+        fs.estimate(fs.hgx_h100(), "all_reduce", -5.0)
+    with pytest.raises(UnknownNodeError, match="rank 9"):
+        fs.estimate(fs.hgx_h100(), "all_reduce", 1e6, [0, 9])
 
 
 # ---- contention --------------------------------------------------------------------------------
