@@ -758,6 +758,7 @@ class Builder:
         size = np.array([r[5] for r in rows], dtype=np.float64)
         ops = [r[2] for r in rows]
         duration = finish_s - start_s
+        analytical = np.array([r[7] for r in rows], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = np.where(duration > 0, size / duration, np.nan)
         factor = np.array([nccl_conventions.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
@@ -772,7 +773,10 @@ class Builder:
             "finish_s": pa.array(finish_s, mask=np.isnan(finish_s)),
             "algbw_Bps": pa.array(algbw, mask=np.isnan(algbw)),
             "busbw_Bps": pa.array(algbw * factor, mask=np.isnan(algbw)),
-            "analytical_s": pa.array(np.array([r[7] for r in rows], dtype=np.float64)),
+            "analytical_s": pa.array(analytical),
+            # What the fabric's sharing added to the idle-fabric time: the flow result is the
+            # truth, this is the difference the issue asks to see.
+            "contention_s": pa.array(duration - analytical, mask=np.isnan(duration)),
         })
 
 

@@ -228,6 +228,7 @@ def test_an_ecmp_collision_on_one_ring_edge_slows_the_whole_ring_and_shows_the_l
     k = busiest["bytes_carried"] / volume
     assert k >= 2 and k == pytest.approx(round(k), rel=1e-9)
     assert duration(row) == pytest.approx(latency + round(k) * volume / rate, rel=1e-9)
+    assert row["contention_s"] == pytest.approx((round(k) - 1) * volume / rate, rel=1e-9)
     assert busiest["peak_utilization"] == pytest.approx(1.0)
     _, adaptive = one(fabric, "all_reduce", strided, size, algorithm="ring", routing="adaptive")
     assert duration(adaptive) == pytest.approx(adaptive["analytical_s"], rel=1e-9)
@@ -285,7 +286,7 @@ def test_collectives_chain_with_flows_and_delays():
     assert [r["collective_id"] for r in rows] == [ar, ag]
     assert res.collectives.column_names == [
         "collective_id", "communicator", "op", "algorithm", "n_ranks", "size_bytes", "start_s",
-        "finish_s", "algbw_Bps", "busbw_Bps", "analytical_s"]
+        "finish_s", "algbw_Bps", "busbw_Bps", "analytical_s", "contention_s"]
 
 
 def test_all_to_all_v_takes_a_size_matrix():

@@ -1,0 +1,120 @@
+"""Collectives (issue 4): whole jobs, from an empty scenario to the collectives table.
+
+The peer is ASTRA-sim's analytical backend, which on this machine takes 47 s and 5.6 GB
+(congestion-unaware; 84 s congestion-aware) for a 1 GiB all-reduce on 4,096 NPUs behind one
+switch, and 3.8 to 6.2 minutes and 14 to 15 GB for an all-to-all on 4,096 NPUs. Each timed call
+here builds a fresh Scenario, adds the collective (routing every flow) and runs it to
+completion, so the figures compare with ASTRA-sim's wall time for the same job. Topologies
+are built in ``setup`` (their cost is measured by bench_fabrics).
+"""
+
+import numpy as np
+
+import fabricsim as fs
+
+GiB = 1 << 30
+
+
+def one_switch(n_npus, link_Bps=50e9, latency_s=0.5e-6):
+    """ASTRA-sim's "Switch" topology: every NPU on one switch (node ``n_npus``) by a
+    ``link_Bps`` link each way."""
+    src = np.concatenate([np.arange(n_npus), np.full(n_npus, n_npus)])
+    dst = np.concatenate([np.full(n_npus, n_npus), np.arange(n_npus)])
+    n_links = 2 * n_npus
+    return fs.Topology.from_arrays(
+        src, dst, np.full(n_links, link_Bps), np.full(n_links, latency_s), n_nodes=n_npus + 1
+    )
+
+
+def run_collective(topology, op, ranks, size_bytes, algorithm, **scenario):
+    sc = fs.Scenario(topology, **scenario)
+    sc.add_collective(op, ranks, size_bytes, algorithm=algorithm)
+    return sc.run().collectives
+
+
+class OneSwitch4096Npus:
+    """1 GiB on 4,096 NPUs behind one 50 GB/s-per-port switch: a ring all-reduce (one coupled
+    flow of 4,096 edges) and a direct all-to-all (16,773,120 flows of 256 KiB)."""
+
+    timeout = 600
+    number = 1
+    repeat = (1, 3, 200.0)
+    warmup_time = 0
+
+    def setup(self):
+        self.topology = one_switch(4096)
+        self.ranks = np.arange(4096)
+
+    def time_all_reduce_ring_1GiB(self):
+        run_collective(self.topology, "all_reduce", self.ranks, GiB, "ring")
+
+    def peakmem_all_reduce_ring_1GiB(self):
+        run_collective(self.topology, "all_reduce", self.ranks, GiB, "ring")
+
+    def time_all_to_all_1GiB(self):
+        run_collective(self.topology, "all_to_all", self.ranks, GiB, "direct")
+
+    def peakmem_all_to_all_1GiB(self):
+        run_collective(self.topology, "all_to_all", self.ranks, GiB, "direct")
+
+
+class AllToAll512GpusAcrossRacks:
+    """1 GiB all-to-all among 512 H100s in 64 HGX servers on a rail-optimised Quantum-2 fat-tree
+    (261,632 flows, 448 of every GPU's 511 peers in other servers)."""
+
+    params = (["adaptive", "ecmp"],)
+    param_names = ["routing"]
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+
+    def setup(self, routing):
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2")
+        self.ranks = np.arange(512)
+
+    def time_all_to_all(self, routing):
+        run_collective(self.fabric, "all_to_all", self.ranks, GiB, "direct", routing=routing)
+
+    def peakmem_all_to_all(self, routing):
+        run_collective(self.fabric, "all_to_all", self.ranks, GiB, "direct", routing=routing)
+
+
+class HierarchicalAllReduceMillionGpus:
+    """1 GiB hierarchical all-reduce over 1,048,608 GB300s (14,564 NVL72 racks) on a 3-tier
+    Quantum-X800 Clos with ECMP: ring reduce-scatter in every rack, a ring all-reduce of
+    1/72 of the data on each of the 72 rails (14,564 edges each, every edge routed), ring
+    all-gather in every rack. Flow fidelity; the 8 s fabric build is in ``setup``."""
+
+    timeout = 900
+    number = 1
+    repeat = (1, 2, 300.0)
+    warmup_time = 0
+
+    def setup(self):
+        self.fabric = fs.cluster(domain="gb300-nvl72", n_domains=14_564, scale_out="quantum-x800", tiers=3)
+
+    def time_all_reduce(self):
+        run_collective(self.fabric, "all_reduce", self.fabric.gpus, GiB, "hierarchical", routing="ecmp")
+
+    def peakmem_all_reduce(self):
+        run_collective(self.fabric, "all_reduce", self.fabric.gpus, GiB, "hierarchical", routing="ecmp")
+
+
+class AnalyticalEstimate:
+    """One ``fs.estimate`` call (alpha-beta, no simulation) for a 128-GPU job on 16 HGX H100
+    servers, as a sweep over sizes would make it; "auto" includes NCCL's choice."""
+
+    params = (["auto", "ring", "tree", "hierarchical", "nvls_sharp", "halving_doubling"],)
+    param_names = ["algorithm"]
+
+    def setup(self, algorithm):
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
+        self.ranks = np.arange(128)
+        self.size = 0
+        fs.estimate(self.fabric, "all_reduce", GiB, self.ranks, algorithm=algorithm)
+
+    def time_estimate(self, algorithm):
+        # A new size every call, so nothing size-dependent is reused between calls.
+        self.size += 1
+        fs.estimate(self.fabric, "all_reduce", GiB + self.size, self.ranks, algorithm=algorithm)
