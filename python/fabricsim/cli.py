@@ -130,9 +130,9 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     else:
         fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)
     table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor,
-                       algorithm=args.algorithm, dtype=args.datatype)
+                       algorithm=args.algorithm, protocol=args.protocol, dtype=args.datatype)
     print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
-          f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}")
+          f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
     print(format_table(table, op=args.op, dtype=args.datatype))
     return 0
 
@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     nt.add_argument("-e", "--maxbytes", default="8G")
     nt.add_argument("-f", "--stepfactor", type=float, default=2.0)
     nt.add_argument("-d", "--datatype", default="float")
-    nt.add_argument("--algorithm", default="auto")
+    nt.add_argument("--algorithm", default="auto", help="auto (NCCL's choice), ring, tree, nvls, ...")
+    nt.add_argument("--protocol", default="auto", help="auto (NCCL's choice), simple, ll128 or ll")
     nt.set_defaults(func=_nccl_tests)
     args = parser.parse_args(argv)
     try:

@@ -5,8 +5,13 @@ of its edges' routes, so the slowest edge paces it; phases (hierarchical algorit
 joined by zero-length barriers; all-to-all and send/recv are independent flows.
 
 **analytical**: the alpha-beta closed form of the same construction on an idle fabric: alpha
-from NCCL's latency model (`nccl_model`, Simple protocol), beta from the per-GPU NVLink and
+from NCCL's latency model (`nccl_model`) for the protocol, beta from the per-GPU NVLink and
 network bandwidths. On an uncongested fabric the two agree; the difference is contention.
+
+**protocols**: ring and tree run Simple, LL128 or LL. The low-latency protocols send flags
+with the data, so every edge carries ``1/efficiency`` wire bytes per payload byte, the
+efficiency being NCCL's own ratio of that protocol's bus bandwidth to Simple's (LL128 about
+0.92 or its per-channel cap, LL far less), and the alpha is that protocol's.
 
 Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLink domains of
 ``p`` ranks each; ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rates):
@@ -41,10 +46,10 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
 * ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
   NVLS all-gather.
 
-``algorithm="auto"`` takes NCCL's choice (`nccl_model`, Simple protocol) among the
-algorithms fabricsim models for that fabric; ``hierarchical`` and ``halving_doubling`` have no
-NCCL counterpart and are only used when asked for. Only the Simple protocol is modelled in
-flows. :func:`estimate` gives the analytical time alone, without a scenario.
+``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
+(algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
+``halving_doubling`` have no NCCL counterpart and are only used when asked for (on Simple).
+:func:`estimate` gives the analytical time alone, without a scenario.
 """
 
 from __future__ import annotations
@@ -70,6 +75,10 @@ _NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.
 # Point-to-point (all-to-all, send/recv): NCCL's Simple base latency plus one step over
 # NVLink or the network (hardware.md 4.2; NCCL does not tune p2p, this is fabricsim's choice).
 _P2P_BASE_S, _P2P_NVLINK_S, _P2P_NET_S = 8.4e-6, 3.4e-6, 14e-6
+# NCCL's protocols, and those fabricsim runs each algorithm with (NCCL runs NVLS and CollNet on
+# Simple only; the others here are fabricsim's own constructions on Simple).
+PROTOCOLS = ("simple", "ll128", "ll")
+_PROTOCOLS_OF = {"ring": ("ll", "ll128", "simple"), "tree": ("ll", "ll128", "simple")}
 # Communicators remembered per fabric (a sweep's handful, not a leak over millions).
 _COMMS_KEPT = 64
 
@@ -282,23 +291,32 @@ def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
     return shape
 
 
-def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int) -> float:
+def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int,
+                    protocol: str = "simple") -> float:
     if n < 2:
         return 0.0
-    name = _NCCL_NAME[algo]
-    latency = nccl_model.simple_latency_s(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes)).get(name)
+    key = (_NCCL_NAME[algo], protocol)
+    latency = nccl_model.latencies_s(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes)).get(key)
     if latency is None:
-        raise InvalidArgumentError(f"NCCL's model has no {name} for {op} on {n} ranks over {n_nodes} nodes")
+        raise InvalidArgumentError(f"NCCL's model has no {key[0]}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
     return latency
+
+
+def _efficiency(op: str, algo: str, protocol: str, comm: _Comm) -> float:
+    """Payload fraction of the wire under ``protocol`` (1 for Simple): NCCL's own ratio."""
+    if protocol == "simple":
+        return 1.0
+    shape = _shape(comm, comm.n, comm.n_domains)
+    return nccl_model.protocol_efficiency(op, shape)[(_NCCL_NAME[algo], protocol)]
 
 
 def _p2p_latency_s(crosses_domains: bool) -> float:
     return _P2P_BASE_S + (_P2P_NET_S if crosses_domains else _P2P_NVLINK_S)
 
 
-def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
-    """The alpha term of a collective (NCCL's Simple-protocol latency model); for
-    halving-doubling, that of its first step (each step pays its own)."""
+def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str = "simple") -> float:
+    """The alpha term of a collective (NCCL's latency model for that protocol); halving-doubling
+    pays its alpha step by step instead."""
     d, p = comm.n_domains, comm.ppn
     if algo == "direct":
         return _p2p_latency_s(d > 1)
@@ -313,7 +331,7 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm) -> float:
         if intra == "nvls":  # NCCL's NVLS latency does not depend on the op
             phases = [("all_reduce", "nvls", one, p, 1), phases[1], ("all_reduce", "nvls", one, p, 1)]
         return sum(_nccl_latency_s(o, a, size_bytes, c, n, nn) for o, a, c, n, nn in phases)
-    return _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d)
+    return _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d, protocol)
 
 
 def _ring_Bps(comm: _Comm) -> float:
@@ -417,7 +435,8 @@ def _halving_step_times(op: str, S: float, comm: _Comm):
     return out
 
 
-def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.ndarray | None = None) -> float:
+def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.ndarray | None = None,
+                 protocol: str = "simple") -> float:
     """Alpha-beta time of the flow construction on an idle fabric."""
     n, d, p = comm.n, comm.n_domains, comm.ppn
     if n == 1 and op != "send_recv":
@@ -427,7 +446,9 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
         return _direct_analytical_s(op, comm, S, sizes)
     if algo == "halving_doubling":
         return sum(step[-1] for step in _halving_step_times(op, S, comm))
-    a = latency_s(op, algo, size_bytes, comm)
+    a = latency_s(op, algo, size_bytes, comm, protocol)
+    if protocol != "simple":  # the flags ride with the data: fewer payload bytes per wire byte
+        S /= _efficiency(op, algo, protocol, comm)
     if algo == "ring":
         volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
                   "all_gather": (n - 1) / n * S}.get(op, S)
@@ -486,15 +507,20 @@ def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | Non
     return alpha + t
 
 
-def choose(op: str, size_bytes: float, comm: _Comm) -> str:
-    """NCCL's choice (Simple protocol) among the algorithms fabricsim runs here."""
-    algos = applicable(op, comm)
-    wanted = {_NCCL_NAME[x]: x for x in algos if x in _NCCL_NAME}
-    if len(wanted) <= 1:
-        return algos[0]
-    times = nccl_model.simple_times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
-    best = min((t, i, name) for i, (name, t) in enumerate(times.items()) if name in wanted)
-    return wanted[best[2]]
+def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
+           protocol: str = "auto") -> tuple[str, str]:
+    """NCCL's choice of (algorithm, protocol) among those fabricsim runs here, the lowest
+    predicted time (ties to NCCL's order), with either fixed where it is not "auto"."""
+    algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
+    pairs = {(_NCCL_NAME[a], p): (a, p) for a in algos if a in _NCCL_NAME for p in _PROTOCOLS_OF.get(a, ("simple",))
+             if protocol in ("auto", p)}
+    if len(pairs) == 0 or comm.n < 2:
+        return algos[0], "simple" if protocol == "auto" else protocol
+    times = nccl_model.times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
+    best = min(((t, i, key) for i, (key, t) in enumerate(times.items()) if key in pairs), default=None)
+    if best is None:
+        return algos[0], "simple" if protocol == "auto" else protocol
+    return pairs[best[2]]
 
 
 @dataclass(frozen=True)
@@ -503,6 +529,7 @@ class Estimate:
 
     op: str
     algorithm: str
+    protocol: str
     n_ranks: int
     size_bytes: float
     time_s: float
@@ -511,7 +538,7 @@ class Estimate:
 
 
 def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
-             sizes: Any = None) -> Estimate:
+             protocol: str = "auto", sizes: Any = None) -> Estimate:
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
     as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
@@ -535,19 +562,27 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
             else parse_size(size_bytes)
         if not (np.isfinite(S) and S >= 0):
             raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
-    algo = resolve_algorithm(op, algorithm, S, comm)
-    t = analytical_s(op, algo, S, comm, sizes)
+    algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
+    t = analytical_s(op, algo, S, comm, sizes, proto)
     algbw = S / t if t > 0 else float("nan")
     factor = nccl_conventions.busbw_factor(op, comm.n)
-    return Estimate(op, algo, comm.n, S, t, algbw, algbw * factor)
+    return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
 
 
-def resolve_algorithm(op: str, algorithm: str, size_bytes: float, comm: _Comm) -> str:
-    """``algorithm``, or NCCL's choice for "auto"; a precise error where it cannot run."""
+def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm) -> tuple[str, str]:
+    """(algorithm, protocol): as given, or NCCL's choice where "auto"; a precise error where
+    they cannot run."""
+    if protocol not in PROTOCOLS and protocol != "auto":
+        raise InvalidArgumentError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     algos = applicable(op, comm)
-    algo = choose(op, size_bytes, comm) if algorithm == "auto" else algorithm
-    if algo in algos:
-        return algo
+    if algorithm == "auto" or algorithm in algos:
+        algo, proto = choose(op, size_bytes, comm, algorithm, protocol)
+        if proto in _PROTOCOLS_OF.get(algo, ("simple",)):
+            return algo, proto
+        raise InvalidArgumentError(
+            f"protocol {proto!r} cannot run {algo}: fabricsim runs LL and LL128 on ring and tree "
+            "(NCCL runs NVLS, CollNet and point-to-point on Simple)")
+    algo = algorithm
     why = {
         "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
         "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
@@ -573,25 +608,25 @@ class Builder:
         self._communicators: dict[bytes, int] = {}
         self._engines: dict[tuple, int] = {}
 
-    def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None) -> int:
+    def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
         if op not in OPS:
             raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
         comm = _comm(self.sc.topology, ranks)
         if op == "send_recv" and comm.n < 2:
             raise InvalidArgumentError("send_recv needs at least 2 ranks")
-        algo = resolve_algorithm(op, algorithm, size_bytes, comm)
+        algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm)
         core = self.sc._core
         label = tag if tag is not None else op
         first = core.n_activities
         try:
             begin = core.add_delay(0.0, start_s, after, label)
-            end, analytical = self._build(op, algo, comm, float(size_bytes), begin, label, sizes)
+            end, analytical = self._build(op, algo, proto, comm, float(size_bytes), begin, label, sizes)
         except Exception:
             core.truncate(first)
             raise
         key = comm.ranks.tobytes()
         communicator = self._communicators.setdefault(key, len(self._communicators))
-        self.rows.append((end, communicator, op, algo, comm.n, float(size_bytes), begin, analytical))
+        self.rows.append((end, communicator, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
         return end
 
     # -- flow construction ---------------------------------------------------------------------
@@ -606,8 +641,9 @@ class Builder:
     def _barrier(self, after: list[int], tag) -> int:
         return self.sc._core.add_delay(0.0, 0.0, after, tag)
 
-    def _ring(self, op, comm: _Comm, S, latency, after, tag) -> list[int]:
-        """One coupled flow per channel (module docs)."""
+    def _ring(self, op, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:
+        """One coupled flow per channel (module docs); ``wire`` bytes cross each edge per byte
+        of payload (1 / the protocol's efficiency)."""
         n, d, p = comm.n, len(comm.domains), comm.ppn
         volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
                   "all_gather": (n - 1) / n * S}.get(op, S)
@@ -626,7 +662,7 @@ class Builder:
                     src, dst = dst[::-1], src[::-1]
             else:
                 src, dst = order, np.roll(order, -1)
-            ids.append(self._coupled(src, dst, 1.0, "sum", [], volume / channels, latency, after, tag))
+            ids.append(self._coupled(src, dst, wire, "sum", [], volume / channels, latency, after, tag))
         return ids
 
     def _engine(self, key, capacity_Bps) -> int:
@@ -668,11 +704,12 @@ class Builder:
             np.zeros(len(src)), tag, None, None, [after],
         )
 
-    def _tree(self, comm: _Comm, S, latency, after, tag) -> list[int]:
+    def _tree(self, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:
         """NCCL's double binary tree all-reduce: p channels (one per rail), each two pipelined
         trees of S/(2p). Channel c's tree joins the domains' rail-c GPUs; inside a domain its
         chain starts there and runs through the others (rotated by c). Every tree edge and
-        chain edge carries the tree's bytes once up (reduce) and once down (broadcast)."""
+        chain edge carries the tree's bytes once up (reduce) and once down (broadcast), times
+        ``wire`` (as for the ring)."""
         grid = comm.grid()
         d, p = grid.shape
         ids = []
@@ -686,7 +723,7 @@ class Builder:
                 up_dst = np.concatenate([upper, heads[parents[child]]])
                 src, dst = np.concatenate([up_src, up_dst]), np.concatenate([up_dst, up_src])
                 if len(src):
-                    ids.append(self._coupled(src, dst, 1.0, "sum", [], S / (2 * p), latency, after, tag))
+                    ids.append(self._coupled(src, dst, wire, "sum", [], S / (2 * p), latency, after, tag))
         return ids
 
     def _halving_doubling(self, op, comm: _Comm, S, begin, tag) -> int:
@@ -699,10 +736,10 @@ class Builder:
             at = self.sc._core.add_delay(alpha, 0.0, ids, tag)
         return at
 
-    def _build(self, op, algo, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
+    def _build(self, op, algo, proto, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
         core = self.sc._core
         n, d, p = comm.n, comm.n_domains, comm.ppn
-        analytical = analytical_s(op, algo, S, comm, sizes)
+        analytical = analytical_s(op, algo, S, comm, sizes, proto)
         if algo == "direct":
             m = _direct_matrix(op, n, S, sizes)
             i, j = np.nonzero(m)
@@ -715,11 +752,12 @@ class Builder:
             return core.add_delay(0.0, 0.0, [begin], tag), 0.0
         if algo == "halving_doubling":
             return self._halving_doubling(op, comm, S, begin, tag), analytical
-        lat = latency_s(op, algo, S, comm)
+        lat = latency_s(op, algo, S, comm, proto)
+        wire = 1.0 / _efficiency(op, algo, proto, comm)
         if algo == "tree":
-            return self._barrier(self._tree(comm, S, lat, begin, tag), tag), analytical
+            return self._barrier(self._tree(comm, S, lat, begin, tag, wire), tag), analytical
         if algo == "ring":
-            return self._barrier(self._ring(op, comm, S, lat, begin, tag), tag), analytical
+            return self._barrier(self._ring(op, comm, S, lat, begin, tag, wire), tag), analytical
         if algo == "nvls":
             return self._barrier([self._nvls(comm.ranks, S, 1 + 1 / n, 1 + 1 / n, lat, begin, tag)], tag), analytical
         if algo == "sharp":
@@ -767,6 +805,7 @@ class Builder:
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
             "op": pa.array(ops).dictionary_encode(),
             "algorithm": pa.array([r[3] for r in rows]).dictionary_encode(),
+            "protocol": pa.array([r[8] for r in rows]).dictionary_encode(),
             "n_ranks": pa.array(n),
             "size_bytes": pa.array(size),
             "start_s": pa.array(start_s, mask=np.isnan(start_s)),
@@ -797,13 +836,14 @@ def nccl_tests(
     step_factor: float = 2,
     *,
     algorithm: str = "auto",
+    protocol: str = "auto",
     ranks: Any = None,
     dtype: str = "float",
     seed: int = 0,
 ) -> pa.Table:
     """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
     (multiplied by ``step_factor``), each alone on ``fabric`` over ``ranks`` (default every
-    GPU). Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, analytical_s;
+    GPU). Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
     ``nccl_conventions.format_table`` prints it in nccl-tests' layout."""
     from .scenario import Scenario
     from .units import size_bytes as parse_size
@@ -825,7 +865,7 @@ def nccl_tests(
     rows = []
     for size in sizes:
         sc = Scenario(fabric, seed=seed)
-        sc.add_collective(op, ranks, size, algorithm=algorithm)
+        sc.add_collective(op, ranks, size, algorithm=algorithm, protocol=protocol)
         row = sc.run().collectives.to_pylist()[0]
         rows.append(row)
     return pa.table({
@@ -836,5 +876,6 @@ def nccl_tests(
         "algbw_Bps": pa.array([r["algbw_Bps"] for r in rows], type=pa.float64()),
         "busbw_Bps": pa.array([r["busbw_Bps"] for r in rows], type=pa.float64()),
         "algorithm": pa.array([r["algorithm"] for r in rows]),
+        "protocol": pa.array([r["protocol"] for r in rows]),
         "analytical_s": pa.array([r["analytical_s"] for r in rows], type=pa.float64()),
     })

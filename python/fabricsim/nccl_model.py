@@ -568,26 +568,38 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
 
 
 @lru_cache(maxsize=4096)
-def _simple_entries(op: str, shape: CommShape) -> tuple[tuple[str, _Entry], ...]:
-    return tuple((ALGORITHMS[e.algo], e) for e in _table(op, shape) if PROTOCOLS[e.proto] == "simple")
+def _named_entries(op: str, shape: CommShape) -> tuple[tuple[tuple[str, str], _Entry], ...]:
+    return tuple(((ALGORITHMS[e.algo], PROTOCOLS[e.proto]), e) for e in _table(op, shape))
 
 
-def _simple(op: str, size_bytes: float, shape: CommShape):
-    """(algorithm, latency in us, bandwidth in GB/s, bytes) of each Simple-protocol entry."""
+def _options(op: str, size_bytes: float, shape: CommShape):
+    """((algorithm, protocol), latency in us, bandwidth in GB/s, bytes) of each enabled pair."""
     nbytes = _check(op, size_bytes, shape)
-    for a, e in _simple_entries(op, shape):
-        yield a, e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0), e.bw, nbytes
+    for key, e in _named_entries(op, shape):
+        yield key, e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0), e.bw, nbytes
 
 
-def simple_latency_s(op: str, size_bytes: float, shape: CommShape) -> dict[str, float]:
-    """Latency of each algorithm NCCL enables for ``op`` under the Simple protocol, in NCCL's
-    order: :func:`predict`'s ``latency_s`` without building every prediction."""
-    return {a: lat * 1e-6 for a, lat, _, _ in _simple(op, size_bytes, shape)}
+def latencies_s(op: str, size_bytes: float, shape: CommShape) -> dict[tuple[str, str], float]:
+    """Latency of each (algorithm, protocol) NCCL enables, in NCCL's order: :func:`predict`'s
+    ``latency_s`` without building every prediction."""
+    return {key: lat * 1e-6 for key, lat, _, _ in _options(op, size_bytes, shape)}
 
 
-def simple_times_s(op: str, size_bytes: float, shape: CommShape) -> dict[str, float]:
-    """Predicted time of each algorithm under the Simple protocol, in NCCL's order."""
-    return {a: (lat + nbytes / (1000.0 * bw)) * 1e-6 for a, lat, bw, nbytes in _simple(op, size_bytes, shape)}
+def times_s(op: str, size_bytes: float, shape: CommShape) -> dict[tuple[str, str], float]:
+    """Predicted time of each (algorithm, protocol) NCCL enables, in NCCL's order."""
+    return {key: (lat + nbytes / (1000.0 * bw)) * 1e-6 for key, lat, bw, nbytes in _options(op, size_bytes, shape)}
+
+
+@lru_cache(maxsize=4096)
+def protocol_efficiency(op: str, shape: CommShape) -> dict[tuple[str, str], float]:
+    """Bus bandwidth of each (algorithm, protocol) as a fraction of the same algorithm's under
+    the Simple protocol: NCCL's own ratios (LL's half or less, LL128's 0.92 and their
+    per-channel caps), the cost of the flags the low-latency protocols send with the data."""
+    simple = {ALGORITHMS[e.algo]: e.bus for e in _table(op, shape) if PROTOCOLS[e.proto] == "simple"}
+    return {
+        (ALGORITHMS[e.algo], PROTOCOLS[e.proto]): e.bus / simple[ALGORITHMS[e.algo]]
+        for e in _table(op, shape) if ALGORITHMS[e.algo] in simple
+    }
 
 
 def graphs(shape: CommShape) -> dict[str, Graph]:

@@ -198,6 +198,7 @@ class Scenario:
         size_bytes: float | str | None = None,
         *,
         algorithm: str = "auto",
+        protocol: str = "auto",
         after: int | Iterable[int] = (),
         start_s: float | str = 0.0,
         tag: str | None = None,
@@ -208,7 +209,8 @@ class Scenario:
         ``size_bytes`` as nccl-tests counts it; ``sizes`` is an all-to-all-v matrix of bytes
         (rank i to rank j). ``algorithm``: "auto" (NCCL's choice for this fabric and size),
         "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
-        "nvls_sharp" (see :mod:`fabricsim.collectives`). Returns an id that flows, delays and
+        "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
+        "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it."""
         from .collectives import Builder, sizes_matrix
 
@@ -226,7 +228,8 @@ class Scenario:
             size = _size_bytes(size_bytes)
         if not isinstance(algorithm, str):
             raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
-        return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes)
+        return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes,
+                                     protocol)
 
     def add_fault(
         self,

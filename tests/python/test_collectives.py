@@ -42,7 +42,7 @@ def duration(row):
 
 @pytest.mark.parametrize("size", [1 << 20, 64 << 20, GiB])
 def test_ring_all_reduce_on_hgx_h100_is_the_closed_form(size):
-    _, row = one(fs.hgx_h100(), "all_reduce", range(8), size, algorithm="ring")
+    _, row = one(fs.hgx_h100(), "all_reduce", range(8), size, algorithm="ring", protocol="simple")
     n = 8
     want = 2 * (n - 1) / n * size / H100_NVLINK_Bps + H100_RING_LATENCY_S
     assert duration(row) == pytest.approx(want, rel=1e-9)
@@ -145,13 +145,13 @@ def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four
 def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
     """8 hosts: in both trees together the busiest host has 4 tree neighbours, each edge
     carrying S/2 each way, so the time is alpha + 4 (S/2) / B."""
-    from fabricsim.nccl_model import CommShape, simple_latency_s
+    from fabricsim.nccl_model import CommShape, latencies_s
 
     B = 50e9
-    _, row = one(star(8, B), "all_reduce", range(8), size, algorithm="tree")
-    alpha = simple_latency_s("all_reduce", size, CommShape(
+    _, row = one(star(8, B), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
+    alpha = latencies_s("all_reduce", size, CommShape(
         n_ranks=8, n_nodes=8, arch="hopper", nvlink_Bps=0.0, nvlink_link_Bps=0.0, net_Bps=B,
-        nvswitch=False, collnet=False))["tree"]
+        nvswitch=False, collnet=False))[("tree", "simple")]
     assert duration(row) == pytest.approx(alpha + 2 * size / B, rel=1e-9)
 
 
@@ -194,6 +194,43 @@ def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
     ring = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="ring")
     tree = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="tree")
     assert tree.time_s < ring.time_s
+
+
+# ---- protocols ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree"])
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+@pytest.mark.parametrize("size", [64 << 10, 64 << 20])
+def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size):
+    """LL and LL128 send flags with the data: every edge carries 1/efficiency wire bytes per
+    payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's."""
+    from fabricsim.collectives import _comm, _efficiency, latency_s
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    ranks = list(range(32))
+    _, row = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol=protocol)
+    _, simple = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol="simple")
+    assert row["protocol"] == protocol
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
+    comm = _comm(fabric, ranks)
+    eff = _efficiency("all_reduce", algo, protocol, comm)
+    assert (0.0 < eff < 1.0) if protocol != "simple" else eff == 1.0
+    beta = (duration(simple) - latency_s("all_reduce", algo, size, comm, "simple")) / eff
+    assert duration(row) == pytest.approx(latency_s("all_reduce", algo, size, comm, protocol) + beta, rel=1e-9)
+
+
+def test_auto_takes_nccls_protocol_low_latency_small_and_simple_large():
+    small = fs.estimate(fs.hgx_h100(), "all_reduce", 1024)
+    assert (small.algorithm, small.protocol) == ("ring", "ll")
+    large = fs.estimate(fs.hgx_h100(), "all_reduce", 8 * GiB)
+    assert (large.algorithm, large.protocol) == ("nvls", "simple")
+    sc = fs.Scenario(fs.hgx_h100())
+    with pytest.raises(InvalidArgumentError, match="protocol 'll' cannot run nvls"):
+        sc.add_collective("all_reduce", range(8), 1e6, algorithm="nvls", protocol="ll")
+    with pytest.raises(InvalidArgumentError, match="protocol must be 'auto' or one of simple, ll128, ll, got 'LL'"):
+        sc.add_collective("all_reduce", range(8), 1e6, protocol="LL")
+    assert sc.n_activities == 0
 
 
 def test_estimate_reports_the_chosen_algorithm_and_nccl_tests_bandwidths():
@@ -240,11 +277,11 @@ def test_concurrent_communicators_share_a_link_max_min_fairly():
     dst = [4, 0, 4, 1, 5, 2, 5, 3, 5, 4]
     topo = fs.Topology.from_arrays(src, dst, [100.0] * 10, 0.0)
     alone = fs.Scenario(topo)
-    alone.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring")
+    alone.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring", protocol="simple")
     t_alone = duration(alone.run().collectives.to_pylist()[0])
     both = fs.Scenario(topo)
-    both.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring")
-    both.add_collective("all_reduce", [1, 3], 1000.0, algorithm="ring")
+    both.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring", protocol="simple")
+    both.add_collective("all_reduce", [1, 3], 1000.0, algorithm="ring", protocol="simple")
     rows = both.run().collectives.to_pylist()
     lat = rows[0]["analytical_s"] - 1000.0 / 100.0  # ring of 2: 2(n-1)/n S = S per edge
     assert t_alone == pytest.approx(lat + 1000.0 / 100.0, rel=1e-9)
@@ -285,8 +322,9 @@ def test_collectives_chain_with_flows_and_delays():
     assert flow["ready_s"] == pytest.approx(rows[0]["finish_s"])
     assert [r["collective_id"] for r in rows] == [ar, ag]
     assert res.collectives.column_names == [
-        "collective_id", "communicator", "op", "algorithm", "n_ranks", "size_bytes", "start_s",
+        "collective_id", "communicator", "op", "algorithm", "protocol", "n_ranks", "size_bytes", "start_s",
         "finish_s", "algbw_Bps", "busbw_Bps", "analytical_s", "contention_s"]
+    assert rows[0]["protocol"] in ("simple", "ll128", "ll")
 
 
 def test_all_to_all_v_takes_a_size_matrix():
