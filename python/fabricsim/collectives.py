@@ -741,6 +741,7 @@ class Builder:
         n, d, p = comm.n, comm.n_domains, comm.ppn
         analytical = analytical_s(op, algo, S, comm, sizes, proto)
         if algo == "direct":
+            core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             m = _direct_matrix(op, n, S, sizes)
             i, j = np.nonzero(m)
             ids = self._flows(comm.ranks[i], comm.ranks[j], m[i, j], begin, tag)

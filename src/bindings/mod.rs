@@ -693,6 +693,7 @@ impl Scenario {
                     ))
                 }
             };
+            s.check_room_for_flows(n)?;
             let topo = Arc::clone(s.topology());
             let after = activities(s, &after)?;
             let first = s.n_activities();
@@ -750,6 +751,11 @@ impl Scenario {
             let after = activities(s, &after)?;
             Ok(s.add_delay(duration_s, start_s, &after, tag.as_deref())?.0)
         })
+    }
+
+    /// Raises TooLargeError, with an estimate, if `n_flows` more flows cannot fit in memory.
+    fn check_room_for_flows(&self, n_flows: usize) -> PyResult<()> {
+        guard(|| self.inner.check_room_for_flows(n_flows))
     }
 
     /// Forgets activities `first..` (undoes a partly added collective).

@@ -196,6 +196,14 @@ def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
     assert tree.time_s < ring.time_s
 
 
+def test_an_all_to_all_that_cannot_fit_is_refused_up_front_with_an_estimate():
+    """65,536 ranks: 4.3 billion flows, refused before the size matrix is built."""
+    sc = fs.Scenario(star(65536))
+    with pytest.raises(fs.ScenarioTooLargeError, match=r"4294901760 more flows .* needs about \d+\.\d GiB"):
+        sc.add_collective("all_to_all", np.arange(65536), GiB)
+    assert sc.n_activities == 0
+
+
 # ---- protocols ---------------------------------------------------------------------------------
 
 
