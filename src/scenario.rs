@@ -199,7 +199,10 @@ impl Scenario {
     /// memory available (their scenario state, the engine's and their result rows).
     pub fn check_room_for_flows(&self, n_flows: usize) -> Result<()> {
         crate::memory::check_fits(
-            &format!("{n_flows} more flows (with the {} already added) and their run", self.acts.len()),
+            &format!(
+                "{n_flows} more flows (with the {} already added) and their run",
+                self.acts.len()
+            ),
             (n_flows + self.acts.len()) as f64 * BYTES_PER_FLOW,
         )
     }

@@ -224,7 +224,10 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     let node = |nodes: &[u32]| Column::I64(ids.iter().map(|&l| nodes[l] as i64).collect());
     Table {
         columns: vec![
-            ("link_id", Column::I64(ids.iter().map(|&l| l as i64).collect())),
+            (
+                "link_id",
+                Column::I64(ids.iter().map(|&l| l as i64).collect()),
+            ),
             ("src", node(topo.link_src())),
             ("dst", node(topo.link_dst())),
             ("capacity_Bps", column(&|l| link_cap[l])),

@@ -67,7 +67,10 @@ impl Topology {
                 )));
             }
             // The message is formatted only for a bad value: tens of millions of links.
-            for (what, v) in [("capacity_Bps", capacity_Bps[l]), ("latency_s", latency_s[l])] {
+            for (what, v) in [
+                ("capacity_Bps", capacity_Bps[l]),
+                ("latency_s", latency_s[l]),
+            ] {
                 if !(v.is_finite() && v >= 0.0) {
                     check_non_negative(&format!("{what} of link {l}"), v)?;
                 }
