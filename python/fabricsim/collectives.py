@@ -742,9 +742,16 @@ class Builder:
         analytical = analytical_s(op, algo, S, comm, sizes, proto)
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
-            m = _direct_matrix(op, n, S, sizes)
-            i, j = np.nonzero(m)
-            ids = self._flows(comm.ranks[i], comm.ranks[j], m[i, j], begin, tag)
+            if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each
+                i = np.repeat(np.arange(n), n - 1)
+                j = np.tile(np.arange(n - 1), n)
+                j += j >= i
+                nbytes = S / n
+            else:
+                m = _direct_matrix(op, n, S, sizes)
+                i, j = np.nonzero(m)
+                nbytes = m[i, j]
+            ids = self._flows(comm.ranks[i], comm.ranks[j], nbytes, begin, tag)
             if not len(ids):
                 return core.add_delay(0.0, 0.0, [begin], tag), 0.0
             # NCCL's p2p alpha, paid once after the transfers (which pay their wire latency).
