@@ -298,6 +298,28 @@ def test_concurrent_communicators_share_a_link_max_min_fairly():
     assert [r["communicator"] for r in rows] == [0, 1]
 
 
+def test_tp_groups_inside_racks_beside_dp_groups_across_racks_run_as_if_alone():
+    """Two NVL72 racks: a tensor-parallel all-reduce in each rack (NVLink) and 72 data-parallel
+    all-reduces, one per rail (GPU k of both racks, over the NICs), all at once. They share no
+    link, so each takes exactly its time alone, and every DP group gets its own rail."""
+    fabric = fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800")
+    size = 256 << 20
+    tp = [list(range(72 * r, 72 * r + 72)) for r in range(2)]
+    dp = [[k, 72 + k] for k in range(72)]
+
+    def durations(groups):
+        sc = fs.Scenario(fabric)
+        for g in groups:
+            sc.add_collective("all_reduce", g, size, algorithm="ring", protocol="simple")
+        c = sc.run().collectives
+        return c["finish_s"].to_numpy() - c["start_s"].to_numpy()
+
+    together = durations(tp + dp)
+    np.testing.assert_allclose(together, np.concatenate([durations(tp), durations(dp)]), rtol=1e-12)
+    assert np.ptp(together[2:]) == 0.0  # every rail alike
+    assert together[2] > together[0]  # the NICs are slower than NVLink
+
+
 def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
     fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
     ranks = list(range(0, 128, 8))  # one GPU per domain, all on rail 0
