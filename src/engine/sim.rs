@@ -607,8 +607,10 @@ impl<'a> Sim<'a> {
         self.out.outcome[ai] = Outcome::Failed;
         self.out.failed_s[ai] = now;
         self.out.fail_reason[ai] = reason;
-        if self.out.ready_s[ai] > now {
-            self.out.ready_s[ai] = f64::NAN; // it would have been ready later
+        // Ready later, not within this instant (whose events can lie a rounding error
+        // after `now`, its earliest time): it never was ready.
+        if self.out.ready_s[ai] > now + now.abs() * SAME_INSTANT_REL {
+            self.out.ready_s[ai] = f64::NAN;
         }
         self.n_over += 1;
         // One more dependency that never completes: it does not become ready.

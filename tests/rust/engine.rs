@@ -241,3 +241,14 @@ fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
     let out = go(&capacity, &acts);
     assert!(out.finish_s.iter().all(|t| t.is_finite()));
 }
+
+/// More seeds than the default run (cargo test --release -- --ignored).
+#[test]
+#[ignore]
+fn many_more_random_runs_match_the_naive_simulation() {
+    for seed in 100..130 {
+        random_runs(seed, 300, 6, 14);
+        random_runs(seed + 1000, 40, 10, 60);
+        random_runs(seed + 2000, 10, 20, 150);
+    }
+}
