@@ -1,42 +1,43 @@
 //! The live sharing state of a run and its incremental re-solve.
 //!
-//! After an event only flows whose max-min rate can change are re-solved, and the result is
-//! exact, not approximate. Two facts make that possible.
+//! After an event only flows whose max-min rate can change are re-solved, in one pass of
+//! progressive filling, and the result is exact, not approximate.
 //!
-//! *Threshold.* Progressive filling raises rates level by level, so a change shows only at
-//! and above a threshold level T:
-//! * a flow leaving with rate r changes nothing below r: its constraints did not saturate
-//!   below r, with or without it;
-//! * flows arriving on constraint c change nothing below x_c, the level at which c would
-//!   saturate with them on it while every other flow keeps min(its rate, level);
-//! * a flow arriving with a rate cap changes nothing below its cap.
+//! *Lazy filling.* Picture the filling over every transferring flow. A flow whose rate may
+//! change is *awake*: it rises with the level until a constraint saturates or its cap. Every
+//! other flow is *dormant*: it is counted on its constraints at its old rate r, as if frozen
+//! there from the start, and is woken (starts rising from the current level) as soon as that
+//! stand-in could differ from the true filling:
+//! * a constraint about to saturate at level L with a dormant flow faster than L on it does
+//!   not really saturate there (that flow still rises in the true filling, adding only L):
+//!   the faster dormant flows wake at L and the constraint's level is taken again;
+//! * when the level reaches a dormant flow's rate r it must still have a bottleneck there (a
+//!   constraint saturated at r on which no dormant flow is faster) or its cap, else it wakes
+//!   at r. Only flows that were fastest on a saturated constraint where something changed
+//!   (a flow left, arrived or woke) can have lost theirs; they alone are checked.
 //!
-//! Below T = the minimum of these the filling is identical, so every flow with rate < T keeps
-//! its rate. What remains is the max-min problem of the flows at or above T on the capacity
-//! the others leave.
-//!
-//! *Certificate.* An allocation is the max-min fair one if and only if it is feasible and
-//! every flow is at its cap or has a bottleneck: a saturated constraint on which no flow is
-//! faster. So the re-solve starts from a small region (the arriving flows and the flows at or
-//! above T on the changed flows' constraints), solves it by progressive filling with every
-//! other flow fixed, and checks the certificate where the region touches fixed flows. Where
-//! it fails, the fixed flows that break it join and the region is solved again. The region
-//! ends up close to the set of flows whose rate really changes.
+//! Waking a flow at L <= r is always right: every dormant flow is still rising at any level
+//! below its rate (it is checked at r, and overcounting makes no constraint saturate early),
+//! so a wrong wake costs only work. The stand-in never puts a constraint above capacity,
+//! because a constraint with rising flows is taken in level order and one without keeps
+//! the load of its old, feasible state less what left. So the pass ends with the exact
+//! max-min rates, and the awake flows are close to the set of flows whose rate changes.
 //!
 //! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
 //! caller detaches every flow on a constraint whose capacity changes and every rerouted
 //! flow, changes capacities and usage lists while no attached flow is on what changes, and
-//! re-attaches the survivors as arrivals of the same `resolve`. Departures change nothing
-//! below their rates; a capacity change on a constraint without flows changes no filling;
-//! the arrivals' saturation levels are taken with the new capacities. So the threshold and
-//! the certificate hold as they are.
+//! re-attaches the survivors as arrivals of the same `resolve`.
 
-use crate::solver::{Filling, Incidence, Usage, CAPPED};
+use crate::solver::{IndexedHeap, Usage};
 
-/// Relative slack of every "might this flow be affected?" decision. It must be far wider
-/// than the 1e-9 slack with which a solution is accepted, or a flow accepted a hair too slow
-/// would later fall outside every region and keep a stale rate. Erring wide only costs work.
+/// Relative slack of every "might this flow be affected?" decision. Erring wide only costs
+/// work (a flow woken without need rises back to its old rate).
 const WIDE: f64 = 1e-6;
+/// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate is
+/// below this fraction of (coefficient x rate): the flow could rise no more than that.
+const SATURATED: f64 = 1e-10;
+/// Rates within this relative distance count as tied (fastest on a constraint).
+const TIE: f64 = 1e-9;
 
 /// A flow's place on a constraint: `(flow, index of that constraint in the flow's usage)`.
 #[derive(Debug, Clone, Copy)]
@@ -63,54 +64,45 @@ pub(crate) struct Sharing<'a> {
     pub rate: Vec<f64>,
     /// Rates computed by the last re-solve for the flows of `region`.
     pub solved: Vec<f64>,
-    /// Flows re-solved by the last call (their new rate is in `solved`).
+    /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
     in_region: Vec<bool>,
-    visited: Vec<bool>,
+    /// Awake flows not yet frozen.
+    rising: Vec<bool>,
+    /// Dormant flows to check when the level reaches their rate, keyed by it.
+    checks: IndexedHeap,
+    /// Rising flows with a rate cap, keyed by it.
+    caps: IndexedHeap,
+    /// Constraints with rising flows, keyed by a lower bound of their saturation level.
+    heap: IndexedHeap,
+    /// Constraints where something changed in this re-solve (`touched` flags them).
+    constraints: Vec<u32>,
+    touched: Vec<bool>,
+    /// Constraints with awake flows, whose filling state below is valid.
+    registered: Vec<bool>,
+    /// A lower bound of a constraint's saturation level with its dormant flows counted at
+    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
+    floor: Vec<f64>,
+    scratch: Vec<(f64, f64, u32)>,
+    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
+    /// rates minus frozen awake flows at their new rates.
     residual: Vec<f64>,
-    /// Region flows whose new rate is final (below the level where a round failed).
-    settled: Vec<bool>,
-    /// The unsettled region flows a round solves.
-    subset: Vec<u32>,
-    /// Constraints where the certificate failed, with the rate from which fixed flows join.
-    failures: Vec<(u32, f64)>,
-    /// Load and fastest rate of the flows detached since the last re-solve, per constraint,
-    /// and their slowest rate.
+    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
+    coef_sum: Vec<f64>,
+    n_rising: Vec<u32>,
+    /// Load and fastest rate of the flows detached since the last re-solve, per constraint.
     left_load: Vec<f64>,
     left_max: Vec<f64>,
-    left_min_rate: f64,
-    /// Per-constraint effect of the region's new rates, for the certificate check.
-    load_delta: Vec<f64>,
-    region_old_max: Vec<f64>,
-    region_new_max: Vec<f64>,
-    slowest_bottlenecked: Vec<f64>,
+    /// Constraints with flows detached since the last re-solve.
+    left: Vec<u32>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
     /// An upper bound of the fastest rate on each constraint: raised by the caller when a
     /// rate rises, made exact whenever the constraint's flows are scanned.
     pub top_rate_bound: Vec<f64>,
-    constraints: Vec<u32>,
-    scratch: Vec<(f64, f64)>,
-    arriving_coef: Vec<f64>,
-    /// Constraints of the arriving flows (workspace of `threshold`).
-    touched: Vec<u32>,
-    filling: Filling,
-    /// Filling solves run, and flows they solved, over the whole run.
+    /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
-}
-
-struct View<'a> {
-    usage: &'a [Usage],
-    span: &'a [(usize, usize)],
-}
-
-impl Incidence for View<'_> {
-    #[inline]
-    fn usage(&self, f: u32) -> &[Usage] {
-        let (begin, end) = self.span[f as usize];
-        &self.usage[begin..end]
-    }
 }
 
 impl<'a> Sharing<'a> {
@@ -134,25 +126,23 @@ impl<'a> Sharing<'a> {
             solved: vec![0.0; n_acts],
             region: Vec::new(),
             in_region: vec![false; n_acts],
-            visited: vec![false; n_c],
+            rising: vec![false; n_acts],
+            checks: IndexedHeap::with_ids(n_acts),
+            caps: IndexedHeap::with_ids(n_acts),
+            heap: IndexedHeap::with_ids(n_c),
+            constraints: Vec::new(),
+            touched: vec![false; n_c],
+            registered: vec![false; n_c],
+            floor: vec![0.0; n_c],
+            scratch: Vec::new(),
             residual: vec![0.0; n_c],
-            settled: vec![false; n_acts],
-            subset: Vec::new(),
-            failures: Vec::new(),
+            coef_sum: vec![0.0; n_c],
+            n_rising: vec![0; n_c],
             left_load: vec![0.0; n_c],
             left_max: vec![0.0; n_c],
-            left_min_rate: f64::INFINITY,
-            load_delta: vec![0.0; n_c],
-            region_old_max: vec![0.0; n_c],
-            region_new_max: vec![0.0; n_c],
-            slowest_bottlenecked: vec![0.0; n_c],
+            left: Vec::new(),
             load_Bps: vec![0.0; n_c],
             top_rate_bound: vec![0.0; n_c],
-            constraints: Vec::new(),
-            scratch: Vec::new(),
-            arriving_coef: vec![0.0; n_c],
-            touched: Vec::new(),
-            filling: Filling::new(n_c, n_acts),
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -180,7 +170,6 @@ impl<'a> Sharing<'a> {
     pub fn detach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
         let r = self.rate[f as usize];
-        self.left_min_rate = self.left_min_rate.min(r);
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             let list = &mut self.on[ci];
@@ -189,11 +178,12 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
-            // A changed flow's constraint passes its change on to the flows bottlenecked
-            // there, its fastest ones; the certificate check finds whatever else moves.
+            if self.left_load[ci] == 0.0 && self.left_max[ci] == 0.0 {
+                self.left.push(u.constraint);
+            }
+            // The flows it bottlenecked may speed up (they are checked at their rates).
             self.left_load[ci] += u.coefficient * r;
             self.left_max[ci] = self.left_max[ci].max(r);
-            self.visit(u.constraint);
         }
     }
 
@@ -214,273 +204,290 @@ impl<'a> Sharing<'a> {
     /// changed, with the new rates in `solved`; `rate` is not updated (the caller needs the
     /// old rates to integrate bytes).
     pub fn resolve(&mut self, arrived: &[u32]) -> crate::Result<()> {
-        // Lowered a hair so flows tied with the threshold by rounding are re-solved too.
-        let threshold = self.threshold(arrived) * (1.0 - WIDE);
-        for &f in arrived {
-            self.attach(f);
-        }
         self.region.clear();
         for &f in arrived {
-            self.add_to_region(f);
+            self.attach(f);
+            // Awake before any constraint is touched, so none counts as dormant.
+            self.in_region[f as usize] = true;
+            self.region.push(f);
         }
-        for i in 0..self.constraints.len() {
-            let c = self.constraints[i] as usize;
-            if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - WIDE) {
-                continue; // had slack: no flow was bottlenecked here
-            }
-            let top = self.on[c]
-                .iter()
-                .map(|s| self.rate[s.flow as usize])
-                .fold(0.0, f64::max);
-            let floor = threshold.max(top * (1.0 - WIDE));
-            for k in 0..self.on[c].len() {
-                let g = self.on[c][k].flow;
-                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
-                    self.add_to_region(g);
-                }
-            }
+        for i in 0..self.left.len() {
+            self.touch(self.left[i], 0.0);
         }
-        let result = self.solve_region(threshold);
+        for i in 0..arrived.len() {
+            self.rise(arrived[i], 0.0)?;
+        }
+        let result = self.fill();
+        self.n_solves += 1;
+        self.n_solved_flows += self.region.len() as u64;
+        // Leave the workspace clean whatever happened.
         for &f in &self.region {
             self.in_region[f as usize] = false;
+            self.rising[f as usize] = false;
         }
+        self.heap.clear();
+        self.checks.clear();
+        self.caps.clear();
         for &c in &self.constraints {
             let ci = c as usize;
-            self.visited[ci] = false;
-            self.left_load[ci] = 0.0;
-            self.left_max[ci] = 0.0;
+            self.touched[ci] = false;
+            self.registered[ci] = false;
         }
         self.constraints.clear();
-        self.left_min_rate = f64::INFINITY;
-        result
-    }
-
-    /// Solves the region, and grows it and solves again for as long as the certificate of
-    /// max-min fairness fails where it touches fixed flows (module docs).
-    fn solve_region(&mut self, threshold: f64) -> crate::Result<()> {
-        let result = self.solve_region_rounds(threshold);
-        for &f in &self.region {
-            self.settled[f as usize] = false;
+        for &c in &self.left {
+            self.left_load[c as usize] = 0.0;
+            self.left_max[c as usize] = 0.0;
         }
+        self.left.clear();
         result
     }
 
-    fn solve_region_rounds(&mut self, threshold: f64) -> crate::Result<()> {
-        let mut lowest_failure = f64::INFINITY;
+    /// The lazy progressive filling (module docs), in level order: dormant flows' checks
+    /// first, then caps, then saturating constraints.
+    fn fill(&mut self) -> crate::Result<()> {
+        let mut level = 0.0f64;
         loop {
-            // Capacity left for the flows being solved: the capacity minus the current load,
-            // plus the region's old share, minus what settled region flows now take.
-            for &c in &self.constraints {
-                self.residual[c as usize] = self.capacity[c as usize] - self.load_Bps[c as usize];
-            }
-            self.subset.clear();
-            for &f in &self.region {
-                let (old, settled) = (self.rate[f as usize], self.settled[f as usize]);
-                let new = if settled {
-                    self.solved[f as usize]
-                } else {
-                    0.0
+            // Stored keys are lower bounds: freezing a flow only raises its constraints'
+            // saturation levels, so a key is refreshed when it reaches the top.
+            let top = loop {
+                let Some((stored, c)) = self.heap.peek() else {
+                    break None;
                 };
-                if !settled {
-                    self.subset.push(f);
+                let ci = c as usize;
+                let key = if self.n_rising[ci] == 0 {
+                    self.floor[ci]
+                } else {
+                    (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci])
+                };
+                if key > stored {
+                    self.heap.set(c, key);
+                    continue;
                 }
-                if old != new {
-                    for u in self.usage_of(f) {
-                        self.residual[u.constraint as usize] += u.coefficient * (old - new);
+                break Some((key, c));
+            };
+            let key = top.map_or(f64::INFINITY, |t| t.0);
+            let check = self.checks.peek();
+            let cap = self.caps.peek();
+            match (check, cap, top) {
+                (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
+                    self.checks.remove(g);
+                    level = level.max(r);
+                    if !self.keeps_rate(g, level) {
+                        self.rise(g, level)?;
                     }
                 }
+                (_, Some((x, f)), _) if x <= key => {
+                    level = level.max(x);
+                    self.freeze(f, x);
+                }
+                (_, _, Some((key, c))) => {
+                    // Rounding can put a key a hair below the level already reached.
+                    level = level.max(key);
+                    self.saturate(c, level)?;
+                }
+                _ => break,
             }
-            for &c in &self.constraints {
-                self.filling.register(c, self.residual[c as usize]);
-            }
-            let view = View {
-                usage: self.usage,
-                span: &self.span,
-            };
-            self.filling
-                .solve(&view, &self.subset, self.rate_cap, &mut self.solved)?;
-            self.n_solves += 1;
-            self.n_solved_flows += self.subset.len() as u64;
-            let n_solved = self.region.len();
-            let Some(level) = self.certify(threshold) else {
-                return Ok(());
-            };
-            // The solution stands below the lowest level where the certificate ever failed:
-            // the filling there did not depend on the flows that now join (threshold
-            // argument), so only flows at or above it are solved again.
-            lowest_failure = lowest_failure.min(level);
-            let floor = lowest_failure * (1.0 - WIDE);
-            for i in 0..n_solved {
-                let f = self.region[i] as usize;
-                self.settled[f] = self.solved[f] < floor;
-            }
-        }
-    }
-
-    /// Checks the certificate of max-min fairness above the threshold (module docs) and
-    /// grows the region where it fails; returns the lowest level at which it failed, or
-    /// None when the region's solution stands.
-    ///
-    /// Every flow at or above the threshold needs a bottleneck: a saturated constraint on
-    /// which no other such flow is faster. A region flow has one from the filling, unless a
-    /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a
-    /// constraint of the region that lost its saturation or gained a faster region flow.
-    /// A constraint's flow list is scanned only when one of these can have happened.
-    fn certify(&mut self, threshold: f64) -> Option<f64> {
-        // What the region did to each of its constraints, from the region's own usage lists.
-        for &c in &self.constraints {
-            let ci = c as usize;
-            self.load_delta[ci] = 0.0;
-            // Flows that left count as region flows that dropped to zero.
-            self.region_old_max[ci] = self.left_max[ci];
-            self.region_new_max[ci] = 0.0;
-            self.slowest_bottlenecked[ci] = f64::INFINITY;
         }
         for &f in &self.region {
-            let (old, new) = (self.rate[f as usize], self.solved[f as usize]);
-            for u in self.usage_of(f) {
-                let ci = u.constraint as usize;
-                self.load_delta[ci] += u.coefficient * (new - old);
-                self.region_old_max[ci] = self.region_old_max[ci].max(old);
-                self.region_new_max[ci] = self.region_new_max[ci].max(new);
-            }
-            let b = self.filling.bottleneck(f);
-            if b != CAPPED {
-                let bi = b as usize;
-                self.slowest_bottlenecked[bi] = self.slowest_bottlenecked[bi].min(new);
+            if self.rising[f as usize] {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
+                )));
             }
         }
-        let mut failed_at = f64::INFINITY;
-        for i in 0..self.constraints.len() {
-            let c = self.constraints[i];
-            let ci = c as usize;
-            let cap = self.capacity[ci];
-            let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - WIDE);
-            // Any real drop in load counts: on a constraint shared by many slow flows, a slack
-            // of 1e-9 of the capacity can be large next to its fastest flow's rate.
-            let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9)
-                && self.load_delta[ci] >= -1e-13 * cap;
-            let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
-            // A fixed flow can beat a region flow frozen here only if some flow is faster.
-            let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY
-                && self.top_rate_bound[ci] > self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
-            if !bottlenecks_region && !(was_saturated && (!still_saturated || region_sped_up)) {
-                continue; // nothing here can break a certificate
-            }
-            let mut fixed_max = f64::NEG_INFINITY; // fastest fixed flow at or above threshold
-            let mut top = 0.0f64;
-            for s in &self.on[ci] {
-                let g = s.flow as usize;
-                top = top.max(self.rate[g]);
-                if !self.in_region[g] && self.rate[g] >= threshold {
-                    fixed_max = fixed_max.max(self.rate[g]);
-                }
-            }
-            self.top_rate_bound[ci] = top;
-            if fixed_max == f64::NEG_INFINITY {
-                continue;
-            }
-            // A region flow frozen here must not be slower than a fixed flow here: the
-            // faster fixed flows join. The filling went wrong from the level it froze at.
-            let mut floor = f64::INFINITY;
-            if fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9) {
-                floor = self.slowest_bottlenecked[ci] * (1.0 - WIDE);
-                failed_at = failed_at.min(self.slowest_bottlenecked[ci]);
-            }
-            // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
-            // bottleneck only if it stays saturated and no region flow overtakes it: else the
-            // fastest fixed flows join, from their own rate on.
-            if was_saturated
-                && fixed_max >= self.region_old_max[ci] * (1.0 - WIDE)
-                && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9))
-            {
-                floor = floor.min(fixed_max * (1.0 - WIDE));
-                failed_at = failed_at.min(fixed_max);
-            }
-            if floor < f64::INFINITY {
-                self.failures.push((c, floor.max(threshold)));
-            }
-        }
-        // Flows join only after every constraint was judged on the same solution.
-        for i in 0..self.failures.len() {
-            let (c, floor) = self.failures[i];
-            for k in 0..self.on[c as usize].len() {
-                let g = self.on[c as usize][k].flow;
-                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
-                    self.add_to_region(g);
-                }
-            }
-        }
-        self.failures.clear();
-        (failed_at < f64::INFINITY).then_some(failed_at)
+        Ok(())
     }
 
-    /// Registers constraint `c` for the solve.
-    fn visit(&mut self, c: u32) {
-        let ci = c as usize;
-        if !self.visited[ci] {
-            self.visited[ci] = true;
-            self.constraints.push(c);
-        }
-    }
-
-    fn add_to_region(&mut self, f: u32) {
-        self.in_region[f as usize] = true;
-        self.region.push(f);
-        for u in self.usage_of(f) {
-            self.visit(u.constraint);
-        }
-    }
-
-    /// The lowest level at which the filling can differ from the current one (module docs).
-    /// Must run after the leaving flows are detached and before `arrived` flows are attached.
-    fn threshold(&mut self, arrived: &[u32]) -> f64 {
-        let mut t = self.left_min_rate;
-        if arrived.is_empty() {
-            return t;
-        }
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.clear();
-        for &f in arrived {
-            t = t.min(self.rate_cap[f as usize]);
-            for u in self.usage_of(f) {
-                let c = u.constraint as usize;
-                if self.arriving_coef[c] == 0.0 {
-                    touched.push(u.constraint);
-                }
-                self.arriving_coef[c] += u.coefficient;
-            }
-        }
-        for &c in &touched {
-            let ci = c as usize;
-            t = t.min(self.saturation_level(c, self.arriving_coef[ci]));
-            self.arriving_coef[ci] = 0.0;
-        }
-        self.touched = touched;
-        t
-    }
-
-    /// Level x at which constraint `c` saturates when flows with coefficient sum `arriving`
-    /// rise to x while each flow already on it holds min(its rate, x).
-    fn saturation_level(&mut self, c: u32, arriving: f64) -> f64 {
+    /// Constraint `c` reaches its lazy saturation level `level`. Dormant flows on it faster
+    /// than that still rise in the true filling, so it saturates at the level x where the
+    /// load with each of them at min(its rate, x) reaches capacity. Only those faster than x
+    /// change (to x): they wake when the level gets there; then the rising flows freeze.
+    fn saturate(&mut self, c: u32, level: f64) -> crate::Result<()> {
         let ci = c as usize;
         self.scratch.clear();
         for s in &self.on[ci] {
-            let coef = self.usage[self.span[s.flow as usize].0 + s.entry as usize].coefficient;
-            self.scratch.push((self.rate[s.flow as usize], coef));
-        }
-        self.scratch.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        let cap = self.capacity[ci];
-        // load(x) = below + rising * x, where `below` sums the flows already capped by x.
-        let mut below = 0.0;
-        let mut rising: f64 = arriving + self.scratch.iter().map(|&(_, k)| k).sum::<f64>();
-        for &(r, k) in &self.scratch {
-            if below + rising * r >= cap {
-                break;
+            let g = s.flow as usize;
+            if !self.in_region[g] && self.rate[g] > level * (1.0 + 1e-12) {
+                let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
+                self.scratch.push((self.rate[g], k, s.flow));
             }
-            below += k * r;
-            rising -= k;
         }
-        ((cap - below) / rising.max(arriving)).max(0.0)
+        if self.scratch.is_empty() {
+            self.heap.remove(c);
+            self.floor[ci] = 0.0;
+            for k in 0..self.on[ci].len() {
+                let g = self.on[ci][k].flow;
+                if self.rising[g as usize] {
+                    self.freeze(g, level);
+                }
+            }
+            return Ok(());
+        }
+        self.scratch
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+        // Load at y: capacity - residual + y * coef_sum - sum over dormant flows faster
+        // than y of k * (rate - y). Solved segment by segment, slowest dormant flow first.
+        let (mut sum_kr, mut sum_k) = (0.0, 0.0);
+        for &(r, k, _) in &self.scratch {
+            sum_kr += k * r;
+            sum_k += k;
+        }
+        let mut first = 0;
+        let x = loop {
+            // With no rising flow left (coef_sum 0), only the dormant ones rise.
+            let x = (self.residual[ci] + sum_kr) / (self.coef_sum[ci] + sum_k);
+            if first == self.scratch.len() || x <= self.scratch[first].0 {
+                break x;
+            }
+            let (r, k, _) = self.scratch[first];
+            sum_kr -= k * r;
+            sum_k -= k;
+            first += 1;
+        };
+        if first == self.scratch.len() && self.n_rising[ci] == 0 {
+            // Even with every dormant flow at its old rate it has room: nothing to do.
+            self.heap.remove(c);
+            self.floor[ci] = 0.0;
+            return Ok(());
+        }
+        if x > level * (1.0 + 1e-12) {
+            self.floor[ci] = x;
+            self.heap.set(c, x);
+            return Ok(());
+        }
+        for i in first..self.scratch.len() {
+            let g = self.scratch[i].2;
+            self.rise(g, level)?;
+        }
+        Ok(())
+    }
+
+    /// Whether dormant flow `g` still has a bottleneck, or its cap, when the level reaches
+    /// its rate (`level`).
+    fn keeps_rate(&mut self, g: u32, level: f64) -> bool {
+       
+        let r = self.rate[g as usize];
+        if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
+            return true;
+        }
+        for u in self.usage_of(g) {
+            let ci = u.constraint as usize;
+            let cap = self.capacity[ci];
+            let load = if self.registered[ci] {
+                cap - self.residual[ci] + level * self.coef_sum[ci]
+            } else {
+                self.load_Bps[ci]
+            };
+            if cap - load > SATURATED * u.coefficient * r {
+                continue;
+            }
+            // The bound often settles it without a scan.
+            let tied = r * (1.0 + TIE);
+            if self.top_rate_bound[ci] <= tied || self.fastest_dormant(ci) <= tied {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The fastest dormant flow's rate on constraint `ci`, or an upper bound of it.
+    fn fastest_dormant(&mut self, ci: usize) -> f64 {
+       
+        let mut dormant = 0.0f64;
+        let mut top = 0.0f64;
+        for s in &self.on[ci] {
+            let r = self.rate[s.flow as usize];
+            top = top.max(r);
+            if !self.in_region[s.flow as usize] {
+                dormant = dormant.max(r);
+            }
+        }
+        self.top_rate_bound[ci] = top;
+        dormant
+    }
+
+    /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
+    fn rise(&mut self, f: u32, level: f64) -> crate::Result<()> {
+        let fi = f as usize;
+        // Its constraints are touched while it still counts as dormant there.
+        for u in self.usage_of(f) {
+            self.touch(u.constraint, level);
+        }
+        if !self.in_region[fi] {
+            self.in_region[fi] = true;
+            self.region.push(f);
+        }
+        self.checks.remove(f);
+        self.rising[fi] = true;
+        let old = self.rate[fi];
+        for u in self.usage_of(f) {
+            let ci = u.constraint as usize;
+            if !self.registered[ci] {
+                self.registered[ci] = true;
+                self.residual[ci] = self.capacity[ci] - self.load_Bps[ci];
+                self.coef_sum[ci] = 0.0;
+                self.n_rising[ci] = 0;
+            }
+            self.floor[ci] = 0.0;
+            self.residual[ci] += u.coefficient * old;
+            self.coef_sum[ci] += u.coefficient;
+            self.n_rising[ci] += 1;
+            // Waking can lower a key as well as raise it: set it exactly.
+            self.heap.set(u.constraint, self.residual[ci] / self.coef_sum[ci]);
+        }
+        let cap = self.rate_cap[fi];
+        if cap.is_finite() {
+            self.caps.set(f, cap.max(level));
+        }
+        Ok(())
+    }
+
+    /// Freezes rising flow `f` at `rate`, taking its share off its constraints.
+    fn freeze(&mut self, f: u32, rate: f64) {
+        self.rising[f as usize] = false;
+        self.solved[f as usize] = rate;
+        self.caps.remove(f);
+        for u in self.usage_of(f) {
+            let ci = u.constraint as usize;
+            self.residual[ci] -= u.coefficient * rate;
+            self.n_rising[ci] -= 1;
+            if self.n_rising[ci] == 0 {
+                self.coef_sum[ci] = 0.0;
+                // A constraint whose saturation was put off by dormant flows faster than its
+                // lazy level is overloaded as the stand-in counts it: it stays until they
+                // are dealt with.
+                if self.floor[ci] == 0.0 {
+                    self.heap.remove(u.constraint);
+                }
+            } else {
+                self.coef_sum[ci] -= u.coefficient;
+            }
+        }
+    }
+
+    /// The first change on constraint `c` in this re-solve, at `level`: the dormant flows
+    /// that were fastest on it while it was saturated may lose it as their bottleneck, so
+    /// each is checked when the level reaches its rate.
+    fn touch(&mut self, c: u32, level: f64) {
+        let ci = c as usize;
+        if self.touched[ci] {
+            return;
+        }
+        self.touched[ci] = true;
+       
+        self.constraints.push(c);
+        // Its load before this re-solve, with the flows that left.
+        if self.load_Bps[ci] + self.left_load[ci] < self.capacity[ci] * (1.0 - WIDE) {
+            return; // had slack: no flow was bottlenecked here
+        }
+        let top = self.left_max[ci].max(self.fastest_dormant(ci));
+        let floor = (top * (1.0 - WIDE)).max(level);
+        for k in 0..self.on[ci].len() {
+            let g = self.on[ci][k].flow;
+            let r = self.rate[g as usize];
+            if !self.in_region[g as usize] && r >= floor && r > 0.0 {
+                self.checks.set(g, r);
+            }
+        }
     }
 }

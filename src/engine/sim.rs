@@ -81,9 +81,9 @@ pub struct RunOutput {
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
     pub n_instants: u64,
-    /// Max-min solves run (an instant may need several to certify its region).
+    /// Max-min re-solves run (one per instant where rates can change).
     pub n_solves: u64,
-    /// Flows re-solved, summed over all solves (a measure of the work done).
+    /// Flows re-solved (woken by the lazy filling), summed over all re-solves: the work done.
     pub n_flows_resolved: u64,
     /// Rate changes applied, summed over all instants.
     pub n_rate_changes: u64,
