@@ -126,5 +126,8 @@ fn main() {
         );
     }
     times.sort_by(f64::total_cmp);
-    println!("median {:.4} s (of {repeats}), digest {digest:.17e}", times[times.len() / 2]);
+    println!(
+        "median {:.4} s (of {repeats}), digest {digest:.17e}",
+        times[times.len() / 2]
+    );
 }

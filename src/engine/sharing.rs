@@ -6,22 +6,21 @@
 //! *Lazy filling.* Picture the filling over every transferring flow. A flow whose rate may
 //! change is *awake*: it rises with the level until a constraint saturates or its cap. Every
 //! other flow is *dormant*: it is counted on its constraints at its old rate r, as if frozen
-//! there from the start, and is woken (starts rising from the current level) as soon as that
-//! stand-in could differ from the true filling:
-//! * a constraint about to saturate at level L with a dormant flow faster than L on it does
-//!   not really saturate there (that flow still rises in the true filling, adding only L):
-//!   the faster dormant flows wake at L and the constraint's level is taken again;
+//! there from the start, and is woken (starts rising from the current level) only where
+//! that stand-in differs from the true filling:
+//! * a constraint whose stand-in load reaches its capacity at level L, with dormant flows
+//!   faster than L on it, really saturates higher, at the level x where its load with each
+//!   of them at min(rate, x) reaches capacity (where a dormant flow is rising). It is taken
+//!   again at x; the dormant flows faster than x wake there (their rate really drops);
 //! * when the level reaches a dormant flow's rate r it must still have a bottleneck there (a
 //!   constraint saturated at r on which no dormant flow is faster) or its cap, else it wakes
 //!   at r. Only flows that were fastest on a saturated constraint where something changed
 //!   (a flow left, arrived or woke) can have lost theirs; they alone are checked.
 //!
-//! Waking a flow at L <= r is always right: every dormant flow is still rising at any level
-//! below its rate (it is checked at r, and overcounting makes no constraint saturate early),
-//! so a wrong wake costs only work. The stand-in never puts a constraint above capacity,
-//! because a constraint with rising flows is taken in level order and one without keeps
-//! the load of its old, feasible state less what left. So the pass ends with the exact
-//! max-min rates, and the awake flows are close to the set of flows whose rate changes.
+//! Waking a flow at L <= r is always right: a dormant flow still rises at every level below
+//! its rate (it is checked at r, and no constraint really saturates below the levels above),
+//! so a needless wake costs only work. Levels are taken in order, so the pass ends with the
+//! exact max-min rates, and the woken flows are the flows whose rate changes (up to ties).
 //!
 //! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
 //! caller detaches every flow on a constraint whose capacity changes and every rerouted
@@ -214,8 +213,8 @@ impl<'a> Sharing<'a> {
         for i in 0..self.left.len() {
             self.touch(self.left[i], 0.0);
         }
-        for i in 0..arrived.len() {
-            self.rise(arrived[i], 0.0)?;
+        for &f in arrived {
+            self.rise(f, 0.0)?;
         }
         let result = self.fill();
         self.n_solves += 1;
@@ -313,14 +312,7 @@ impl<'a> Sharing<'a> {
             }
         }
         if self.scratch.is_empty() {
-            self.heap.remove(c);
-            self.floor[ci] = 0.0;
-            for k in 0..self.on[ci].len() {
-                let g = self.on[ci][k].flow;
-                if self.rising[g as usize] {
-                    self.freeze(g, level);
-                }
-            }
+            self.freeze_on(c, level);
             return Ok(());
         }
         self.scratch
@@ -355,17 +347,31 @@ impl<'a> Sharing<'a> {
             self.heap.set(c, x);
             return Ok(());
         }
+        // They really drop to this level, and freeze here with the rising flows.
         for i in first..self.scratch.len() {
             let g = self.scratch[i].2;
             self.rise(g, level)?;
         }
+        self.freeze_on(c, level);
         Ok(())
+    }
+
+    /// Freezes every rising flow on constraint `c` at `level`.
+    fn freeze_on(&mut self, c: u32, level: f64) {
+        let ci = c as usize;
+        for k in 0..self.on[ci].len() {
+            let g = self.on[ci][k].flow;
+            if self.rising[g as usize] {
+                self.freeze(g, level);
+            }
+        }
+        self.heap.remove(c);
+        self.floor[ci] = 0.0;
     }
 
     /// Whether dormant flow `g` still has a bottleneck, or its cap, when the level reaches
     /// its rate (`level`).
     fn keeps_rate(&mut self, g: u32, level: f64) -> bool {
-       
         let r = self.rate[g as usize];
         if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
             return true;
@@ -392,7 +398,6 @@ impl<'a> Sharing<'a> {
 
     /// The fastest dormant flow's rate on constraint `ci`, or an upper bound of it.
     fn fastest_dormant(&mut self, ci: usize) -> f64 {
-       
         let mut dormant = 0.0f64;
         let mut top = 0.0f64;
         for s in &self.on[ci] {
@@ -433,7 +438,8 @@ impl<'a> Sharing<'a> {
             self.coef_sum[ci] += u.coefficient;
             self.n_rising[ci] += 1;
             // Waking can lower a key as well as raise it: set it exactly.
-            self.heap.set(u.constraint, self.residual[ci] / self.coef_sum[ci]);
+            self.heap
+                .set(u.constraint, self.residual[ci] / self.coef_sum[ci]);
         }
         let cap = self.rate_cap[fi];
         if cap.is_finite() {
@@ -453,11 +459,13 @@ impl<'a> Sharing<'a> {
             self.n_rising[ci] -= 1;
             if self.n_rising[ci] == 0 {
                 self.coef_sum[ci] = 0.0;
-                // A constraint whose saturation was put off by dormant flows faster than its
-                // lazy level is overloaded as the stand-in counts it: it stays until they
-                // are dealt with.
-                if self.floor[ci] == 0.0 {
+                // Overloaded as the stand-in counts it, it has dormant flows faster than
+                // the level: it stays until they are dealt with (at a level no lower).
+                if self.residual[ci] < 0.0 {
+                    self.floor[ci] = self.floor[ci].max(rate);
+                } else {
                     self.heap.remove(u.constraint);
+                    self.floor[ci] = 0.0;
                 }
             } else {
                 self.coef_sum[ci] -= u.coefficient;
@@ -474,7 +482,6 @@ impl<'a> Sharing<'a> {
             return;
         }
         self.touched[ci] = true;
-       
         self.constraints.push(c);
         // Its load before this re-solve, with the flows that left.
         if self.load_Bps[ci] + self.left_load[ci] < self.capacity[ci] * (1.0 - WIDE) {
