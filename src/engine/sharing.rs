@@ -27,6 +27,9 @@
 //! flow, changes capacities and usage lists while no attached flow is on what changes, and
 //! re-attaches the survivors as arrivals of the same `resolve`.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use crate::solver::{IndexedHeap, Usage};
 
 /// Relative slack of every "might this flow be affected?" decision. Erring wide only costs
@@ -68,12 +71,17 @@ pub(crate) struct Sharing<'a> {
     in_region: Vec<bool>,
     /// Awake flows not yet frozen.
     rising: Vec<bool>,
-    /// Dormant flows to check when the level reaches their rate, keyed by it.
-    checks: IndexedHeap,
+    /// Dormant flows to check when the level reaches their rate (its bits: rates are
+    /// positive), lowest first; a flow woken meanwhile is skipped when it comes up.
+    checks: BinaryHeap<Reverse<(u64, u32)>>,
+    queued: Vec<bool>,
     /// Rising flows with a rate cap, keyed by it.
     caps: IndexedHeap,
     /// Constraints with rising flows, keyed by a lower bound of their saturation level.
     heap: IndexedHeap,
+    /// Constraints where flows woke since keys were last set.
+    dirty: Vec<bool>,
+    dirty_list: Vec<u32>,
     /// Constraints where something changed in this re-solve (`touched` flags them).
     constraints: Vec<u32>,
     touched: Vec<bool>,
@@ -126,9 +134,12 @@ impl<'a> Sharing<'a> {
             region: Vec::new(),
             in_region: vec![false; n_acts],
             rising: vec![false; n_acts],
-            checks: IndexedHeap::with_ids(n_acts),
+            checks: BinaryHeap::new(),
+            queued: vec![false; n_acts],
             caps: IndexedHeap::with_ids(n_acts),
             heap: IndexedHeap::with_ids(n_c),
+            dirty: vec![false; n_c],
+            dirty_list: Vec::new(),
             constraints: Vec::new(),
             touched: vec![false; n_c],
             registered: vec![false; n_c],
@@ -225,7 +236,6 @@ impl<'a> Sharing<'a> {
             self.rising[f as usize] = false;
         }
         self.heap.clear();
-        self.checks.clear();
         self.caps.clear();
         for &c in &self.constraints {
             let ci = c as usize;
@@ -246,6 +256,7 @@ impl<'a> Sharing<'a> {
     fn fill(&mut self) -> crate::Result<()> {
         let mut level = 0.0f64;
         loop {
+            self.set_dirty_keys();
             // Stored keys are lower bounds: freezing a flow only raises its constraints'
             // saturation levels, so a key is refreshed when it reaches the top.
             let top = loop {
@@ -265,13 +276,17 @@ impl<'a> Sharing<'a> {
                 break Some((key, c));
             };
             let key = top.map_or(f64::INFINITY, |t| t.0);
-            let check = self.checks.peek();
+            let check = self
+                .checks
+                .peek()
+                .map(|&Reverse((bits, g))| (f64::from_bits(bits), g));
             let cap = self.caps.peek();
             match (check, cap, top) {
                 (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
-                    self.checks.remove(g);
+                    self.checks.pop();
+                    self.queued[g as usize] = false;
                     level = level.max(r);
-                    if !self.keeps_rate(g, level) {
+                    if !self.in_region[g as usize] && !self.keeps_rate(g, level) {
                         self.rise(g, level)?;
                     }
                 }
@@ -295,6 +310,25 @@ impl<'a> Sharing<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Sets the keys of the constraints where flows woke.
+    fn set_dirty_keys(&mut self) {
+        for i in 0..self.dirty_list.len() {
+            let c = self.dirty_list[i];
+            let ci = c as usize;
+            self.dirty[ci] = false;
+            if self.n_rising[ci] > 0 {
+                let key = (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci]);
+                self.heap.set(c, key);
+            } else if self.residual[ci] < 0.0 {
+                // Its woken flows froze at once, leaving it overloaded (see `freeze`).
+                self.heap.set(c, self.floor[ci]);
+            } else {
+                self.heap.remove(c);
+            }
+        }
+        self.dirty_list.clear();
     }
 
     /// Constraint `c` reaches its lazy saturation level `level`. Dormant flows on it faster
@@ -422,7 +456,6 @@ impl<'a> Sharing<'a> {
             self.in_region[fi] = true;
             self.region.push(f);
         }
-        self.checks.remove(f);
         self.rising[fi] = true;
         let old = self.rate[fi];
         for u in self.usage_of(f) {
@@ -437,9 +470,12 @@ impl<'a> Sharing<'a> {
             self.residual[ci] += u.coefficient * old;
             self.coef_sum[ci] += u.coefficient;
             self.n_rising[ci] += 1;
-            // Waking can lower a key as well as raise it: set it exactly.
-            self.heap
-                .set(u.constraint, self.residual[ci] / self.coef_sum[ci]);
+            // Waking can lower a key as well as raise it: it is set exactly before the
+            // next step, once for all the flows woken meanwhile.
+            if !self.dirty[ci] {
+                self.dirty[ci] = true;
+                self.dirty_list.push(u.constraint);
+            }
         }
         let cap = self.rate_cap[fi];
         if cap.is_finite() {
@@ -492,8 +528,9 @@ impl<'a> Sharing<'a> {
         for k in 0..self.on[ci].len() {
             let g = self.on[ci][k].flow;
             let r = self.rate[g as usize];
-            if !self.in_region[g as usize] && r >= floor && r > 0.0 {
-                self.checks.set(g, r);
+            if !self.in_region[g as usize] && !self.queued[g as usize] && r >= floor && r > 0.0 {
+                self.queued[g as usize] = true;
+                self.checks.push(Reverse((r.to_bits(), g)));
             }
         }
     }
