@@ -46,6 +46,8 @@ const TIE: f64 = 1e-9;
 pub(crate) struct Slot {
     pub flow: u32,
     pub entry: u32,
+    /// The flow's rate, copied here so that scanning a constraint reads one array.
+    pub rate: f64,
 }
 
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
@@ -175,6 +177,15 @@ impl<'a> Sharing<'a> {
         self.capacity[c as usize] = capacity;
     }
 
+    /// Sets the rate of attached flow `f`.
+    pub fn set_rate(&mut self, f: u32, rate: f64) {
+        self.rate[f as usize] = rate;
+        let base = self.span[f as usize].0;
+        for (k, u) in self.usage_of(f).iter().enumerate() {
+            self.on[u.constraint as usize][self.pos[base + k] as usize].rate = rate;
+        }
+    }
+
     /// Takes a flow off its constraints, noting its departure for the next `resolve`, which
     /// reads its current rate now: the caller may zero it afterwards.
     pub fn detach(&mut self, f: u32) {
@@ -205,6 +216,7 @@ impl<'a> Sharing<'a> {
             list.push(Slot {
                 flow: f,
                 entry: k as u32,
+                rate: self.rate[f as usize],
             });
         }
     }
@@ -338,11 +350,12 @@ impl<'a> Sharing<'a> {
     fn saturate(&mut self, c: u32, level: f64) -> crate::Result<()> {
         let ci = c as usize;
         self.scratch.clear();
+        let above = level * (1.0 + 1e-12);
         for s in &self.on[ci] {
             let g = s.flow as usize;
-            if !self.in_region[g] && self.rate[g] > level * (1.0 + 1e-12) {
+            if s.rate > above && !self.in_region[g] {
                 let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
-                self.scratch.push((self.rate[g], k, s.flow));
+                self.scratch.push((s.rate, k, s.flow));
             }
         }
         if self.scratch.is_empty() {
@@ -423,26 +436,24 @@ impl<'a> Sharing<'a> {
             }
             // The bound often settles it without a scan.
             let tied = r * (1.0 + TIE);
-            if self.top_rate_bound[ci] <= tied || self.fastest_dormant(ci) <= tied {
+            if self.top_rate_bound[ci] <= tied || !self.faster_dormant(ci, tied) {
                 return true;
             }
         }
         false
     }
 
-    /// The fastest dormant flow's rate on constraint `ci`, or an upper bound of it.
-    fn fastest_dormant(&mut self, ci: usize) -> f64 {
-        let mut dormant = 0.0f64;
+    /// Whether a dormant flow on constraint `ci` is faster than `bound`; makes
+    /// `top_rate_bound` exact on the way.
+    fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
         let mut top = 0.0f64;
+        let mut faster = false;
         for s in &self.on[ci] {
-            let r = self.rate[s.flow as usize];
-            top = top.max(r);
-            if !self.in_region[s.flow as usize] {
-                dormant = dormant.max(r);
-            }
+            top = top.max(s.rate);
+            faster |= s.rate > bound && !self.in_region[s.flow as usize];
         }
         self.top_rate_bound[ci] = top;
-        dormant
+        faster
     }
 
     /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
@@ -523,12 +534,19 @@ impl<'a> Sharing<'a> {
         if self.load_Bps[ci] + self.left_load[ci] < self.capacity[ci] * (1.0 - WIDE) {
             return; // had slack: no flow was bottlenecked here
         }
-        let top = self.left_max[ci].max(self.fastest_dormant(ci));
+        // Every flow on it but the arrivals (at rate 0) is dormant before its first change.
+        let mut top = self.left_max[ci];
+        for s in &self.on[ci] {
+            top = top.max(s.rate);
+        }
+        self.top_rate_bound[ci] = top;
         let floor = (top * (1.0 - WIDE)).max(level);
         for k in 0..self.on[ci].len() {
-            let g = self.on[ci][k].flow;
-            let r = self.rate[g as usize];
-            if !self.in_region[g as usize] && !self.queued[g as usize] && r >= floor && r > 0.0 {
+            let Slot {
+                flow: g, rate: r, ..
+            } = self.on[ci][k];
+            if r >= floor && r > 0.0 && !self.queued[g as usize] {
+                debug_assert!(!self.in_region[g as usize]);
                 self.queued[g as usize] = true;
                 self.checks.push(Reverse((r.to_bits(), g)));
             }

@@ -663,7 +663,7 @@ impl<'a> Sim<'a> {
             self.remaining_bytes[fi] =
                 (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
             self.updated_s[fi] = since;
-            self.sharing.rate[fi] = new;
+            self.sharing.set_rate(f, new);
             let finish_s = since + self.remaining_bytes[fi] / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
