@@ -362,40 +362,36 @@ impl<'a> Sharing<'a> {
             self.freeze_on(c, level);
             return Ok(());
         }
-        self.scratch
-            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
         // Load at y: capacity - residual + y * coef_sum - sum over dormant flows faster
-        // than y of k * (rate - y). Solved segment by segment, slowest dormant flow first.
-        let (mut sum_kr, mut sum_k) = (0.0, 0.0);
-        for &(r, k, _) in &self.scratch {
-            sum_kr += k * r;
-            sum_k += k;
-        }
-        let mut first = 0;
+        // than y of k * (rate - y). Solved for y with the dormant flows faster than the last
+        // solution, until none is slower: the solutions only rise, to the one sought.
         let x = loop {
+            let (mut sum_kr, mut sum_k) = (0.0, 0.0);
+            for &(r, k, _) in &self.scratch {
+                sum_kr += k * r;
+                sum_k += k;
+            }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
             let x = (self.residual[ci] + sum_kr) / (self.coef_sum[ci] + sum_k);
-            if first == self.scratch.len() || x <= self.scratch[first].0 {
+            let before = self.scratch.len();
+            self.scratch.retain(|t| t.0 > x);
+            if self.scratch.len() == before {
                 break x;
             }
-            let (r, k, _) = self.scratch[first];
-            sum_kr -= k * r;
-            sum_k -= k;
-            first += 1;
+            if self.scratch.is_empty() && self.n_rising[ci] == 0 {
+                // Even with every dormant flow at its old rate it has room: nothing to do.
+                self.heap.remove(c);
+                self.floor[ci] = 0.0;
+                return Ok(());
+            }
         };
-        if first == self.scratch.len() && self.n_rising[ci] == 0 {
-            // Even with every dormant flow at its old rate it has room: nothing to do.
-            self.heap.remove(c);
-            self.floor[ci] = 0.0;
-            return Ok(());
-        }
         if x > level * (1.0 + 1e-12) {
             self.floor[ci] = x;
             self.heap.set(c, x);
             return Ok(());
         }
         // They really drop to this level, and freeze here with the rising flows.
-        for i in first..self.scratch.len() {
+        for i in 0..self.scratch.len() {
             let g = self.scratch[i].2;
             self.rise(g, level)?;
         }
@@ -444,16 +440,17 @@ impl<'a> Sharing<'a> {
     }
 
     /// Whether a dormant flow on constraint `ci` is faster than `bound`; makes
-    /// `top_rate_bound` exact on the way.
+    /// `top_rate_bound` exact when there is none.
     fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
         let mut top = 0.0f64;
-        let mut faster = false;
         for s in &self.on[ci] {
+            if s.rate > bound && !self.in_region[s.flow as usize] {
+                return true;
+            }
             top = top.max(s.rate);
-            faster |= s.rate > bound && !self.in_region[s.flow as usize];
         }
         self.top_rate_bound[ci] = top;
-        faster
+        false
     }
 
     /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
