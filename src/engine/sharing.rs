@@ -46,8 +46,10 @@ const TIE: f64 = 1e-9;
 pub(crate) struct Slot {
     pub flow: u32,
     pub entry: u32,
-    /// The flow's rate, copied here so that scanning a constraint reads one array.
+    /// The flow's rate and its coefficient here, copied so that scanning a constraint
+    /// reads one array (chasing each flow's usage list missed the cache at scale).
     pub rate: f64,
+    pub coefficient: f64,
 }
 
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
@@ -217,6 +219,7 @@ impl<'a> Sharing<'a> {
                 flow: f,
                 entry: k as u32,
                 rate: self.rate[f as usize],
+                coefficient: u.coefficient,
             });
         }
     }
@@ -354,8 +357,7 @@ impl<'a> Sharing<'a> {
         for s in &self.on[ci] {
             let g = s.flow as usize;
             if s.rate > above && !self.in_region[g] {
-                let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
-                self.scratch.push((s.rate, k, s.flow));
+                self.scratch.push((s.rate, s.coefficient, s.flow));
             }
         }
         if self.scratch.is_empty() {
