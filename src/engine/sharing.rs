@@ -98,6 +98,9 @@ pub(crate) struct Sharing<'a> {
     /// Capacity left for the rising flows: the capacity minus dormant flows at their old
     /// rates minus frozen awake flows at their new rates.
     residual: Vec<f64>,
+    /// Flows woken on each constraint in this re-solve (some may have frozen since): the
+    /// flows to freeze when it saturates, without scanning all its flows.
+    woken_on: Vec<Vec<u32>>,
     /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
     coef_sum: Vec<f64>,
     n_rising: Vec<u32>,
@@ -150,6 +153,7 @@ impl<'a> Sharing<'a> {
             floor: vec![0.0; n_c],
             scratch: Vec::new(),
             residual: vec![0.0; n_c],
+            woken_on: vec![Vec::new(); n_c],
             coef_sum: vec![0.0; n_c],
             n_rising: vec![0; n_c],
             left_load: vec![0.0; n_c],
@@ -256,6 +260,7 @@ impl<'a> Sharing<'a> {
             let ci = c as usize;
             self.touched[ci] = false;
             self.registered[ci] = false;
+            self.woken_on[ci].clear();
         }
         self.constraints.clear();
         for &c in &self.left {
@@ -354,10 +359,13 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
-        for s in &self.on[ci] {
-            let g = s.flow as usize;
-            if s.rate > above && !self.in_region[g] {
-                self.scratch.push((s.rate, s.coefficient, s.flow));
+        // Often no flow on it is that fast: then there is nothing to scan for.
+        if self.top_rate_bound[ci] > above {
+            for s in &self.on[ci] {
+                let g = s.flow as usize;
+                if s.rate > above && !self.in_region[g] {
+                    self.scratch.push((s.rate, s.coefficient, s.flow));
+                }
             }
         }
         if self.scratch.is_empty() {
@@ -404,12 +412,14 @@ impl<'a> Sharing<'a> {
     /// Freezes every rising flow on constraint `c` at `level`.
     fn freeze_on(&mut self, c: u32, level: f64) {
         let ci = c as usize;
-        for k in 0..self.on[ci].len() {
-            let g = self.on[ci][k].flow;
+        let mut woken = std::mem::take(&mut self.woken_on[ci]);
+        for &g in &woken {
             if self.rising[g as usize] {
                 self.freeze(g, level);
             }
         }
+        woken.clear();
+        self.woken_on[ci] = woken;
         self.heap.remove(c);
         self.floor[ci] = 0.0;
     }
@@ -480,6 +490,7 @@ impl<'a> Sharing<'a> {
             self.residual[ci] += u.coefficient * old;
             self.coef_sum[ci] += u.coefficient;
             self.n_rising[ci] += 1;
+            self.woken_on[ci].push(f);
             // Waking can lower a key as well as raise it: it is set exactly before the
             // next step, once for all the flows woken meanwhile.
             if !self.dirty[ci] {
