@@ -32,14 +32,14 @@ use std::collections::BinaryHeap;
 
 use crate::solver::{IndexedHeap, Usage};
 
-/// Relative slack of every "might this flow be affected?" decision. Erring wide only costs
-/// work (a flow woken without need rises back to its old rate).
-const WIDE: f64 = 1e-6;
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate is
 /// below this fraction of (coefficient x rate): the flow could rise no more than that.
 const SATURATED: f64 = 1e-10;
 /// Rates within this relative distance count as tied (fastest on a constraint).
 const TIE: f64 = 1e-9;
+/// `bottleneck` of a flow at its rate cap, and of one not solved yet.
+const CAPPED: u32 = u32::MAX;
+const NO_BOTTLENECK: u32 = u32::MAX - 1;
 
 /// A flow's place on a constraint: `(flow, index of that constraint in the flow's usage)`.
 #[derive(Debug, Clone, Copy)]
@@ -104,11 +104,17 @@ pub(crate) struct Sharing<'a> {
     /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
     coef_sum: Vec<f64>,
     n_rising: Vec<u32>,
-    /// Load and fastest rate of the flows detached since the last re-solve, per constraint.
-    left_load: Vec<f64>,
-    left_max: Vec<f64>,
-    /// Constraints with flows detached since the last re-solve.
+    /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
+    left_any: Vec<bool>,
+    /// The bottleneck each attached flow was last certified with: a constraint saturated
+    /// with no faster flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve).
+    /// It stays valid until something on it changes, so only the flows it holds are
+    /// checked then.
+    bottleneck: Vec<u32>,
+    /// The flows whose recorded bottleneck each constraint is, and each flow's place there.
+    held: Vec<Vec<u32>>,
+    held_pos: Vec<u32>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
     /// An upper bound of the fastest rate on each constraint: raised by the caller when a
@@ -156,9 +162,11 @@ impl<'a> Sharing<'a> {
             woken_on: vec![Vec::new(); n_c],
             coef_sum: vec![0.0; n_c],
             n_rising: vec![0; n_c],
-            left_load: vec![0.0; n_c],
-            left_max: vec![0.0; n_c],
             left: Vec::new(),
+            left_any: vec![false; n_c],
+            bottleneck: vec![NO_BOTTLENECK; n_acts],
+            held: vec![Vec::new(); n_c],
+            held_pos: vec![0; n_acts],
             load_Bps: vec![0.0; n_c],
             top_rate_bound: vec![0.0; n_c],
             n_solves: 0,
@@ -196,7 +204,7 @@ impl<'a> Sharing<'a> {
     /// reads its current rate now: the caller may zero it afterwards.
     pub fn detach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
-        let r = self.rate[f as usize];
+        self.set_bottleneck(f, NO_BOTTLENECK);
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             let list = &mut self.on[ci];
@@ -205,13 +213,34 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
-            if self.left_load[ci] == 0.0 && self.left_max[ci] == 0.0 {
+            // The flows held there may speed up (they are checked at their rates).
+            if !self.left_any[ci] {
+                self.left_any[ci] = true;
                 self.left.push(u.constraint);
             }
-            // The flows it bottlenecked may speed up (they are checked at their rates).
-            self.left_load[ci] += u.coefficient * r;
-            self.left_max[ci] = self.left_max[ci].max(r);
         }
+    }
+
+    /// Records `c` as flow `f`'s bottleneck, moving it between the `held` lists.
+    fn set_bottleneck(&mut self, f: u32, c: u32) {
+        let fi = f as usize;
+        let old = self.bottleneck[fi];
+        if old == c {
+            return;
+        }
+        if old < NO_BOTTLENECK {
+            let list = &mut self.held[old as usize];
+            let p = self.held_pos[fi] as usize;
+            list.swap_remove(p);
+            if let Some(&moved) = list.get(p) {
+                self.held_pos[moved as usize] = p as u32;
+            }
+        }
+        if c < NO_BOTTLENECK {
+            self.held_pos[fi] = self.held[c as usize].len() as u32;
+            self.held[c as usize].push(f);
+        }
+        self.bottleneck[fi] = c;
     }
 
     fn attach(&mut self, f: u32) {
@@ -264,8 +293,7 @@ impl<'a> Sharing<'a> {
         }
         self.constraints.clear();
         for &c in &self.left {
-            self.left_load[c as usize] = 0.0;
-            self.left_max[c as usize] = 0.0;
+            self.left_any[c as usize] = false;
         }
         self.left.clear();
         result
@@ -306,13 +334,17 @@ impl<'a> Sharing<'a> {
                     self.checks.pop();
                     self.queued[g as usize] = false;
                     level = level.max(r);
-                    if !self.in_region[g as usize] && !self.keeps_rate(g, level) {
-                        self.rise(g, level)?;
+                    if !self.in_region[g as usize] {
+                        match self.kept_bottleneck(g, level) {
+                            Some(b) => self.set_bottleneck(g, b),
+                            None => self.rise(g, level)?,
+                        }
                     }
                 }
                 (_, Some((x, f)), _) if x <= key => {
                     level = level.max(x);
                     self.freeze(f, x);
+                    self.set_bottleneck(f, CAPPED);
                 }
                 (_, _, Some((key, c))) => {
                     // Rounding can put a key a hair below the level already reached.
@@ -416,6 +448,7 @@ impl<'a> Sharing<'a> {
         for &g in &woken {
             if self.rising[g as usize] {
                 self.freeze(g, level);
+                self.set_bottleneck(g, c);
             }
         }
         woken.clear();
@@ -424,12 +457,12 @@ impl<'a> Sharing<'a> {
         self.floor[ci] = 0.0;
     }
 
-    /// Whether dormant flow `g` still has a bottleneck, or its cap, when the level reaches
-    /// its rate (`level`).
-    fn keeps_rate(&mut self, g: u32, level: f64) -> bool {
+    /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
+    /// rate (`level`), if any.
+    fn kept_bottleneck(&mut self, g: u32, level: f64) -> Option<u32> {
         let r = self.rate[g as usize];
         if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
-            return true;
+            return Some(CAPPED);
         }
         for u in self.usage_of(g) {
             let ci = u.constraint as usize;
@@ -445,10 +478,10 @@ impl<'a> Sharing<'a> {
             // The bound often settles it without a scan.
             let tied = r * (1.0 + TIE);
             if self.top_rate_bound[ci] <= tied || !self.faster_dormant(ci, tied) {
-                return true;
+                return Some(u.constraint);
             }
         }
-        false
+        None
     }
 
     /// Whether a dormant flow on constraint `ci` is faster than `bound`; makes
@@ -531,8 +564,8 @@ impl<'a> Sharing<'a> {
     }
 
     /// The first change on constraint `c` in this re-solve, at `level`: the dormant flows
-    /// that were fastest on it while it was saturated may lose it as their bottleneck, so
-    /// each is checked when the level reaches its rate.
+    /// it holds as their bottleneck may lose it, so each is checked when the level reaches
+    /// its rate.
     fn touch(&mut self, c: u32, level: f64) {
         let ci = c as usize;
         if self.touched[ci] {
@@ -540,23 +573,12 @@ impl<'a> Sharing<'a> {
         }
         self.touched[ci] = true;
         self.constraints.push(c);
-        // Its load before this re-solve, with the flows that left.
-        if self.load_Bps[ci] + self.left_load[ci] < self.capacity[ci] * (1.0 - WIDE) {
-            return; // had slack: no flow was bottlenecked here
-        }
-        // Every flow on it but the arrivals (at rate 0) is dormant before its first change.
-        let mut top = self.left_max[ci];
-        for s in &self.on[ci] {
-            top = top.max(s.rate);
-        }
-        self.top_rate_bound[ci] = top;
-        let floor = (top * (1.0 - WIDE)).max(level);
-        for k in 0..self.on[ci].len() {
-            let Slot {
-                flow: g, rate: r, ..
-            } = self.on[ci][k];
-            if r >= floor && r > 0.0 && !self.queued[g as usize] {
-                debug_assert!(!self.in_region[g as usize]);
+        for k in 0..self.held[ci].len() {
+            let g = self.held[ci][k];
+            let r = self.rate[g as usize];
+            // Before its first change every flow on it but the arrivals is dormant.
+            debug_assert!(!self.in_region[g as usize]);
+            if r >= level && !self.queued[g as usize] {
                 self.queued[g as usize] = true;
                 self.checks.push(Reverse((r.to_bits(), g)));
             }
