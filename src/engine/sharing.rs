@@ -95,6 +95,10 @@ pub(crate) struct Sharing<'a> {
     /// min(rate, level), or 0 (reset whenever a flow on it wakes).
     floor: Vec<f64>,
     scratch: Vec<(f64, f64, u32)>,
+    /// Per constraint put off to level `faster_at`, its dormant flows faster than that
+    /// (rate, coefficient, flow), so that taking it again needs no scan.
+    faster: Vec<Vec<(f64, f64, u32)>>,
+    faster_at: Vec<f64>,
     /// Capacity left for the rising flows: the capacity minus dormant flows at their old
     /// rates minus frozen awake flows at their new rates.
     residual: Vec<f64>,
@@ -158,6 +162,8 @@ impl<'a> Sharing<'a> {
             registered: vec![false; n_c],
             floor: vec![0.0; n_c],
             scratch: Vec::new(),
+            faster: vec![Vec::new(); n_c],
+            faster_at: vec![f64::INFINITY; n_c],
             residual: vec![0.0; n_c],
             woken_on: vec![Vec::new(); n_c],
             coef_sum: vec![0.0; n_c],
@@ -290,6 +296,8 @@ impl<'a> Sharing<'a> {
             self.touched[ci] = false;
             self.registered[ci] = false;
             self.woken_on[ci].clear();
+            self.faster[ci].clear();
+            self.faster_at[ci] = f64::INFINITY;
         }
         self.constraints.clear();
         for &c in &self.left {
@@ -391,8 +399,16 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
-        // Often no flow on it is that fast: then there is nothing to scan for.
-        if self.top_rate_bound[ci] > above {
+        if self.faster_at[ci] <= level {
+            // Taken again where it was put off: the flows then faster than that level are
+            // all the dormant flows that can be faster now.
+            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
+            self.faster_at[ci] = f64::INFINITY;
+            let in_region = &self.in_region;
+            self.scratch
+                .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
+        } else if self.top_rate_bound[ci] > above {
+            // Often no flow on it is that fast: then there is nothing to scan for.
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
@@ -430,6 +446,9 @@ impl<'a> Sharing<'a> {
         if x > level * (1.0 + 1e-12) {
             self.floor[ci] = x;
             self.heap.set(c, x);
+            self.faster[ci].clear();
+            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
+            self.faster_at[ci] = x;
             return Ok(());
         }
         // They really drop to this level, and freeze here with the rising flows.
