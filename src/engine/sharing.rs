@@ -14,8 +14,9 @@
 //!   again at x; the dormant flows faster than x wake there (their rate really drops);
 //! * when the level reaches a dormant flow's rate r it must still have a bottleneck there (a
 //!   constraint saturated at r on which no dormant flow is faster) or its cap, else it wakes
-//!   at r. Only flows that were fastest on a saturated constraint where something changed
-//!   (a flow left, arrived or woke) can have lost theirs; they alone are checked.
+//!   at r. Every flow keeps the bottleneck it was last certified with, which holds until
+//!   something changes on it (a flow leaves, arrives or wakes there): only the flows held
+//!   by such a constraint are checked.
 //!
 //! Waking a flow at L <= r is always right: a dormant flow still rises at every level below
 //! its rate (it is checked at r, and no constraint really saturates below the levels above),

@@ -205,9 +205,9 @@ fn estimate_run_bytes(
     schedule: &Schedule,
     record_rates: bool,
 ) -> f64 {
-    let per_activity = 260.0;
-    let per_entry = 24.0;
-    let per_constraint = 180.0;
+    let per_activity = 280.0;
+    let per_entry = 40.0;
+    let per_constraint = 280.0;
     let rates = if record_rates {
         40.0 * acts.n_usage_entries() as f64
     } else {
