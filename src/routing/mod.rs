@@ -67,8 +67,7 @@ impl Router {
                 }));
             } else {
                 candidates.extend(out.iter().copied().filter(|&l| {
-                    capacity_Bps[l as usize] > 0.0
-                        && dist[topo.link_dst()[l as usize] as usize] == want
+                    capacity_Bps[l as usize] > 0.0 && dist[topo.link_dst()[l as usize] as usize] == want
                 }));
             }
             let pick = if candidates.len() == 1 {
