@@ -101,7 +101,7 @@ class Result:
         self.makespan_s: float = raw["makespan_s"]
         #: Distinct instants at which events happened.
         self.n_instants: int = raw["n_instants"]
-        #: Max-min solves run (an instant may need several to certify its region).
+        #: Max-min re-solves run (one per instant where rates can change).
         self.n_solves: int = raw["n_solves"]
         #: Flow rates re-solved, summed over solves: the work the engine did.
         self.n_flows_resolved: int = raw["n_flows_resolved"]

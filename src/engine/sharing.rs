@@ -1,48 +1,56 @@
 //! The live sharing state of a run and its incremental re-solve.
 //!
-//! After an event only flows whose max-min rate can change are re-solved, and the result is
-//! exact, not approximate. Two facts make that possible.
+//! After an event only flows whose max-min rate can change are re-solved, in one pass of
+//! progressive filling, and the result is exact, not approximate.
 //!
-//! *Threshold.* Progressive filling raises rates level by level, so a change shows only at
-//! and above a threshold level T:
-//! * a flow leaving with rate r changes nothing below r: its constraints did not saturate
-//!   below r, with or without it;
-//! * flows arriving on constraint c change nothing below x_c, the level at which c would
-//!   saturate with them on it while every other flow keeps min(its rate, level);
-//! * a flow arriving with a rate cap changes nothing below its cap.
+//! *Lazy filling.* Picture the filling over every transferring flow. A flow whose rate may
+//! change is *awake*: it rises with the level until a constraint saturates or its cap. Every
+//! other flow is *dormant*: it is counted on its constraints at its old rate r, as if frozen
+//! there from the start, and is woken (starts rising from the current level) only where
+//! that stand-in differs from the true filling:
+//! * a constraint whose stand-in load reaches its capacity at level L, with dormant flows
+//!   faster than L on it, really saturates higher, at the level x where its load with each
+//!   of them at min(rate, x) reaches capacity (where a dormant flow is rising). It is taken
+//!   again at x; the dormant flows faster than x wake there (their rate really drops);
+//! * when the level reaches a dormant flow's rate r it must still have a bottleneck there (a
+//!   constraint saturated at r on which no dormant flow is faster) or its cap, else it wakes
+//!   at r. Every flow keeps the bottleneck it was last certified with, which holds until
+//!   something changes on it (a flow leaves, arrives or wakes there): only the flows held
+//!   by such a constraint are checked.
 //!
-//! Below T = the minimum of these the filling is identical, so every flow with rate < T keeps
-//! its rate. What remains is the max-min problem of the flows at or above T on the capacity
-//! the others leave.
-//!
-//! *Certificate.* An allocation is the max-min fair one if and only if it is feasible and
-//! every flow is at its cap or has a bottleneck: a saturated constraint on which no flow is
-//! faster. So the re-solve starts from a small region (the arriving flows and the flows at or
-//! above T on the changed flows' constraints), solves it by progressive filling with every
-//! other flow fixed, and checks the certificate where the region touches fixed flows. Where
-//! it fails, the fixed flows that break it join and the region is solved again. The region
-//! ends up close to the set of flows whose rate really changes.
+//! Waking a flow at L <= r is always right: a dormant flow still rises at every level below
+//! its rate (it is checked at r, and no constraint really saturates below the levels above),
+//! so a needless wake costs only work. Levels are taken in order, so the pass ends with the
+//! exact max-min rates, and the woken flows are the flows whose rate changes (up to ties).
 //!
 //! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
 //! caller detaches every flow on a constraint whose capacity changes and every rerouted
 //! flow, changes capacities and usage lists while no attached flow is on what changes, and
-//! re-attaches the survivors as arrivals of the same `resolve`. Departures change nothing
-//! below their rates; a capacity change on a constraint without flows changes no filling;
-//! the arrivals' saturation levels are taken with the new capacities. So the threshold and
-//! the certificate hold as they are.
+//! re-attaches the survivors as arrivals of the same `resolve`.
 
-use crate::solver::{Filling, Incidence, Usage, CAPPED};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
-/// Relative slack of every "might this flow be affected?" decision. It must be far wider
-/// than the 1e-9 slack with which a solution is accepted, or a flow accepted a hair too slow
-/// would later fall outside every region and keep a stale rate. Erring wide only costs work.
-const WIDE: f64 = 1e-6;
+use crate::solver::{IndexedHeap, Usage};
+
+/// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate is
+/// below this fraction of (coefficient x rate): the flow could rise no more than that.
+const SATURATED: f64 = 1e-10;
+/// Rates within this relative distance count as tied (fastest on a constraint).
+const TIE: f64 = 1e-9;
+/// `bottleneck` of a flow at its rate cap, and of one not solved yet.
+const CAPPED: u32 = u32::MAX;
+const NO_BOTTLENECK: u32 = u32::MAX - 1;
 
 /// A flow's place on a constraint: `(flow, index of that constraint in the flow's usage)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Slot {
     pub flow: u32,
     pub entry: u32,
+    /// The flow's rate and its coefficient here, copied so that scanning a constraint
+    /// reads one array (chasing each flow's usage list missed the cache at scale).
+    pub rate: f64,
+    pub coefficient: f64,
 }
 
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
@@ -63,54 +71,63 @@ pub(crate) struct Sharing<'a> {
     pub rate: Vec<f64>,
     /// Rates computed by the last re-solve for the flows of `region`.
     pub solved: Vec<f64>,
-    /// Flows re-solved by the last call (their new rate is in `solved`).
+    /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
     in_region: Vec<bool>,
-    visited: Vec<bool>,
+    /// Awake flows not yet frozen.
+    rising: Vec<bool>,
+    /// Dormant flows to check when the level reaches their rate (its bits: rates are
+    /// positive), lowest first; a flow woken meanwhile is skipped when it comes up.
+    checks: BinaryHeap<Reverse<(u64, u32)>>,
+    queued: Vec<bool>,
+    /// Rising flows with a rate cap, keyed by it.
+    caps: IndexedHeap,
+    /// Constraints with rising flows, keyed by a lower bound of their saturation level.
+    heap: IndexedHeap,
+    /// Constraints where flows woke since keys were last set.
+    dirty: Vec<bool>,
+    dirty_list: Vec<u32>,
+    /// Constraints where something changed in this re-solve (`touched` flags them).
+    constraints: Vec<u32>,
+    touched: Vec<bool>,
+    /// Constraints with awake flows, whose filling state below is valid.
+    registered: Vec<bool>,
+    /// A lower bound of a constraint's saturation level with its dormant flows counted at
+    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
+    floor: Vec<f64>,
+    scratch: Vec<(f64, f64, u32)>,
+    /// Per constraint put off to level `faster_at`, its dormant flows faster than that
+    /// (rate, coefficient, flow), so that taking it again needs no scan.
+    faster: Vec<Vec<(f64, f64, u32)>>,
+    faster_at: Vec<f64>,
+    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
+    /// rates minus frozen awake flows at their new rates.
     residual: Vec<f64>,
-    /// Region flows whose new rate is final (below the level where a round failed).
-    settled: Vec<bool>,
-    /// The unsettled region flows a round solves.
-    subset: Vec<u32>,
-    /// Constraints where the certificate failed, with the rate from which fixed flows join.
-    failures: Vec<(u32, f64)>,
-    /// Load and fastest rate of the flows detached since the last re-solve, per constraint,
-    /// and their slowest rate.
-    left_load: Vec<f64>,
-    left_max: Vec<f64>,
-    left_min_rate: f64,
-    /// Per-constraint effect of the region's new rates, for the certificate check.
-    load_delta: Vec<f64>,
-    region_old_max: Vec<f64>,
-    region_new_max: Vec<f64>,
-    slowest_bottlenecked: Vec<f64>,
+    /// Flows woken on each constraint in this re-solve (some may have frozen since): the
+    /// flows to freeze when it saturates, without scanning all its flows.
+    woken_on: Vec<Vec<u32>>,
+    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
+    coef_sum: Vec<f64>,
+    n_rising: Vec<u32>,
+    /// Constraints with flows detached since the last re-solve (`left_any` flags them).
+    left: Vec<u32>,
+    left_any: Vec<bool>,
+    /// The bottleneck each attached flow was last certified with: a constraint saturated
+    /// with no faster flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve).
+    /// It stays valid until something on it changes, so only the flows it holds are
+    /// checked then.
+    bottleneck: Vec<u32>,
+    /// The flows whose recorded bottleneck each constraint is, and each flow's place there.
+    held: Vec<Vec<u32>>,
+    held_pos: Vec<u32>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
     /// An upper bound of the fastest rate on each constraint: raised by the caller when a
     /// rate rises, made exact whenever the constraint's flows are scanned.
     pub top_rate_bound: Vec<f64>,
-    constraints: Vec<u32>,
-    scratch: Vec<(f64, f64)>,
-    arriving_coef: Vec<f64>,
-    /// Constraints of the arriving flows (workspace of `threshold`).
-    touched: Vec<u32>,
-    filling: Filling,
-    /// Filling solves run, and flows they solved, over the whole run.
+    /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
-}
-
-struct View<'a> {
-    usage: &'a [Usage],
-    span: &'a [(usize, usize)],
-}
-
-impl Incidence for View<'_> {
-    #[inline]
-    fn usage(&self, f: u32) -> &[Usage] {
-        let (begin, end) = self.span[f as usize];
-        &self.usage[begin..end]
-    }
 }
 
 impl<'a> Sharing<'a> {
@@ -134,25 +151,31 @@ impl<'a> Sharing<'a> {
             solved: vec![0.0; n_acts],
             region: Vec::new(),
             in_region: vec![false; n_acts],
-            visited: vec![false; n_c],
+            rising: vec![false; n_acts],
+            checks: BinaryHeap::new(),
+            queued: vec![false; n_acts],
+            caps: IndexedHeap::with_ids(n_acts),
+            heap: IndexedHeap::with_ids(n_c),
+            dirty: vec![false; n_c],
+            dirty_list: Vec::new(),
+            constraints: Vec::new(),
+            touched: vec![false; n_c],
+            registered: vec![false; n_c],
+            floor: vec![0.0; n_c],
+            scratch: Vec::new(),
+            faster: vec![Vec::new(); n_c],
+            faster_at: vec![f64::INFINITY; n_c],
             residual: vec![0.0; n_c],
-            settled: vec![false; n_acts],
-            subset: Vec::new(),
-            failures: Vec::new(),
-            left_load: vec![0.0; n_c],
-            left_max: vec![0.0; n_c],
-            left_min_rate: f64::INFINITY,
-            load_delta: vec![0.0; n_c],
-            region_old_max: vec![0.0; n_c],
-            region_new_max: vec![0.0; n_c],
-            slowest_bottlenecked: vec![0.0; n_c],
+            woken_on: vec![Vec::new(); n_c],
+            coef_sum: vec![0.0; n_c],
+            n_rising: vec![0; n_c],
+            left: Vec::new(),
+            left_any: vec![false; n_c],
+            bottleneck: vec![NO_BOTTLENECK; n_acts],
+            held: vec![Vec::new(); n_c],
+            held_pos: vec![0; n_acts],
             load_Bps: vec![0.0; n_c],
             top_rate_bound: vec![0.0; n_c],
-            constraints: Vec::new(),
-            scratch: Vec::new(),
-            arriving_coef: vec![0.0; n_c],
-            touched: Vec::new(),
-            filling: Filling::new(n_c, n_acts),
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -175,12 +198,20 @@ impl<'a> Sharing<'a> {
         self.capacity[c as usize] = capacity;
     }
 
+    /// Sets the rate of attached flow `f`.
+    pub fn set_rate(&mut self, f: u32, rate: f64) {
+        self.rate[f as usize] = rate;
+        let base = self.span[f as usize].0;
+        for (k, u) in self.usage_of(f).iter().enumerate() {
+            self.on[u.constraint as usize][self.pos[base + k] as usize].rate = rate;
+        }
+    }
+
     /// Takes a flow off its constraints, noting its departure for the next `resolve`, which
     /// reads its current rate now: the caller may zero it afterwards.
     pub fn detach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
-        let r = self.rate[f as usize];
-        self.left_min_rate = self.left_min_rate.min(r);
+        self.set_bottleneck(f, NO_BOTTLENECK);
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             let list = &mut self.on[ci];
@@ -189,12 +220,34 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
-            // A changed flow's constraint passes its change on to the flows bottlenecked
-            // there, its fastest ones; the certificate check finds whatever else moves.
-            self.left_load[ci] += u.coefficient * r;
-            self.left_max[ci] = self.left_max[ci].max(r);
-            self.visit(u.constraint);
+            // The flows held there may speed up (they are checked at their rates).
+            if !self.left_any[ci] {
+                self.left_any[ci] = true;
+                self.left.push(u.constraint);
+            }
         }
+    }
+
+    /// Records `c` as flow `f`'s bottleneck, moving it between the `held` lists.
+    fn set_bottleneck(&mut self, f: u32, c: u32) {
+        let fi = f as usize;
+        let old = self.bottleneck[fi];
+        if old == c {
+            return;
+        }
+        if old < NO_BOTTLENECK {
+            let list = &mut self.held[old as usize];
+            let p = self.held_pos[fi] as usize;
+            list.swap_remove(p);
+            if let Some(&moved) = list.get(p) {
+                self.held_pos[moved as usize] = p as u32;
+            }
+        }
+        if c < NO_BOTTLENECK {
+            self.held_pos[fi] = self.held[c as usize].len() as u32;
+            self.held[c as usize].push(f);
+        }
+        self.bottleneck[fi] = c;
     }
 
     fn attach(&mut self, f: u32) {
@@ -205,6 +258,8 @@ impl<'a> Sharing<'a> {
             list.push(Slot {
                 flow: f,
                 entry: k as u32,
+                rate: self.rate[f as usize],
+                coefficient: u.coefficient,
             });
         }
     }
@@ -214,273 +269,339 @@ impl<'a> Sharing<'a> {
     /// changed, with the new rates in `solved`; `rate` is not updated (the caller needs the
     /// old rates to integrate bytes).
     pub fn resolve(&mut self, arrived: &[u32]) -> crate::Result<()> {
-        // Lowered a hair so flows tied with the threshold by rounding are re-solved too.
-        let threshold = self.threshold(arrived) * (1.0 - WIDE);
-        for &f in arrived {
-            self.attach(f);
-        }
         self.region.clear();
         for &f in arrived {
-            self.add_to_region(f);
+            self.attach(f);
+            // Awake before any constraint is touched, so none counts as dormant.
+            self.in_region[f as usize] = true;
+            self.region.push(f);
         }
-        for i in 0..self.constraints.len() {
-            let c = self.constraints[i] as usize;
-            if self.load_Bps[c] + self.left_load[c] < self.capacity[c] * (1.0 - WIDE) {
-                continue; // had slack: no flow was bottlenecked here
-            }
-            let top = self.on[c]
-                .iter()
-                .map(|s| self.rate[s.flow as usize])
-                .fold(0.0, f64::max);
-            let floor = threshold.max(top * (1.0 - WIDE));
-            for k in 0..self.on[c].len() {
-                let g = self.on[c][k].flow;
-                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
-                    self.add_to_region(g);
-                }
-            }
+        for i in 0..self.left.len() {
+            self.touch(self.left[i], 0.0);
         }
-        let result = self.solve_region(threshold);
+        for &f in arrived {
+            self.rise(f, 0.0)?;
+        }
+        let result = self.fill();
+        self.n_solves += 1;
+        self.n_solved_flows += self.region.len() as u64;
+        // Leave the workspace clean whatever happened.
         for &f in &self.region {
             self.in_region[f as usize] = false;
+            self.rising[f as usize] = false;
         }
+        self.heap.clear();
+        self.caps.clear();
         for &c in &self.constraints {
             let ci = c as usize;
-            self.visited[ci] = false;
-            self.left_load[ci] = 0.0;
-            self.left_max[ci] = 0.0;
+            self.touched[ci] = false;
+            self.registered[ci] = false;
+            self.woken_on[ci].clear();
+            self.faster[ci].clear();
+            self.faster_at[ci] = f64::INFINITY;
         }
         self.constraints.clear();
-        self.left_min_rate = f64::INFINITY;
-        result
-    }
-
-    /// Solves the region, and grows it and solves again for as long as the certificate of
-    /// max-min fairness fails where it touches fixed flows (module docs).
-    fn solve_region(&mut self, threshold: f64) -> crate::Result<()> {
-        let result = self.solve_region_rounds(threshold);
-        for &f in &self.region {
-            self.settled[f as usize] = false;
+        for &c in &self.left {
+            self.left_any[c as usize] = false;
         }
+        self.left.clear();
         result
     }
 
-    fn solve_region_rounds(&mut self, threshold: f64) -> crate::Result<()> {
-        let mut lowest_failure = f64::INFINITY;
+    /// The lazy progressive filling (module docs), in level order: dormant flows' checks
+    /// first, then caps, then saturating constraints.
+    fn fill(&mut self) -> crate::Result<()> {
+        let mut level = 0.0f64;
         loop {
-            // Capacity left for the flows being solved: the capacity minus the current load,
-            // plus the region's old share, minus what settled region flows now take.
-            for &c in &self.constraints {
-                self.residual[c as usize] = self.capacity[c as usize] - self.load_Bps[c as usize];
-            }
-            self.subset.clear();
-            for &f in &self.region {
-                let (old, settled) = (self.rate[f as usize], self.settled[f as usize]);
-                let new = if settled {
-                    self.solved[f as usize]
-                } else {
-                    0.0
+            self.set_dirty_keys();
+            // Stored keys are lower bounds: freezing a flow only raises its constraints'
+            // saturation levels, so a key is refreshed when it reaches the top.
+            let top = loop {
+                let Some((stored, c)) = self.heap.peek() else {
+                    break None;
                 };
-                if !settled {
-                    self.subset.push(f);
+                let ci = c as usize;
+                let key = if self.n_rising[ci] == 0 {
+                    self.floor[ci]
+                } else {
+                    (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci])
+                };
+                if key > stored {
+                    self.heap.set(c, key);
+                    continue;
                 }
-                if old != new {
-                    for u in self.usage_of(f) {
-                        self.residual[u.constraint as usize] += u.coefficient * (old - new);
+                break Some((key, c));
+            };
+            let key = top.map_or(f64::INFINITY, |t| t.0);
+            let check = self
+                .checks
+                .peek()
+                .map(|&Reverse((bits, g))| (f64::from_bits(bits), g));
+            let cap = self.caps.peek();
+            match (check, cap, top) {
+                (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
+                    self.checks.pop();
+                    self.queued[g as usize] = false;
+                    level = level.max(r);
+                    if !self.in_region[g as usize] {
+                        match self.kept_bottleneck(g, level) {
+                            Some(b) => self.set_bottleneck(g, b),
+                            None => self.rise(g, level)?,
+                        }
                     }
                 }
+                (_, Some((x, f)), _) if x <= key => {
+                    level = level.max(x);
+                    self.freeze(f, x);
+                    self.set_bottleneck(f, CAPPED);
+                }
+                (_, _, Some((key, c))) => {
+                    // Rounding can put a key a hair below the level already reached.
+                    level = level.max(key);
+                    self.saturate(c, level)?;
+                }
+                _ => break,
             }
-            for &c in &self.constraints {
-                self.filling.register(c, self.residual[c as usize]);
-            }
-            let view = View {
-                usage: self.usage,
-                span: &self.span,
-            };
-            self.filling
-                .solve(&view, &self.subset, self.rate_cap, &mut self.solved)?;
-            self.n_solves += 1;
-            self.n_solved_flows += self.subset.len() as u64;
-            let n_solved = self.region.len();
-            let Some(level) = self.certify(threshold) else {
-                return Ok(());
-            };
-            // The solution stands below the lowest level where the certificate ever failed:
-            // the filling there did not depend on the flows that now join (threshold
-            // argument), so only flows at or above it are solved again.
-            lowest_failure = lowest_failure.min(level);
-            let floor = lowest_failure * (1.0 - WIDE);
-            for i in 0..n_solved {
-                let f = self.region[i] as usize;
-                self.settled[f] = self.solved[f] < floor;
-            }
-        }
-    }
-
-    /// Checks the certificate of max-min fairness above the threshold (module docs) and
-    /// grows the region where it fails; returns the lowest level at which it failed, or
-    /// None when the region's solution stands.
-    ///
-    /// Every flow at or above the threshold needs a bottleneck: a saturated constraint on
-    /// which no other such flow is faster. A region flow has one from the filling, unless a
-    /// faster fixed flow sits on it. A fixed flow keeps its old one unless that is a
-    /// constraint of the region that lost its saturation or gained a faster region flow.
-    /// A constraint's flow list is scanned only when one of these can have happened.
-    fn certify(&mut self, threshold: f64) -> Option<f64> {
-        // What the region did to each of its constraints, from the region's own usage lists.
-        for &c in &self.constraints {
-            let ci = c as usize;
-            self.load_delta[ci] = 0.0;
-            // Flows that left count as region flows that dropped to zero.
-            self.region_old_max[ci] = self.left_max[ci];
-            self.region_new_max[ci] = 0.0;
-            self.slowest_bottlenecked[ci] = f64::INFINITY;
         }
         for &f in &self.region {
-            let (old, new) = (self.rate[f as usize], self.solved[f as usize]);
-            for u in self.usage_of(f) {
-                let ci = u.constraint as usize;
-                self.load_delta[ci] += u.coefficient * (new - old);
-                self.region_old_max[ci] = self.region_old_max[ci].max(old);
-                self.region_new_max[ci] = self.region_new_max[ci].max(new);
-            }
-            let b = self.filling.bottleneck(f);
-            if b != CAPPED {
-                let bi = b as usize;
-                self.slowest_bottlenecked[bi] = self.slowest_bottlenecked[bi].min(new);
+            if self.rising[f as usize] {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
+                )));
             }
         }
-        let mut failed_at = f64::INFINITY;
-        for i in 0..self.constraints.len() {
-            let c = self.constraints[i];
+        Ok(())
+    }
+
+    /// Sets the keys of the constraints where flows woke.
+    fn set_dirty_keys(&mut self) {
+        for i in 0..self.dirty_list.len() {
+            let c = self.dirty_list[i];
             let ci = c as usize;
-            let cap = self.capacity[ci];
-            let was_saturated = self.load_Bps[ci] + self.left_load[ci] >= cap * (1.0 - WIDE);
-            // Any real drop in load counts: on a constraint shared by many slow flows, a slack
-            // of 1e-9 of the capacity can be large next to its fastest flow's rate.
-            let still_saturated = self.load_Bps[ci] + self.load_delta[ci] >= cap * (1.0 - 1e-9)
-                && self.load_delta[ci] >= -1e-13 * cap;
-            let region_sped_up = self.region_new_max[ci] > self.region_old_max[ci] * (1.0 + 1e-12);
-            // A fixed flow can beat a region flow frozen here only if some flow is faster.
-            let bottlenecks_region = self.slowest_bottlenecked[ci] < f64::INFINITY
-                && self.top_rate_bound[ci] > self.slowest_bottlenecked[ci] * (1.0 + 1e-9);
-            if !bottlenecks_region && !(was_saturated && (!still_saturated || region_sped_up)) {
-                continue; // nothing here can break a certificate
-            }
-            let mut fixed_max = f64::NEG_INFINITY; // fastest fixed flow at or above threshold
-            let mut top = 0.0f64;
-            for s in &self.on[ci] {
-                let g = s.flow as usize;
-                top = top.max(self.rate[g]);
-                if !self.in_region[g] && self.rate[g] >= threshold {
-                    fixed_max = fixed_max.max(self.rate[g]);
-                }
-            }
-            self.top_rate_bound[ci] = top;
-            if fixed_max == f64::NEG_INFINITY {
-                continue;
-            }
-            // A region flow frozen here must not be slower than a fixed flow here: the
-            // faster fixed flows join. The filling went wrong from the level it froze at.
-            let mut floor = f64::INFINITY;
-            if fixed_max > self.slowest_bottlenecked[ci] * (1.0 + 1e-9) {
-                floor = self.slowest_bottlenecked[ci] * (1.0 - WIDE);
-                failed_at = failed_at.min(self.slowest_bottlenecked[ci]);
-            }
-            // A fixed flow that was a fastest flow on a saturated constraint keeps it as its
-            // bottleneck only if it stays saturated and no region flow overtakes it: else the
-            // fastest fixed flows join, from their own rate on.
-            if was_saturated
-                && fixed_max >= self.region_old_max[ci] * (1.0 - WIDE)
-                && (!still_saturated || self.region_new_max[ci] > fixed_max * (1.0 + 1e-9))
-            {
-                floor = floor.min(fixed_max * (1.0 - WIDE));
-                failed_at = failed_at.min(fixed_max);
-            }
-            if floor < f64::INFINITY {
-                self.failures.push((c, floor.max(threshold)));
+            self.dirty[ci] = false;
+            if self.n_rising[ci] > 0 {
+                let key = (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci]);
+                self.heap.set(c, key);
+            } else if self.residual[ci] < 0.0 {
+                // Its woken flows froze at once, leaving it overloaded (see `freeze`).
+                self.heap.set(c, self.floor[ci]);
+            } else {
+                self.heap.remove(c);
             }
         }
-        // Flows join only after every constraint was judged on the same solution.
-        for i in 0..self.failures.len() {
-            let (c, floor) = self.failures[i];
-            for k in 0..self.on[c as usize].len() {
-                let g = self.on[c as usize][k].flow;
-                if !self.in_region[g as usize] && self.rate[g as usize] >= floor {
-                    self.add_to_region(g);
-                }
-            }
-        }
-        self.failures.clear();
-        (failed_at < f64::INFINITY).then_some(failed_at)
+        self.dirty_list.clear();
     }
 
-    /// Registers constraint `c` for the solve.
-    fn visit(&mut self, c: u32) {
-        let ci = c as usize;
-        if !self.visited[ci] {
-            self.visited[ci] = true;
-            self.constraints.push(c);
-        }
-    }
-
-    fn add_to_region(&mut self, f: u32) {
-        self.in_region[f as usize] = true;
-        self.region.push(f);
-        for u in self.usage_of(f) {
-            self.visit(u.constraint);
-        }
-    }
-
-    /// The lowest level at which the filling can differ from the current one (module docs).
-    /// Must run after the leaving flows are detached and before `arrived` flows are attached.
-    fn threshold(&mut self, arrived: &[u32]) -> f64 {
-        let mut t = self.left_min_rate;
-        if arrived.is_empty() {
-            return t;
-        }
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.clear();
-        for &f in arrived {
-            t = t.min(self.rate_cap[f as usize]);
-            for u in self.usage_of(f) {
-                let c = u.constraint as usize;
-                if self.arriving_coef[c] == 0.0 {
-                    touched.push(u.constraint);
-                }
-                self.arriving_coef[c] += u.coefficient;
-            }
-        }
-        for &c in &touched {
-            let ci = c as usize;
-            t = t.min(self.saturation_level(c, self.arriving_coef[ci]));
-            self.arriving_coef[ci] = 0.0;
-        }
-        self.touched = touched;
-        t
-    }
-
-    /// Level x at which constraint `c` saturates when flows with coefficient sum `arriving`
-    /// rise to x while each flow already on it holds min(its rate, x).
-    fn saturation_level(&mut self, c: u32, arriving: f64) -> f64 {
+    /// Constraint `c` reaches its lazy saturation level `level`. Dormant flows on it faster
+    /// than that still rise in the true filling, so it saturates at the level x where the
+    /// load with each of them at min(its rate, x) reaches capacity. Only those faster than x
+    /// change (to x): they wake when the level gets there; then the rising flows freeze.
+    fn saturate(&mut self, c: u32, level: f64) -> crate::Result<()> {
         let ci = c as usize;
         self.scratch.clear();
-        for s in &self.on[ci] {
-            let coef = self.usage[self.span[s.flow as usize].0 + s.entry as usize].coefficient;
-            self.scratch.push((self.rate[s.flow as usize], coef));
-        }
-        self.scratch.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        let cap = self.capacity[ci];
-        // load(x) = below + rising * x, where `below` sums the flows already capped by x.
-        let mut below = 0.0;
-        let mut rising: f64 = arriving + self.scratch.iter().map(|&(_, k)| k).sum::<f64>();
-        for &(r, k) in &self.scratch {
-            if below + rising * r >= cap {
-                break;
+        let above = level * (1.0 + 1e-12);
+        if self.faster_at[ci] <= level {
+            // Taken again where it was put off: the flows then faster than that level are
+            // all the dormant flows that can be faster now.
+            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
+            self.faster_at[ci] = f64::INFINITY;
+            let in_region = &self.in_region;
+            self.scratch
+                .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
+        } else if self.top_rate_bound[ci] > above {
+            // Often no flow on it is that fast: then there is nothing to scan for.
+            for s in &self.on[ci] {
+                let g = s.flow as usize;
+                if s.rate > above && !self.in_region[g] {
+                    self.scratch.push((s.rate, s.coefficient, s.flow));
+                }
             }
-            below += k * r;
-            rising -= k;
         }
-        ((cap - below) / rising.max(arriving)).max(0.0)
+        if self.scratch.is_empty() {
+            self.freeze_on(c, level);
+            return Ok(());
+        }
+        // Load at y: capacity - residual + y * coef_sum - sum over dormant flows faster
+        // than y of k * (rate - y). Solved for y with the dormant flows faster than the last
+        // solution, until none is slower: the solutions only rise, to the one sought.
+        let x = loop {
+            let (mut sum_kr, mut sum_k) = (0.0, 0.0);
+            for &(r, k, _) in &self.scratch {
+                sum_kr += k * r;
+                sum_k += k;
+            }
+            // With no rising flow left (coef_sum 0), only the dormant ones rise.
+            let x = (self.residual[ci] + sum_kr) / (self.coef_sum[ci] + sum_k);
+            let before = self.scratch.len();
+            self.scratch.retain(|t| t.0 > x);
+            if self.scratch.len() == before {
+                break x;
+            }
+            if self.scratch.is_empty() && self.n_rising[ci] == 0 {
+                // Even with every dormant flow at its old rate it has room: nothing to do.
+                self.heap.remove(c);
+                self.floor[ci] = 0.0;
+                return Ok(());
+            }
+        };
+        if x > level * (1.0 + 1e-12) {
+            self.floor[ci] = x;
+            self.heap.set(c, x);
+            self.faster[ci].clear();
+            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
+            self.faster_at[ci] = x;
+            return Ok(());
+        }
+        // They really drop to this level, and freeze here with the rising flows.
+        for i in 0..self.scratch.len() {
+            let g = self.scratch[i].2;
+            self.rise(g, level)?;
+        }
+        self.freeze_on(c, level);
+        Ok(())
+    }
+
+    /// Freezes every rising flow on constraint `c` at `level`.
+    fn freeze_on(&mut self, c: u32, level: f64) {
+        let ci = c as usize;
+        let mut woken = std::mem::take(&mut self.woken_on[ci]);
+        for &g in &woken {
+            if self.rising[g as usize] {
+                self.freeze(g, level);
+                self.set_bottleneck(g, c);
+            }
+        }
+        woken.clear();
+        self.woken_on[ci] = woken;
+        self.heap.remove(c);
+        self.floor[ci] = 0.0;
+    }
+
+    /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
+    /// rate (`level`), if any.
+    fn kept_bottleneck(&mut self, g: u32, level: f64) -> Option<u32> {
+        let r = self.rate[g as usize];
+        if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
+            return Some(CAPPED);
+        }
+        for u in self.usage_of(g) {
+            let ci = u.constraint as usize;
+            let cap = self.capacity[ci];
+            let load = if self.registered[ci] {
+                cap - self.residual[ci] + level * self.coef_sum[ci]
+            } else {
+                self.load_Bps[ci]
+            };
+            if cap - load > SATURATED * u.coefficient * r {
+                continue;
+            }
+            // The bound often settles it without a scan.
+            let tied = r * (1.0 + TIE);
+            if self.top_rate_bound[ci] <= tied || !self.faster_dormant(ci, tied) {
+                return Some(u.constraint);
+            }
+        }
+        None
+    }
+
+    /// Whether a dormant flow on constraint `ci` is faster than `bound`; makes
+    /// `top_rate_bound` exact when there is none.
+    fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
+        let mut top = 0.0f64;
+        for s in &self.on[ci] {
+            if s.rate > bound && !self.in_region[s.flow as usize] {
+                return true;
+            }
+            top = top.max(s.rate);
+        }
+        self.top_rate_bound[ci] = top;
+        false
+    }
+
+    /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
+    fn rise(&mut self, f: u32, level: f64) -> crate::Result<()> {
+        let fi = f as usize;
+        // Its constraints are touched while it still counts as dormant there.
+        for u in self.usage_of(f) {
+            self.touch(u.constraint, level);
+        }
+        if !self.in_region[fi] {
+            self.in_region[fi] = true;
+            self.region.push(f);
+        }
+        self.rising[fi] = true;
+        let old = self.rate[fi];
+        for u in self.usage_of(f) {
+            let ci = u.constraint as usize;
+            if !self.registered[ci] {
+                self.registered[ci] = true;
+                self.residual[ci] = self.capacity[ci] - self.load_Bps[ci];
+                self.coef_sum[ci] = 0.0;
+                self.n_rising[ci] = 0;
+            }
+            self.floor[ci] = 0.0;
+            self.residual[ci] += u.coefficient * old;
+            self.coef_sum[ci] += u.coefficient;
+            self.n_rising[ci] += 1;
+            self.woken_on[ci].push(f);
+            // Waking can lower a key as well as raise it: it is set exactly before the
+            // next step, once for all the flows woken meanwhile.
+            if !self.dirty[ci] {
+                self.dirty[ci] = true;
+                self.dirty_list.push(u.constraint);
+            }
+        }
+        let cap = self.rate_cap[fi];
+        if cap.is_finite() {
+            self.caps.set(f, cap.max(level));
+        }
+        Ok(())
+    }
+
+    /// Freezes rising flow `f` at `rate`, taking its share off its constraints.
+    fn freeze(&mut self, f: u32, rate: f64) {
+        self.rising[f as usize] = false;
+        self.solved[f as usize] = rate;
+        self.caps.remove(f);
+        for u in self.usage_of(f) {
+            let ci = u.constraint as usize;
+            self.residual[ci] -= u.coefficient * rate;
+            self.n_rising[ci] -= 1;
+            if self.n_rising[ci] == 0 {
+                self.coef_sum[ci] = 0.0;
+                // Overloaded as the stand-in counts it, it has dormant flows faster than
+                // the level: it stays until they are dealt with (at a level no lower).
+                if self.residual[ci] < 0.0 {
+                    self.floor[ci] = self.floor[ci].max(rate);
+                } else {
+                    self.heap.remove(u.constraint);
+                    self.floor[ci] = 0.0;
+                }
+            } else {
+                self.coef_sum[ci] -= u.coefficient;
+            }
+        }
+    }
+
+    /// The first change on constraint `c` in this re-solve, at `level`: the dormant flows
+    /// it holds as their bottleneck may lose it, so each is checked when the level reaches
+    /// its rate.
+    fn touch(&mut self, c: u32, level: f64) {
+        let ci = c as usize;
+        if self.touched[ci] {
+            return;
+        }
+        self.touched[ci] = true;
+        self.constraints.push(c);
+        for k in 0..self.held[ci].len() {
+            let g = self.held[ci][k];
+            let r = self.rate[g as usize];
+            // Before its first change every flow on it but the arrivals is dormant.
+            debug_assert!(!self.in_region[g as usize]);
+            if r >= level && !self.queued[g as usize] {
+                self.queued[g as usize] = true;
+                self.checks.push(Reverse((r.to_bits(), g)));
+            }
+        }
     }
 }

@@ -81,9 +81,9 @@ pub struct RunOutput {
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
     pub n_instants: u64,
-    /// Max-min solves run (an instant may need several to certify its region).
+    /// Max-min re-solves run (one per instant where rates can change).
     pub n_solves: u64,
-    /// Flows re-solved, summed over all solves (a measure of the work done).
+    /// Flows re-solved (woken by the lazy filling), summed over all re-solves: the work done.
     pub n_flows_resolved: u64,
     /// Rate changes applied, summed over all instants.
     pub n_rate_changes: u64,
@@ -205,9 +205,9 @@ fn estimate_run_bytes(
     schedule: &Schedule,
     record_rates: bool,
 ) -> f64 {
-    let per_activity = 260.0;
-    let per_entry = 24.0;
-    let per_constraint = 180.0;
+    let per_activity = 280.0;
+    let per_entry = 40.0;
+    let per_constraint = 280.0;
     let rates = if record_rates {
         40.0 * acts.n_usage_entries() as f64
     } else {
@@ -607,8 +607,10 @@ impl<'a> Sim<'a> {
         self.out.outcome[ai] = Outcome::Failed;
         self.out.failed_s[ai] = now;
         self.out.fail_reason[ai] = reason;
-        if self.out.ready_s[ai] > now {
-            self.out.ready_s[ai] = f64::NAN; // it would have been ready later
+        // Ready later, not within this instant (whose events can lie a rounding error
+        // after `now`, its earliest time): it never was ready.
+        if self.out.ready_s[ai] > now + now.abs() * SAME_INSTANT_REL {
+            self.out.ready_s[ai] = f64::NAN;
         }
         self.n_over += 1;
         // One more dependency that never completes: it does not become ready.
@@ -661,7 +663,7 @@ impl<'a> Sim<'a> {
             self.remaining_bytes[fi] =
                 (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
             self.updated_s[fi] = since;
-            self.sharing.rate[fi] = new;
+            self.sharing.set_rate(f, new);
             let finish_s = since + self.remaining_bytes[fi] / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(

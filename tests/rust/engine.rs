@@ -198,6 +198,42 @@ fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
     }
 }
 
+/// Found with the benchmark's shape (examples/fat_tree_run.rs, 1000 flows): flows under one
+/// leaf start a hop's latency before the others, which then arrive on host links those
+/// flows fill. The lazy filling must keep a constraint overloaded by such a flow's old rate
+/// until it deals with it, even once every flow rising there froze elsewhere. Every
+/// instant is checked against a full solve by `go`.
+#[test]
+fn arrivals_on_links_filled_by_earlier_flows_agree_with_full_solves() {
+    let (hosts_per_leaf, leaves, spines) = (32usize, 16usize, 16usize);
+    let hosts = hosts_per_leaf * leaves;
+    let link = |i: usize| Usage {
+        constraint: i as u32,
+        coefficient: 1.0,
+    };
+    let capacity = vec![12.5e9; 2 * hosts + 2 * leaves * spines];
+    let mut rng = Rng::new(0);
+    let mut acts = Activities::new();
+    for _ in 0..1000 {
+        let a = rng.below(hosts as u64) as usize;
+        let b = (a + 1 + rng.below(hosts as u64 - 1) as usize) % hosts;
+        let bytes = (1e4f64.ln() + rng.next_f64() * 1e4f64.ln()).exp().round();
+        let s = rng.below(spines as u64) as usize;
+        let (la, lb) = (a / hosts_per_leaf, b / hosts_per_leaf);
+        let mut route = vec![link(a)];
+        if la != lb {
+            route.push(link(2 * hosts + la * spines + s));
+            route.push(link(2 * hosts + leaves * spines + s * leaves + lb));
+        }
+        route.push(link(hosts + b));
+        let latency = route.len() as f64 * 1e-6;
+        acts.add_flow(bytes, &route, latency, 0.0, f64::INFINITY, &[])
+            .unwrap();
+    }
+    let out = go(&capacity, &acts);
+    assert!(out.finish_s.iter().all(|t| t.is_finite()));
+}
+
 /// Found by review: a flow accepted a hair slower than a capped flow it shares a constraint
 /// with must still be re-solved when that flow leaves.
 #[test]
@@ -240,4 +276,15 @@ fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
     // `go` checks every instant against a full solve.
     let out = go(&capacity, &acts);
     assert!(out.finish_s.iter().all(|t| t.is_finite()));
+}
+
+/// More seeds than the default run (cargo test --release -- --ignored).
+#[test]
+#[ignore]
+fn many_more_random_runs_match_the_naive_simulation() {
+    for seed in 100..130 {
+        random_runs(seed, 300, 6, 14);
+        random_runs(seed + 1000, 40, 10, 60);
+        random_runs(seed + 2000, 10, 20, 150);
+    }
 }
