@@ -127,12 +127,53 @@ impl Ord for Timed {
     }
 }
 
+/// Events in time order. Most are known before the run (the activities ready at the
+/// start, the disruptions): those are sorted once and taken from the end of a vector,
+/// which is cheaper than popping a large binary heap; only events made during the run go
+/// through the heap.
+#[derive(Default)]
+struct Events {
+    /// Known at the start, latest first.
+    initial: Vec<Timed>,
+    heap: BinaryHeap<Reverse<Timed>>,
+}
+
+impl Events {
+    fn push(&mut self, e: Timed) {
+        self.heap.push(Reverse(e));
+    }
+
+    /// Moves the events pushed so far into the sorted vector.
+    fn seal_initial(&mut self) {
+        debug_assert!(self.initial.is_empty());
+        let mut all = std::mem::take(&mut self.heap).into_vec();
+        all.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        self.initial = all.into_iter().map(|Reverse(e)| e).collect();
+    }
+
+    fn peek(&self) -> Option<Timed> {
+        match (self.initial.last(), self.heap.peek()) {
+            (Some(&a), Some(&Reverse(b))) => Some(if a <= b { a } else { b }),
+            (Some(&a), None) => Some(a),
+            (None, b) => b.map(|&Reverse(b)| b),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Timed> {
+        match (self.initial.last(), self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) if a > b => self.heap.pop().map(|Reverse(b)| b),
+            (Some(_), _) => self.initial.pop(),
+            (None, _) => self.heap.pop().map(|Reverse(b)| b),
+        }
+    }
+}
+
 struct Sim<'a> {
     acts: &'a Activities,
     dependents_offsets: Vec<usize>,
     dependents: Vec<u32>,
     n_pending: Vec<u32>,
-    events: BinaryHeap<Reverse<Timed>>,
+    events: Events,
     /// Projected finish time of every transferring flow, updated in place.
     finishes: IndexedHeap,
     remaining_bytes: Vec<f64>,
@@ -282,13 +323,13 @@ impl<'a> Sim<'a> {
         let has_no_path = steps
             .iter()
             .any(|s| s.reroutes.iter().any(|r| r.1.is_none()));
-        let mut events = BinaryHeap::with_capacity(steps.len());
+        let mut events = Events::default();
         for (i, step) in steps.iter().enumerate() {
-            events.push(Reverse(Timed {
+            events.push(Timed {
                 time_s: step.time_s,
                 kind: EventKind::Disruption,
                 id: i as u32,
-            }));
+            });
         }
         Ok(Sim {
             acts,
@@ -337,6 +378,7 @@ impl<'a> Sim<'a> {
                 self.make_ready(a as u32, 0.0);
             }
         }
+        self.events.seal_initial();
     }
 
     /// Dependencies of `a` are met at `time_s`: it becomes ready at its earliest start.
@@ -351,11 +393,11 @@ impl<'a> Sim<'a> {
                 EventKind::DelayEnd
             }
         };
-        self.events.push(Reverse(Timed {
+        self.events.push(Timed {
             time_s: ready + self.acts.wait_s[ai],
             kind,
             id: a,
-        }));
+        });
     }
 
     fn complete(&mut self, a: u32, time_s: f64) {
@@ -381,7 +423,7 @@ impl<'a> Sim<'a> {
             .checked_sub(REPORT_EVERY)
             .unwrap_or_else(std::time::Instant::now);
         loop {
-            let next_event = self.events.peek().map(|Reverse(e)| e.time_s);
+            let next_event = self.events.peek().map(|e| e.time_s);
             let next_finish = self.next_finish_s();
             let now = match (next_event, next_finish) {
                 (None, None) => break,
@@ -393,7 +435,7 @@ impl<'a> Sim<'a> {
             arrived.clear();
             // Drain everything at this instant, including what it triggers (zero waits).
             loop {
-                if let Some(Reverse(e)) = self.events.peek().copied() {
+                if let Some(e) = self.events.peek() {
                     if e.time_s <= horizon {
                         self.events.pop();
                         match e.kind {
