@@ -53,6 +53,45 @@ pub(crate) struct Slot {
     pub coefficient: f64,
 }
 
+const NO_NODE: u32 = u32::MAX;
+
+/// A constraint's part in the re-solve under way.
+#[derive(Debug, Clone, Copy)]
+struct ConstraintState {
+    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
+    /// rates minus frozen awake flows at their new rates.
+    residual: f64,
+    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
+    coef_sum: f64,
+    /// A lower bound of its saturation level with its dormant flows counted at
+    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
+    floor: f64,
+    n_rising: u32,
+    /// Head of its list of woken flows in `Sharing::woken`, or `NO_NODE`.
+    woken: u32,
+    /// Something changed on it in this re-solve.
+    touched: bool,
+    /// It has awake flows, so the state above is valid.
+    registered: bool,
+    /// Flows woke on it since keys were last set.
+    dirty: bool,
+}
+
+impl Default for ConstraintState {
+    fn default() -> Self {
+        ConstraintState {
+            residual: 0.0,
+            coef_sum: 0.0,
+            floor: 0.0,
+            n_rising: 0,
+            woken: NO_NODE,
+            touched: false,
+            registered: false,
+            dirty: false,
+        }
+    }
+}
+
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
 pub(crate) struct Sharing<'a> {
     /// Every usage list a flow can have: the activities' own, then the disruptions' reroutes.
@@ -84,31 +123,24 @@ pub(crate) struct Sharing<'a> {
     caps: IndexedHeap,
     /// Constraints with rising flows, keyed by a lower bound of their saturation level.
     heap: IndexedHeap,
-    /// Constraints where flows woke since keys were last set.
-    dirty: Vec<bool>,
+    /// The filling state of each constraint, in one place: a wake or a freeze reads and
+    /// writes all of it (separate arrays cost a cache miss each).
+    cs: Vec<ConstraintState>,
+    /// Constraints where flows woke since keys were last set (`dirty` flags them).
     dirty_list: Vec<u32>,
     /// Constraints where something changed in this re-solve (`touched` flags them).
     constraints: Vec<u32>,
-    touched: Vec<bool>,
-    /// Constraints with awake flows, whose filling state below is valid.
-    registered: Vec<bool>,
-    /// A lower bound of a constraint's saturation level with its dormant flows counted at
-    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
-    floor: Vec<f64>,
     scratch: Vec<(f64, f64, u32)>,
     /// Per constraint put off to level `faster_at`, its dormant flows faster than that
     /// (rate, coefficient, flow), so that taking it again needs no scan.
     faster: Vec<Vec<(f64, f64, u32)>>,
     faster_at: Vec<f64>,
-    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
-    /// rates minus frozen awake flows at their new rates.
-    residual: Vec<f64>,
-    /// Flows woken on each constraint in this re-solve (some may have frozen since): the
-    /// flows to freeze when it saturates, without scanning all its flows.
-    woken_on: Vec<Vec<u32>>,
-    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
-    coef_sum: Vec<f64>,
-    n_rising: Vec<u32>,
+    /// Flows woken on each constraint in this re-solve (some may have frozen since), as
+    /// lists linked from `ConstraintState::woken` through this arena (flow, next): the flows
+    /// to freeze when it saturates, without scanning all its flows. One arena, appended
+    /// in order and cleared per re-solve, stays in cache where a vector per constraint did
+    /// not.
+    woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
     left_any: Vec<bool>,
@@ -156,19 +188,13 @@ impl<'a> Sharing<'a> {
             queued: vec![false; n_acts],
             caps: IndexedHeap::with_ids(n_acts),
             heap: IndexedHeap::with_ids(n_c),
-            dirty: vec![false; n_c],
+            cs: vec![ConstraintState::default(); n_c],
             dirty_list: Vec::new(),
             constraints: Vec::new(),
-            touched: vec![false; n_c],
-            registered: vec![false; n_c],
-            floor: vec![0.0; n_c],
             scratch: Vec::new(),
             faster: vec![Vec::new(); n_c],
             faster_at: vec![f64::INFINITY; n_c],
-            residual: vec![0.0; n_c],
-            woken_on: vec![Vec::new(); n_c],
-            coef_sum: vec![0.0; n_c],
-            n_rising: vec![0; n_c],
+            woken: Vec::new(),
             left: Vec::new(),
             left_any: vec![false; n_c],
             bottleneck: vec![NO_BOTTLENECK; n_acts],
@@ -294,13 +320,15 @@ impl<'a> Sharing<'a> {
         self.caps.clear();
         for &c in &self.constraints {
             let ci = c as usize;
-            self.touched[ci] = false;
-            self.registered[ci] = false;
-            self.woken_on[ci].clear();
+            let st = &mut self.cs[ci];
+            st.touched = false;
+            st.registered = false;
+            st.woken = NO_NODE;
             self.faster[ci].clear();
             self.faster_at[ci] = f64::INFINITY;
         }
         self.constraints.clear();
+        self.woken.clear();
         for &c in &self.left {
             self.left_any[c as usize] = false;
         }
@@ -321,10 +349,10 @@ impl<'a> Sharing<'a> {
                     break None;
                 };
                 let ci = c as usize;
-                let key = if self.n_rising[ci] == 0 {
-                    self.floor[ci]
+                let key = if self.cs[ci].n_rising == 0 {
+                    self.cs[ci].floor
                 } else {
-                    (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci])
+                    (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor)
                 };
                 if key > stored {
                     self.heap.set(c, key);
@@ -378,13 +406,13 @@ impl<'a> Sharing<'a> {
         for i in 0..self.dirty_list.len() {
             let c = self.dirty_list[i];
             let ci = c as usize;
-            self.dirty[ci] = false;
-            if self.n_rising[ci] > 0 {
-                let key = (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci]);
+            self.cs[ci].dirty = false;
+            if self.cs[ci].n_rising > 0 {
+                let key = (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor);
                 self.heap.set(c, key);
-            } else if self.residual[ci] < 0.0 {
+            } else if self.cs[ci].residual < 0.0 {
                 // Its woken flows froze at once, leaving it overloaded (see `freeze`).
-                self.heap.set(c, self.floor[ci]);
+                self.heap.set(c, self.cs[ci].floor);
             } else {
                 self.heap.remove(c);
             }
@@ -431,21 +459,21 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = (self.residual[ci] + sum_kr) / (self.coef_sum[ci] + sum_k);
+            let x = (self.cs[ci].residual + sum_kr) / (self.cs[ci].coef_sum + sum_k);
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {
                 break x;
             }
-            if self.scratch.is_empty() && self.n_rising[ci] == 0 {
+            if self.scratch.is_empty() && self.cs[ci].n_rising == 0 {
                 // Even with every dormant flow at its old rate it has room: nothing to do.
                 self.heap.remove(c);
-                self.floor[ci] = 0.0;
+                self.cs[ci].floor = 0.0;
                 return Ok(());
             }
         };
         if x > level * (1.0 + 1e-12) {
-            self.floor[ci] = x;
+            self.cs[ci].floor = x;
             self.heap.set(c, x);
             self.faster[ci].clear();
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
@@ -464,17 +492,17 @@ impl<'a> Sharing<'a> {
     /// Freezes every rising flow on constraint `c` at `level`.
     fn freeze_on(&mut self, c: u32, level: f64) {
         let ci = c as usize;
-        let mut woken = std::mem::take(&mut self.woken_on[ci]);
-        for &g in &woken {
+        let mut node = std::mem::replace(&mut self.cs[ci].woken, NO_NODE);
+        while node != NO_NODE {
+            let (g, next) = self.woken[node as usize];
             if self.rising[g as usize] {
                 self.freeze(g, level);
                 self.set_bottleneck(g, c);
             }
+            node = next;
         }
-        woken.clear();
-        self.woken_on[ci] = woken;
         self.heap.remove(c);
-        self.floor[ci] = 0.0;
+        self.cs[ci].floor = 0.0;
     }
 
     /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
@@ -487,8 +515,8 @@ impl<'a> Sharing<'a> {
         for u in self.usage_of(g) {
             let ci = u.constraint as usize;
             let cap = self.capacity[ci];
-            let load = if self.registered[ci] {
-                cap - self.residual[ci] + level * self.coef_sum[ci]
+            let load = if self.cs[ci].registered {
+                cap - self.cs[ci].residual + level * self.cs[ci].coef_sum
             } else {
                 self.load_Bps[ci]
             };
@@ -533,21 +561,23 @@ impl<'a> Sharing<'a> {
         let old = self.rate[fi];
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
-            if !self.registered[ci] {
-                self.registered[ci] = true;
-                self.residual[ci] = self.capacity[ci] - self.load_Bps[ci];
-                self.coef_sum[ci] = 0.0;
-                self.n_rising[ci] = 0;
+            if !self.cs[ci].registered {
+                self.cs[ci].registered = true;
+                self.cs[ci].residual = self.capacity[ci] - self.load_Bps[ci];
+                self.cs[ci].coef_sum = 0.0;
+                self.cs[ci].n_rising = 0;
             }
-            self.floor[ci] = 0.0;
-            self.residual[ci] += u.coefficient * old;
-            self.coef_sum[ci] += u.coefficient;
-            self.n_rising[ci] += 1;
-            self.woken_on[ci].push(f);
+            self.cs[ci].floor = 0.0;
+            self.cs[ci].residual += u.coefficient * old;
+            self.cs[ci].coef_sum += u.coefficient;
+            self.cs[ci].n_rising += 1;
+            let st = &mut self.cs[ci];
+            self.woken.push((f, st.woken));
+            st.woken = (self.woken.len() - 1) as u32;
             // Waking can lower a key as well as raise it: it is set exactly before the
             // next step, once for all the flows woken meanwhile.
-            if !self.dirty[ci] {
-                self.dirty[ci] = true;
+            if !self.cs[ci].dirty {
+                self.cs[ci].dirty = true;
                 self.dirty_list.push(u.constraint);
             }
         }
@@ -565,20 +595,20 @@ impl<'a> Sharing<'a> {
         self.caps.remove(f);
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
-            self.residual[ci] -= u.coefficient * rate;
-            self.n_rising[ci] -= 1;
-            if self.n_rising[ci] == 0 {
-                self.coef_sum[ci] = 0.0;
+            self.cs[ci].residual -= u.coefficient * rate;
+            self.cs[ci].n_rising -= 1;
+            if self.cs[ci].n_rising == 0 {
+                self.cs[ci].coef_sum = 0.0;
                 // Overloaded as the stand-in counts it, it has dormant flows faster than
                 // the level: it stays until they are dealt with (at a level no lower).
-                if self.residual[ci] < 0.0 {
-                    self.floor[ci] = self.floor[ci].max(rate);
+                if self.cs[ci].residual < 0.0 {
+                    self.cs[ci].floor = self.cs[ci].floor.max(rate);
                 } else {
                     self.heap.remove(u.constraint);
-                    self.floor[ci] = 0.0;
+                    self.cs[ci].floor = 0.0;
                 }
             } else {
-                self.coef_sum[ci] -= u.coefficient;
+                self.cs[ci].coef_sum -= u.coefficient;
             }
         }
     }
@@ -588,10 +618,10 @@ impl<'a> Sharing<'a> {
     /// its rate.
     fn touch(&mut self, c: u32, level: f64) {
         let ci = c as usize;
-        if self.touched[ci] {
+        if self.cs[ci].touched {
             return;
         }
-        self.touched[ci] = true;
+        self.cs[ci].touched = true;
         self.constraints.push(c);
         for k in 0..self.held[ci].len() {
             let g = self.held[ci][k];
