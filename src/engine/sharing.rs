@@ -66,6 +66,9 @@ struct ConstraintState {
     /// A lower bound of its saturation level with its dormant flows counted at
     /// min(rate, level), or 0 (reset whenever a flow on it wakes).
     floor: f64,
+    /// The level it was put off to, with its faster dormant flows in `Sharing::faster`,
+    /// or infinity.
+    faster_at: f64,
     n_rising: u32,
     /// Head of its list of woken flows in `Sharing::woken`, or `NO_NODE`.
     woken: u32,
@@ -75,6 +78,8 @@ struct ConstraintState {
     registered: bool,
     /// Flows woke on it since keys were last set.
     dirty: bool,
+    /// Flows left it since the last re-solve.
+    left_any: bool,
 }
 
 impl Default for ConstraintState {
@@ -83,11 +88,13 @@ impl Default for ConstraintState {
             residual: 0.0,
             coef_sum: 0.0,
             floor: 0.0,
+            faster_at: f64::INFINITY,
             n_rising: 0,
             woken: NO_NODE,
             touched: false,
             registered: false,
             dirty: false,
+            left_any: false,
         }
     }
 }
@@ -131,10 +138,9 @@ pub(crate) struct Sharing<'a> {
     /// Constraints where something changed in this re-solve (`touched` flags them).
     constraints: Vec<u32>,
     scratch: Vec<(f64, f64, u32)>,
-    /// Per constraint put off to level `faster_at`, its dormant flows faster than that
-    /// (rate, coefficient, flow), so that taking it again needs no scan.
+    /// Per constraint put off to level `ConstraintState::faster_at`, its dormant flows
+    /// faster than that (rate, coefficient, flow), so that taking it again needs no scan.
     faster: Vec<Vec<(f64, f64, u32)>>,
-    faster_at: Vec<f64>,
     /// Flows woken on each constraint in this re-solve (some may have frozen since), as
     /// lists linked from `ConstraintState::woken` through this arena (flow, next): the flows
     /// to freeze when it saturates, without scanning all its flows. One arena, appended
@@ -143,7 +149,6 @@ pub(crate) struct Sharing<'a> {
     woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
-    left_any: Vec<bool>,
     /// The bottleneck each attached flow was last certified with: a constraint saturated
     /// with no faster flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve).
     /// It stays valid until something on it changes, so only the flows it holds are
@@ -193,10 +198,8 @@ impl<'a> Sharing<'a> {
             constraints: Vec::new(),
             scratch: Vec::new(),
             faster: vec![Vec::new(); n_c],
-            faster_at: vec![f64::INFINITY; n_c],
             woken: Vec::new(),
             left: Vec::new(),
-            left_any: vec![false; n_c],
             bottleneck: vec![NO_BOTTLENECK; n_acts],
             held: vec![Vec::new(); n_c],
             held_pos: vec![0; n_acts],
@@ -247,8 +250,8 @@ impl<'a> Sharing<'a> {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
             // The flows held there may speed up (they are checked at their rates).
-            if !self.left_any[ci] {
-                self.left_any[ci] = true;
+            if !self.cs[ci].left_any {
+                self.cs[ci].left_any = true;
                 self.left.push(u.constraint);
             }
         }
@@ -321,17 +324,19 @@ impl<'a> Sharing<'a> {
         for &c in &self.constraints {
             let ci = c as usize;
             let st = &mut self.cs[ci];
+            // Every constraint left is touched, so is cleared here too.
             st.touched = false;
             st.registered = false;
+            st.left_any = false;
             st.woken = NO_NODE;
-            self.faster[ci].clear();
-            self.faster_at[ci] = f64::INFINITY;
+            // Read only where it was set: the vector's header is another cache line.
+            if st.faster_at != f64::INFINITY {
+                st.faster_at = f64::INFINITY;
+                self.faster[ci].clear();
+            }
         }
         self.constraints.clear();
         self.woken.clear();
-        for &c in &self.left {
-            self.left_any[c as usize] = false;
-        }
         self.left.clear();
         result
     }
@@ -428,11 +433,11 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
-        if self.faster_at[ci] <= level {
+        if self.cs[ci].faster_at <= level {
             // Taken again where it was put off: the flows then faster than that level are
             // all the dormant flows that can be faster now.
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.faster_at[ci] = f64::INFINITY;
+            self.cs[ci].faster_at = f64::INFINITY;
             let in_region = &self.in_region;
             self.scratch
                 .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
@@ -477,7 +482,7 @@ impl<'a> Sharing<'a> {
             self.heap.set(c, x);
             self.faster[ci].clear();
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.faster_at[ci] = x;
+            self.cs[ci].faster_at = x;
             return Ok(());
         }
         // They really drop to this level, and freeze here with the rising flows.
