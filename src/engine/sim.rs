@@ -168,6 +168,17 @@ impl Events {
     }
 }
 
+#[derive(Debug, Clone, Copy, Default)]
+struct LoadStat {
+    /// Start of the interval of the current load.
+    since_s: f64,
+    busy_s: f64,
+    peak_Bps: f64,
+    carried_bytes: f64,
+    /// Listed in `Sim::touched` this instant.
+    touched: bool,
+}
+
 struct Sim<'a> {
     acts: &'a Activities,
     dependents_offsets: Vec<usize>,
@@ -180,8 +191,9 @@ struct Sim<'a> {
     /// Time at which `remaining_bytes` was last brought up to date.
     updated_s: Vec<f64>,
     sharing: Sharing<'a>,
-    load_since_s: Vec<f64>,
-    load_touched: Vec<bool>,
+    /// Busy-time and peak statistics per constraint, in one struct since `add_load`
+    /// updates them together (copied into `out` at the end).
+    load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
     out: RunOutput,
     record_rates: bool,
@@ -342,8 +354,7 @@ impl<'a> Sim<'a> {
             attached_bytes: acts.bytes.clone(),
             updated_s: vec![0.0; n],
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
-            load_since_s: vec![0.0; n_c],
-            load_touched: vec![false; n_c],
+            load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
@@ -353,9 +364,7 @@ impl<'a> Sim<'a> {
                 outcome: vec![Outcome::Done; n],
                 failed_s: vec![f64::NAN; n],
                 fail_reason: vec![NO_FAILURE; n],
-                busy_s: vec![0.0; n_c],
-                peak_load_Bps: vec![0.0; n_c],
-                carried_bytes: vec![0.0; n_c],
+                // busy_s, peak_load_Bps and carried_bytes come from `load_stats` at the end.
                 ..Default::default()
             },
             record_rates: options.record_rates,
@@ -515,7 +524,7 @@ impl<'a> Sim<'a> {
         let moved = self.attached_bytes[fi] - self.remaining_bytes[fi];
         self.attached_bytes[fi] = self.remaining_bytes[fi];
         for u in self.sharing.usage_of(f) {
-            self.out.carried_bytes[u.constraint as usize] += u.coefficient * moved;
+            self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
         self.sharing.detach(f);
         let old = self.sharing.rate[f as usize];
@@ -770,17 +779,19 @@ impl<'a> Sim<'a> {
     fn add_load(&mut self, now: f64, f: u32, delta_Bps: f64) {
         for u in self.sharing.usage_of(f) {
             let c = u.constraint as usize;
+            let stat = &mut self.load_stats[c];
             if self.sharing.load_Bps[c] > 0.0 {
-                self.out.busy_s[c] += now - self.load_since_s[c];
+                stat.busy_s += now - stat.since_s;
             }
-            self.load_since_s[c] = now;
+            stat.since_s = now;
             self.sharing.load_Bps[c] = if self.sharing.on[c].is_empty() {
                 0.0 // exact zero, not rounding residue, once the constraint is idle
             } else {
                 (self.sharing.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
             };
-            if !self.load_touched[c] {
-                self.load_touched[c] = true;
+            let stat = &mut self.load_stats[c];
+            if !stat.touched {
+                stat.touched = true;
                 self.touched.push(c as u32);
             }
         }
@@ -791,15 +802,17 @@ impl<'a> Sim<'a> {
     fn close_instant_loads(&mut self) {
         for &c in &self.touched {
             let c = c as usize;
-            self.load_touched[c] = false;
-            if self.sharing.load_Bps[c] > self.out.peak_load_Bps[c] {
-                self.out.peak_load_Bps[c] = self.sharing.load_Bps[c];
-            }
+            let stat = &mut self.load_stats[c];
+            stat.touched = false;
+            stat.peak_Bps = stat.peak_Bps.max(self.sharing.load_Bps[c]);
         }
         self.touched.clear();
     }
 
     fn finish(mut self) -> RunOutput {
+        self.out.busy_s = self.load_stats.iter().map(|s| s.busy_s).collect();
+        self.out.peak_load_Bps = self.load_stats.iter().map(|s| s.peak_Bps).collect();
+        self.out.carried_bytes = self.load_stats.iter().map(|s| s.carried_bytes).collect();
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
         self.out.makespan_s = self.out.finish_s.iter().copied().fold(0.0, f64::max);
