@@ -159,9 +159,9 @@ pub(crate) struct Sharing<'a> {
     held_pos: Vec<u32>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
-    /// An upper bound of the fastest rate on each constraint: raised by the caller when a
-    /// rate rises, made exact whenever the constraint's flows are scanned.
-    pub top_rate_bound: Vec<f64>,
+    /// An upper bound of the fastest rate on each constraint: raised by `set_rate`, made
+    /// exact whenever the constraint's flows are scanned.
+    top_rate_bound: Vec<f64>,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -232,7 +232,10 @@ impl<'a> Sharing<'a> {
         self.rate[f as usize] = rate;
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
-            self.on[u.constraint as usize][self.pos[base + k] as usize].rate = rate;
+            let ci = u.constraint as usize;
+            self.on[ci][self.pos[base + k] as usize].rate = rate;
+            let bound = &mut self.top_rate_bound[ci];
+            *bound = bound.max(rate);
         }
     }
 

@@ -725,10 +725,6 @@ impl<'a> Sim<'a> {
             }
             self.finishes.set(f, finish_s);
             self.add_load(now, f, new - old);
-            for u in self.sharing.usage_of(f) {
-                let bound = &mut self.sharing.top_rate_bound[u.constraint as usize];
-                *bound = bound.max(new);
-            }
             if self.record_rates {
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
