@@ -99,6 +99,41 @@ impl Default for ConstraintState {
     }
 }
 
+/// A flow's part in the sharing state.
+#[derive(Debug, Clone, Copy)]
+struct FlowState {
+    /// Current rate (0 when not transferring).
+    rate: f64,
+    /// Rate computed by the last re-solve, for the flows of `Sharing::region`.
+    solved: f64,
+    /// The bottleneck it was last certified with: a constraint saturated with no faster
+    /// flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve). It stays valid
+    /// until something on it changes, so only the flows it holds are checked then.
+    bottleneck: u32,
+    /// Its place in `Sharing::held[bottleneck]`.
+    held_pos: u32,
+    /// Woken (re-solved) in this re-solve.
+    in_region: bool,
+    /// Awake and not yet frozen.
+    rising: bool,
+    /// In `Sharing::checks`.
+    queued: bool,
+}
+
+impl Default for FlowState {
+    fn default() -> Self {
+        FlowState {
+            rate: 0.0,
+            solved: 0.0,
+            bottleneck: NO_BOTTLENECK,
+            held_pos: 0,
+            in_region: false,
+            rising: false,
+            queued: false,
+        }
+    }
+}
+
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
 pub(crate) struct Sharing<'a> {
     /// Every usage list a flow can have: the activities' own, then the disruptions' reroutes.
@@ -113,19 +148,13 @@ pub(crate) struct Sharing<'a> {
     /// For each entry of `usage` in use by a transferring flow, its position in
     /// `on[constraint]`.
     pos: Vec<u32>,
-    /// Current rate of each activity (0 when not transferring).
-    pub rate: Vec<f64>,
-    /// Rates computed by the last re-solve for the flows of `region`.
-    pub solved: Vec<f64>,
+    /// Per-flow state, read together when a flow is checked, woken or frozen.
+    fs: Vec<FlowState>,
     /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
-    in_region: Vec<bool>,
-    /// Awake flows not yet frozen.
-    rising: Vec<bool>,
     /// Dormant flows to check when the level reaches their rate (its bits: rates are
     /// positive), lowest first; a flow woken meanwhile is skipped when it comes up.
     checks: BinaryHeap<Reverse<(u64, u32)>>,
-    queued: Vec<bool>,
     /// Rising flows with a rate cap, keyed by it.
     caps: IndexedHeap,
     /// Constraints with rising flows, keyed by a lower bound of their saturation level.
@@ -149,14 +178,8 @@ pub(crate) struct Sharing<'a> {
     woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
-    /// The bottleneck each attached flow was last certified with: a constraint saturated
-    /// with no faster flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve).
-    /// It stays valid until something on it changes, so only the flows it holds are
-    /// checked then.
-    bottleneck: Vec<u32>,
-    /// The flows whose recorded bottleneck each constraint is, and each flow's place there.
+    /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is.
     held: Vec<Vec<u32>>,
-    held_pos: Vec<u32>,
     /// Current load of each constraint, kept up to date by the caller.
     pub load_Bps: Vec<f64>,
     /// An upper bound of the fastest rate on each constraint: raised by `set_rate`, made
@@ -184,13 +207,9 @@ impl<'a> Sharing<'a> {
             rate_cap,
             on: vec![Vec::new(); n_c],
             pos: vec![0; usage.len()],
-            rate: vec![0.0; n_acts],
-            solved: vec![0.0; n_acts],
+            fs: vec![FlowState::default(); n_acts],
             region: Vec::new(),
-            in_region: vec![false; n_acts],
-            rising: vec![false; n_acts],
             checks: BinaryHeap::new(),
-            queued: vec![false; n_acts],
             caps: IndexedHeap::with_ids(n_acts),
             heap: IndexedHeap::with_ids(n_c),
             cs: vec![ConstraintState::default(); n_c],
@@ -200,9 +219,7 @@ impl<'a> Sharing<'a> {
             faster: vec![Vec::new(); n_c],
             woken: Vec::new(),
             left: Vec::new(),
-            bottleneck: vec![NO_BOTTLENECK; n_acts],
             held: vec![Vec::new(); n_c],
-            held_pos: vec![0; n_acts],
             load_Bps: vec![0.0; n_c],
             top_rate_bound: vec![0.0; n_c],
             n_solves: 0,
@@ -227,9 +244,26 @@ impl<'a> Sharing<'a> {
         self.capacity[c as usize] = capacity;
     }
 
+    /// Current rate of flow `f` (0 when not transferring).
+    #[inline]
+    pub fn rate(&self, f: u32) -> f64 {
+        self.fs[f as usize].rate
+    }
+
+    /// Rate of flow `f` of `region` computed by the last re-solve.
+    #[inline]
+    pub fn solved(&self, f: u32) -> f64 {
+        self.fs[f as usize].solved
+    }
+
+    /// Zeroes the rate of a detached flow.
+    pub fn clear_rate(&mut self, f: u32) {
+        self.fs[f as usize].rate = 0.0;
+    }
+
     /// Sets the rate of attached flow `f`.
     pub fn set_rate(&mut self, f: u32, rate: f64) {
-        self.rate[f as usize] = rate;
+        self.fs[f as usize].rate = rate;
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
@@ -263,23 +297,23 @@ impl<'a> Sharing<'a> {
     /// Records `c` as flow `f`'s bottleneck, moving it between the `held` lists.
     fn set_bottleneck(&mut self, f: u32, c: u32) {
         let fi = f as usize;
-        let old = self.bottleneck[fi];
+        let old = self.fs[fi].bottleneck;
         if old == c {
             return;
         }
         if old < NO_BOTTLENECK {
             let list = &mut self.held[old as usize];
-            let p = self.held_pos[fi] as usize;
+            let p = self.fs[fi].held_pos as usize;
             list.swap_remove(p);
             if let Some(&moved) = list.get(p) {
-                self.held_pos[moved as usize] = p as u32;
+                self.fs[moved as usize].held_pos = p as u32;
             }
         }
         if c < NO_BOTTLENECK {
-            self.held_pos[fi] = self.held[c as usize].len() as u32;
+            self.fs[fi].held_pos = self.held[c as usize].len() as u32;
             self.held[c as usize].push(f);
         }
-        self.bottleneck[fi] = c;
+        self.fs[fi].bottleneck = c;
     }
 
     fn attach(&mut self, f: u32) {
@@ -290,7 +324,7 @@ impl<'a> Sharing<'a> {
             list.push(Slot {
                 flow: f,
                 entry: k as u32,
-                rate: self.rate[f as usize],
+                rate: self.fs[f as usize].rate,
                 coefficient: u.coefficient,
             });
         }
@@ -305,7 +339,7 @@ impl<'a> Sharing<'a> {
         for &f in arrived {
             self.attach(f);
             // Awake before any constraint is touched, so none counts as dormant.
-            self.in_region[f as usize] = true;
+            self.fs[f as usize].in_region = true;
             self.region.push(f);
         }
         for i in 0..self.left.len() {
@@ -319,8 +353,8 @@ impl<'a> Sharing<'a> {
         self.n_solved_flows += self.region.len() as u64;
         // Leave the workspace clean whatever happened.
         for &f in &self.region {
-            self.in_region[f as usize] = false;
-            self.rising[f as usize] = false;
+            self.fs[f as usize].in_region = false;
+            self.fs[f as usize].rising = false;
         }
         self.heap.clear();
         self.caps.clear();
@@ -377,9 +411,9 @@ impl<'a> Sharing<'a> {
             match (check, cap, top) {
                 (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
                     self.checks.pop();
-                    self.queued[g as usize] = false;
+                    self.fs[g as usize].queued = false;
                     level = level.max(r);
-                    if !self.in_region[g as usize] {
+                    if !self.fs[g as usize].in_region {
                         match self.kept_bottleneck(g, level) {
                             Some(b) => self.set_bottleneck(g, b),
                             None => self.rise(g, level)?,
@@ -400,7 +434,7 @@ impl<'a> Sharing<'a> {
             }
         }
         for &f in &self.region {
-            if self.rising[f as usize] {
+            if self.fs[f as usize].rising {
                 return Err(crate::Error::InvalidArgument(format!(
                     "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
                 )));
@@ -441,14 +475,14 @@ impl<'a> Sharing<'a> {
             // all the dormant flows that can be faster now.
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
             self.cs[ci].faster_at = f64::INFINITY;
-            let in_region = &self.in_region;
+            let fs = &self.fs;
             self.scratch
-                .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
+                .retain(|&(r, _, g)| r > above && !fs[g as usize].in_region);
         } else if self.top_rate_bound[ci] > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
             for s in &self.on[ci] {
                 let g = s.flow as usize;
-                if s.rate > above && !self.in_region[g] {
+                if s.rate > above && !self.fs[g].in_region {
                     self.scratch.push((s.rate, s.coefficient, s.flow));
                 }
             }
@@ -503,7 +537,7 @@ impl<'a> Sharing<'a> {
         let mut node = std::mem::replace(&mut self.cs[ci].woken, NO_NODE);
         while node != NO_NODE {
             let (g, next) = self.woken[node as usize];
-            if self.rising[g as usize] {
+            if self.fs[g as usize].rising {
                 self.freeze(g, level);
                 self.set_bottleneck(g, c);
             }
@@ -516,7 +550,7 @@ impl<'a> Sharing<'a> {
     /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
     /// rate (`level`), if any.
     fn kept_bottleneck(&mut self, g: u32, level: f64) -> Option<u32> {
-        let r = self.rate[g as usize];
+        let r = self.fs[g as usize].rate;
         if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
             return Some(CAPPED);
         }
@@ -545,7 +579,7 @@ impl<'a> Sharing<'a> {
     fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
         let mut top = 0.0f64;
         for s in &self.on[ci] {
-            if s.rate > bound && !self.in_region[s.flow as usize] {
+            if s.rate > bound && !self.fs[s.flow as usize].in_region {
                 return true;
             }
             top = top.max(s.rate);
@@ -561,12 +595,12 @@ impl<'a> Sharing<'a> {
         for u in self.usage_of(f) {
             self.touch(u.constraint, level);
         }
-        if !self.in_region[fi] {
-            self.in_region[fi] = true;
+        if !self.fs[fi].in_region {
+            self.fs[fi].in_region = true;
             self.region.push(f);
         }
-        self.rising[fi] = true;
-        let old = self.rate[fi];
+        self.fs[fi].rising = true;
+        let old = self.fs[fi].rate;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
             if !self.cs[ci].registered {
@@ -598,8 +632,8 @@ impl<'a> Sharing<'a> {
 
     /// Freezes rising flow `f` at `rate`, taking its share off its constraints.
     fn freeze(&mut self, f: u32, rate: f64) {
-        self.rising[f as usize] = false;
-        self.solved[f as usize] = rate;
+        self.fs[f as usize].rising = false;
+        self.fs[f as usize].solved = rate;
         self.caps.remove(f);
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
@@ -633,11 +667,11 @@ impl<'a> Sharing<'a> {
         self.constraints.push(c);
         for k in 0..self.held[ci].len() {
             let g = self.held[ci][k];
-            let r = self.rate[g as usize];
+            let r = self.fs[g as usize].rate;
             // Before its first change every flow on it but the arrivals is dormant.
-            debug_assert!(!self.in_region[g as usize]);
-            if r >= level && !self.queued[g as usize] {
-                self.queued[g as usize] = true;
+            debug_assert!(!self.fs[g as usize].in_region);
+            if r >= level && !self.fs[g as usize].queued {
+                self.fs[g as usize].queued = true;
                 self.checks.push(Reverse((r.to_bits(), g)));
             }
         }

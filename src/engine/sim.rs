@@ -527,9 +527,9 @@ impl<'a> Sim<'a> {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
         self.sharing.detach(f);
-        let old = self.sharing.rate[f as usize];
+        let old = self.sharing.rate(f);
         self.add_load(now, f, -old);
-        self.sharing.rate[f as usize] = 0.0;
+        self.sharing.clear_rate(f);
     }
 
     /// Whether `a` has neither finished, failed nor been skipped.
@@ -622,7 +622,7 @@ impl<'a> Sim<'a> {
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
     fn cut(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        let moved = self.sharing.rate[fi] * (now - self.updated_s[fi]);
+        let moved = self.sharing.rate(f) * (now - self.updated_s[fi]);
         self.remaining_bytes[fi] = (self.remaining_bytes[fi] - moved).max(0.0);
         self.updated_s[fi] = now;
         self.finishes.remove(f);
@@ -691,8 +691,8 @@ impl<'a> Sim<'a> {
         let region = std::mem::take(&mut self.sharing.region);
         for &f in &region {
             let fi = f as usize;
-            let old = self.sharing.rate[fi];
-            let new = self.sharing.solved[fi];
+            let old = self.sharing.rate(f);
+            let new = self.sharing.solved(f);
             // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
             // saves a finish-time update and keeps unaffected flows bit-stable.
             if (new - old).abs() <= old * RATE_REL_TOL {
@@ -741,9 +741,9 @@ impl<'a> Sim<'a> {
 
     /// Compares every transferring flow's rate with a from-scratch solve of all of them.
     fn verify_against_full_solve(&self, now: f64) -> Result<()> {
-        let rate = &self.sharing.rate;
+        let rate = |f: u32| self.sharing.rate(f);
         let active: Vec<u32> = (0..self.acts.len() as u32)
-            .filter(|&f| rate[f as usize] > 0.0)
+            .filter(|&f| rate(f) > 0.0)
             .collect();
         let (mut fi, mut ci, mut k) = (Vec::new(), Vec::new(), Vec::new());
         for (i, &f) in active.iter().enumerate() {
@@ -760,10 +760,10 @@ impl<'a> Sim<'a> {
         let capacity = self.sharing.capacity.to_vec();
         let full = crate::solver::max_min_rates(capacity, &fi, &ci, &k, active.len(), Some(caps))?;
         for (i, &f) in active.iter().enumerate() {
-            if (full[i] - rate[f as usize]).abs() > 1e-9 * full[i] {
+            if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
                 return Err(Error::Internal(format!(
                     "at {now} s flow {f} has rate {} but a full solve gives {}",
-                    rate[f as usize], full[i]
+                    rate(f), full[i]
                 )));
             }
         }
