@@ -112,8 +112,6 @@ struct FlowState {
     bottleneck: u32,
     /// Its place in `Sharing::held[bottleneck]`.
     held_pos: u32,
-    /// Woken (re-solved) in this re-solve.
-    in_region: bool,
     /// Awake and not yet frozen.
     rising: bool,
     /// In `Sharing::checks`.
@@ -127,7 +125,6 @@ impl Default for FlowState {
             solved: 0.0,
             bottleneck: NO_BOTTLENECK,
             held_pos: 0,
-            in_region: false,
             rising: false,
             queued: false,
         }
@@ -150,6 +147,9 @@ pub(crate) struct Sharing<'a> {
     pos: Vec<u32>,
     /// Per-flow state, read together when a flow is checked, woken or frozen.
     fs: Vec<FlowState>,
+    /// Whether each flow was woken in this re-solve: apart, as scans of a constraint's
+    /// flows read it alone and a compact array stays in cache.
+    in_region: Vec<bool>,
     /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
     /// Dormant flows to check when the level reaches their rate (its bits: rates are
@@ -208,6 +208,7 @@ impl<'a> Sharing<'a> {
             on: vec![Vec::new(); n_c],
             pos: vec![0; usage.len()],
             fs: vec![FlowState::default(); n_acts],
+            in_region: vec![false; n_acts],
             region: Vec::new(),
             checks: BinaryHeap::new(),
             caps: IndexedHeap::with_ids(n_acts),
@@ -339,7 +340,7 @@ impl<'a> Sharing<'a> {
         for &f in arrived {
             self.attach(f);
             // Awake before any constraint is touched, so none counts as dormant.
-            self.fs[f as usize].in_region = true;
+            self.in_region[f as usize] = true;
             self.region.push(f);
         }
         for i in 0..self.left.len() {
@@ -353,7 +354,7 @@ impl<'a> Sharing<'a> {
         self.n_solved_flows += self.region.len() as u64;
         // Leave the workspace clean whatever happened.
         for &f in &self.region {
-            self.fs[f as usize].in_region = false;
+            self.in_region[f as usize] = false;
             self.fs[f as usize].rising = false;
         }
         self.heap.clear();
@@ -413,7 +414,7 @@ impl<'a> Sharing<'a> {
                     self.checks.pop();
                     self.fs[g as usize].queued = false;
                     level = level.max(r);
-                    if !self.fs[g as usize].in_region {
+                    if !self.in_region[g as usize] {
                         match self.kept_bottleneck(g, level) {
                             Some(b) => self.set_bottleneck(g, b),
                             None => self.rise(g, level)?,
@@ -475,14 +476,14 @@ impl<'a> Sharing<'a> {
             // all the dormant flows that can be faster now.
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
             self.cs[ci].faster_at = f64::INFINITY;
-            let fs = &self.fs;
+            let in_region = &self.in_region;
             self.scratch
-                .retain(|&(r, _, g)| r > above && !fs[g as usize].in_region);
+                .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
         } else if self.top_rate_bound[ci] > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
             for s in &self.on[ci] {
                 let g = s.flow as usize;
-                if s.rate > above && !self.fs[g].in_region {
+                if s.rate > above && !self.in_region[g] {
                     self.scratch.push((s.rate, s.coefficient, s.flow));
                 }
             }
@@ -579,7 +580,7 @@ impl<'a> Sharing<'a> {
     fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
         let mut top = 0.0f64;
         for s in &self.on[ci] {
-            if s.rate > bound && !self.fs[s.flow as usize].in_region {
+            if s.rate > bound && !self.in_region[s.flow as usize] {
                 return true;
             }
             top = top.max(s.rate);
@@ -595,8 +596,8 @@ impl<'a> Sharing<'a> {
         for u in self.usage_of(f) {
             self.touch(u.constraint, level);
         }
-        if !self.fs[fi].in_region {
-            self.fs[fi].in_region = true;
+        if !self.in_region[fi] {
+            self.in_region[fi] = true;
             self.region.push(f);
         }
         self.fs[fi].rising = true;
@@ -669,7 +670,7 @@ impl<'a> Sharing<'a> {
             let g = self.held[ci][k];
             let r = self.fs[g as usize].rate;
             // Before its first change every flow on it but the arrivals is dormant.
-            debug_assert!(!self.fs[g as usize].in_region);
+            debug_assert!(!self.in_region[g as usize]);
             if r >= level && !self.fs[g as usize].queued {
                 self.fs[g as usize].queued = true;
                 self.checks.push(Reverse((r.to_bits(), g)));
