@@ -147,7 +147,8 @@ impl Events {
     fn seal_initial(&mut self) {
         debug_assert!(self.initial.is_empty());
         let mut all = std::mem::take(&mut self.heap).into_vec();
-        all.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        // Ascending `Reverse`s: latest first.
+        all.sort_unstable();
         self.initial = all.into_iter().map(|Reverse(e)| e).collect();
     }
 
@@ -763,7 +764,8 @@ impl<'a> Sim<'a> {
             if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
                 return Err(Error::Internal(format!(
                     "at {now} s flow {f} has rate {} but a full solve gives {}",
-                    rate(f), full[i]
+                    rate(f),
+                    full[i]
                 )));
             }
         }
