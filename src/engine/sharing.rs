@@ -99,6 +99,17 @@ impl Default for ConstraintState {
     }
 }
 
+/// A constraint's capacity and the load on it.
+#[derive(Debug, Clone, Copy)]
+struct ConstraintLoad {
+    capacity: f64,
+    /// Kept up to date by the caller (`add_load`).
+    load_Bps: f64,
+    /// An upper bound of the fastest rate on it: raised by `set_rate`, made exact whenever
+    /// its flows are scanned.
+    top_rate_bound: f64,
+}
+
 /// A flow's part in the sharing state.
 #[derive(Debug, Clone, Copy)]
 struct FlowState {
@@ -137,8 +148,8 @@ pub(crate) struct Sharing<'a> {
     usage: &'a [Usage],
     /// The current usage list of each flow: `usage[span[f].0..span[f].1]`.
     span: Vec<(usize, usize)>,
-    /// Current capacity of each constraint.
-    pub capacity: Vec<f64>,
+    /// Capacity, load and top-rate bound of each constraint, read together.
+    link: Vec<ConstraintLoad>,
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
     pub on: Vec<Vec<Slot>>,
@@ -180,11 +191,6 @@ pub(crate) struct Sharing<'a> {
     left: Vec<u32>,
     /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is.
     held: Vec<Vec<u32>>,
-    /// Current load of each constraint, kept up to date by the caller.
-    pub load_Bps: Vec<f64>,
-    /// An upper bound of the fastest rate on each constraint: raised by `set_rate`, made
-    /// exact whenever the constraint's flows are scanned.
-    top_rate_bound: Vec<f64>,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -203,7 +209,14 @@ impl<'a> Sharing<'a> {
         Sharing {
             usage,
             span,
-            capacity,
+            link: capacity
+                .iter()
+                .map(|&capacity| ConstraintLoad {
+                    capacity,
+                    load_Bps: 0.0,
+                    top_rate_bound: 0.0,
+                })
+                .collect(),
             rate_cap,
             on: vec![Vec::new(); n_c],
             pos: vec![0; usage.len()],
@@ -221,8 +234,6 @@ impl<'a> Sharing<'a> {
             woken: Vec::new(),
             left: Vec::new(),
             held: vec![Vec::new(); n_c],
-            load_Bps: vec![0.0; n_c],
-            top_rate_bound: vec![0.0; n_c],
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -239,10 +250,31 @@ impl<'a> Sharing<'a> {
         self.span[f as usize] = span;
     }
 
+    #[inline]
+    pub fn capacity(&self, c: u32) -> f64 {
+        self.link[c as usize].capacity
+    }
+
+    /// Current load of constraint `c`.
+    #[inline]
+    pub fn load(&self, c: u32) -> f64 {
+        self.link[c as usize].load_Bps
+    }
+
+    /// Sets the load of constraint `c` (the caller keeps it up to date).
+    #[inline]
+    pub fn set_load(&mut self, c: u32, load_Bps: f64) {
+        self.link[c as usize].load_Bps = load_Bps;
+    }
+
+    pub fn n_constraints(&self) -> usize {
+        self.link.len()
+    }
+
     /// Changes the capacity of constraint `c`, which must carry no flow.
     pub fn set_capacity(&mut self, c: u32, capacity: f64) {
         debug_assert!(self.on[c as usize].is_empty());
-        self.capacity[c as usize] = capacity;
+        self.link[c as usize].capacity = capacity;
     }
 
     /// Current rate of flow `f` (0 when not transferring).
@@ -269,7 +301,7 @@ impl<'a> Sharing<'a> {
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             self.on[ci][self.pos[base + k] as usize].rate = rate;
-            let bound = &mut self.top_rate_bound[ci];
+            let bound = &mut self.link[ci].top_rate_bound;
             *bound = bound.max(rate);
         }
     }
@@ -479,7 +511,7 @@ impl<'a> Sharing<'a> {
             let in_region = &self.in_region;
             self.scratch
                 .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
-        } else if self.top_rate_bound[ci] > above {
+        } else if self.link[ci].top_rate_bound > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
             for s in &self.on[ci] {
                 let g = s.flow as usize;
@@ -557,18 +589,18 @@ impl<'a> Sharing<'a> {
         }
         for u in self.usage_of(g) {
             let ci = u.constraint as usize;
-            let cap = self.capacity[ci];
+            let cap = self.link[ci].capacity;
             let load = if self.cs[ci].registered {
                 cap - self.cs[ci].residual + level * self.cs[ci].coef_sum
             } else {
-                self.load_Bps[ci]
+                self.link[ci].load_Bps
             };
             if cap - load > SATURATED * u.coefficient * r {
                 continue;
             }
             // The bound often settles it without a scan.
             let tied = r * (1.0 + TIE);
-            if self.top_rate_bound[ci] <= tied || !self.faster_dormant(ci, tied) {
+            if self.link[ci].top_rate_bound <= tied || !self.faster_dormant(ci, tied) {
                 return Some(u.constraint);
             }
         }
@@ -585,7 +617,7 @@ impl<'a> Sharing<'a> {
             }
             top = top.max(s.rate);
         }
-        self.top_rate_bound[ci] = top;
+        self.link[ci].top_rate_bound = top;
         false
     }
 
@@ -606,7 +638,7 @@ impl<'a> Sharing<'a> {
             let ci = u.constraint as usize;
             if !self.cs[ci].registered {
                 self.cs[ci].registered = true;
-                self.cs[ci].residual = self.capacity[ci] - self.load_Bps[ci];
+                self.cs[ci].residual = self.link[ci].capacity - self.link[ci].load_Bps;
                 self.cs[ci].coef_sum = 0.0;
                 self.cs[ci].n_rising = 0;
             }

@@ -557,7 +557,7 @@ impl<'a> Sim<'a> {
         reroutes.sort_by_key(|&(f, _)| f);
         keep_last(&mut capacities, |x| x.0);
         keep_last(&mut reroutes, |x| x.0);
-        capacities.retain(|&(c, cap)| cap != self.sharing.capacity[c as usize]);
+        capacities.retain(|&(c, cap)| cap != self.sharing.capacity(c));
         // Detach every transferring flow on a changing constraint, and every rerouted one,
         // bringing its bytes up to date: the survivors arrive again below.
         let mut detached = Vec::new();
@@ -575,7 +575,7 @@ impl<'a> Sim<'a> {
             }
         }
         for &(c, cap) in &capacities {
-            let was_zero = self.sharing.capacity[c as usize] == 0.0;
+            let was_zero = self.sharing.capacity(c) == 0.0;
             match (was_zero, cap == 0.0) {
                 (false, true) => self.n_zero_capacity += 1,
                 (true, false) => self.n_zero_capacity -= 1,
@@ -637,11 +637,10 @@ impl<'a> Sim<'a> {
             let reason = if self.no_path.get(f as usize) == Some(&true) {
                 NO_PATH
             } else {
-                let capacity = &self.sharing.capacity;
                 let usage = self.sharing.usage_of(f);
                 match usage
                     .iter()
-                    .find(|u| capacity[u.constraint as usize] == 0.0)
+                    .find(|u| self.sharing.capacity(u.constraint) == 0.0)
                 {
                     Some(u) => u.constraint,
                     None => return true,
@@ -758,7 +757,9 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|&f| self.acts.rate_cap_Bps[f as usize])
             .collect();
-        let capacity = self.sharing.capacity.to_vec();
+        let capacity = (0..self.sharing.n_constraints() as u32)
+            .map(|c| self.sharing.capacity(c))
+            .collect();
         let full = crate::solver::max_min_rates(capacity, &fi, &ci, &k, active.len(), Some(caps))?;
         for (i, &f) in active.iter().enumerate() {
             if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
@@ -778,20 +779,21 @@ impl<'a> Sim<'a> {
         for u in self.sharing.usage_of(f) {
             let c = u.constraint as usize;
             let stat = &mut self.load_stats[c];
-            if self.sharing.load_Bps[c] > 0.0 {
+            let load = self.sharing.load(u.constraint);
+            if load > 0.0 {
                 stat.busy_s += now - stat.since_s;
             }
             stat.since_s = now;
-            self.sharing.load_Bps[c] = if self.sharing.on[c].is_empty() {
-                0.0 // exact zero, not rounding residue, once the constraint is idle
-            } else {
-                (self.sharing.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
-            };
-            let stat = &mut self.load_stats[c];
             if !stat.touched {
                 stat.touched = true;
-                self.touched.push(c as u32);
+                self.touched.push(u.constraint);
             }
+            let load = if self.sharing.on[c].is_empty() {
+                0.0 // exact zero, not rounding residue, once the constraint is idle
+            } else {
+                (load + u.coefficient * delta_Bps).max(0.0)
+            };
+            self.sharing.set_load(u.constraint, load);
         }
     }
 
@@ -799,10 +801,9 @@ impl<'a> Sim<'a> {
     /// another slows down must not show as a transient overload.
     fn close_instant_loads(&mut self) {
         for &c in &self.touched {
-            let c = c as usize;
-            let stat = &mut self.load_stats[c];
+            let stat = &mut self.load_stats[c as usize];
             stat.touched = false;
-            stat.peak_Bps = stat.peak_Bps.max(self.sharing.load_Bps[c]);
+            stat.peak_Bps = stat.peak_Bps.max(self.sharing.load(c));
         }
         self.touched.clear();
     }
