@@ -127,6 +127,8 @@ struct FlowState {
     rising: bool,
     /// In `Sharing::checks`.
     queued: bool,
+    /// Has a finite rate cap (saves reading the cap, another array, for most flows).
+    capped: bool,
 }
 
 impl Default for FlowState {
@@ -138,6 +140,7 @@ impl Default for FlowState {
             held_pos: 0,
             rising: false,
             queued: false,
+            capped: false,
         }
     }
 }
@@ -205,6 +208,7 @@ impl<'a> Sharing<'a> {
         rate_cap: &'a [f64],
     ) -> Self {
         let n_acts = span.len();
+        debug_assert_eq!(rate_cap.len(), n_acts);
         let n_c = capacity.len();
         Sharing {
             usage,
@@ -220,7 +224,13 @@ impl<'a> Sharing<'a> {
             rate_cap,
             on: vec![Vec::new(); n_c],
             pos: vec![0; usage.len()],
-            fs: vec![FlowState::default(); n_acts],
+            fs: rate_cap
+                .iter()
+                .map(|cap| FlowState {
+                    capped: cap.is_finite(),
+                    ..FlowState::default()
+                })
+                .collect(),
             in_region: vec![false; n_acts],
             region: Vec::new(),
             checks: BinaryHeap::new(),
@@ -584,7 +594,7 @@ impl<'a> Sharing<'a> {
     /// rate (`level`), if any.
     fn kept_bottleneck(&mut self, g: u32, level: f64) -> Option<u32> {
         let r = self.fs[g as usize].rate;
-        if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
+        if self.fs[g as usize].capped && self.rate_cap[g as usize] <= r * (1.0 + TIE) {
             return Some(CAPPED);
         }
         for u in self.usage_of(g) {
@@ -656,9 +666,8 @@ impl<'a> Sharing<'a> {
                 self.dirty_list.push(u.constraint);
             }
         }
-        let cap = self.rate_cap[fi];
-        if cap.is_finite() {
-            self.caps.set(f, cap.max(level));
+        if self.fs[fi].capped {
+            self.caps.set(f, self.rate_cap[fi].max(level));
         }
         Ok(())
     }
