@@ -47,10 +47,10 @@ const NO_BOTTLENECK: u32 = u32::MAX - 1;
 pub(crate) struct Slot {
     pub flow: u32,
     pub entry: u32,
-    /// The flow's rate and its coefficient here, copied so that scanning a constraint
-    /// reads one array (chasing each flow's usage list missed the cache at scale).
+    /// The flow's rate, copied so that scanning a constraint reads one array (chasing
+    /// each flow's state missed the cache at scale). The coefficient is not: scans need it
+    /// only for the few flows they pick, and a 16-byte slot keeps scans short.
     pub rate: f64,
-    pub coefficient: f64,
 }
 
 const NO_NODE: u32 = u32::MAX;
@@ -368,7 +368,6 @@ impl<'a> Sharing<'a> {
                 flow: f,
                 entry: k as u32,
                 rate: self.fs[f as usize].rate,
-                coefficient: u.coefficient,
             });
         }
     }
@@ -526,7 +525,9 @@ impl<'a> Sharing<'a> {
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
-                    self.scratch.push((s.rate, s.coefficient, s.flow));
+                    // Rarely needed, so not copied into the slot (which stays small).
+                    let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
+                    self.scratch.push((s.rate, k, s.flow));
                 }
             }
         }
