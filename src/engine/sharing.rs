@@ -390,13 +390,22 @@ impl<'a> Sharing<'a> {
         for &f in arrived {
             self.rise(f, 0.0)?;
         }
-        let result = self.fill();
+        let mut result = self.fill();
         self.n_solves += 1;
         self.n_solved_flows += self.region.len() as u64;
         // Leave the workspace clean whatever happened.
         for &f in &self.region {
             self.in_region[f as usize] = false;
-            self.fs[f as usize].rising = false;
+            let state = &mut self.fs[f as usize];
+            if state.rising {
+                state.rising = false;
+                if result.is_ok() {
+                    result = Err(crate::Error::InvalidArgument(format!(
+                        "flow {f} uses no constraint and has no rate cap, so its rate is \
+                         unbounded"
+                    )));
+                }
+            }
         }
         self.heap.clear();
         self.caps.clear();
@@ -475,13 +484,7 @@ impl<'a> Sharing<'a> {
                 _ => break,
             }
         }
-        for &f in &self.region {
-            if self.fs[f as usize].rising {
-                return Err(crate::Error::InvalidArgument(format!(
-                    "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
-                )));
-            }
-        }
+        // A flow still rising is unbounded: `resolve` reports it as it cleans up.
         Ok(())
     }
 
