@@ -47,10 +47,102 @@ const NO_BOTTLENECK: u32 = u32::MAX - 1;
 pub(crate) struct Slot {
     pub flow: u32,
     pub entry: u32,
-    /// The flow's rate and its coefficient here, copied so that scanning a constraint
-    /// reads one array (chasing each flow's usage list missed the cache at scale).
+    /// The flow's rate, copied so that scanning a constraint reads one array (chasing
+    /// each flow's state missed the cache at scale). The coefficient is not: scans need it
+    /// only for the few flows they pick, and a 16-byte slot keeps scans short.
     pub rate: f64,
-    pub coefficient: f64,
+}
+
+const NO_NODE: u32 = u32::MAX;
+
+/// A constraint's part in the re-solve under way.
+#[derive(Debug, Clone, Copy)]
+struct ConstraintState {
+    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
+    /// rates minus frozen awake flows at their new rates.
+    residual: f64,
+    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
+    coef_sum: f64,
+    /// A lower bound of its saturation level with its dormant flows counted at
+    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
+    floor: f64,
+    /// The level it was put off to, with its faster dormant flows in `Sharing::faster`,
+    /// or infinity.
+    faster_at: f64,
+    n_rising: u32,
+    /// Head of its list of woken flows in `Sharing::woken`, or `NO_NODE`.
+    woken: u32,
+    /// Something changed on it in this re-solve.
+    touched: bool,
+    /// It has awake flows, so the state above is valid.
+    registered: bool,
+    /// Flows woke on it since keys were last set.
+    dirty: bool,
+    /// Flows left it since the last re-solve.
+    left_any: bool,
+}
+
+impl Default for ConstraintState {
+    fn default() -> Self {
+        ConstraintState {
+            residual: 0.0,
+            coef_sum: 0.0,
+            floor: 0.0,
+            faster_at: f64::INFINITY,
+            n_rising: 0,
+            woken: NO_NODE,
+            touched: false,
+            registered: false,
+            dirty: false,
+            left_any: false,
+        }
+    }
+}
+
+/// A constraint's capacity and the load on it.
+#[derive(Debug, Clone, Copy)]
+struct ConstraintLoad {
+    capacity: f64,
+    /// Kept up to date by the caller (`add_load`).
+    load_Bps: f64,
+    /// An upper bound of the fastest rate on it: raised by `set_rate`, made exact whenever
+    /// its flows are scanned.
+    top_rate_bound: f64,
+}
+
+/// A flow's part in the sharing state.
+#[derive(Debug, Clone, Copy)]
+struct FlowState {
+    /// Current rate (0 when not transferring).
+    rate: f64,
+    /// Rate computed by the last re-solve, for the flows of `Sharing::region`.
+    solved: f64,
+    /// The bottleneck it was last certified with: a constraint saturated with no faster
+    /// flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve). It stays valid
+    /// until something on it changes, so only the flows it holds are checked then.
+    bottleneck: u32,
+    /// Its place in `Sharing::held[bottleneck]`.
+    held_pos: u32,
+    /// Awake and not yet frozen.
+    rising: bool,
+    /// In `Sharing::checks`.
+    queued: bool,
+    /// Has a finite rate cap (saves reading the cap, another array, for most flows).
+    capped: bool,
+}
+
+impl Default for FlowState {
+    fn default() -> Self {
+        FlowState {
+            rate: 0.0,
+            solved: 0.0,
+            bottleneck: NO_BOTTLENECK,
+            held_pos: 0,
+            rising: false,
+            queued: false,
+            capped: false,
+        }
+    }
 }
 
 /// Rates of transferring flows, the flows on each constraint, and the re-solve workspace.
@@ -59,72 +151,49 @@ pub(crate) struct Sharing<'a> {
     usage: &'a [Usage],
     /// The current usage list of each flow: `usage[span[f].0..span[f].1]`.
     span: Vec<(usize, usize)>,
-    /// Current capacity of each constraint.
-    pub capacity: Vec<f64>,
+    /// Capacity, load and top-rate bound of each constraint, read together.
+    link: Vec<ConstraintLoad>,
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
     pub on: Vec<Vec<Slot>>,
     /// For each entry of `usage` in use by a transferring flow, its position in
     /// `on[constraint]`.
     pos: Vec<u32>,
-    /// Current rate of each activity (0 when not transferring).
-    pub rate: Vec<f64>,
-    /// Rates computed by the last re-solve for the flows of `region`.
-    pub solved: Vec<f64>,
+    /// Per-flow state, read together when a flow is checked, woken or frozen.
+    fs: Vec<FlowState>,
+    /// Whether each flow was woken in this re-solve: apart, as scans of a constraint's
+    /// flows read it alone and a compact array stays in cache.
+    in_region: Vec<bool>,
     /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
-    in_region: Vec<bool>,
-    /// Awake flows not yet frozen.
-    rising: Vec<bool>,
     /// Dormant flows to check when the level reaches their rate (its bits: rates are
     /// positive), lowest first; a flow woken meanwhile is skipped when it comes up.
     checks: BinaryHeap<Reverse<(u64, u32)>>,
-    queued: Vec<bool>,
     /// Rising flows with a rate cap, keyed by it.
     caps: IndexedHeap,
     /// Constraints with rising flows, keyed by a lower bound of their saturation level.
     heap: IndexedHeap,
-    /// Constraints where flows woke since keys were last set.
-    dirty: Vec<bool>,
+    /// The filling state of each constraint, in one place: a wake or a freeze reads and
+    /// writes all of it (separate arrays cost a cache miss each).
+    cs: Vec<ConstraintState>,
+    /// Constraints where flows woke since keys were last set (`dirty` flags them).
     dirty_list: Vec<u32>,
     /// Constraints where something changed in this re-solve (`touched` flags them).
     constraints: Vec<u32>,
-    touched: Vec<bool>,
-    /// Constraints with awake flows, whose filling state below is valid.
-    registered: Vec<bool>,
-    /// A lower bound of a constraint's saturation level with its dormant flows counted at
-    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
-    floor: Vec<f64>,
     scratch: Vec<(f64, f64, u32)>,
-    /// Per constraint put off to level `faster_at`, its dormant flows faster than that
-    /// (rate, coefficient, flow), so that taking it again needs no scan.
+    /// Per constraint put off to level `ConstraintState::faster_at`, its dormant flows
+    /// faster than that (rate, coefficient, flow), so that taking it again needs no scan.
     faster: Vec<Vec<(f64, f64, u32)>>,
-    faster_at: Vec<f64>,
-    /// Capacity left for the rising flows: the capacity minus dormant flows at their old
-    /// rates minus frozen awake flows at their new rates.
-    residual: Vec<f64>,
-    /// Flows woken on each constraint in this re-solve (some may have frozen since): the
-    /// flows to freeze when it saturates, without scanning all its flows.
-    woken_on: Vec<Vec<u32>>,
-    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
-    coef_sum: Vec<f64>,
-    n_rising: Vec<u32>,
+    /// Flows woken on each constraint in this re-solve (some may have frozen since), as
+    /// lists linked from `ConstraintState::woken` through this arena (flow, next): the flows
+    /// to freeze when it saturates, without scanning all its flows. One arena, appended
+    /// in order and cleared per re-solve, stays in cache where a vector per constraint did
+    /// not.
+    woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
-    left_any: Vec<bool>,
-    /// The bottleneck each attached flow was last certified with: a constraint saturated
-    /// with no faster flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve).
-    /// It stays valid until something on it changes, so only the flows it holds are
-    /// checked then.
-    bottleneck: Vec<u32>,
-    /// The flows whose recorded bottleneck each constraint is, and each flow's place there.
+    /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is.
     held: Vec<Vec<u32>>,
-    held_pos: Vec<u32>,
-    /// Current load of each constraint, kept up to date by the caller.
-    pub load_Bps: Vec<f64>,
-    /// An upper bound of the fastest rate on each constraint: raised by the caller when a
-    /// rate rises, made exact whenever the constraint's flows are scanned.
-    pub top_rate_bound: Vec<f64>,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -139,43 +208,42 @@ impl<'a> Sharing<'a> {
         rate_cap: &'a [f64],
     ) -> Self {
         let n_acts = span.len();
+        debug_assert_eq!(rate_cap.len(), n_acts);
         let n_c = capacity.len();
         Sharing {
             usage,
             span,
-            capacity,
+            link: capacity
+                .iter()
+                .map(|&capacity| ConstraintLoad {
+                    capacity,
+                    load_Bps: 0.0,
+                    top_rate_bound: 0.0,
+                })
+                .collect(),
             rate_cap,
             on: vec![Vec::new(); n_c],
             pos: vec![0; usage.len()],
-            rate: vec![0.0; n_acts],
-            solved: vec![0.0; n_acts],
-            region: Vec::new(),
+            fs: rate_cap
+                .iter()
+                .map(|cap| FlowState {
+                    capped: cap.is_finite(),
+                    ..FlowState::default()
+                })
+                .collect(),
             in_region: vec![false; n_acts],
-            rising: vec![false; n_acts],
+            region: Vec::new(),
             checks: BinaryHeap::new(),
-            queued: vec![false; n_acts],
             caps: IndexedHeap::with_ids(n_acts),
             heap: IndexedHeap::with_ids(n_c),
-            dirty: vec![false; n_c],
+            cs: vec![ConstraintState::default(); n_c],
             dirty_list: Vec::new(),
             constraints: Vec::new(),
-            touched: vec![false; n_c],
-            registered: vec![false; n_c],
-            floor: vec![0.0; n_c],
             scratch: Vec::new(),
             faster: vec![Vec::new(); n_c],
-            faster_at: vec![f64::INFINITY; n_c],
-            residual: vec![0.0; n_c],
-            woken_on: vec![Vec::new(); n_c],
-            coef_sum: vec![0.0; n_c],
-            n_rising: vec![0; n_c],
+            woken: Vec::new(),
             left: Vec::new(),
-            left_any: vec![false; n_c],
-            bottleneck: vec![NO_BOTTLENECK; n_acts],
             held: vec![Vec::new(); n_c],
-            held_pos: vec![0; n_acts],
-            load_Bps: vec![0.0; n_c],
-            top_rate_bound: vec![0.0; n_c],
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -192,18 +260,59 @@ impl<'a> Sharing<'a> {
         self.span[f as usize] = span;
     }
 
+    #[inline]
+    pub fn capacity(&self, c: u32) -> f64 {
+        self.link[c as usize].capacity
+    }
+
+    /// Current load of constraint `c`.
+    #[inline]
+    pub fn load(&self, c: u32) -> f64 {
+        self.link[c as usize].load_Bps
+    }
+
+    /// Sets the load of constraint `c` (the caller keeps it up to date).
+    #[inline]
+    pub fn set_load(&mut self, c: u32, load_Bps: f64) {
+        self.link[c as usize].load_Bps = load_Bps;
+    }
+
+    pub fn n_constraints(&self) -> usize {
+        self.link.len()
+    }
+
     /// Changes the capacity of constraint `c`, which must carry no flow.
     pub fn set_capacity(&mut self, c: u32, capacity: f64) {
         debug_assert!(self.on[c as usize].is_empty());
-        self.capacity[c as usize] = capacity;
+        self.link[c as usize].capacity = capacity;
+    }
+
+    /// Current rate of flow `f` (0 when not transferring).
+    #[inline]
+    pub fn rate(&self, f: u32) -> f64 {
+        self.fs[f as usize].rate
+    }
+
+    /// Rate of flow `f` of `region` computed by the last re-solve.
+    #[inline]
+    pub fn solved(&self, f: u32) -> f64 {
+        self.fs[f as usize].solved
+    }
+
+    /// Zeroes the rate of a detached flow.
+    pub fn clear_rate(&mut self, f: u32) {
+        self.fs[f as usize].rate = 0.0;
     }
 
     /// Sets the rate of attached flow `f`.
     pub fn set_rate(&mut self, f: u32, rate: f64) {
-        self.rate[f as usize] = rate;
+        self.fs[f as usize].rate = rate;
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
-            self.on[u.constraint as usize][self.pos[base + k] as usize].rate = rate;
+            let ci = u.constraint as usize;
+            self.on[ci][self.pos[base + k] as usize].rate = rate;
+            let bound = &mut self.link[ci].top_rate_bound;
+            *bound = bound.max(rate);
         }
     }
 
@@ -221,8 +330,8 @@ impl<'a> Sharing<'a> {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
             // The flows held there may speed up (they are checked at their rates).
-            if !self.left_any[ci] {
-                self.left_any[ci] = true;
+            if !self.cs[ci].left_any {
+                self.cs[ci].left_any = true;
                 self.left.push(u.constraint);
             }
         }
@@ -231,23 +340,23 @@ impl<'a> Sharing<'a> {
     /// Records `c` as flow `f`'s bottleneck, moving it between the `held` lists.
     fn set_bottleneck(&mut self, f: u32, c: u32) {
         let fi = f as usize;
-        let old = self.bottleneck[fi];
+        let old = self.fs[fi].bottleneck;
         if old == c {
             return;
         }
         if old < NO_BOTTLENECK {
             let list = &mut self.held[old as usize];
-            let p = self.held_pos[fi] as usize;
+            let p = self.fs[fi].held_pos as usize;
             list.swap_remove(p);
             if let Some(&moved) = list.get(p) {
-                self.held_pos[moved as usize] = p as u32;
+                self.fs[moved as usize].held_pos = p as u32;
             }
         }
         if c < NO_BOTTLENECK {
-            self.held_pos[fi] = self.held[c as usize].len() as u32;
+            self.fs[fi].held_pos = self.held[c as usize].len() as u32;
             self.held[c as usize].push(f);
         }
-        self.bottleneck[fi] = c;
+        self.fs[fi].bottleneck = c;
     }
 
     fn attach(&mut self, f: u32) {
@@ -258,8 +367,7 @@ impl<'a> Sharing<'a> {
             list.push(Slot {
                 flow: f,
                 entry: k as u32,
-                rate: self.rate[f as usize],
-                coefficient: u.coefficient,
+                rate: self.fs[f as usize].rate,
             });
         }
     }
@@ -282,28 +390,41 @@ impl<'a> Sharing<'a> {
         for &f in arrived {
             self.rise(f, 0.0)?;
         }
-        let result = self.fill();
+        let mut result = self.fill();
         self.n_solves += 1;
         self.n_solved_flows += self.region.len() as u64;
         // Leave the workspace clean whatever happened.
         for &f in &self.region {
             self.in_region[f as usize] = false;
-            self.rising[f as usize] = false;
+            let state = &mut self.fs[f as usize];
+            if state.rising {
+                state.rising = false;
+                if result.is_ok() {
+                    result = Err(crate::Error::InvalidArgument(format!(
+                        "flow {f} uses no constraint and has no rate cap, so its rate is \
+                         unbounded"
+                    )));
+                }
+            }
         }
         self.heap.clear();
         self.caps.clear();
         for &c in &self.constraints {
             let ci = c as usize;
-            self.touched[ci] = false;
-            self.registered[ci] = false;
-            self.woken_on[ci].clear();
-            self.faster[ci].clear();
-            self.faster_at[ci] = f64::INFINITY;
+            let st = &mut self.cs[ci];
+            // Every constraint left is touched, so is cleared here too.
+            st.touched = false;
+            st.registered = false;
+            st.left_any = false;
+            st.woken = NO_NODE;
+            // Read only where it was set: the vector's header is another cache line.
+            if st.faster_at != f64::INFINITY {
+                st.faster_at = f64::INFINITY;
+                self.faster[ci].clear();
+            }
         }
         self.constraints.clear();
-        for &c in &self.left {
-            self.left_any[c as usize] = false;
-        }
+        self.woken.clear();
         self.left.clear();
         result
     }
@@ -321,10 +442,10 @@ impl<'a> Sharing<'a> {
                     break None;
                 };
                 let ci = c as usize;
-                let key = if self.n_rising[ci] == 0 {
-                    self.floor[ci]
+                let key = if self.cs[ci].n_rising == 0 {
+                    self.cs[ci].floor
                 } else {
-                    (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci])
+                    (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor)
                 };
                 if key > stored {
                     self.heap.set(c, key);
@@ -341,7 +462,7 @@ impl<'a> Sharing<'a> {
             match (check, cap, top) {
                 (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
                     self.checks.pop();
-                    self.queued[g as usize] = false;
+                    self.fs[g as usize].queued = false;
                     level = level.max(r);
                     if !self.in_region[g as usize] {
                         match self.kept_bottleneck(g, level) {
@@ -363,13 +484,7 @@ impl<'a> Sharing<'a> {
                 _ => break,
             }
         }
-        for &f in &self.region {
-            if self.rising[f as usize] {
-                return Err(crate::Error::InvalidArgument(format!(
-                    "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
-                )));
-            }
-        }
+        // A flow still rising is unbounded: `resolve` reports it as it cleans up.
         Ok(())
     }
 
@@ -378,13 +493,13 @@ impl<'a> Sharing<'a> {
         for i in 0..self.dirty_list.len() {
             let c = self.dirty_list[i];
             let ci = c as usize;
-            self.dirty[ci] = false;
-            if self.n_rising[ci] > 0 {
-                let key = (self.residual[ci] / self.coef_sum[ci]).max(self.floor[ci]);
+            self.cs[ci].dirty = false;
+            if self.cs[ci].n_rising > 0 {
+                let key = (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor);
                 self.heap.set(c, key);
-            } else if self.residual[ci] < 0.0 {
+            } else if self.cs[ci].residual < 0.0 {
                 // Its woken flows froze at once, leaving it overloaded (see `freeze`).
-                self.heap.set(c, self.floor[ci]);
+                self.heap.set(c, self.cs[ci].floor);
             } else {
                 self.heap.remove(c);
             }
@@ -400,20 +515,22 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
-        if self.faster_at[ci] <= level {
+        if self.cs[ci].faster_at <= level {
             // Taken again where it was put off: the flows then faster than that level are
             // all the dormant flows that can be faster now.
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.faster_at[ci] = f64::INFINITY;
+            self.cs[ci].faster_at = f64::INFINITY;
             let in_region = &self.in_region;
             self.scratch
                 .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
-        } else if self.top_rate_bound[ci] > above {
+        } else if self.link[ci].top_rate_bound > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
-                    self.scratch.push((s.rate, s.coefficient, s.flow));
+                    // Rarely needed, so not copied into the slot (which stays small).
+                    let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
+                    self.scratch.push((s.rate, k, s.flow));
                 }
             }
         }
@@ -431,25 +548,25 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = (self.residual[ci] + sum_kr) / (self.coef_sum[ci] + sum_k);
+            let x = (self.cs[ci].residual + sum_kr) / (self.cs[ci].coef_sum + sum_k);
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {
                 break x;
             }
-            if self.scratch.is_empty() && self.n_rising[ci] == 0 {
+            if self.scratch.is_empty() && self.cs[ci].n_rising == 0 {
                 // Even with every dormant flow at its old rate it has room: nothing to do.
                 self.heap.remove(c);
-                self.floor[ci] = 0.0;
+                self.cs[ci].floor = 0.0;
                 return Ok(());
             }
         };
         if x > level * (1.0 + 1e-12) {
-            self.floor[ci] = x;
+            self.cs[ci].floor = x;
             self.heap.set(c, x);
             self.faster[ci].clear();
             std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.faster_at[ci] = x;
+            self.cs[ci].faster_at = x;
             return Ok(());
         }
         // They really drop to this level, and freeze here with the rising flows.
@@ -464,40 +581,40 @@ impl<'a> Sharing<'a> {
     /// Freezes every rising flow on constraint `c` at `level`.
     fn freeze_on(&mut self, c: u32, level: f64) {
         let ci = c as usize;
-        let mut woken = std::mem::take(&mut self.woken_on[ci]);
-        for &g in &woken {
-            if self.rising[g as usize] {
+        let mut node = std::mem::replace(&mut self.cs[ci].woken, NO_NODE);
+        while node != NO_NODE {
+            let (g, next) = self.woken[node as usize];
+            if self.fs[g as usize].rising {
                 self.freeze(g, level);
                 self.set_bottleneck(g, c);
             }
+            node = next;
         }
-        woken.clear();
-        self.woken_on[ci] = woken;
         self.heap.remove(c);
-        self.floor[ci] = 0.0;
+        self.cs[ci].floor = 0.0;
     }
 
     /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
     /// rate (`level`), if any.
     fn kept_bottleneck(&mut self, g: u32, level: f64) -> Option<u32> {
-        let r = self.rate[g as usize];
-        if self.rate_cap[g as usize] <= r * (1.0 + TIE) {
+        let r = self.fs[g as usize].rate;
+        if self.fs[g as usize].capped && self.rate_cap[g as usize] <= r * (1.0 + TIE) {
             return Some(CAPPED);
         }
         for u in self.usage_of(g) {
             let ci = u.constraint as usize;
-            let cap = self.capacity[ci];
-            let load = if self.registered[ci] {
-                cap - self.residual[ci] + level * self.coef_sum[ci]
+            let cap = self.link[ci].capacity;
+            let load = if self.cs[ci].registered {
+                cap - self.cs[ci].residual + level * self.cs[ci].coef_sum
             } else {
-                self.load_Bps[ci]
+                self.link[ci].load_Bps
             };
             if cap - load > SATURATED * u.coefficient * r {
                 continue;
             }
             // The bound often settles it without a scan.
             let tied = r * (1.0 + TIE);
-            if self.top_rate_bound[ci] <= tied || !self.faster_dormant(ci, tied) {
+            if self.link[ci].top_rate_bound <= tied || !self.faster_dormant(ci, tied) {
                 return Some(u.constraint);
             }
         }
@@ -514,7 +631,7 @@ impl<'a> Sharing<'a> {
             }
             top = top.max(s.rate);
         }
-        self.top_rate_bound[ci] = top;
+        self.link[ci].top_rate_bound = top;
         false
     }
 
@@ -529,56 +646,57 @@ impl<'a> Sharing<'a> {
             self.in_region[fi] = true;
             self.region.push(f);
         }
-        self.rising[fi] = true;
-        let old = self.rate[fi];
+        self.fs[fi].rising = true;
+        let old = self.fs[fi].rate;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
-            if !self.registered[ci] {
-                self.registered[ci] = true;
-                self.residual[ci] = self.capacity[ci] - self.load_Bps[ci];
-                self.coef_sum[ci] = 0.0;
-                self.n_rising[ci] = 0;
+            if !self.cs[ci].registered {
+                self.cs[ci].registered = true;
+                self.cs[ci].residual = self.link[ci].capacity - self.link[ci].load_Bps;
+                self.cs[ci].coef_sum = 0.0;
+                self.cs[ci].n_rising = 0;
             }
-            self.floor[ci] = 0.0;
-            self.residual[ci] += u.coefficient * old;
-            self.coef_sum[ci] += u.coefficient;
-            self.n_rising[ci] += 1;
-            self.woken_on[ci].push(f);
+            self.cs[ci].floor = 0.0;
+            self.cs[ci].residual += u.coefficient * old;
+            self.cs[ci].coef_sum += u.coefficient;
+            self.cs[ci].n_rising += 1;
+            let st = &mut self.cs[ci];
+            self.woken.push((f, st.woken));
+            st.woken = (self.woken.len() - 1) as u32;
             // Waking can lower a key as well as raise it: it is set exactly before the
             // next step, once for all the flows woken meanwhile.
-            if !self.dirty[ci] {
-                self.dirty[ci] = true;
+            if !self.cs[ci].dirty {
+                self.cs[ci].dirty = true;
                 self.dirty_list.push(u.constraint);
             }
         }
-        let cap = self.rate_cap[fi];
-        if cap.is_finite() {
-            self.caps.set(f, cap.max(level));
+        if self.fs[fi].capped {
+            self.caps.set(f, self.rate_cap[fi].max(level));
         }
         Ok(())
     }
 
     /// Freezes rising flow `f` at `rate`, taking its share off its constraints.
     fn freeze(&mut self, f: u32, rate: f64) {
-        self.rising[f as usize] = false;
-        self.solved[f as usize] = rate;
+        self.fs[f as usize].rising = false;
+        self.fs[f as usize].solved = rate;
         self.caps.remove(f);
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
-            self.residual[ci] -= u.coefficient * rate;
-            self.n_rising[ci] -= 1;
-            if self.n_rising[ci] == 0 {
-                self.coef_sum[ci] = 0.0;
+            self.cs[ci].residual -= u.coefficient * rate;
+            self.cs[ci].n_rising -= 1;
+            if self.cs[ci].n_rising == 0 {
+                self.cs[ci].coef_sum = 0.0;
                 // Overloaded as the stand-in counts it, it has dormant flows faster than
                 // the level: it stays until they are dealt with (at a level no lower).
-                if self.residual[ci] < 0.0 {
-                    self.floor[ci] = self.floor[ci].max(rate);
+                if self.cs[ci].residual < 0.0 {
+                    self.cs[ci].floor = self.cs[ci].floor.max(rate);
                 } else {
                     self.heap.remove(u.constraint);
-                    self.floor[ci] = 0.0;
+                    self.cs[ci].floor = 0.0;
                 }
             } else {
-                self.coef_sum[ci] -= u.coefficient;
+                self.cs[ci].coef_sum -= u.coefficient;
             }
         }
     }
@@ -588,18 +706,18 @@ impl<'a> Sharing<'a> {
     /// its rate.
     fn touch(&mut self, c: u32, level: f64) {
         let ci = c as usize;
-        if self.touched[ci] {
+        if self.cs[ci].touched {
             return;
         }
-        self.touched[ci] = true;
+        self.cs[ci].touched = true;
         self.constraints.push(c);
         for k in 0..self.held[ci].len() {
             let g = self.held[ci][k];
-            let r = self.rate[g as usize];
+            let r = self.fs[g as usize].rate;
             // Before its first change every flow on it but the arrivals is dormant.
             debug_assert!(!self.in_region[g as usize]);
-            if r >= level && !self.queued[g as usize] {
-                self.queued[g as usize] = true;
+            if r >= level && !self.fs[g as usize].queued {
+                self.fs[g as usize].queued = true;
                 self.checks.push(Reverse((r.to_bits(), g)));
             }
         }

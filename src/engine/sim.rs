@@ -127,20 +127,74 @@ impl Ord for Timed {
     }
 }
 
+/// Events in time order. Most are known before the run (the activities ready at the
+/// start, the disruptions): those are sorted once and taken from the end of a vector,
+/// which is cheaper than popping a large binary heap; only events made during the run go
+/// through the heap.
+#[derive(Default)]
+struct Events {
+    /// Known at the start, latest first.
+    initial: Vec<Timed>,
+    heap: BinaryHeap<Reverse<Timed>>,
+}
+
+impl Events {
+    fn push(&mut self, e: Timed) {
+        self.heap.push(Reverse(e));
+    }
+
+    /// Moves the events pushed so far into the sorted vector.
+    fn seal_initial(&mut self) {
+        debug_assert!(self.initial.is_empty());
+        let mut all = std::mem::take(&mut self.heap).into_vec();
+        // Ascending `Reverse`s: latest first.
+        all.sort_unstable();
+        self.initial = all.into_iter().map(|Reverse(e)| e).collect();
+    }
+
+    fn peek(&self) -> Option<Timed> {
+        match (self.initial.last(), self.heap.peek()) {
+            (Some(&a), Some(&Reverse(b))) => Some(if a <= b { a } else { b }),
+            (Some(&a), None) => Some(a),
+            (None, b) => b.map(|&Reverse(b)| b),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Timed> {
+        match (self.initial.last(), self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) if a > b => self.heap.pop().map(|Reverse(b)| b),
+            (Some(_), _) => self.initial.pop(),
+            (None, _) => self.heap.pop().map(|Reverse(b)| b),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct LoadStat {
+    /// Start of the interval of the current load.
+    since_s: f64,
+    busy_s: f64,
+    peak_Bps: f64,
+    carried_bytes: f64,
+    /// Listed in `Sim::touched` this instant.
+    touched: bool,
+}
+
 struct Sim<'a> {
     acts: &'a Activities,
     dependents_offsets: Vec<usize>,
     dependents: Vec<u32>,
     n_pending: Vec<u32>,
-    events: BinaryHeap<Reverse<Timed>>,
+    events: Events,
     /// Projected finish time of every transferring flow, updated in place.
     finishes: IndexedHeap,
     remaining_bytes: Vec<f64>,
     /// Time at which `remaining_bytes` was last brought up to date.
     updated_s: Vec<f64>,
     sharing: Sharing<'a>,
-    load_since_s: Vec<f64>,
-    load_touched: Vec<bool>,
+    /// Busy-time and peak statistics per constraint, in one struct since `add_load`
+    /// updates them together (copied into `out` at the end).
+    load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
     out: RunOutput,
     record_rates: bool,
@@ -282,13 +336,13 @@ impl<'a> Sim<'a> {
         let has_no_path = steps
             .iter()
             .any(|s| s.reroutes.iter().any(|r| r.1.is_none()));
-        let mut events = BinaryHeap::with_capacity(steps.len());
+        let mut events = Events::default();
         for (i, step) in steps.iter().enumerate() {
-            events.push(Reverse(Timed {
+            events.push(Timed {
                 time_s: step.time_s,
                 kind: EventKind::Disruption,
                 id: i as u32,
-            }));
+            });
         }
         Ok(Sim {
             acts,
@@ -301,8 +355,7 @@ impl<'a> Sim<'a> {
             attached_bytes: acts.bytes.clone(),
             updated_s: vec![0.0; n],
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
-            load_since_s: vec![0.0; n_c],
-            load_touched: vec![false; n_c],
+            load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
@@ -312,9 +365,7 @@ impl<'a> Sim<'a> {
                 outcome: vec![Outcome::Done; n],
                 failed_s: vec![f64::NAN; n],
                 fail_reason: vec![NO_FAILURE; n],
-                busy_s: vec![0.0; n_c],
-                peak_load_Bps: vec![0.0; n_c],
-                carried_bytes: vec![0.0; n_c],
+                // busy_s, peak_load_Bps and carried_bytes come from `load_stats` at the end.
                 ..Default::default()
             },
             record_rates: options.record_rates,
@@ -337,6 +388,7 @@ impl<'a> Sim<'a> {
                 self.make_ready(a as u32, 0.0);
             }
         }
+        self.events.seal_initial();
     }
 
     /// Dependencies of `a` are met at `time_s`: it becomes ready at its earliest start.
@@ -351,11 +403,11 @@ impl<'a> Sim<'a> {
                 EventKind::DelayEnd
             }
         };
-        self.events.push(Reverse(Timed {
+        self.events.push(Timed {
             time_s: ready + self.acts.wait_s[ai],
             kind,
             id: a,
-        }));
+        });
     }
 
     fn complete(&mut self, a: u32, time_s: f64) {
@@ -381,7 +433,7 @@ impl<'a> Sim<'a> {
             .checked_sub(REPORT_EVERY)
             .unwrap_or_else(std::time::Instant::now);
         loop {
-            let next_event = self.events.peek().map(|Reverse(e)| e.time_s);
+            let next_event = self.events.peek().map(|e| e.time_s);
             let next_finish = self.next_finish_s();
             let now = match (next_event, next_finish) {
                 (None, None) => break,
@@ -393,7 +445,7 @@ impl<'a> Sim<'a> {
             arrived.clear();
             // Drain everything at this instant, including what it triggers (zero waits).
             loop {
-                if let Some(Reverse(e)) = self.events.peek().copied() {
+                if let Some(e) = self.events.peek() {
                     if e.time_s <= horizon {
                         self.events.pop();
                         match e.kind {
@@ -473,12 +525,12 @@ impl<'a> Sim<'a> {
         let moved = self.attached_bytes[fi] - self.remaining_bytes[fi];
         self.attached_bytes[fi] = self.remaining_bytes[fi];
         for u in self.sharing.usage_of(f) {
-            self.out.carried_bytes[u.constraint as usize] += u.coefficient * moved;
+            self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
         self.sharing.detach(f);
-        let old = self.sharing.rate[f as usize];
+        let old = self.sharing.rate(f);
         self.add_load(now, f, -old);
-        self.sharing.rate[f as usize] = 0.0;
+        self.sharing.clear_rate(f);
     }
 
     /// Whether `a` has neither finished, failed nor been skipped.
@@ -505,7 +557,7 @@ impl<'a> Sim<'a> {
         reroutes.sort_by_key(|&(f, _)| f);
         keep_last(&mut capacities, |x| x.0);
         keep_last(&mut reroutes, |x| x.0);
-        capacities.retain(|&(c, cap)| cap != self.sharing.capacity[c as usize]);
+        capacities.retain(|&(c, cap)| cap != self.sharing.capacity(c));
         // Detach every transferring flow on a changing constraint, and every rerouted one,
         // bringing its bytes up to date: the survivors arrive again below.
         let mut detached = Vec::new();
@@ -523,7 +575,7 @@ impl<'a> Sim<'a> {
             }
         }
         for &(c, cap) in &capacities {
-            let was_zero = self.sharing.capacity[c as usize] == 0.0;
+            let was_zero = self.sharing.capacity(c) == 0.0;
             match (was_zero, cap == 0.0) {
                 (false, true) => self.n_zero_capacity += 1,
                 (true, false) => self.n_zero_capacity -= 1,
@@ -571,7 +623,7 @@ impl<'a> Sim<'a> {
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
     fn cut(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        let moved = self.sharing.rate[fi] * (now - self.updated_s[fi]);
+        let moved = self.sharing.rate(f) * (now - self.updated_s[fi]);
         self.remaining_bytes[fi] = (self.remaining_bytes[fi] - moved).max(0.0);
         self.updated_s[fi] = now;
         self.finishes.remove(f);
@@ -585,11 +637,10 @@ impl<'a> Sim<'a> {
             let reason = if self.no_path.get(f as usize) == Some(&true) {
                 NO_PATH
             } else {
-                let capacity = &self.sharing.capacity;
                 let usage = self.sharing.usage_of(f);
                 match usage
                     .iter()
-                    .find(|u| capacity[u.constraint as usize] == 0.0)
+                    .find(|u| self.sharing.capacity(u.constraint) == 0.0)
                 {
                     Some(u) => u.constraint,
                     None => return true,
@@ -640,8 +691,8 @@ impl<'a> Sim<'a> {
         let region = std::mem::take(&mut self.sharing.region);
         for &f in &region {
             let fi = f as usize;
-            let old = self.sharing.rate[fi];
-            let new = self.sharing.solved[fi];
+            let old = self.sharing.rate(f);
+            let new = self.sharing.solved(f);
             // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
             // saves a finish-time update and keeps unaffected flows bit-stable.
             if (new - old).abs() <= old * RATE_REL_TOL {
@@ -674,10 +725,6 @@ impl<'a> Sim<'a> {
             }
             self.finishes.set(f, finish_s);
             self.add_load(now, f, new - old);
-            for u in self.sharing.usage_of(f) {
-                let bound = &mut self.sharing.top_rate_bound[u.constraint as usize];
-                *bound = bound.max(new);
-            }
             if self.record_rates {
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
@@ -694,9 +741,9 @@ impl<'a> Sim<'a> {
 
     /// Compares every transferring flow's rate with a from-scratch solve of all of them.
     fn verify_against_full_solve(&self, now: f64) -> Result<()> {
-        let rate = &self.sharing.rate;
+        let rate = |f: u32| self.sharing.rate(f);
         let active: Vec<u32> = (0..self.acts.len() as u32)
-            .filter(|&f| rate[f as usize] > 0.0)
+            .filter(|&f| rate(f) > 0.0)
             .collect();
         let (mut fi, mut ci, mut k) = (Vec::new(), Vec::new(), Vec::new());
         for (i, &f) in active.iter().enumerate() {
@@ -710,13 +757,16 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|&f| self.acts.rate_cap_Bps[f as usize])
             .collect();
-        let capacity = self.sharing.capacity.to_vec();
+        let capacity = (0..self.sharing.n_constraints() as u32)
+            .map(|c| self.sharing.capacity(c))
+            .collect();
         let full = crate::solver::max_min_rates(capacity, &fi, &ci, &k, active.len(), Some(caps))?;
         for (i, &f) in active.iter().enumerate() {
-            if (full[i] - rate[f as usize]).abs() > 1e-9 * full[i] {
+            if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
                 return Err(Error::Internal(format!(
                     "at {now} s flow {f} has rate {} but a full solve gives {}",
-                    rate[f as usize], full[i]
+                    rate(f),
+                    full[i]
                 )));
             }
         }
@@ -728,19 +778,22 @@ impl<'a> Sim<'a> {
     fn add_load(&mut self, now: f64, f: u32, delta_Bps: f64) {
         for u in self.sharing.usage_of(f) {
             let c = u.constraint as usize;
-            if self.sharing.load_Bps[c] > 0.0 {
-                self.out.busy_s[c] += now - self.load_since_s[c];
+            let stat = &mut self.load_stats[c];
+            let load = self.sharing.load(u.constraint);
+            if load > 0.0 {
+                stat.busy_s += now - stat.since_s;
             }
-            self.load_since_s[c] = now;
-            self.sharing.load_Bps[c] = if self.sharing.on[c].is_empty() {
+            stat.since_s = now;
+            if !stat.touched {
+                stat.touched = true;
+                self.touched.push(u.constraint);
+            }
+            let load = if self.sharing.on[c].is_empty() {
                 0.0 // exact zero, not rounding residue, once the constraint is idle
             } else {
-                (self.sharing.load_Bps[c] + u.coefficient * delta_Bps).max(0.0)
+                (load + u.coefficient * delta_Bps).max(0.0)
             };
-            if !self.load_touched[c] {
-                self.load_touched[c] = true;
-                self.touched.push(c as u32);
-            }
+            self.sharing.set_load(u.constraint, load);
         }
     }
 
@@ -748,16 +801,17 @@ impl<'a> Sim<'a> {
     /// another slows down must not show as a transient overload.
     fn close_instant_loads(&mut self) {
         for &c in &self.touched {
-            let c = c as usize;
-            self.load_touched[c] = false;
-            if self.sharing.load_Bps[c] > self.out.peak_load_Bps[c] {
-                self.out.peak_load_Bps[c] = self.sharing.load_Bps[c];
-            }
+            let stat = &mut self.load_stats[c as usize];
+            stat.touched = false;
+            stat.peak_Bps = stat.peak_Bps.max(self.sharing.load(c));
         }
         self.touched.clear();
     }
 
     fn finish(mut self) -> RunOutput {
+        self.out.busy_s = self.load_stats.iter().map(|s| s.busy_s).collect();
+        self.out.peak_load_Bps = self.load_stats.iter().map(|s| s.peak_Bps).collect();
+        self.out.carried_bytes = self.load_stats.iter().map(|s| s.carried_bytes).collect();
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
         self.out.makespan_s = self.out.finish_s.iter().copied().fold(0.0, f64::max);

@@ -60,6 +60,10 @@ impl IndexedHeap {
     }
 
     pub fn remove(&mut self, id: u32) {
+        // An empty heap (often the rate caps) need not read `pos`, a likely cache miss.
+        if self.items.is_empty() {
+            return;
+        }
         let p = self.pos[id as usize];
         if p == ABSENT {
             return;
