@@ -295,10 +295,10 @@ def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, 
                     protocol: str = "simple") -> float:
     if n < 2:
         return 0.0
-    key = (_NCCL_NAME[algo], protocol)
-    latency = nccl_model.latencies_s(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes)).get(key)
+    name = _NCCL_NAME[algo]
+    latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes), name, protocol)
     if latency is None:
-        raise InvalidArgumentError(f"NCCL's model has no {key[0]}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
+        raise InvalidArgumentError(f"NCCL's model has no {name}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
     return latency
 
 
@@ -325,7 +325,9 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str 
     if algo in ("hierarchical", "nvls_sharp"):
         intra = "ring" if algo == "hierarchical" else "nvls"
         inter = "ring" if algo == "hierarchical" else "sharp"
-        one, rail = comm.within(comm.ranks[:p]), comm.across(comm.ranks[::p])
+        if "phases" not in comm.memo:  # a domain's and a rail's sub-communicators
+            comm.memo["phases"] = comm.within(comm.ranks[:p]), comm.across(comm.ranks[::p])
+        one, rail = comm.memo["phases"]
         phases = [("reduce_scatter", intra, one, p, 1), ("all_reduce", inter, rail, d, d),
                   ("all_gather", intra, one, p, 1)]
         if intra == "nvls":  # NCCL's NVLS latency does not depend on the op

@@ -568,26 +568,33 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
 
 
 @lru_cache(maxsize=4096)
-def _named_entries(op: str, shape: CommShape) -> tuple[tuple[tuple[str, str], _Entry], ...]:
-    return tuple(((ALGORITHMS[e.algo], PROTOCOLS[e.proto]), e) for e in _table(op, shape))
+def _named_entries(op: str, shape: CommShape) -> dict[tuple[str, str], _Entry]:
+    return {(ALGORITHMS[e.algo], PROTOCOLS[e.proto]): e for e in _table(op, shape)}
 
 
-def _options(op: str, size_bytes: float, shape: CommShape):
-    """((algorithm, protocol), latency in us, bandwidth in GB/s, bytes) of each enabled pair."""
-    nbytes = _check(op, size_bytes, shape)
-    for key, e in _named_entries(op, shape):
-        yield key, e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0), e.bw, nbytes
+def _entry_latency_us(e: _Entry, nbytes: float) -> float:
+    return e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0)
 
 
 def latencies_s(op: str, size_bytes: float, shape: CommShape) -> dict[tuple[str, str], float]:
     """Latency of each (algorithm, protocol) NCCL enables, in NCCL's order: :func:`predict`'s
     ``latency_s`` without building every prediction."""
-    return {key: lat * 1e-6 for key, lat, _, _ in _options(op, size_bytes, shape)}
+    nbytes = _check(op, size_bytes, shape)
+    return {key: _entry_latency_us(e, nbytes) * 1e-6 for key, e in _named_entries(op, shape).items()}
+
+
+def latency_of(op: str, size_bytes: float, shape: CommShape, algorithm: str, protocol: str) -> float | None:
+    """The latency of one (algorithm, protocol), or None where NCCL does not enable it."""
+    nbytes = _check(op, size_bytes, shape)
+    e = _named_entries(op, shape).get((algorithm, protocol))
+    return None if e is None else _entry_latency_us(e, nbytes) * 1e-6
 
 
 def times_s(op: str, size_bytes: float, shape: CommShape) -> dict[tuple[str, str], float]:
     """Predicted time of each (algorithm, protocol) NCCL enables, in NCCL's order."""
-    return {key: (lat + nbytes / (1000.0 * bw)) * 1e-6 for key, lat, bw, nbytes in _options(op, size_bytes, shape)}
+    nbytes = _check(op, size_bytes, shape)
+    return {key: (_entry_latency_us(e, nbytes) + nbytes / (1000.0 * e.bw)) * 1e-6
+            for key, e in _named_entries(op, shape).items()}
 
 
 @lru_cache(maxsize=4096)
