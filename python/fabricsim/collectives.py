@@ -54,6 +54,7 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
@@ -562,7 +563,7 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     else:
         S = float(size_bytes) if isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) \
             else parse_size(size_bytes)
-        if not (np.isfinite(S) and S >= 0):
+        if not (math.isfinite(S) and S >= 0):
             raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
     t = analytical_s(op, algo, S, comm, sizes, proto)

@@ -515,6 +515,8 @@ def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
 
 
 def _check(op, size_bytes, shape) -> float:
+    if type(size_bytes) is float and type(shape) is CommShape and op in OPS and 0 <= size_bytes < math.inf:
+        return size_bytes  # the common case, checked without the abstract-class tests below
     if not isinstance(shape, CommShape):
         raise InvalidArgumentError(f"shape={shape!r}: expected a fabricsim.nccl_model.CommShape")
     if op not in OPS:
