@@ -129,31 +129,53 @@ impl Ord for Timed {
 
 /// Events in time order. Most are known before the run (the activities ready at the
 /// start, the disruptions): those are sorted once and taken from the end of a vector,
-/// which is cheaper than popping a large binary heap; only events made during the run go
-/// through the heap.
+/// which is cheaper than popping a large binary heap. Events made during the run go through
+/// the heap, unless one instant makes very many (every flow of a collective becoming ready
+/// at once): those are sorted and merged into the vector in one pass.
 #[derive(Default)]
 struct Events {
-    /// Known at the start, latest first.
-    initial: Vec<Timed>,
+    /// Sorted, latest first.
+    sorted: Vec<Timed>,
     heap: BinaryHeap<Reverse<Timed>>,
+    /// Pushed since the last peek or pop.
+    fresh: Vec<Timed>,
 }
+
+/// Fewest fresh events worth a sort and merge instead of heap pushes.
+const BULK_EVENTS: usize = 4096;
 
 impl Events {
     fn push(&mut self, e: Timed) {
-        self.heap.push(Reverse(e));
+        self.fresh.push(e);
     }
 
-    /// Moves the events pushed so far into the sorted vector.
-    fn seal_initial(&mut self) {
-        debug_assert!(self.initial.is_empty());
-        let mut all = std::mem::take(&mut self.heap).into_vec();
-        // Ascending `Reverse`s: latest first.
-        all.sort_unstable();
-        self.initial = all.into_iter().map(|Reverse(e)| e).collect();
+    /// Files the fresh events: into the sorted vector when they are many (at least half as
+    /// many as it holds, so merging stays linear overall), else into the heap.
+    fn absorb(&mut self) {
+        if self.fresh.len() >= BULK_EVENTS && 2 * self.fresh.len() >= self.sorted.len() {
+            self.fresh.sort_unstable_by(|a, b| b.cmp(a));
+            let (old, new) = (
+                std::mem::take(&mut self.sorted),
+                std::mem::take(&mut self.fresh),
+            );
+            let mut merged = Vec::with_capacity(old.len() + new.len());
+            let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
+            while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+                merged.push(if x >= y { a.next() } else { b.next() }.unwrap());
+            }
+            merged.extend(a);
+            merged.extend(b);
+            self.sorted = merged;
+        } else {
+            self.heap.extend(self.fresh.drain(..).map(Reverse));
+        }
     }
 
-    fn peek(&self) -> Option<Timed> {
-        match (self.initial.last(), self.heap.peek()) {
+    fn peek(&mut self) -> Option<Timed> {
+        if !self.fresh.is_empty() {
+            self.absorb();
+        }
+        match (self.sorted.last(), self.heap.peek()) {
             (Some(&a), Some(&Reverse(b))) => Some(if a <= b { a } else { b }),
             (Some(&a), None) => Some(a),
             (None, b) => b.map(|&Reverse(b)| b),
@@ -161,9 +183,12 @@ impl Events {
     }
 
     fn pop(&mut self) -> Option<Timed> {
-        match (self.initial.last(), self.heap.peek()) {
+        if !self.fresh.is_empty() {
+            self.absorb();
+        }
+        match (self.sorted.last(), self.heap.peek()) {
             (Some(a), Some(Reverse(b))) if a > b => self.heap.pop().map(|Reverse(b)| b),
-            (Some(_), _) => self.initial.pop(),
+            (Some(_), _) => self.sorted.pop(),
             (None, _) => self.heap.pop().map(|Reverse(b)| b),
         }
     }
@@ -388,7 +413,6 @@ impl<'a> Sim<'a> {
                 self.make_ready(a as u32, 0.0);
             }
         }
-        self.events.seal_initial();
     }
 
     /// Dependencies of `a` are met at `time_s`: it becomes ready at its earliest start.
