@@ -344,8 +344,8 @@ def _ring_Bps(comm: _Comm) -> float:
         return v.nvlink_Bps if v.gpus_per_domain > 1 else comm.net_Bps
     if p >= 2:
         return p * min(comm.net_Bps, v.nvlink_Bps / (p - 1))
-    nvl = v.nvlink_Bps if np.any(np.diff(comm.starts, append=comm.n) > 1) else float("inf")
-    return min(comm.net_Bps, nvl)
+    # One rank per domain never crosses NVLink; uneven domains (ppn 0) have some that do.
+    return min(comm.net_Bps, float("inf") if p == 1 else v.nvlink_Bps)
 
 
 def _nvls_Bps(v: FabricView, k: int) -> float:
@@ -517,11 +517,11 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
     algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
     pairs = {(_NCCL_NAME[a], p): (a, p) for a in algos if a in _NCCL_NAME for p in _PROTOCOLS_OF.get(a, ("simple",))
              if protocol in ("auto", p)}
-    if len(pairs) == 0 or comm.n < 2:
-        return algos[0], "simple" if protocol == "auto" else protocol
-    times = nccl_model.times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
-    best = min(((t, i, key) for i, (key, t) in enumerate(times.items()) if key in pairs), default=None)
-    if best is None:
+    best = None
+    if pairs and comm.n > 1:
+        times = nccl_model.times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
+        best = min(((t, i, key) for i, (key, t) in enumerate(times.items()) if key in pairs), default=None)
+    if best is None:  # nothing NCCL tunes here: the algorithm, on Simple unless told
         return algos[0], "simple" if protocol == "auto" else protocol
     return pairs[best[2]]
 
@@ -545,26 +545,13 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
     as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
-    from .units import size_bytes as parse_size
-
     if op not in OPS:
         raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     if ranks is None:
         view = fabric_view(fabric)
         ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
     comm = _comm(fabric, ranks)
-    if sizes is not None:
-        if op != "all_to_all":
-            raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
-        sizes = sizes_matrix(sizes, comm.n)
-        S = float(sizes.sum()) / comm.n
-    elif size_bytes is None:
-        raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
-    else:
-        S = float(size_bytes) if isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) \
-            else parse_size(size_bytes)
-        if not (math.isfinite(S) and S >= 0):
-            raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
+    S, sizes = collective_size(op, size_bytes, sizes, comm.n)
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
     t = analytical_s(op, algo, S, comm, sizes, proto)
     algbw = S / t if t > 0 else float("nan")
@@ -828,6 +815,24 @@ class Builder:
             # truth, this is the difference the issue asks to see.
             "contention_s": pa.array(duration - analytical, mask=np.isnan(duration)),
         })
+
+
+def collective_size(op: str, size_bytes: Any, sizes: Any, n: int) -> tuple[float, np.ndarray | None]:
+    """``S`` as nccl-tests counts it (bytes, or a size such as "1GiB"), and the all-to-all-v
+    matrix when one is given instead (``S`` is then its mean per-rank send buffer)."""
+    from .units import size_bytes as parse_size
+
+    if sizes is not None:
+        if op != "all_to_all":
+            raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
+        m = sizes_matrix(sizes, n)
+        return float(m.sum()) / n, m
+    if size_bytes is None:
+        raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
+    S = float(parse_size(size_bytes))
+    if not (math.isfinite(S) and S >= 0):
+        raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
+    return S, None
 
 
 def sizes_matrix(sizes: Any, n: int) -> np.ndarray:

@@ -578,13 +578,6 @@ def _entry_latency_us(e: _Entry, nbytes: float) -> float:
     return e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0)
 
 
-def latencies_s(op: str, size_bytes: float, shape: CommShape) -> dict[tuple[str, str], float]:
-    """Latency of each (algorithm, protocol) NCCL enables, in NCCL's order: :func:`predict`'s
-    ``latency_s`` without building every prediction."""
-    nbytes = _check(op, size_bytes, shape)
-    return {key: _entry_latency_us(e, nbytes) * 1e-6 for key, e in _named_entries(op, shape).items()}
-
-
 def latency_of(op: str, size_bytes: float, shape: CommShape, algorithm: str, protocol: str) -> float | None:
     """The latency of one (algorithm, protocol), or None where NCCL does not enable it."""
     nbytes = _check(op, size_bytes, shape)

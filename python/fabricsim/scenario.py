@@ -212,20 +212,11 @@ class Scenario:
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it."""
-        from .collectives import Builder, sizes_matrix
+        from .collectives import Builder, collective_size
 
         if self._collectives is None:
             self._collectives = Builder(self)
-        if sizes is not None:
-            if op != "all_to_all":
-                raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
-            n = len(np.asarray(ranks).reshape(-1))
-            sizes = sizes_matrix(sizes, n)
-            size = float(sizes.sum()) / n
-        elif size_bytes is None:
-            raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
-        else:
-            size = _size_bytes(size_bytes)
+        size, sizes = collective_size(op, size_bytes, sizes, len(np.asarray(ranks).reshape(-1)))
         if not isinstance(algorithm, str):
             raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
         return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes,

@@ -145,13 +145,13 @@ def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four
 def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
     """8 hosts: in both trees together the busiest host has 4 tree neighbours, each edge
     carrying S/2 each way, so the time is alpha + 4 (S/2) / B."""
-    from fabricsim.nccl_model import CommShape, latencies_s
+    from fabricsim.nccl_model import CommShape, latency_of
 
     B = 50e9
     _, row = one(star(8, B), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
-    alpha = latencies_s("all_reduce", size, CommShape(
+    alpha = latency_of("all_reduce", size, CommShape(
         n_ranks=8, n_nodes=8, arch="hopper", nvlink_Bps=0.0, nvlink_link_Bps=0.0, net_Bps=B,
-        nvswitch=False, collnet=False))[("tree", "simple")]
+        nvswitch=False, collnet=False), "tree", "simple")
     assert duration(row) == pytest.approx(alpha + 2 * size / B, rel=1e-9)
 
 
