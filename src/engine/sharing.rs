@@ -121,7 +121,7 @@ struct FlowState {
     /// flow on it, or `CAPPED` (or `NO_BOTTLENECK` before its first solve). It stays valid
     /// until something on it changes, so only the flows it holds are checked then.
     bottleneck: u32,
-    /// Its place in `Sharing::held[bottleneck]`.
+    /// Its place in `Sharing::held[bottleneck]` (an entry elsewhere is stale).
     held_pos: u32,
     /// Awake and not yet frozen.
     rising: bool,
@@ -192,8 +192,10 @@ pub(crate) struct Sharing<'a> {
     woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
-    /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is.
+    /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is,
+    /// among stale entries (`is_held` tells them apart), and how many.
     held: Vec<Vec<u32>>,
+    n_held: Vec<u32>,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -244,6 +246,7 @@ impl<'a> Sharing<'a> {
             woken: Vec::new(),
             left: Vec::new(),
             held: vec![Vec::new(); n_c],
+            n_held: vec![0; n_c],
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -337,7 +340,10 @@ impl<'a> Sharing<'a> {
         }
     }
 
-    /// Records `c` as flow `f`'s bottleneck, moving it between the `held` lists.
+    /// Records `c` as flow `f`'s bottleneck. Its entry in the old bottleneck's `held` list
+    /// goes stale rather than being taken out (a collective's flows leaving together would
+    /// each move another entry): stale entries are dropped when the list is next read, or
+    /// when they outnumber the live ones.
     fn set_bottleneck(&mut self, f: u32, c: u32) {
         let fi = f as usize;
         let old = self.fs[fi].bottleneck;
@@ -345,18 +351,38 @@ impl<'a> Sharing<'a> {
             return;
         }
         if old < NO_BOTTLENECK {
-            let list = &mut self.held[old as usize];
-            let p = self.fs[fi].held_pos as usize;
-            list.swap_remove(p);
-            if let Some(&moved) = list.get(p) {
-                self.fs[moved as usize].held_pos = p as u32;
-            }
-        }
-        if c < NO_BOTTLENECK {
-            self.fs[fi].held_pos = self.held[c as usize].len() as u32;
-            self.held[c as usize].push(f);
+            self.n_held[old as usize] -= 1;
         }
         self.fs[fi].bottleneck = c;
+        if c < NO_BOTTLENECK {
+            let ci = c as usize;
+            if self.held[ci].len() >= 2 * self.n_held[ci] as usize + 16 {
+                self.drop_stale_held(ci);
+            }
+            self.fs[fi].held_pos = self.held[ci].len() as u32;
+            self.held[ci].push(f);
+            self.n_held[ci] += 1;
+        }
+    }
+
+    /// Whether entry `k` of constraint `ci`'s `held` list is live.
+    #[inline]
+    fn is_held(&self, ci: usize, k: usize) -> bool {
+        let st = &self.fs[self.held[ci][k] as usize];
+        st.bottleneck as usize == ci && st.held_pos as usize == k
+    }
+
+    fn drop_stale_held(&mut self, ci: usize) {
+        let mut kept = 0;
+        for k in 0..self.held[ci].len() {
+            if self.is_held(ci, k) {
+                let g = self.held[ci][k];
+                self.held[ci][kept] = g;
+                self.fs[g as usize].held_pos = kept as u32;
+                kept += 1;
+            }
+        }
+        self.held[ci].truncate(kept);
     }
 
     fn attach(&mut self, f: u32) {
@@ -711,15 +737,24 @@ impl<'a> Sharing<'a> {
         }
         self.cs[ci].touched = true;
         self.constraints.push(c);
+        // Stale entries are dropped on the way.
+        let mut kept = 0;
         for k in 0..self.held[ci].len() {
+            if !self.is_held(ci, k) {
+                continue;
+            }
             let g = self.held[ci][k];
-            let r = self.fs[g as usize].rate;
+            self.held[ci][kept] = g;
+            let st = &mut self.fs[g as usize];
+            st.held_pos = kept as u32;
+            kept += 1;
             // Before its first change every flow on it but the arrivals is dormant.
             debug_assert!(!self.in_region[g as usize]);
-            if r >= level && !self.fs[g as usize].queued {
-                self.fs[g as usize].queued = true;
-                self.checks.push(Reverse((r.to_bits(), g)));
+            if st.rate >= level && !st.queued {
+                st.queued = true;
+                self.checks.push(Reverse((st.rate.to_bits(), g)));
             }
         }
+        self.held[ci].truncate(kept);
     }
 }

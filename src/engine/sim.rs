@@ -154,6 +154,10 @@ impl Events {
     fn absorb(&mut self) {
         if self.fresh.len() >= BULK_EVENTS && 2 * self.fresh.len() >= self.sorted.len() {
             self.fresh.sort_unstable_by(|a, b| b.cmp(a));
+            if self.sorted.is_empty() {
+                std::mem::swap(&mut self.sorted, &mut self.fresh);
+                return;
+            }
             let (old, new) = (
                 std::mem::take(&mut self.sorted),
                 std::mem::take(&mut self.fresh),
@@ -452,6 +456,7 @@ impl<'a> Sim<'a> {
 
     fn event_loop(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<()> {
         let mut arrived: Vec<u32> = Vec::new();
+        let mut finishing: Vec<u32> = Vec::new();
         // The first check (after 64 instants) reports at once.
         let mut last_report = std::time::Instant::now()
             .checked_sub(REPORT_EVERY)
@@ -493,13 +498,19 @@ impl<'a> Sim<'a> {
                     }
                 }
                 match self.finishes.peek() {
-                    Some((t, f)) if t <= horizon => {
-                        self.finishes.remove(f);
-                        self.remaining_bytes[f as usize] = 0.0;
-                        self.leave(now, f);
-                        n_left += 1;
-                        // Recorded at the instant, when the others' rates change.
-                        self.complete(f, now);
+                    Some((t, _)) if t <= horizon => {
+                        finishing.clear();
+                        self.finishes.take_at_most(horizon, &mut finishing);
+                        // Highest id first: flows attach in id order, so when many leave at
+                        // once they come off the end of their constraints' lists.
+                        finishing.sort_unstable_by(|a, b| b.cmp(a));
+                        for &f in &finishing {
+                            self.remaining_bytes[f as usize] = 0.0;
+                            self.leave(now, f);
+                            // Recorded at the instant, when the others' rates change.
+                            self.complete(f, now);
+                        }
+                        n_left += finishing.len();
                     }
                     _ => break,
                 }

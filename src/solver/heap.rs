@@ -93,6 +93,51 @@ impl IndexedHeap {
             self.pos[id as usize] = self.items.len() as u32;
             self.items.push((key, id));
         }
+        self.heapify();
+    }
+
+    /// Removes every id whose key is at most `bound`, appending them to `out` in no set
+    /// order. Beyond the first few, they are found by a walk that stops below any larger
+    /// key, and a large share of the heap (a collective's flows finishing together) is
+    /// removed in one pass and a rebuild instead of a sift each.
+    pub fn take_at_most(&mut self, bound: f64, out: &mut Vec<u32>) {
+        // Mostly one or a few.
+        for _ in 0..64 {
+            match self.peek() {
+                Some((key, id)) if key <= bound => {
+                    self.remove(id);
+                    out.push(id);
+                }
+                _ => return,
+            }
+        }
+        let first = out.len();
+        let mut stack = vec![0usize];
+        while let Some(i) = stack.pop() {
+            if i < self.items.len() && self.items[i].0 <= bound {
+                out.push(self.items[i].1);
+                stack.extend((ARITY * i + 1..).take(ARITY));
+            }
+        }
+        let taken = out.len() - first;
+        if taken * 8 < self.items.len() {
+            for &id in &out[first..] {
+                self.remove(id);
+            }
+            return;
+        }
+        for &id in &out[first..] {
+            self.pos[id as usize] = ABSENT;
+        }
+        let pos = &self.pos;
+        self.items.retain(|&(_, id)| pos[id as usize] != ABSENT);
+        for i in 0..self.items.len() {
+            self.pos[self.items[i].1 as usize] = i as u32;
+        }
+        self.heapify();
+    }
+
+    fn heapify(&mut self) {
         let n = self.items.len();
         if n > 1 {
             for i in (0..n / ARITY + 1).rev() {
@@ -194,5 +239,42 @@ mod tests {
         heap.clear();
         assert!(heap.is_empty());
         assert!((0..n as u32).all(|i| !heap.contains(i)));
+    }
+
+    #[test]
+    fn takes_every_key_up_to_a_bound_and_keeps_the_rest_in_order() {
+        let mut rng = Rng::new(5);
+        for round in 0..200 {
+            let n = 1 + rng.below(300) as usize;
+            let mut heap = IndexedHeap::with_ids(n);
+            let keys: Vec<f64> = (0..n).map(|_| rng.below(50) as f64).collect();
+            for (i, &k) in keys.iter().enumerate() {
+                heap.set(i as u32, k);
+            }
+            // Small bounds take a few (removed one by one), large ones most (rebuilt).
+            let bound = if round % 2 == 0 {
+                rng.below(5) as f64
+            } else {
+                rng.below(50) as f64
+            };
+            let mut taken = vec![7u32]; // appended after what is there
+            heap.take_at_most(bound, &mut taken);
+            taken[1..].sort_unstable();
+            let expect: Vec<u32> = (0..n as u32)
+                .filter(|&i| keys[i as usize] <= bound)
+                .collect();
+            assert_eq!(taken[0], 7);
+            assert_eq!(&taken[1..], &expect[..]);
+            let mut rest = Vec::new();
+            while let Some((k, id)) = heap.peek() {
+                assert_eq!(keys[id as usize], k);
+                heap.remove(id);
+                rest.push((k, id));
+            }
+            let mut sorted = rest.clone();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            assert_eq!(rest, sorted);
+            assert_eq!(rest.len() + expect.len(), n);
+        }
     }
 }
