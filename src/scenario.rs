@@ -674,8 +674,11 @@ impl Scenario {
         self.choice.push(choice);
         self.src.push(src);
         self.dst.push(dst);
+        let last = self.tag.last().copied().unwrap_or(NONE);
         let t = match tag {
             None => NONE,
+            // Flows come in runs of one tag (a collective's): no lookup for those.
+            Some(name) if last != NONE && self.tag_names[last as usize] == name => last,
             Some(name) => match self.tag_index.get(name) {
                 Some(&i) => i,
                 None => {

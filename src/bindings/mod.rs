@@ -99,8 +99,9 @@ impl Topology {
         if structured::route(f, s.0, d.0, key, seed, modes, &mut routed)? {
             return Ok(routed.links);
         }
-        let path = Router::new().route(t, f.link_capacity_Bps(), s, d, key, seed)?;
-        Ok(path.into_iter().map(|l| l.0).collect())
+        let mut router = Router::new();
+        let path = router.route(t, f.link_capacity_Bps(), s, d, key, seed)?;
+        Ok(path.iter().map(|l| l.0).collect())
     }
 }
 

@@ -8,8 +8,6 @@
 
 pub mod structured;
 
-use std::collections::HashMap;
-
 use crate::error::{Error, Result};
 use crate::ids::{LinkId, NodeId};
 use crate::rng::ecmp_hash;
@@ -21,9 +19,15 @@ const CACHE_MAX_ENTRIES: usize = 1 << 28;
 
 #[derive(Debug, Default, Clone)]
 pub struct Router {
-    /// Hop distance of every node to a destination, over links with capacity > 0.
-    distances: HashMap<u32, Vec<u32>>,
+    /// Per destination node, the hop distance of every node to it over links with
+    /// capacity > 0 (empty until a flow goes there): indexed, as a lookup per flow adds up.
+    distances: Vec<Vec<u32>>,
+    /// Destinations with distances kept, and how many entries they hold.
+    cached: Vec<u32>,
     n_cached: usize,
+    /// The last path found, and the next-hop candidates at a node (reused buffers).
+    path: Vec<LinkId>,
+    candidates: Vec<u32>,
 }
 
 impl Router {
@@ -41,20 +45,21 @@ impl Router {
         dst: NodeId,
         key: u64,
         seed: u64,
-    ) -> Result<Vec<LinkId>> {
+    ) -> Result<&[LinkId]> {
         if src == dst {
             return Err(Error::SameEndpoints(format!(
                 "flow from node {} to itself: src and dst must differ",
                 src.0
             )));
         }
-        let dist = self.distances_to(topo, capacity_Bps, dst);
+        self.cache_distances_to(topo, capacity_Bps, dst);
+        let dist = &self.distances[dst.index()];
         if dist[src.index()] == UNREACHED {
             return Err(no_path_error(topo, src, dst));
         }
-        let mut path = Vec::with_capacity(dist[src.index()] as usize);
+        let (path, candidates) = (&mut self.path, &mut self.candidates);
+        path.clear();
         let mut node = src;
-        let mut candidates: Vec<u32> = Vec::new();
         while node != dst {
             let want = dist[node.index()] - 1;
             candidates.clear();
@@ -83,17 +88,23 @@ impl Router {
         Ok(path)
     }
 
-    fn distances_to(&mut self, topo: &Topology, capacity_Bps: &[f64], dst: NodeId) -> &Vec<u32> {
-        if !self.distances.contains_key(&dst.0) {
-            if self.n_cached + topo.n_nodes() > CACHE_MAX_ENTRIES {
-                self.distances.clear();
-                self.n_cached = 0;
-            }
-            let d = hop_distances_to(topo, Some(capacity_Bps), dst);
-            self.n_cached += d.len();
-            self.distances.insert(dst.0, d);
+    fn cache_distances_to(&mut self, topo: &Topology, capacity_Bps: &[f64], dst: NodeId) {
+        if self.distances.len() < topo.n_nodes() {
+            self.distances.resize(topo.n_nodes(), Vec::new());
         }
-        &self.distances[&dst.0]
+        if !self.distances[dst.index()].is_empty() {
+            return;
+        }
+        if self.n_cached + topo.n_nodes() > CACHE_MAX_ENTRIES {
+            for d in self.cached.drain(..) {
+                self.distances[d as usize] = Vec::new();
+            }
+            self.n_cached = 0;
+        }
+        let d = hop_distances_to(topo, Some(capacity_Bps), dst);
+        self.n_cached += d.len();
+        self.cached.push(dst.0);
+        self.distances[dst.index()] = d;
     }
 }
 
@@ -215,7 +226,8 @@ mod tests {
         for key in 0..64 {
             let p = r
                 .route(&topo, topo.capacity_Bps(), NodeId(0), NodeId(3), key, 1)
-                .unwrap();
+                .unwrap()
+                .to_vec();
             assert_eq!(p.len(), 2);
             assert_eq!(
                 p,
