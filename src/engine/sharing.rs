@@ -236,7 +236,12 @@ impl<'a> Sharing<'a> {
             in_region: vec![false; n_acts],
             region: Vec::new(),
             checks: BinaryHeap::new(),
-            caps: IndexedHeap::with_ids(n_acts),
+            // Sized only if a flow has a cap (an empty heap reads no position).
+            caps: IndexedHeap::with_ids(if rate_cap.iter().any(|c| c.is_finite()) {
+                n_acts
+            } else {
+                0
+            }),
             heap: IndexedHeap::with_ids(n_c),
             cs: vec![ConstraintState::default(); n_c],
             dirty_list: Vec::new(),
@@ -398,12 +403,33 @@ impl<'a> Sharing<'a> {
         }
     }
 
+    /// Sizes the lists that many arrivals at once (a collective starting) grow, once
+    /// rather than by doubling (each copy touches fresh memory, slow to map on a VM).
+    fn reserve_for(&mut self, arrived: &[u32]) {
+        let mut n_new = vec![0u32; self.on.len()];
+        let mut n_entries = 0;
+        for &f in arrived {
+            for u in self.usage_of(f) {
+                n_new[u.constraint as usize] += 1;
+                n_entries += 1;
+            }
+        }
+        for (list, n) in self.on.iter_mut().zip(n_new) {
+            list.reserve(n as usize);
+        }
+        self.woken.reserve(n_entries);
+        self.region.reserve(arrived.len());
+    }
+
     /// Re-solves after the flows detached since the last call left and `arrived` flows (at
     /// rate 0) start transferring. Afterwards `region` lists the flows whose rate may have
     /// changed, with the new rates in `solved`; `rate` is not updated (the caller needs the
     /// old rates to integrate bytes).
     pub fn resolve(&mut self, arrived: &[u32]) -> crate::Result<()> {
         self.region.clear();
+        if arrived.len() >= 4096 && arrived.len() >= self.on.len() {
+            self.reserve_for(arrived);
+        }
         for &f in arrived {
             self.attach(f);
             // Awake before any constraint is touched, so none counts as dormant.

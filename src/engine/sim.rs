@@ -238,6 +238,8 @@ struct Sim<'a> {
     /// Per flow: waiting without a path since a reroute to none (empty if no reroute is).
     no_path: Vec<bool>,
     /// Per flow: bytes left when it last attached, so that leaving credits what it moved.
+    /// Kept only if disruptions can detach flows: else a flow attaches once, with all its
+    /// bytes left.
     attached_bytes: Vec<f64>,
 }
 
@@ -381,7 +383,11 @@ impl<'a> Sim<'a> {
             events,
             finishes: IndexedHeap::with_ids(n),
             remaining_bytes: acts.bytes.clone(),
-            attached_bytes: acts.bytes.clone(),
+            attached_bytes: if steps.is_empty() {
+                Vec::new()
+            } else {
+                acts.bytes.clone()
+            },
             updated_s: vec![0.0; n],
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
             load_stats: vec![LoadStat::default(); n_c],
@@ -557,8 +563,10 @@ impl<'a> Sim<'a> {
     /// with the bytes it moved since it attached (`remaining_bytes` must be up to date).
     fn leave(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        let moved = self.attached_bytes[fi] - self.remaining_bytes[fi];
-        self.attached_bytes[fi] = self.remaining_bytes[fi];
+        let moved = match self.attached_bytes.get_mut(fi) {
+            Some(attached) => std::mem::replace(attached, self.remaining_bytes[fi]),
+            None => self.acts.bytes[fi],
+        } - self.remaining_bytes[fi];
         for u in self.sharing.usage_of(f) {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
