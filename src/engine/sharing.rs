@@ -358,9 +358,9 @@ impl<'a> Sharing<'a> {
         if old < NO_BOTTLENECK {
             self.n_held[old as usize] -= 1;
         }
-        self.fs[fi].bottleneck = c;
         if c < NO_BOTTLENECK {
             let ci = c as usize;
+            // Before `f` points here: an old entry of its own in this list stays stale.
             if self.held[ci].len() >= 2 * self.n_held[ci] as usize + 16 {
                 self.drop_stale_held(ci);
             }
@@ -368,6 +368,7 @@ impl<'a> Sharing<'a> {
             self.held[ci].push(f);
             self.n_held[ci] += 1;
         }
+        self.fs[fi].bottleneck = c;
     }
 
     /// Whether entry `k` of constraint `ci`'s `held` list is live.
@@ -770,9 +771,11 @@ impl<'a> Sharing<'a> {
                 continue;
             }
             let g = self.held[ci][k];
-            self.held[ci][kept] = g;
             let st = &mut self.fs[g as usize];
-            st.held_pos = kept as u32;
+            if kept != k {
+                self.held[ci][kept] = g;
+                st.held_pos = kept as u32;
+            }
             kept += 1;
             // Before its first change every flow on it but the arrivals is dormant.
             debug_assert!(!self.in_region[g as usize]);
