@@ -292,6 +292,64 @@ fn many_more_random_runs_match_the_naive_simulation() {
 /// A collective's shape: thousands of flows become ready in one instant (after a delay) and
 /// their latency ends are filed in bulk, merged with thousands of events known before the
 /// run; most flows are empty so the naive simulation stays quick.
+/// Hundreds of flows finishing in one instant are taken from the finish heap together (one
+/// by one while few, else by a walk, and by a rebuild when they are most of the heap) and
+/// leave highest id first: times must still match the naive simulation, dependents included.
+#[test]
+fn hundreds_of_flows_finishing_at_once_match_the_naive_simulation() {
+    let capacity = vec![400.0, 100.0, 50.0, 5000.0];
+    let mut acts = Activities::new();
+    let mut deps = Vec::new();
+    // 400 equal flows on constraint 0 finish together at t=1 (most of the heap: a rebuild).
+    let mut first_wave = Vec::new();
+    for _ in 0..400 {
+        first_wave.push(
+            acts.add_flow(1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+                .unwrap(),
+        );
+    }
+    // 100 equal flows on constraints 1 and 3 finish together at t=2 (a walk, then removals
+    // one by one, while the longer flows below stay in the heap).
+    for _ in 0..100 {
+        acts.add_flow(2.0, &on(&[1, 3]), 0.0, 0.0, f64::INFINITY, &[])
+            .unwrap();
+    }
+    // Longer flows sharing constraint 3, and some on constraint 2.
+    for i in 0..1200u32 {
+        let links = if i % 3 == 0 { vec![2, 3] } else { vec![3] };
+        acts.add_flow(
+            5.0 + (i % 7) as f64,
+            &on(&links),
+            0.0,
+            0.0,
+            f64::INFINITY,
+            &[],
+        )
+        .unwrap();
+    }
+    // Dependents of the first wave start the instant it ends and share constraint 3.
+    for (k, &w) in first_wave.iter().enumerate().step_by(5) {
+        let f = acts
+            .add_flow(
+                1.0 + (k % 3) as f64,
+                &on(&[3, 0]),
+                0.0,
+                0.0,
+                f64::INFINITY,
+                &[w],
+            )
+            .unwrap();
+        deps.push((f.index(), w.index()));
+    }
+    let out = run(&capacity, &acts, &RunOptions::default(), &mut |_| true).unwrap();
+    let want = naive_run(&capacity, &acts, &deps);
+    assert_close("first wave", out.finish_s[first_wave[0].index()], 1.0);
+    for (a, w) in want.iter().enumerate() {
+        assert_close(&format!("activity {a} start"), out.start_s[a], w.1);
+        assert_close(&format!("activity {a} finish"), out.finish_s[a], w.2);
+    }
+}
+
 #[test]
 fn thousands_of_flows_ready_at_once_match_the_naive_simulation() {
     let capacity = vec![10.0, 20.0, 30.0, 40.0];
