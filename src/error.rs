@@ -70,8 +70,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Checks that `value` (named `what`) is finite and >= 0.
-pub fn check_non_negative(what: &str, value: f64) -> Result<()> {
+/// Checks that `value` (named `what`) is finite and >= 0. `what` is formatted only for a
+/// bad value: a per-element name (`format_args!`) costs nothing on millions of good ones.
+pub fn check_non_negative(what: impl std::fmt::Display, value: f64) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
         Ok(())
     } else {

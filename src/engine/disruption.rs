@@ -85,7 +85,7 @@ impl<'a> Schedule<'a> {
 }
 
 fn check(i: usize, d: &Disruption, n_constraints: usize, acts: &Activities) -> Result<()> {
-    check_non_negative(&format!("time_s of disruption {i}"), d.time_s)?;
+    check_non_negative(format_args!("time_s of disruption {i}"), d.time_s)?;
     let check_constraint = |c: u32| {
         if c as usize >= n_constraints {
             return Err(Error::InvalidArgument(format!(
@@ -98,7 +98,7 @@ fn check(i: usize, d: &Disruption, n_constraints: usize, acts: &Activities) -> R
     for &(c, capacity) in &d.capacities {
         check_constraint(c)?;
         check_non_negative(
-            &format!("capacity of constraint {c} in disruption {i}"),
+            format_args!("capacity of constraint {c} in disruption {i}"),
             capacity,
         )?;
     }

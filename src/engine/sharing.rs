@@ -494,12 +494,7 @@ impl<'a> Sharing<'a> {
                 let Some((stored, c)) = self.heap.peek() else {
                     break None;
                 };
-                let ci = c as usize;
-                let key = if self.cs[ci].n_rising == 0 {
-                    self.cs[ci].floor
-                } else {
-                    (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor)
-                };
+                let key = self.saturation_key(c as usize);
                 if key > stored {
                     self.heap.set(c, key);
                     continue;
@@ -547,17 +542,27 @@ impl<'a> Sharing<'a> {
             let c = self.dirty_list[i];
             let ci = c as usize;
             self.cs[ci].dirty = false;
-            if self.cs[ci].n_rising > 0 {
-                let key = (self.cs[ci].residual / self.cs[ci].coef_sum).max(self.cs[ci].floor);
-                self.heap.set(c, key);
-            } else if self.cs[ci].residual < 0.0 {
-                // Its woken flows froze at once, leaving it overloaded (see `freeze`).
-                self.heap.set(c, self.cs[ci].floor);
+            // With no rising flow it stays only if its woken flows froze at once, leaving
+            // it overloaded (see `freeze`).
+            if self.cs[ci].n_rising > 0 || self.cs[ci].residual < 0.0 {
+                self.heap.set(c, self.saturation_key(ci));
             } else {
                 self.heap.remove(c);
             }
         }
         self.dirty_list.clear();
+    }
+
+    /// A lower bound of constraint `ci`'s saturation level: where its rising flows fill its
+    /// residual, or its floor (all that is left when none rises).
+    #[inline]
+    fn saturation_key(&self, ci: usize) -> f64 {
+        let st = &self.cs[ci];
+        if st.n_rising == 0 {
+            st.floor
+        } else {
+            (st.residual / st.coef_sum).max(st.floor)
+        }
     }
 
     /// Constraint `c` reaches its lazy saturation level `level`. Dormant flows on it faster

@@ -22,9 +22,8 @@ pub struct Router {
     /// Per destination node, the hop distance of every node to it over links with
     /// capacity > 0 (empty until a flow goes there): indexed, as a lookup per flow adds up.
     distances: Vec<Vec<u32>>,
-    /// Destinations with distances kept, and how many entries they hold.
+    /// Destinations with distances kept (each holds one entry per node).
     cached: Vec<u32>,
-    n_cached: usize,
     /// The last path found, and the next-hop candidates at a node (reused buffers).
     path: Vec<LinkId>,
     candidates: Vec<u32>,
@@ -95,14 +94,12 @@ impl Router {
         if !self.distances[dst.index()].is_empty() {
             return;
         }
-        if self.n_cached + topo.n_nodes() > CACHE_MAX_ENTRIES {
+        if (self.cached.len() + 1) * topo.n_nodes() > CACHE_MAX_ENTRIES {
             for d in self.cached.drain(..) {
                 self.distances[d as usize] = Vec::new();
             }
-            self.n_cached = 0;
         }
         let d = hop_distances_to(topo, Some(capacity_Bps), dst);
-        self.n_cached += d.len();
         self.cached.push(dst.0);
         self.distances[dst.index()] = d;
     }

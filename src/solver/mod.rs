@@ -64,7 +64,7 @@ impl Problem {
             )));
         }
         for (c, &cap) in capacity.iter().enumerate() {
-            check_non_negative(&format!("capacity of constraint {c}"), cap)?;
+            check_non_negative(format_args!("capacity of constraint {c}"), cap)?;
         }
         let rate_cap = match rate_cap {
             Some(v) => {

@@ -66,15 +66,8 @@ impl Topology {
                     src[l]
                 )));
             }
-            // The message is formatted only for a bad value: tens of millions of links.
-            for (what, v) in [
-                ("capacity_Bps", capacity_Bps[l]),
-                ("latency_s", latency_s[l]),
-            ] {
-                if !(v.is_finite() && v >= 0.0) {
-                    check_non_negative(&format!("{what} of link {l}"), v)?;
-                }
-            }
+            check_non_negative(format_args!("capacity_Bps of link {l}"), capacity_Bps[l])?;
+            check_non_negative(format_args!("latency_s of link {l}"), latency_s[l])?;
         }
         let (out_offsets, out_links) = rows(n_nodes, &src);
         let (in_offsets, in_links) = rows(n_nodes, &dst);
