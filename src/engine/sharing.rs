@@ -108,6 +108,9 @@ struct ConstraintLoad {
     /// An upper bound of the fastest rate on it: raised by `set_rate`, made exact whenever
     /// its flows are scanned.
     top_rate_bound: f64,
+    /// Attached flows whose coefficient on it is not 1: while there are none, a scan needs
+    /// no coefficient (looking each up misses the cache at scale).
+    n_non_unit: u32,
 }
 
 /// A flow's part in the sharing state.
@@ -221,6 +224,7 @@ impl<'a> Sharing<'a> {
                     capacity,
                     load_Bps: 0.0,
                     top_rate_bound: 0.0,
+                    n_non_unit: 0,
                 })
                 .collect(),
             rate_cap,
@@ -337,6 +341,9 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
+            if u.coefficient != 1.0 {
+                self.link[ci].n_non_unit -= 1;
+            }
             // The flows held there may speed up (they are checked at their rates).
             if !self.cs[ci].left_any {
                 self.cs[ci].left_any = true;
@@ -394,6 +401,9 @@ impl<'a> Sharing<'a> {
     fn attach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
+            if u.coefficient != 1.0 {
+                self.link[u.constraint as usize].n_non_unit += 1;
+            }
             let list = &mut self.on[u.constraint as usize];
             self.pos[base + k] = list.len() as u32;
             list.push(Slot {
@@ -583,11 +593,16 @@ impl<'a> Sharing<'a> {
                 .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
         } else if self.link[ci].top_rate_bound > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
+            let unit = self.link[ci].n_non_unit == 0;
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
-                    // Rarely needed, so not copied into the slot (which stays small).
-                    let k = self.usage[self.span[g].0 + s.entry as usize].coefficient;
+                    // Not copied into the slot, which stays small for scans.
+                    let k = if unit {
+                        1.0
+                    } else {
+                        self.usage[self.span[g].0 + s.entry as usize].coefficient
+                    };
                     self.scratch.push((s.rate, k, s.flow));
                 }
             }
