@@ -209,6 +209,13 @@ struct LoadStat {
     touched: bool,
 }
 
+/// A flow's bytes left at a time (since when it has moved at its current rate).
+#[derive(Debug, Clone, Copy)]
+struct BytesLeft {
+    bytes: f64,
+    as_of_s: f64,
+}
+
 struct Sim<'a> {
     acts: &'a Activities,
     dependents_offsets: Vec<usize>,
@@ -217,9 +224,9 @@ struct Sim<'a> {
     events: Events,
     /// Projected finish time of every transferring flow, updated in place.
     finishes: IndexedHeap,
-    remaining_bytes: Vec<f64>,
-    /// Time at which `remaining_bytes` was last brought up to date.
-    updated_s: Vec<f64>,
+    /// Bytes each flow has left, as of when they were last brought up to date (one array:
+    /// a rate change reads and writes both).
+    left: Vec<BytesLeft>,
     sharing: Sharing<'a>,
     /// Busy-time and peak statistics per constraint, in one struct since `add_load`
     /// updates them together (copied into `out` at the end).
@@ -382,13 +389,19 @@ impl<'a> Sim<'a> {
             n_pending,
             events,
             finishes: IndexedHeap::with_ids(n),
-            remaining_bytes: acts.bytes.clone(),
+            left: acts
+                .bytes
+                .iter()
+                .map(|&bytes| BytesLeft {
+                    bytes,
+                    as_of_s: 0.0,
+                })
+                .collect(),
             attached_bytes: if steps.is_empty() {
                 Vec::new()
             } else {
                 acts.bytes.clone()
             },
-            updated_s: vec![0.0; n],
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
@@ -511,7 +524,7 @@ impl<'a> Sim<'a> {
                         // once they come off the end of their constraints' lists.
                         finishing.sort_unstable_by(|a, b| b.cmp(a));
                         for &f in &finishing {
-                            self.remaining_bytes[f as usize] = 0.0;
+                            self.left[f as usize].bytes = 0.0;
                             self.leave(now, f);
                             // Recorded at the instant, when the others' rates change.
                             self.complete(f, now);
@@ -560,13 +573,13 @@ impl<'a> Sim<'a> {
     }
 
     /// Takes a transferring flow off its constraints and its load off theirs, crediting them
-    /// with the bytes it moved since it attached (`remaining_bytes` must be up to date).
+    /// with the bytes it moved since it attached (`left` must be up to date).
     fn leave(&mut self, now: f64, f: u32) {
         let fi = f as usize;
         let moved = match self.attached_bytes.get_mut(fi) {
-            Some(attached) => std::mem::replace(attached, self.remaining_bytes[fi]),
+            Some(attached) => std::mem::replace(attached, self.left[fi].bytes),
             None => self.acts.bytes[fi],
-        } - self.remaining_bytes[fi];
+        } - self.left[fi].bytes;
         for u in self.sharing.usage_of(f) {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
@@ -666,9 +679,12 @@ impl<'a> Sim<'a> {
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
     fn cut(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        let moved = self.sharing.rate(f) * (now - self.updated_s[fi]);
-        self.remaining_bytes[fi] = (self.remaining_bytes[fi] - moved).max(0.0);
-        self.updated_s[fi] = now;
+        let left = &mut self.left[fi];
+        let moved = self.sharing.rate(f) * (now - left.as_of_s);
+        *left = BytesLeft {
+            bytes: (left.bytes - moved).max(0.0),
+            as_of_s: now,
+        };
         self.finishes.remove(f);
         self.leave(now, f);
     }
@@ -754,16 +770,18 @@ impl<'a> Sim<'a> {
             } else {
                 now
             };
-            self.remaining_bytes[fi] =
-                (self.remaining_bytes[fi] - old * (since - self.updated_s[fi])).max(0.0);
-            self.updated_s[fi] = since;
+            let left = &mut self.left[fi];
+            *left = BytesLeft {
+                bytes: (left.bytes - old * (since - left.as_of_s)).max(0.0),
+                as_of_s: since,
+            };
+            let bytes_left = left.bytes;
             self.sharing.set_rate(f, new);
-            let finish_s = since + self.remaining_bytes[fi] / new;
+            let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
-                    "flow {f} would finish at {finish_s} s ({} bytes left at {new} B/s): \
-                     beyond what double precision holds",
-                    self.remaining_bytes[fi]
+                    "flow {f} would finish at {finish_s} s ({bytes_left} bytes left at {new} B/s): \
+                     beyond what double precision holds"
                 )));
             }
             self.finishes.set(f, finish_s);
