@@ -216,6 +216,16 @@ struct BytesLeft {
     as_of_s: f64,
 }
 
+impl BytesLeft {
+    /// Brought up to `now_s` at `rate_Bps` (never below zero: rounding can overshoot).
+    fn at(self, now_s: f64, rate_Bps: f64) -> BytesLeft {
+        BytesLeft {
+            bytes: (self.bytes - rate_Bps * (now_s - self.as_of_s)).max(0.0),
+            as_of_s: now_s,
+        }
+    }
+}
+
 struct Sim<'a> {
     acts: &'a Activities,
     dependents_offsets: Vec<usize>,
@@ -679,12 +689,7 @@ impl<'a> Sim<'a> {
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
     fn cut(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        let left = &mut self.left[fi];
-        let moved = self.sharing.rate(f) * (now - left.as_of_s);
-        *left = BytesLeft {
-            bytes: (left.bytes - moved).max(0.0),
-            as_of_s: now,
-        };
+        self.left[fi] = self.left[fi].at(now, self.sharing.rate(f));
         self.finishes.remove(f);
         self.leave(now, f);
     }
@@ -770,12 +775,8 @@ impl<'a> Sim<'a> {
             } else {
                 now
             };
-            let left = &mut self.left[fi];
-            *left = BytesLeft {
-                bytes: (left.bytes - old * (since - left.as_of_s)).max(0.0),
-                as_of_s: since,
-            };
-            let bytes_left = left.bytes;
+            self.left[fi] = self.left[fi].at(since, old);
+            let bytes_left = self.left[fi].bytes;
             self.sharing.set_rate(f, new);
             let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
