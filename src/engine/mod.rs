@@ -4,6 +4,7 @@
 
 mod activities;
 mod disruption;
+mod id_table;
 mod sharing;
 mod sim;
 
