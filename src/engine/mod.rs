@@ -4,7 +4,6 @@
 
 mod activities;
 mod disruption;
-mod id_table;
 mod sharing;
 mod sim;
 

@@ -31,7 +31,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::id_table::IdTable;
 use crate::solver::{IndexedHeap, Usage};
 
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate is
@@ -154,20 +153,20 @@ pub(crate) struct Sharing<'a> {
     /// Every usage list a flow can have: the activities' own, then the disruptions' reroutes.
     usage: &'a [Usage],
     /// The current usage list of each flow: `usage[span[f].0..span[f].1]`.
-    span: IdTable<(usize, usize)>,
+    span: Vec<(usize, usize)>,
     /// Capacity, load and top-rate bound of each constraint, read together.
-    link: IdTable<ConstraintLoad>,
+    link: Vec<ConstraintLoad>,
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
-    pub on: IdTable<Vec<Slot>>,
+    pub on: Vec<Vec<Slot>>,
     /// For each entry of `usage` in use by a transferring flow, its position in
     /// `on[constraint]`.
-    pos: IdTable<u32>,
+    pos: Vec<u32>,
     /// Per-flow state, read together when a flow is checked, woken or frozen.
-    fs: IdTable<FlowState>,
+    fs: Vec<FlowState>,
     /// Whether each flow was woken in this re-solve: apart, as scans of a constraint's
     /// flows read it alone and a compact array stays in cache.
-    in_region: IdTable<bool>,
+    in_region: Vec<bool>,
     /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
     /// Dormant flows to check when the level reaches their rate (its bits: rates are
@@ -179,7 +178,7 @@ pub(crate) struct Sharing<'a> {
     heap: IndexedHeap,
     /// The filling state of each constraint, in one place: a wake or a freeze reads and
     /// writes all of it (separate arrays cost a cache miss each).
-    cs: IdTable<ConstraintState>,
+    cs: Vec<ConstraintState>,
     /// Constraints where flows woke since keys were last set (`dirty` flags them).
     dirty_list: Vec<u32>,
     /// Constraints where something changed in this re-solve (`touched` flags them).
@@ -187,7 +186,7 @@ pub(crate) struct Sharing<'a> {
     scratch: Vec<(f64, f64, u32)>,
     /// Per constraint put off to level `ConstraintState::faster_at`, its dormant flows
     /// faster than that (rate, coefficient, flow), so that taking it again needs no scan.
-    faster: IdTable<Vec<(f64, f64, u32)>>,
+    faster: Vec<Vec<(f64, f64, u32)>>,
     /// Flows woken on each constraint in this re-solve (some may have frozen since), as
     /// lists linked from `ConstraintState::woken` through this arena (flow, next): the flows
     /// to freeze when it saturates, without scanning all its flows. One arena, appended
@@ -198,8 +197,8 @@ pub(crate) struct Sharing<'a> {
     left: Vec<u32>,
     /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is,
     /// among stale entries (`is_held` tells them apart), and how many.
-    held: IdTable<Vec<u32>>,
-    n_held: IdTable<u32>,
+    held: Vec<Vec<u32>>,
+    n_held: Vec<u32>,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -218,7 +217,7 @@ impl<'a> Sharing<'a> {
         let n_c = capacity.len();
         Sharing {
             usage,
-            span: span.into(),
+            span,
             link: capacity
                 .iter()
                 .map(|&capacity| ConstraintLoad {
@@ -229,8 +228,8 @@ impl<'a> Sharing<'a> {
                 })
                 .collect(),
             rate_cap,
-            on: IdTable::filled(Vec::new(), n_c),
-            pos: IdTable::filled(0, usage.len()),
+            on: vec![Vec::new(); n_c],
+            pos: vec![0; usage.len()],
             fs: rate_cap
                 .iter()
                 .map(|cap| FlowState {
@@ -238,7 +237,7 @@ impl<'a> Sharing<'a> {
                     ..FlowState::default()
                 })
                 .collect(),
-            in_region: IdTable::filled(false, n_acts),
+            in_region: vec![false; n_acts],
             region: Vec::new(),
             checks: BinaryHeap::new(),
             // Sized only if a flow has a cap (an empty heap reads no position).
@@ -248,15 +247,15 @@ impl<'a> Sharing<'a> {
                 0
             }),
             heap: IndexedHeap::with_ids(n_c),
-            cs: IdTable::filled(ConstraintState::default(), n_c),
+            cs: vec![ConstraintState::default(); n_c],
             dirty_list: Vec::new(),
             constraints: Vec::new(),
             scratch: Vec::new(),
-            faster: IdTable::filled(Vec::new(), n_c),
+            faster: vec![Vec::new(); n_c],
             woken: Vec::new(),
             left: Vec::new(),
-            held: IdTable::filled(Vec::new(), n_c),
-            n_held: IdTable::filled(0, n_c),
+            held: vec![Vec::new(); n_c],
+            n_held: vec![0; n_c],
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -265,9 +264,7 @@ impl<'a> Sharing<'a> {
     #[inline]
     pub fn usage_of(&self, f: u32) -> &'a [Usage] {
         let (begin, end) = self.span[f as usize];
-        debug_assert!(begin <= end && end <= self.usage.len());
-        // SAFETY: every span is checked within `usage` when the run is built (`id_table`).
-        unsafe { self.usage.get_unchecked(begin..end) }
+        &self.usage[begin..end]
     }
 
     /// Gives flow `f`, which must not be attached, the usage list `usage[span.0..span.1]`.

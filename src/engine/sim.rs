@@ -5,7 +5,6 @@ use std::collections::BinaryHeap;
 
 use super::activities::{Activities, Kind};
 use super::disruption::{Disruption, Schedule, Step};
-use super::id_table::IdTable;
 use super::sharing::Sharing;
 use crate::error::{Error, Result};
 use crate::solver::IndexedHeap;
@@ -237,11 +236,11 @@ struct Sim<'a> {
     finishes: IndexedHeap,
     /// Bytes each flow has left, as of when they were last brought up to date (one array:
     /// a rate change reads and writes both).
-    left: IdTable<BytesLeft>,
+    left: Vec<BytesLeft>,
     sharing: Sharing<'a>,
     /// Busy-time and peak statistics per constraint, in one struct since `add_load`
     /// updates them together (copied into `out` at the end).
-    load_stats: IdTable<LoadStat>,
+    load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
     out: RunOutput,
     record_rates: bool,
@@ -414,7 +413,7 @@ impl<'a> Sim<'a> {
                 acts.bytes.clone()
             },
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
-            load_stats: IdTable::filled(LoadStat::default(), n_c),
+            load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
