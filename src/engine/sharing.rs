@@ -132,6 +132,8 @@ struct FlowState {
     queued: bool,
     /// Has a finite rate cap (saves reading the cap, another array, for most flows).
     capped: bool,
+    /// On its constraints' lists (between `attach` and `detach`).
+    attached: bool,
 }
 
 impl Default for FlowState {
@@ -144,6 +146,7 @@ impl Default for FlowState {
             rising: false,
             queued: false,
             capped: false,
+            attached: false,
         }
     }
 }
@@ -267,9 +270,22 @@ impl<'a> Sharing<'a> {
         &self.usage[begin..end]
     }
 
-    /// Gives flow `f`, which must not be attached, the usage list `usage[span.0..span.1]`.
-    pub fn set_usage(&mut self, f: u32, span: (usize, usize)) {
+    /// Gives flow `f` the usage list `usage[span.0..span.1]`. Refused while it is attached:
+    /// its places on its constraints' lists are counted from its usage list.
+    pub fn set_usage(&mut self, f: u32, span: (usize, usize)) -> crate::Result<()> {
+        if self.fs[f as usize].attached {
+            return Err(crate::Error::Internal(format!(
+                "flow {f} was given a new usage list while transferring"
+            )));
+        }
         self.span[f as usize] = span;
+        Ok(())
+    }
+
+    /// Whether flow `f` is on its constraints (transferring).
+    #[inline]
+    pub fn is_attached(&self, f: u32) -> bool {
+        self.fs[f as usize].attached
     }
 
     #[inline]
@@ -332,6 +348,7 @@ impl<'a> Sharing<'a> {
     /// reads its current rate now: the caller may zero it afterwards.
     pub fn detach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
+        self.fs[f as usize].attached = false;
         self.set_bottleneck(f, NO_BOTTLENECK);
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
@@ -400,6 +417,7 @@ impl<'a> Sharing<'a> {
 
     fn attach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
+        self.fs[f as usize].attached = true;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             if u.coefficient != 1.0 {
                 self.link[u.constraint as usize].n_non_unit += 1;

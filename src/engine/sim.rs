@@ -545,7 +545,7 @@ impl<'a> Sim<'a> {
                 }
             }
             if !self.due.is_empty() {
-                n_left += self.disrupt(now, &mut arrived);
+                n_left += self.disrupt(now, &mut arrived)?;
             }
             if (self.n_zero_capacity > 0 || !self.no_path.is_empty()) && !arrived.is_empty() {
                 self.fail_on_zero_capacity(now, &mut arrived);
@@ -607,7 +607,7 @@ impl<'a> Sim<'a> {
     /// Applies the disruptions due at `now` (module `disruption`): detaches the transferring
     /// flows they touch, changes capacities and usage lists, fails flows rerouted to no path
     /// and adds the survivors to `arrived`. Returns how many flows were detached.
-    fn disrupt(&mut self, now: f64, arrived: &mut Vec<u32>) -> usize {
+    fn disrupt(&mut self, now: f64, arrived: &mut Vec<u32>) -> Result<usize> {
         let due = std::mem::take(&mut self.due);
         // Steps are in time order, and a stable sort keeps each step's own order: the last
         // capacity of a constraint and the last reroute of a flow count.
@@ -635,7 +635,7 @@ impl<'a> Sim<'a> {
             }
         }
         for &(f, _) in &reroutes {
-            if self.finishes.contains(f) {
+            if self.sharing.is_attached(f) {
                 self.cut(now, f);
                 detached.push(f);
             }
@@ -660,7 +660,7 @@ impl<'a> Sim<'a> {
             let fi = f as usize;
             match span {
                 Some(span) => {
-                    self.sharing.set_usage(f, span);
+                    self.sharing.set_usage(f, span)?;
                     if let Some(flag) = self.no_path.get_mut(fi) {
                         *flag = false;
                     }
@@ -683,7 +683,7 @@ impl<'a> Sim<'a> {
         );
         self.due = due;
         self.due.clear();
-        detached.len()
+        Ok(detached.len())
     }
 
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
@@ -757,18 +757,20 @@ impl<'a> Sim<'a> {
             let fi = f as usize;
             let old = self.sharing.rate(f);
             let new = self.sharing.solved(f);
+            // Before the unchanged-rate test: an arrival whose rate rounds to 0 is "unchanged"
+            // too, and would stay attached with no finish time.
+            if !(new > 0.0 && new.is_finite()) {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {f} got rate {new} B/s at {now} s: capacities and coefficients this \
+                     far apart overflow or underflow double precision"
+                )));
+            }
             // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
             // saves a finish-time update and keeps unaffected flows bit-stable.
             if (new - old).abs() <= old * RATE_REL_TOL {
                 continue;
             }
             self.out.n_rate_changes += 1;
-            if !(new > 0.0 && new.is_finite()) {
-                return Err(Error::InvalidArgument(format!(
-                    "flow {f} got rate {new} B/s at {now} s: capacities and coefficients this \
-                     far apart overflow double precision"
-                )));
-            }
             // A transfer that began inside this instant counts from its own start time.
             let since = if old == 0.0 {
                 self.out.start_s[fi].max(now)

@@ -291,6 +291,18 @@ pub fn on(links: &[u32]) -> Vec<Usage> {
         .collect()
 }
 
+/// Usage entries (constraint, coefficient).
+#[allow(dead_code)] // not every test binary uses it
+pub fn weighted(entries: &[(u32, f64)]) -> Vec<Usage> {
+    entries
+        .iter()
+        .map(|&(constraint, coefficient)| Usage {
+            constraint,
+            coefficient,
+        })
+        .collect()
+}
+
 /// A random run: constraints and a DAG of flows and delays, with coarse values so that
 /// simultaneous events happen.
 pub struct RandomDag {

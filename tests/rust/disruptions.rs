@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{assert_close, naive_run_disrupted, on, random_dag, random_usage, RandomDag, TwoTier};
+use common::{
+    assert_close, naive_run_disrupted, on, random_dag, random_usage, weighted, RandomDag, TwoTier,
+};
 use fabricsim::engine::{
     run_with_disruptions, Activities, Disruption, Outcome, RunOptions, RunOutput, NO_FAILURE,
     NO_PATH,
@@ -293,6 +295,29 @@ fn bad_disruptions_are_refused() {
     let e = bad(at(1.0, &[], vec![(9, None)]));
     assert!(
         matches!(&e, Error::UnknownActivity(m) if m.contains("9")),
+        "{e}"
+    );
+}
+
+/// A flow whose rate rounds to 0, rerouted later, is refused when it starts: it never
+/// transfers with a usage list that a reroute could swap from under its constraints' lists.
+#[test]
+fn a_rerouted_flow_whose_rate_underflows_is_refused_when_it_starts() {
+    let mut acts = Activities::new();
+    flow(&mut acts, 1.0, &[2], 0.0);
+    let tiny = weighted(&[(0, 1e300), (1, 1.0), (2, 1.0)]);
+    acts.add_flow(1.0, &tiny, 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let e = run_with_disruptions(
+        &[1e-300, 1.0, 1.0, 1.0],
+        &acts,
+        &[at(0.5, &[], vec![(1, Some(on(&[3])))])],
+        &RunOptions::default(),
+        &mut |_| true,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("flow 1 got rate 0 B/s at 0 s")),
         "{e}"
     );
 }

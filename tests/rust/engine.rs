@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_close, naive_run, on, random_dag, RandomDag, TwoTier};
+use common::{assert_close, naive_run, on, random_dag, weighted, RandomDag, TwoTier};
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
@@ -107,6 +107,23 @@ fn cycles_and_unknown_ids_are_refused() {
         .unwrap_err();
     assert!(
         matches!(&e, Error::InvalidArgument(m) if m.contains("-1")),
+        "{e}"
+    );
+}
+
+/// A rate that rounds to 0 (capacity 1e-300 over coefficient 1e300) is refused, naming the
+/// flow, rather than leaving the flow transferring with no finish time.
+#[test]
+fn a_rate_that_underflows_to_zero_is_refused() {
+    let mut acts = Activities::new();
+    let tiny = weighted(&[(0, 1e300), (1, 1.0)]);
+    acts.add_flow(1.0, &on(&[1]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(1.0, &tiny, 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let e = run(&[1e-300, 1.0], &acts, &RunOptions::default(), &mut |_| true).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("flow 1 got rate 0")),
         "{e}"
     );
 }
