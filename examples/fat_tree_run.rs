@@ -9,6 +9,10 @@
 //!
 //! `--stop-after` ends a long run early and prints how many instants it reached, so that
 //! builds can be compared on the slow 1e5-together run in a minute instead of minutes.
+//!
+//! Wall times on a shared VM vary by 10% or more from minute to minute. To compare builds on
+//! a change smaller than that, count instructions instead (deterministic):
+//! valgrind --tool=cachegrind --cache-sim=no target/release/examples/fat_tree_run 10000 staggered 1
 
 #![allow(non_snake_case)]
 
