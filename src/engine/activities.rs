@@ -13,7 +13,7 @@ pub enum Kind {
 }
 
 /// Activities in structure-of-arrays form, ids dense in creation order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Activities {
     pub(crate) kind: Vec<Kind>,
     pub(crate) start_s: Vec<f64>,
@@ -27,12 +27,25 @@ pub struct Activities {
     pub(crate) deps: Vec<(u32, u32)>,
 }
 
+impl Default for Activities {
+    /// No activities (`usage_offsets` starts at 0, as every flow's span needs).
+    fn default() -> Self {
+        Activities {
+            kind: Vec::new(),
+            start_s: Vec::new(),
+            wait_s: Vec::new(),
+            bytes: Vec::new(),
+            rate_cap_Bps: Vec::new(),
+            usage_offsets: vec![0],
+            usage: Vec::new(),
+            deps: Vec::new(),
+        }
+    }
+}
+
 impl Activities {
     pub fn new() -> Self {
-        Activities {
-            usage_offsets: vec![0],
-            ..Default::default()
-        }
+        Self::default()
     }
 
     pub fn len(&self) -> usize {

@@ -128,6 +128,15 @@ fn a_rate_that_underflows_to_zero_is_refused() {
     );
 }
 
+/// `Activities::default()` is as good a start as `Activities::new()`.
+#[test]
+fn default_activities_run_like_new_ones() {
+    let mut acts = Activities::default();
+    acts.add_flow(2.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    assert_eq!(go(&[1.0], &acts).finish_s, vec![2.0]);
+}
+
 #[test]
 fn a_stopped_run_says_so() {
     let mut acts = Activities::new();
