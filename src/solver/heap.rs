@@ -43,18 +43,15 @@ impl IndexedHeap {
     pub fn set(&mut self, id: u32, key: f64) {
         let p = self.pos[id as usize];
         if p == ABSENT {
+            // The hole is a new last slot (filled by the sift).
             self.items.push((key, id));
-            let i = self.items.len() - 1;
-            self.pos[id as usize] = i as u32;
-            self.sift_up(i);
+            self.sift_up(self.items.len() - 1, (key, id));
         } else {
             let i = p as usize;
-            let old = self.items[i].0;
-            self.items[i].0 = key;
-            if key < old {
-                self.sift_up(i);
+            if key < self.items[i].0 {
+                self.sift_up(i, (key, id));
             } else {
-                self.sift_down(i);
+                self.sift_down(i, (key, id));
             }
         }
     }
@@ -69,13 +66,15 @@ impl IndexedHeap {
             return;
         }
         let i = p as usize;
-        let last = self.items.len() - 1;
-        self.swap(i, last);
-        self.items.pop();
         self.pos[id as usize] = ABSENT;
+        let last = self.items.pop().expect("a present id");
+        // The last item fills the hole at `i`, moving up or down from there.
         if i < self.items.len() {
-            self.sift_down(i);
-            self.sift_up(i);
+            if i > 0 && Self::less(last, self.items[(i - 1) / ARITY]) {
+                self.sift_up(i, last);
+            } else {
+                self.sift_down(i, last);
+            }
         }
     }
 
@@ -141,7 +140,7 @@ impl IndexedHeap {
         let n = self.items.len();
         if n > 1 {
             for i in (0..n / ARITY + 1).rev() {
-                self.sift_down(i);
+                self.sift_down(i, self.items[i]);
             }
         }
     }
@@ -157,16 +156,8 @@ impl IndexedHeap {
         self.pos[item.1 as usize] = i as u32;
     }
 
-    #[inline]
-    fn swap(&mut self, i: usize, j: usize) {
-        self.items.swap(i, j);
-        self.pos[self.items[i].1 as usize] = i as u32;
-        self.pos[self.items[j].1 as usize] = j as u32;
-    }
-
-    /// Moves the item at `i` up, shifting parents down into the hole it leaves.
-    fn sift_up(&mut self, mut i: usize) {
-        let item = self.items[i];
+    /// Puts `item` in the hole at `i` or above it, shifting parents down into the hole.
+    fn sift_up(&mut self, mut i: usize, item: (f64, u32)) {
         while i > 0 {
             let parent = (i - 1) / ARITY;
             if Self::less(item, self.items[parent]) {
@@ -180,10 +171,10 @@ impl IndexedHeap {
         self.place(i, item);
     }
 
-    /// Moves the item at `i` down, shifting the smallest child up into the hole.
-    fn sift_down(&mut self, mut i: usize) {
+    /// Puts `item` in the hole at `i` or below it, shifting the smallest child up into the
+    /// hole.
+    fn sift_down(&mut self, mut i: usize, item: (f64, u32)) {
         let n = self.items.len();
-        let item = self.items[i];
         loop {
             let first = ARITY * i + 1;
             if first >= n {
