@@ -718,6 +718,10 @@ impl<'a> Sim<'a> {
 
     /// Fails a live flow that is not attached (`skip_dependents` must follow).
     fn fail(&mut self, a: u32, now: f64, reason: u32) {
+        debug_assert!(
+            !self.sharing.is_attached(a),
+            "flow {a} failed while attached"
+        );
         let ai = a as usize;
         self.out.outcome[ai] = Outcome::Failed;
         self.out.failed_s[ai] = now;

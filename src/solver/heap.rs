@@ -203,6 +203,23 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
+    /// Heap order (no child less than its parent) and `pos` naming every item's place, and
+    /// nothing else.
+    fn assert_consistent(heap: &IndexedHeap) {
+        for (i, &item) in heap.items.iter().enumerate() {
+            assert_eq!(heap.pos[item.1 as usize], i as u32, "pos of id {}", item.1);
+            if i > 0 {
+                let parent = heap.items[(i - 1) / ARITY];
+                assert!(
+                    !IndexedHeap::less(item, parent),
+                    "{item:?} under {parent:?}"
+                );
+            }
+        }
+        let n_present = heap.pos.iter().filter(|&&p| p != ABSENT).count();
+        assert_eq!(n_present, heap.items.len());
+    }
+
     #[test]
     fn pops_in_key_then_id_order_under_random_updates() {
         let mut rng = Rng::new(3);
@@ -220,6 +237,7 @@ mod tests {
                 heap.set(id, key);
                 truth[id as usize] = Some(key);
             }
+            assert_consistent(&heap);
             let expect = truth
                 .iter()
                 .enumerate()
@@ -250,6 +268,7 @@ mod tests {
             };
             let mut taken = vec![7u32]; // appended after what is there
             heap.take_at_most(bound, &mut taken);
+            assert_consistent(&heap);
             taken[1..].sort_unstable();
             let expect: Vec<u32> = (0..n as u32)
                 .filter(|&i| keys[i as usize] <= bound)
@@ -260,6 +279,7 @@ mod tests {
             while let Some((k, id)) = heap.peek() {
                 assert_eq!(keys[id as usize], k);
                 heap.remove(id);
+                assert_consistent(&heap);
                 rest.push((k, id));
             }
             let mut sorted = rest.clone();
