@@ -315,9 +315,6 @@ fn many_more_random_runs_match_the_naive_simulation() {
     }
 }
 
-/// A collective's shape: thousands of flows become ready in one instant (after a delay) and
-/// their latency ends are filed in bulk, merged with thousands of events known before the
-/// run; most flows are empty so the naive simulation stays quick.
 /// Hundreds of flows finishing in one instant are taken from the finish heap together (one
 /// by one while few, else by a walk, and by a rebuild when they are most of the heap) and
 /// leave highest id first: times must still match the naive simulation, dependents included.
@@ -376,6 +373,9 @@ fn hundreds_of_flows_finishing_at_once_match_the_naive_simulation() {
     }
 }
 
+/// A collective's shape: thousands of flows become ready in one instant (after a delay) and
+/// their latency ends are filed in bulk, merged with thousands of events known before the
+/// run; most flows are empty so the naive simulation stays quick.
 #[test]
 fn thousands_of_flows_ready_at_once_match_the_naive_simulation() {
     let capacity = vec![10.0, 20.0, 30.0, 40.0];
