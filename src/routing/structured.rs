@@ -8,9 +8,12 @@
 //!   hop, which in a symmetric Clos is exactly a set of pooled bundles (DESIGN section 3);
 //!   across planes the split follows each plane's share of the endpoint's links.
 //!
-//! Links of zero capacity are down. ECMP then hashes over the surviving candidates only;
-//! a sprayed flow leaves out planes it cannot cross, and its bundles have lost the down
-//! members' capacity. When no up-down path survives, the flow has no route.
+//! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
+//! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
+//! still reach its destination, in proportion to its source's capacity there, and puts its
+//! part on each live endpoint link by capacity (flows now split unlike one another, so an
+//! endpoint's links can no longer be pooled); its bundles above the endpoints have lost the
+//! down members' capacity. When no up-down path survives, the flow has no route.
 
 use crate::error::{Error, Result};
 use crate::rng::ecmp_hash;
@@ -192,7 +195,7 @@ fn clos_route(
         s: placed.shape,
         base: placed.link_base,
         caps: f.link_capacity_Bps(),
-        faulty: f.has_faults(),
+        faulty: placed.faulty,
     };
     match mode {
         Mode::Ecmp => ecmp(f, placed, &alive, a, b, key, seed, out),
@@ -330,39 +333,71 @@ fn spray(
 ) -> std::result::Result<(), NoPath> {
     let s = placed.shape;
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
-    // Planes the flow can cross, weighted by the endpoint's links in each.
-    let usable = |p: u32| {
-        !alive.faulty
-            || ((0..s.endpoint_links[p as usize])
-                .any(|k| alive.up(s.endpoint_link(p, a, k, false)))
-                && alive.leaf_reaches(p, la, b))
-    };
-    let total: u32 = (0..s.planes)
-        .filter(|&p| usable(p))
-        .map(|p| s.endpoint_links[p as usize])
-        .sum();
-    if total == 0 {
-        return Err(NoPath);
-    }
     let mut latency_s: f64 = 0.0;
     let lat = |l: u32| f.topology().latency_s()[(placed.link_base + l) as usize];
-    match s.endpoint_up_bundle(a) {
-        Some(bundle) => out.bundle(f, placed.bundle_base + bundle, 1.0),
-        None => out.usage.push(Usage {
-            constraint: placed.link_base + s.endpoint_link(0, a, 0, false),
-            coefficient: 1.0,
-        }),
-    }
+    // Capacity in force of a link, and of an endpoint's links in a plane.
+    let capacity = |l: u32| f.link_capacity_Bps()[(placed.link_base + l) as usize];
+    let plane_Bps = |p: u32, e: u32, down: bool| -> f64 {
+        (0..s.endpoint_links[p as usize])
+            .map(|k| capacity(s.endpoint_link(p, e, k, down)))
+            .sum()
+    };
+    // Each plane's part of the flow. On a faulty Clos: the source's capacity in the planes
+    // that still reach the destination, computed once (a reachability check can be long);
+    // on a healthy one, the endpoint's share of links, with no search and no allocation.
+    let faulty_shares: Vec<f64> = if alive.faulty {
+        let reach: Vec<f64> = (0..s.planes)
+            .map(|p| match alive.leaf_reaches(p, la, b) {
+                true => plane_Bps(p, a, false),
+                false => 0.0,
+            })
+            .collect();
+        let total_Bps: f64 = reach.iter().sum();
+        if !(total_Bps > 0.0) {
+            return Err(NoPath);
+        }
+        reach.iter().map(|c| c / total_Bps).collect()
+    } else {
+        Vec::new()
+    };
+    let share = |p: u32| match faulty_shares.get(p as usize) {
+        Some(&share) => share,
+        None => s.endpoint_links[p as usize] as f64 / s.links_per_endpoint() as f64,
+    };
+    // On a healthy Clos every flow splits over the planes alike, in proportion to the
+    // endpoint's links, and an endpoint's bundle pooling its links in every plane stands for
+    // them. After a fault, flows split differently (a plane cut beyond the first switch
+    // carries none of some flows), so each flow puts its part on every live endpoint link,
+    // in proportion to capacity, as adaptive spreading does; pooled, flows split unlike one
+    // another could overfill a link.
+    let endpoint = |e: u32, down: bool, bundle: Option<u32>, out: &mut Routed| match bundle {
+        Some(bundle) if !alive.faulty => out.bundle(f, placed.bundle_base + bundle, 1.0),
+        _ => {
+            for p in (0..s.planes).filter(|&p| share(p) > 0.0) {
+                let in_plane_Bps = plane_Bps(p, e, down);
+                for k in 0..s.endpoint_links[p as usize] {
+                    let l = s.endpoint_link(p, e, k, down);
+                    if capacity(l) > 0.0 {
+                        out.usage.push(Usage {
+                            constraint: placed.link_base + l,
+                            coefficient: share(p) * capacity(l) / in_plane_Bps,
+                        });
+                    }
+                }
+            }
+        }
+    };
+    endpoint(a, false, s.endpoint_up_bundle(a), out);
     let mut latency_plane = None;
     for p in 0..s.planes {
-        if !usable(p) {
+        let share = share(p);
+        if share == 0.0 {
             continue;
         }
         latency_plane.get_or_insert(p);
         if la == lb {
             continue;
         }
-        let share = s.endpoint_links[p as usize] as f64 / total as f64;
         out.bundle(f, placed.bundle_base + s.leaf_up_bundle(p, la), share);
         let (pa, pb) = (s.pod_of_leaf(la), s.pod_of_leaf(lb));
         if s.tiers == 3 && pa != pb {
@@ -371,13 +406,7 @@ fn spray(
         }
         out.bundle(f, placed.bundle_base + s.leaf_down_bundle(p, lb), share);
     }
-    match s.endpoint_down_bundle(b) {
-        Some(bundle) => out.bundle(f, placed.bundle_base + bundle, 1.0),
-        None => out.usage.push(Usage {
-            constraint: placed.link_base + s.endpoint_link(0, b, 0, true),
-            coefficient: 1.0,
-        }),
-    }
+    endpoint(b, true, s.endpoint_down_bundle(b), out);
     // Latency of one up-down path in the first usable plane (all are alike).
     let p = latency_plane.expect("a usable plane");
     latency_s += lat(s.endpoint_link(p, a, 0, false)) + lat(s.endpoint_link(p, b, 0, true));

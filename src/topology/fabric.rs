@@ -88,6 +88,8 @@ pub struct ScaleOut {
 #[derive(Debug, Clone, Copy)]
 pub struct Placed<'f> {
     pub shape: &'f ClosShape,
+    /// Some link of this placed Clos is not at its nominal capacity.
+    pub faulty: bool,
     pub endpoint_base: u32,
     pub node_base: u32,
     pub link_base: u32,
@@ -102,6 +104,9 @@ pub struct Fabric {
     bundle_capacity: Arc<Vec<f64>>,
     /// Bundles whose members do not all carry their nominal capacity (routing checks them).
     has_faults: bool,
+    /// Per placed Clos (the domains in order, then the scale-out), whether one of its links
+    /// is not at its nominal capacity; empty without faults.
+    faulty_placed: Arc<Vec<bool>>,
     kind: Arc<Vec<NodeKind>>,
     pub n_gpus: u32,
     /// NICs (or hosts) are nodes `n_gpus..n_gpus + n_nics`.
@@ -136,6 +141,7 @@ impl Fabric {
             link_capacity: None,
             bundle_capacity: Arc::new(Vec::new()),
             has_faults: false,
+            faulty_placed: Arc::new(Vec::new()),
             kind: Arc::new(vec![NodeKind::Node; n]),
             n_gpus: 0,
             n_nics: 0,
@@ -289,6 +295,7 @@ impl Fabric {
             link_capacity: None,
             bundle_capacity: Arc::new(Vec::new()),
             has_faults: false,
+            faulty_placed: Arc::new(Vec::new()),
             kind: Arc::new(kind),
             n_gpus: n_gpus as u32,
             n_nics: n_nics as u32,
@@ -389,6 +396,7 @@ impl Fabric {
         let dm = self.domains.as_ref().expect("a fabric with domains");
         Placed {
             shape: &dm.shape,
+            faulty: self.faulty_placed.get(d as usize) == Some(&true),
             endpoint_base: d * dm.shape.n_endpoints,
             node_base: dm.node_base + d * dm.shape.n_nodes(),
             link_base: dm.link_base + d * dm.shape.n_links(),
@@ -397,8 +405,10 @@ impl Fabric {
     }
 
     fn scale_out_placed<'f>(&'f self, o: &'f ScaleOut) -> Placed<'f> {
+        let index = self.domains.as_ref().map_or(0, |d| d.n_domains) as usize;
         Placed {
             shape: &o.shape,
+            faulty: self.faulty_placed.get(index) == Some(&true),
             endpoint_base: o.endpoint_base,
             node_base: o.node_base,
             link_base: o.link_base,
@@ -428,11 +438,18 @@ impl Fabric {
         }
         let mut f = self.clone();
         f.link_capacity = Some(Arc::new(caps));
-        f.has_faults = f
-            .link_capacity_Bps()
-            .iter()
-            .zip(nominal)
-            .any(|(c, n)| c != n);
+        let (mut has_faults, mut faulty_placed) = (false, Vec::new());
+        for (l, (c, n)) in f.link_capacity_Bps().iter().zip(nominal).enumerate() {
+            if c != n {
+                has_faults = true;
+                if let Some(i) = f.placed_of_link(l as u32) {
+                    faulty_placed.resize(faulty_placed.len().max(i + 1), false);
+                    faulty_placed[i] = true;
+                }
+            }
+        }
+        f.has_faults = has_faults;
+        f.faulty_placed = Arc::new(faulty_placed);
         let mut bundles = (*self.bundle_capacity).clone();
         for &l in links {
             if let Some(b) = f.bundle_of_link(l) {
@@ -460,6 +477,23 @@ impl Fabric {
         let mut f = self.with_link_factors(&faulted, 1.0)?;
         f.link_capacity = None;
         Ok(f)
+    }
+
+    /// The placed Clos a link belongs to, if any: domain d is d, the scale-out comes next.
+    fn placed_of_link(&self, link: u32) -> Option<usize> {
+        let n_domains = self.domains.as_ref().map_or(0, |d| d.n_domains);
+        if let Some(d) = &self.domains {
+            let per = d.shape.n_links();
+            if link >= d.link_base && link < d.link_base + per * d.n_domains {
+                return Some(((link - d.link_base) / per) as usize);
+            }
+        }
+        match &self.scale_out {
+            Some(o) if link >= o.link_base && link < o.link_base + o.shape.n_links() => {
+                Some(n_domains as usize)
+            }
+            _ => None,
+        }
     }
 
     /// The bundle (global index) a link belongs to, if any.

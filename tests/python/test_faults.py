@@ -86,6 +86,56 @@ def test_a_plane_down_mid_run_halves_a_two_plane_nic():
     assert rows(sc.run())[f]["finish_s"] - start == pytest.approx(want, rel=1e-9)
 
 
+def _two_plane_clos():
+    return fs.clos(n_hosts=32, switch="test-fault-sw8x800", nic="cx8", planes=2, routing="adaptive")
+
+
+def _links(topo, plane, *, src=None, dst=None, above_leaves=False):
+    """Link ids of one plane from `src` or to `dst`, or all those between switches."""
+    links = np.array(topo._core.links_of_plane(plane))
+    s, d = topo.links["src"].to_numpy()[links], topo.links["dst"].to_numpy()[links]
+    hosts = topo.structure["scale_out"]["n_endpoints"]
+    if above_leaves:
+        return links[(s >= hosts) & (d >= hosts)].tolist()
+    return links[s == src].tolist() if src is not None else links[d == dst].tolist()
+
+
+def test_a_sprayed_flow_gets_only_the_planes_that_reach_its_destination():
+    """Plane 1 loses every link above its leaves: a flow between leaves has plane 0 alone
+    (one 400G link), a flow inside a leaf still has both planes."""
+    topo = _two_plane_clos()
+    broken = topo.fail(links=_links(topo, 1, above_leaves=True))
+    sc = fs.Scenario(broken)
+    across, inside = sc.add_flow(0, 31, GB), sc.add_flow(1, 2, GB)
+    r = rows(sc.run(verify_rates=True))
+    assert r[across]["mean_rate_Bps"] == pytest.approx(host_Bps(topo), rel=1e-12)
+    assert r[inside]["mean_rate_Bps"] == pytest.approx(2 * host_Bps(topo), rel=1e-12)
+    # Spreading follows capacity: with its plane-0 link at a quarter, host 0 sends a fifth of
+    # the flow there and gets 1.25 links' worth.
+    slow = topo.fail(links=_links(topo, 0, src=0), factor=0.25)
+    sc = fs.Scenario(slow)
+    f = sc.add_flow(0, 31, GB)
+    rate = rows(sc.run(verify_rates=True))[f]["mean_rate_Bps"]
+    assert rate == pytest.approx(1.25 * host_Bps(topo), rel=1e-12)
+
+
+def test_flows_into_one_host_share_its_links_plane_by_plane_when_a_sender_lost_a_plane():
+    """Host 0 lost its plane-1 link, so its flow x to host 31 comes down plane 0 alone,
+    while flow y from host 8 spreads half on each plane. Host 31's plane-0 link carries
+    x + y/2 and is the bottleneck of both: x = y = 2R/3 (R per link). Pooling host 31's two
+    links would give x = R, y = R and put 1.5 R on that link."""
+    topo = _two_plane_clos()
+    broken = topo.fail(links=_links(topo, 1, src=0))
+    sc = fs.Scenario(broken)
+    x, y = sc.add_flow(0, 31, GB), sc.add_flow(8, 31, GB)
+    res = sc.run(record_rates=True, verify_rates=True)
+    first = {}
+    for change in res.rate_changes.to_pylist():
+        first.setdefault(change["flow_id"], change["rate_Bps"])
+    assert first[x] == pytest.approx(2 / 3 * host_Bps(topo), rel=1e-12)
+    assert first[y] == pytest.approx(2 / 3 * host_Bps(topo), rel=1e-12)
+
+
 def test_an_ecmp_flow_moves_off_a_failed_spine_link_with_its_bytes_split_between_paths():
     topo = clos(routing="ecmp")
     size, t_fault = 5 * GB, 0.04
