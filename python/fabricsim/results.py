@@ -22,8 +22,9 @@ __all__ = ["Result", "Summary", "table_from_columns"]
 
 def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
     """A table from the core's (name, column) pairs without copying numeric data. A time
-    that never came (NaN in the core: a failed flow's finish, a done flow's failure) is
-    null, so that tables compare equal and null-aware tools see a missing value."""
+    that never came (NaN in the core: a failed flow's finish, a done flow's failure) and an
+    id that does not apply (-1: a collective's flow has no one src or dst) are null, so that
+    tables compare equal and null-aware tools see a missing value."""
     arrays = []
     names = []
     for name, col in columns:
@@ -34,11 +35,9 @@ def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
                     pa.array(indices, mask=indices < 0), pa.array(values, type=pa.string())
                 )
             )
-        elif col.dtype.kind == "f":
-            missing = np.isnan(col)
-            arrays.append(pa.array(col, mask=missing) if missing.any() else pa.array(col))
         else:
-            arrays.append(pa.array(col))
+            missing = np.isnan(col) if col.dtype.kind == "f" else col < 0
+            arrays.append(pa.array(col, mask=missing) if missing.any() else pa.array(col))
         names.append(name)
     return pa.Table.from_arrays(arrays, names=names)
 

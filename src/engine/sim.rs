@@ -77,7 +77,7 @@ pub struct RunOutput {
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
     pub rate_change_Bps: Vec<f64>,
-    /// Latest finish of a done activity.
+    /// When the last activity finished or failed: the span the links' statistics cover.
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
     pub n_instants: u64,
@@ -882,7 +882,9 @@ impl<'a> Sim<'a> {
         self.out.carried_bytes = self.load_stats.iter().map(|s| s.carried_bytes).collect();
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
-        self.out.makespan_s = self.out.finish_s.iter().copied().fold(0.0, f64::max);
+        // A failed flow ends at its failure and carried bytes until then (max skips NaN).
+        let ends = self.out.finish_s.iter().chain(&self.out.failed_s);
+        self.out.makespan_s = ends.copied().fold(0.0, f64::max);
         self.out
     }
 }

@@ -21,6 +21,14 @@ pub struct Table {
     pub columns: Vec<(&'static str, Column)>,
 }
 
+fn node_or_null(x: u32) -> i64 {
+    if x == NONE {
+        -1
+    } else {
+        x as i64
+    }
+}
+
 fn id_or_null(x: u32) -> i32 {
     if x == NONE {
         -1
@@ -62,13 +70,14 @@ pub fn flows_table(sc: &Scenario, ran: &Ran) -> Table {
                     values: sc.tag_names().to_vec(),
                 },
             ),
+            // A collective's coupled flow has no one src and dst: -1, null in the table.
             (
                 "src",
-                Column::I64(ids.iter().map(|&a| sc.src()[a] as i64).collect()),
+                Column::I64(ids.iter().map(|&a| node_or_null(sc.src()[a])).collect()),
             ),
             (
                 "dst",
-                Column::I64(ids.iter().map(|&a| sc.dst()[a] as i64).collect()),
+                Column::I64(ids.iter().map(|&a| node_or_null(sc.dst()[a])).collect()),
             ),
             ("bytes", Column::F64(bytes)),
             ("ready_s", Column::F64(pick(&out.ready_s))),

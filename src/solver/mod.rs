@@ -63,6 +63,19 @@ impl Problem {
                 coefficient.len()
             )));
         }
+        if n_flows > u32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "n_flows must be at most {} (flows are numbered in 32 bits), got {n_flows}",
+                u32::MAX
+            )));
+        }
+        let n_constraints = capacity.len();
+        // Usage rows (twice while merging), per-flow state and per-constraint workspace;
+        // checked before anything sized by n_flows is allocated.
+        crate::memory::check_fits(
+            &format!("a max-min problem of {n_flows} flows and {n_entries} usage entries"),
+            40.0 * n_entries as f64 + 64.0 * n_flows as f64 + 80.0 * n_constraints as f64,
+        )?;
         for (c, &cap) in capacity.iter().enumerate() {
             check_non_negative(format_args!("capacity of constraint {c}"), cap)?;
         }
@@ -85,12 +98,6 @@ impl Problem {
             }
             None => vec![f64::INFINITY; n_flows],
         };
-        let n_constraints = capacity.len();
-        // Usage rows (twice while merging), per-flow state and per-constraint workspace.
-        crate::memory::check_fits(
-            &format!("a max-min problem of {n_flows} flows and {n_entries} usage entries"),
-            40.0 * n_entries as f64 + 64.0 * n_flows as f64 + 80.0 * n_constraints as f64,
-        )?;
         let mut flow_count = vec![0usize; n_flows + 1];
         for e in 0..n_entries {
             let (f, c, k) = (flow_index[e], constraint_index[e], coefficient[e]);

@@ -112,6 +112,20 @@ def test_to_parquet_round_trip(run, tmp_path):
         assert back.equals(getattr(res, name)), name
 
 
+def test_a_collectives_flow_has_null_src_and_dst():
+    """A collective runs as coupled flows over many edges: no one src or dst, so null (it
+    was the core's internal 'none' id, 4294967295, which no node has)."""
+    fabric = fs.hgx_h100()
+    sc = fs.Scenario(fabric)
+    sc.add_collective("all_reduce", fabric.gpus, "1MiB", algorithm="ring")
+    plain = sc.add_flow(0, 1, "1MiB")
+    flows = sc.run().flows
+    rows = {r["flow_id"]: r for r in flows.select(["flow_id", "src", "dst"]).to_pylist()}
+    assert rows.pop(plain) == {"flow_id": plain, "src": 0, "dst": 1}
+    assert rows and all(r["src"] is None and r["dst"] is None for r in rows.values())
+    assert flows.schema.field("src").type == I64
+
+
 def test_from_networkx_graph_and_digraph():
     nx = pytest.importorskip("networkx")
     g = nx.Graph()

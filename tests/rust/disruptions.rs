@@ -138,6 +138,18 @@ fn a_flow_rerouted_to_no_path_fails_and_its_dependents_are_skipped() {
     assert_eq!(out.fail_reason[v.index()], NO_FAILURE);
 }
 
+/// The makespan covers failures: a flow that moved 2 B before failing at t=2 ends the run
+/// there (it was 0, so link utilisation over the makespan came out infinite or above 1).
+#[test]
+fn a_run_whose_last_event_is_a_failure_spans_until_it() {
+    let mut acts = Activities::new();
+    let x = flow(&mut acts, 10.0, &[0], 0.0);
+    let out = go(&[1.0], &acts, &[at(2.0, &[], vec![(x.0, None)])]);
+    assert_eq!(out.failed_s[x.index()], 2.0);
+    assert_eq!(out.makespan_s, 2.0);
+    assert_close("bytes carried", out.carried_bytes[0], 2.0);
+}
+
 #[test]
 fn a_waiting_flow_takes_its_new_route_or_fails_when_it_would_start_without_one() {
     // A starts at t=3 and was rerouted at t=1 from link 0 to link 1 (2 B/s): 4 B -> t=5.

@@ -110,6 +110,21 @@ fn bad_input_names_the_value() {
     );
 }
 
+/// A flow count too large is refused before anything is sized by it (it used to abort the
+/// process allocating the default rate caps).
+#[test]
+fn too_many_flows_are_refused_before_allocating() {
+    let e = max_min_rates(vec![1.0], &[0], &[0], &[1.0], 1 << 34, None).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("17179869184")),
+        "{e}"
+    );
+    if fabricsim::memory::available_bytes().is_some_and(|b| b < 200 << 30) {
+        let e = max_min_rates(vec![1.0], &[0], &[0], &[1.0], u32::MAX as usize, None);
+        assert!(matches!(&e, Err(Error::TooLarge(_))), "{e:?}");
+    }
+}
+
 #[test]
 fn random_problems_match_the_naive_reference() {
     let mut rng = Rng::new(42);
