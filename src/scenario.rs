@@ -111,9 +111,12 @@ pub struct Scenario {
     /// Per activity: the links of its route in path order (empty for delays).
     route_offsets: Vec<usize>,
     route_links: Vec<u32>,
-    /// Dense engine constraint of each fabric constraint (NONE until a flow uses it), and back.
+    /// Dense engine constraint of each fabric constraint (NONE until a flow uses it), and back,
+    /// and the activity that first used each (numbered in order of first use, so a rejected
+    /// or truncated activity's constraints are a tail to forget).
     compact_of: Vec<u32>,
     constraint_of: Vec<u32>,
+    first_user: Vec<u32>,
     routed: Routed,
     /// Per activity: how its path was chosen.
     choice: Vec<PathChoice>,
@@ -155,6 +158,7 @@ impl Scenario {
             route_links: Vec::new(),
             compact_of: Vec::new(),
             constraint_of: Vec::new(),
+            first_user: Vec::new(),
             routed: Routed::default(),
             choice: Vec::new(),
             unrouted: Vec::new(),
@@ -266,12 +270,15 @@ impl Scenario {
             rate_cap_Bps,
             after,
         );
-        if let Ok(a) = added {
-            self.route_links.extend_from_slice(&routed.links);
-            self.push_meta(src.0, dst.0, tag, choice);
-            if unrouted {
-                self.unrouted.push(a.0);
+        match added {
+            Ok(a) => {
+                self.route_links.extend_from_slice(&routed.links);
+                self.push_meta(src.0, dst.0, tag, choice);
+                if unrouted {
+                    self.unrouted.push(a.0);
+                }
             }
+            Err(_) => self.forget_constraints_from(id as usize),
         }
         self.routed = routed;
         added
@@ -414,7 +421,8 @@ impl Scenario {
         }
         let a = self
             .acts
-            .add_flow(bytes, &usage, latency_s, start_s, f64::INFINITY, after)?;
+            .add_flow(bytes, &usage, latency_s, start_s, f64::INFINITY, after)
+            .inspect_err(|_| self.forget_constraints_from(id as usize))?;
         self.push_meta(
             NONE,
             NONE,
@@ -439,8 +447,19 @@ impl Scenario {
         if *slot == NONE {
             *slot = self.constraint_of.len() as u32;
             self.constraint_of.push(c);
+            self.first_user.push(self.acts.len() as u32);
         }
         *slot
+    }
+
+    /// Forgets the engine constraints that activities from `first` on brought in.
+    fn forget_constraints_from(&mut self, first: usize) {
+        let keep = self.first_user.partition_point(|&a| (a as usize) < first);
+        for &c in &self.constraint_of[keep..] {
+            self.compact_of[c as usize] = NONE;
+        }
+        self.constraint_of.truncate(keep);
+        self.first_user.truncate(keep);
     }
 
     /// A flow's usage in fabric constraints: (constraint, coefficient); links come first in
@@ -476,6 +495,7 @@ impl Scenario {
             return;
         }
         self.acts.truncate(first);
+        self.forget_constraints_from(first);
         self.src.truncate(first);
         self.dst.truncate(first);
         self.tag.truncate(first);

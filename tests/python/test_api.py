@@ -62,6 +62,19 @@ def test_add_flows_matches_add_flow_and_is_all_or_nothing():
     assert bulk.add_flow(0, 1, 1.0) == 3
 
 
+def test_a_rejected_flow_leaves_no_trace_in_the_links_table():
+    """Flows refused after routing (bad bytes), alone or in a batch, add no link rows: the
+    links table lists the links some flow uses."""
+    topo = line_topology(3)
+    sc = fs.Scenario(topo)
+    with pytest.raises(fs.InvalidArgumentError):
+        sc.add_flow(0, 2, -5.0)
+    with pytest.raises(fs.InvalidArgumentError, match="element 1"):
+        sc.add_flows([1, 0], [2, 2], [5.0, -1.0])
+    sc.add_flow(1, 0, 10.0)
+    assert sc.run().links["link_id"].to_pylist() == [2]
+
+
 def test_progress_callback_and_stopping():
     topo = line_topology(2, capacity_Bps=1.0)
     sc = fs.Scenario(topo)
