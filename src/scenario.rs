@@ -75,6 +75,32 @@ pub struct Ran {
     /// Fabric constraint of each engine constraint past `Scenario::constraint_of`: those
     /// only paths chosen after a fault use.
     pub extra_constraints: Vec<u32>,
+    /// The link each of the run's meters (`RunOutput::meter_*`) measures: the links more
+    /// than one engine constraint loads.
+    pub metered_links: Vec<u32>,
+}
+
+/// Calls `f(link, share)` for each link fabric constraint `c` loads, with the share of the
+/// constraint's load it carries: all of it for a link, its part of the capacity for a
+/// bundle's member (an even split if the bundle has none left); nothing for an engine.
+pub fn for_each_link_share(fabric: &Fabric, c: u32, mut f: impl FnMut(u32, f64)) {
+    let n_links = fabric.n_links() as u32;
+    if c < n_links {
+        return f(c, 1.0);
+    }
+    if c as usize >= fabric.n_constraints() {
+        return; // a reduction engine, not a link
+    }
+    let bundle = c - n_links;
+    let total = fabric.bundle_capacity_Bps()[bundle as usize];
+    let link_cap = fabric.link_capacity_Bps();
+    let mut n_members = 0usize;
+    if total <= 0.0 {
+        fabric.for_each_bundle_member(bundle, |_| n_members += 1);
+    }
+    fabric.for_each_bundle_member(bundle, |l| {
+        f(l, if total > 0.0 { link_cap[l as usize] / total } else { 1.0 / n_members as f64 })
+    });
 }
 
 impl Ran {
@@ -560,12 +586,48 @@ impl Scenario {
             .collect();
         let mut extra_constraints = Vec::new();
         let disruptions = self.disruptions(&mut capacity, &mut extra_constraints)?;
+        let mut options = options.clone();
+        let metered_links = self.link_meters(&extra_constraints, &mut options.meters);
         let out =
-            engine::run_with_disruptions(&capacity, &self.acts, &disruptions, options, progress)?;
+            engine::run_with_disruptions(&capacity, &self.acts, &disruptions, &options, progress)?;
         Ok(Ran {
             out,
             extra_constraints,
+            metered_links,
         })
+    }
+
+    /// A meter in `meters` for each link that more than one engine constraint loads (used on
+    /// its own and through its bundle, before and after a fault): the links, in meter order.
+    fn link_meters(&self, extra: &[u32], meters: &mut engine::Meters) -> Vec<u32> {
+        let fabric = &self.fabric;
+        let constraints = || self.constraint_of.iter().chain(extra).enumerate();
+        let mut n_loaders = vec![0u8; fabric.n_links()];
+        for (_, &c) in constraints() {
+            for_each_link_share(fabric, c, |l, _| {
+                let n = &mut n_loaders[l as usize];
+                *n = n.saturating_add(1);
+            });
+        }
+        let links: Vec<u32> = (0..fabric.n_links() as u32)
+            .filter(|&l| n_loaders[l as usize] > 1)
+            .collect();
+        if links.is_empty() {
+            return links;
+        }
+        let meter_of: HashMap<u32, usize> = links.iter().enumerate().map(|(m, &l)| (l, m)).collect();
+        let mut terms: Vec<Vec<(u32, f64)>> = vec![Vec::new(); links.len()];
+        for (e, &c) in constraints() {
+            for_each_link_share(fabric, c, |l, share| {
+                if let Some(&m) = meter_of.get(&l) {
+                    terms[m].push((e as u32, share));
+                }
+            });
+        }
+        for t in terms {
+            meters.push(t);
+        }
+        links
     }
 
     /// The faults as engine disruptions. Constraints that only new paths use are appended

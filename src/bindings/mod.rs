@@ -894,6 +894,7 @@ impl Scenario {
         let options = RunOptions {
             record_rates,
             verify: verify_rates,
+            ..Default::default()
         };
         let mut stop: Option<PyErr> = None;
         let out = py.allow_threads(|| {

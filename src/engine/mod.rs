@@ -4,12 +4,14 @@
 
 mod activities;
 mod disruption;
+mod meters;
 mod sharing;
 mod sim;
 
 pub(crate) use activities::push_merged;
 pub use activities::{Activities, Kind};
 pub use disruption::Disruption;
+pub use meters::Meters;
 pub use sim::{
     run, run_with_disruptions, Outcome, Progress, RunOptions, RunOutput, NO_FAILURE, NO_PATH,
 };

@@ -5,6 +5,7 @@ use std::collections::BinaryHeap;
 
 use super::activities::{Activities, Kind};
 use super::disruption::{Disruption, Schedule, Step};
+use super::meters::{MeterRun, Meters};
 use super::sharing::Sharing;
 use crate::error::{Error, Result};
 use crate::solver::IndexedHeap;
@@ -23,6 +24,8 @@ pub struct RunOptions {
     pub record_rates: bool,
     /// After every instant, check all rates against a from-scratch solve (slow: for tests).
     pub verify: bool,
+    /// Sums of constraint loads whose peak and busy time to report (`RunOutput::meter_*`).
+    pub meters: Meters,
 }
 
 /// Progress of a run, handed to the caller's callback now and then.
@@ -77,6 +80,9 @@ pub struct RunOutput {
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
     pub rate_change_Bps: Vec<f64>,
+    /// Peak and busy time of each of `RunOptions::meters`.
+    pub meter_peak_Bps: Vec<f64>,
+    pub meter_busy_s: Vec<f64>,
     /// When the last activity finished or failed: the span the links' statistics cover.
     pub makespan_s: f64,
     /// Distinct instants at which something happened.
@@ -242,6 +248,7 @@ struct Sim<'a> {
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
+    meters: MeterRun<'a>,
     out: RunOutput,
     record_rates: bool,
     verify: bool,
@@ -356,7 +363,7 @@ impl<'a> Sim<'a> {
         acts: &'a Activities,
         usage: &'a [Usage],
         steps: Vec<Step>,
-        options: &RunOptions,
+        options: &'a RunOptions,
     ) -> Result<Self> {
         let n = acts.len();
         let mut n_pending = vec![0u32; n];
@@ -415,6 +422,7 @@ impl<'a> Sim<'a> {
             sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
+            meters: MeterRun::new(&options.meters, n_c)?,
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
                 start_s: vec![f64::NAN; n],
@@ -800,7 +808,7 @@ impl<'a> Sim<'a> {
             }
         }
         self.sharing.region = region;
-        self.close_instant_loads();
+        self.close_instant_loads(now);
         if self.verify {
             self.verify_against_full_solve(now)?;
         }
@@ -855,6 +863,7 @@ impl<'a> Sim<'a> {
             if !stat.touched {
                 stat.touched = true;
                 self.touched.push(u.constraint);
+                self.meters.touch(u.constraint);
             }
             let load = if self.sharing.on[c].is_empty() {
                 0.0 // exact zero, not rounding residue, once the constraint is idle
@@ -867,19 +876,23 @@ impl<'a> Sim<'a> {
 
     /// Peaks are read once every change of an instant is in: a flow that speeds up before
     /// another slows down must not show as a transient overload.
-    fn close_instant_loads(&mut self) {
+    fn close_instant_loads(&mut self, now: f64) {
         for &c in &self.touched {
             let stat = &mut self.load_stats[c as usize];
             stat.touched = false;
             stat.peak_Bps = stat.peak_Bps.max(self.sharing.load(c));
         }
         self.touched.clear();
+        let sharing = &self.sharing;
+        self.meters.close_instant(now, |c| sharing.load(c));
     }
 
     fn finish(mut self) -> RunOutput {
         self.out.busy_s = self.load_stats.iter().map(|s| s.busy_s).collect();
         self.out.peak_load_Bps = self.load_stats.iter().map(|s| s.peak_Bps).collect();
         self.out.carried_bytes = self.load_stats.iter().map(|s| s.carried_bytes).collect();
+        self.out.meter_peak_Bps = std::mem::take(&mut self.meters.peak_Bps);
+        self.out.meter_busy_s = std::mem::take(&mut self.meters.busy_s);
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
         // A failed flow ends at its failure and carried bytes until then (max skips NaN).

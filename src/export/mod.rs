@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::engine::{Outcome, RunOutput, NO_PATH};
 use crate::ids::ActivityId;
-use crate::scenario::{Ran, Scenario, NONE};
+use crate::scenario::{for_each_link_share, Ran, Scenario, NONE};
 
 pub enum Column {
     I64(Vec<i64>),
@@ -182,7 +182,8 @@ pub fn delays_table(sc: &Scenario, ran: &Ran) -> Table {
 
 /// links: link_id, src, dst, capacity_Bps, bytes_carried, busy_s, mean_utilization,
 /// peak_utilization; one row per link that a flow uses, directly or through a bundle
-/// (a bundle's load is spread over its members in proportion to their capacity).
+/// (a bundle's load is spread over its members in proportion to their capacity; a link
+/// loaded through several constraints takes the peak and busy time of their sum).
 pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     let out = &ran.out;
     let fabric = sc.fabric();
@@ -205,27 +206,12 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     };
     for (ci, &c) in constraints.enumerate() {
         let (b, s, p) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
-        if c as usize >= fabric.n_constraints() {
-            continue; // a reduction engine, not a link
-        }
-        if c < n_links {
-            add(c, b, s, p);
-            continue;
-        }
-        let bundle = c - n_links;
-        let total = fabric.bundle_capacity_Bps()[bundle as usize];
-        let mut n_members = 0usize;
-        if total <= 0.0 {
-            fabric.for_each_bundle_member(bundle, |_| n_members += 1);
-        }
-        fabric.for_each_bundle_member(bundle, |l| {
-            let share = if total > 0.0 {
-                link_cap[l as usize] / total
-            } else {
-                1.0 / n_members as f64
-            };
-            add(l, b * share, s, p * share);
-        });
+        for_each_link_share(fabric, c, |l, share| add(l, b * share, s, p * share));
+    }
+    // A link loaded through several constraints at once: its own meter's peak and busy time.
+    for (m, &l) in ran.metered_links.iter().enumerate() {
+        peak[l as usize] = out.meter_peak_Bps[m];
+        busy[l as usize] = out.meter_busy_s[m];
     }
     let ids: Vec<usize> = (0..n).filter(|&l| used[l]).collect();
     let util = |x: f64, c: f64| if c > 0.0 { x / c } else { 0.0 };

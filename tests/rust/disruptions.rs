@@ -37,6 +37,7 @@ fn go(capacity: &[f64], acts: &Activities, disruptions: &[Disruption]) -> RunOut
     let options = RunOptions {
         record_rates: true,
         verify: true,
+        ..Default::default()
     };
     run_with_disruptions(capacity, acts, disruptions, &options, &mut |_| true).unwrap()
 }

@@ -14,8 +14,33 @@ fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
     let options = RunOptions {
         record_rates: true,
         verify: true,
+        ..Default::default()
     };
     run(capacity, acts, &options, &mut |_| true).unwrap()
+}
+
+/// A meter sums constraint loads at each instant: A (4 B on c0, 2 B/s) runs over [0, 2], B
+/// (3 B on c1, 1 B/s) over [1, 4] and C (1 B on c2, 1 B/s) over [6, 7]. The meter c0 + c1/2
+/// peaks at 2.5 B/s on [1, 2] (not 2 + 0.5 at different times, nor 3) and is busy over
+/// [0, 4]; a meter on c2 alone is busy 1 s and never sees the others.
+#[test]
+fn meters_peak_and_busy_time_are_those_of_the_sum_at_each_instant() {
+    let mut acts = Activities::new();
+    for (bytes, c, start) in [(4.0, 0, 0.0), (3.0, 1, 1.0), (1.0, 2, 6.0)] {
+        acts.add_flow(bytes, &on(&[c]), 0.0, start, f64::INFINITY, &[])
+            .unwrap();
+    }
+    let mut options = RunOptions::default();
+    options.meters.push([(0, 1.0), (1, 0.5)]);
+    options.meters.push([(2, 1.0)]);
+    let out = run(&[2.0, 1.0, 1.0], &acts, &options, &mut |_| true).unwrap();
+    assert_eq!(out.finish_s, vec![2.0, 4.0, 7.0]);
+    assert_eq!(out.meter_peak_Bps, vec![2.5, 1.0]);
+    assert_eq!(out.meter_busy_s, vec![4.0, 1.0]);
+    let mut bad = RunOptions::default();
+    bad.meters.push([(3, 1.0)]);
+    let e = run(&[2.0, 1.0, 1.0], &acts, &bad, &mut |_| true).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("(3, 1)")), "{e}");
 }
 
 #[test]
