@@ -99,7 +99,14 @@ pub fn for_each_link_share(fabric: &Fabric, c: u32, mut f: impl FnMut(u32, f64))
         fabric.for_each_bundle_member(bundle, |_| n_members += 1);
     }
     fabric.for_each_bundle_member(bundle, |l| {
-        f(l, if total > 0.0 { link_cap[l as usize] / total } else { 1.0 / n_members as f64 })
+        f(
+            l,
+            if total > 0.0 {
+                link_cap[l as usize] / total
+            } else {
+                1.0 / n_members as f64
+            },
+        )
     });
 }
 
@@ -615,7 +622,8 @@ impl Scenario {
         if links.is_empty() {
             return links;
         }
-        let meter_of: HashMap<u32, usize> = links.iter().enumerate().map(|(m, &l)| (l, m)).collect();
+        let meter_of: HashMap<u32, usize> =
+            links.iter().enumerate().map(|(m, &l)| (l, m)).collect();
         let mut terms: Vec<Vec<(u32, f64)>> = vec![Vec::new(); links.len()];
         for (e, &c) in constraints() {
             for_each_link_share(fabric, c, |l, share| {

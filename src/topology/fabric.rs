@@ -152,11 +152,18 @@ impl Fabric {
         }
     }
 
-    /// A generic fabric whose nodes have kinds (e.g. a PCIe server).
-    pub fn generic_with_kinds(topology: Topology, kind: Vec<NodeKind>, n_gpus: u32) -> Fabric {
+    /// A generic fabric whose nodes have kinds (e.g. a PCIe server): GPUs are nodes
+    /// `0..n_gpus`, NICs the next `n_nics`.
+    pub fn generic_with_kinds(
+        topology: Topology,
+        kind: Vec<NodeKind>,
+        n_gpus: u32,
+        n_nics: u32,
+    ) -> Fabric {
         let mut f = Fabric::generic(topology);
         f.kind = Arc::new(kind);
         f.n_gpus = n_gpus;
+        f.n_nics = n_nics;
         f
     }
 

@@ -226,5 +226,5 @@ pub fn pcie_server(
     }
     let n_links = src.len();
     let topo = Topology::from_links(kind.len(), src, dst, cap, vec![latency_s; n_links])?;
-    Ok(Fabric::generic_with_kinds(topo, kind, n_gpus))
+    Ok(Fabric::generic_with_kinds(topo, kind, n_gpus, n_nics))
 }

@@ -40,7 +40,10 @@ fn meters_peak_and_busy_time_are_those_of_the_sum_at_each_instant() {
     let mut bad = RunOptions::default();
     bad.meters.push([(3, 1.0)]);
     let e = run(&[2.0, 1.0, 1.0], &acts, &bad, &mut |_| true).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("(3, 1)")), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("(3, 1)")),
+        "{e}"
+    );
 }
 
 #[test]

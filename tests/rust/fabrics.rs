@@ -6,9 +6,9 @@ use fabricsim::ids::{LinkId, NodeId};
 use fabricsim::rng::Rng;
 use fabricsim::routing::structured::{route, Routed};
 use fabricsim::routing::{check_route, Router};
-use fabricsim::topology::fabric::{Fabric, Mode};
+use fabricsim::topology::fabric::{Fabric, Mode, NodeKind};
 use fabricsim::topology::generators::{
-    clos, cluster, nvlink_domains, NvlinkParams, ScaleOutParams,
+    clos, cluster, nvlink_domains, pcie_server, NvlinkParams, ScaleOutParams,
 };
 use fabricsim::Error;
 
@@ -364,4 +364,18 @@ fn spraying_splits_over_surviving_planes_by_their_links() {
         .map(|u| (g.constraint_capacity_Bps(u.constraint), u.coefficient))
         .collect();
     assert_eq!(links, vec![(50e9, 1.0), (50e9, 1.0)], "{:?}", out.usage);
+}
+
+/// A PCIe server records its NICs as other fabrics do: nodes n_gpus.. n_gpus + n_nics, named
+/// nic0.. (it recorded none, so `.nics` was empty).
+#[test]
+fn a_pcie_server_records_its_nics() {
+    // 8 GPUs, 2 per switch and 1 NIC per switch: 4 switches, 4 NICs, 2 CPUs.
+    let f = pcie_server(8, 2, 1, 2, 64e9, 50e9, 100e9, 1e-6).unwrap();
+    assert_eq!((f.n_gpus, f.n_nics), (8, 4));
+    for nic in 8..12 {
+        assert_eq!(f.kind(nic), NodeKind::Nic);
+        assert_eq!(f.node_name(nic), format!("nic{}", nic - 8));
+    }
+    assert_ne!(f.kind(12), NodeKind::Nic);
 }
