@@ -172,6 +172,8 @@ class _Comm:
         self.intra_path_s, self.inter_path_s = path_s
         self.n = len(ranks)
         self.n_domains = len(starts)
+        #: The distinct numbers of ranks the domains hold when they differ (NCCL's localRanks).
+        self.local_ranks = () if ppn else tuple(int(k) for k in np.unique(np.diff(starts, append=self.n)))
         self._domains = None
         #: Size-independent structure computed once per communicator (tree degrees, steps).
         self.memo: dict = {}
@@ -281,13 +283,13 @@ def applicable(op: str, comm: _Comm) -> list[str]:
 
 def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
     v = comm.view
-    key = (n, n_nodes, comm.net_Bps)
+    key = (n, n_nodes, comm.net_Bps, comm.local_ranks)
     shape = v.shapes.get(key)
     if shape is None:
         shape = v.shapes[key] = nccl_model.CommShape(
             n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
             nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
-            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1,
+            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks,
         )
     return shape
 

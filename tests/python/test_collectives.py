@@ -111,6 +111,24 @@ def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size)
     assert fs.estimate(fabric, op, size, ranks, algorithm=algo).time_s == row["analytical_s"]
 
 
+def test_ring_on_ranks_spread_unevenly_over_domains_is_the_closed_form():
+    """[0, 1, 8] on 2 HGX H100s over Quantum-2 (400 Gb/s NICs at 96%: 48 GB/s): one ring
+    through both domains, paced by the NIC. NCCL's Simple ring all-reduce latency (us) with
+    nsteps = 4, 2 of them across nodes, NVLink intra (one domain has 2 GPUs), NET inter
+    (ppn = 1.5): 8.4 + 2 * 3.4 + 2 * 14, x1.4 (plateau, more than one node). All-gather:
+    8.4 + 1 * 3.4 + 1 * 14, no plateau."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    net_Bps = 400e9 / 8 * 0.96
+    _, row = one(fabric, "all_reduce", [0, 1, 8], GiB, algorithm="ring", protocol="simple")
+    want = 1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * 2 / 3 * GiB / net_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    _, auto = one(fabric, "all_reduce", [0, 1, 8], GiB)
+    assert auto["algorithm"] == "ring"  # the tree needs as many ranks in every domain
+    est = fs.estimate(fabric, "all_gather", GiB, [0, 1, 8], algorithm="ring", protocol="simple")
+    assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + 2 / 3 * GiB / net_Bps, rel=1e-9)
+
+
 # ---- double binary tree and recursive halving-doubling -------------------------------------------
 
 
