@@ -40,7 +40,8 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
 * ``sharp``: all-reduce across the scale-out fabric with one rank per domain: one flow up and
   down the aggregation tree, every link carrying ``S`` once (switches reduce at line rate;
-  their engine is a constraint sized to all their ports).
+  their engine is a constraint sized to all their ports). Its latency is NCCL's CollNet
+  Direct's where the GPUs sit on NVSwitches, CollNet Chain's elsewhere (a host-level Clos).
 * ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/p`` per rail
   across domains, ring all-gather in each domain.
 * ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
@@ -69,8 +70,9 @@ __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_vi
 
 OPS = nccl_conventions.OPS
 ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
-# NCCL's name for each algorithm whose latency (and auto choice) comes from its model.
-_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "sharp": "collnet_direct", "nvls_sharp": "nvls"}
+# NCCL's name for each algorithm whose latency (and auto choice) comes from its model; "sharp"
+# is NCCL's CollNet, Direct or Chain by the fabric (_nccl_name).
+_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_sharp": "nvls"}
 # NVLS reduction efficiency per architecture (tuning.cc:138-144, hardware.md 4.2).
 _NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 # Point-to-point (all-to-all, send/recv): NCCL's Simple base latency plus one step over
@@ -294,11 +296,20 @@ def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
     return shape
 
 
+def _nccl_name(algo: str, view: FabricView) -> str | None:
+    """NCCL's algorithm for one of fabricsim's, None where NCCL has none. SHARP is CollNet
+    Direct where the GPUs sit on NVSwitches, else CollNet Chain: NCCL enables Direct only with
+    NVSwitch (hardware.md 3.2)."""
+    if algo == "sharp":
+        return "collnet_direct" if view.nvls else "collnet_chain"
+    return _NCCL_NAME.get(algo)
+
+
 def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int,
                     protocol: str = "simple") -> float:
     if n < 2:
         return 0.0
-    name = _NCCL_NAME[algo]
+    name = _nccl_name(algo, comm.view)
     latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes), name, protocol)
     if latency is None:
         raise InvalidArgumentError(f"NCCL's model has no {name}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
@@ -310,7 +321,7 @@ def _efficiency(op: str, algo: str, protocol: str, comm: _Comm) -> float:
     if protocol == "simple":
         return 1.0
     shape = _shape(comm, comm.n, comm.n_domains)
-    return nccl_model.protocol_efficiency(op, shape)[(_NCCL_NAME[algo], protocol)]
+    return nccl_model.protocol_efficiency(op, shape)[(_nccl_name(algo, comm.view), protocol)]
 
 
 def _p2p_latency_s(crosses_domains: bool) -> float:
@@ -517,7 +528,8 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
     """NCCL's choice of (algorithm, protocol) among those fabricsim runs here, the lowest
     predicted time (ties to NCCL's order), with either fixed where it is not "auto"."""
     algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
-    pairs = {(_NCCL_NAME[a], p): (a, p) for a in algos if a in _NCCL_NAME for p in _PROTOCOLS_OF.get(a, ("simple",))
+    names = {a: _nccl_name(a, comm.view) for a in algos}
+    pairs = {(names[a], p): (a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",))
              if protocol in ("auto", p)}
     best = None
     if pairs and comm.n > 1:

@@ -353,6 +353,22 @@ def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
     assert sent["sharp"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
 
 
+def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
+    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s). NCCL enables CollNet
+    Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with one rank per node
+    = the NET Tree Simple step, 14 us (base 0); every host link carries S up and S down.
+    NCCL's model prefers it at 1 GiB (alg bw 0.5 x 2 x 48 GB/s against the ring's
+    48 x 16/30), so auto takes it too, as applicable() lists it."""
+    fabric = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7")
+    want = 14e-6 + GiB / (400e9 / 8 * 0.96)
+    res, row = one(fabric, "all_reduce", range(16), GiB, algorithm="sharp")
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    host0 = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"])]
+    assert len(host0) == 2 and all(l["bytes_carried"] == pytest.approx(GiB, rel=1e-12) for l in host0)
+    assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
+
+
 # ---- dependencies, results, sweeps -------------------------------------------------------------
 
 
