@@ -353,6 +353,61 @@ def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
     assert sent["sharp"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
 
 
+# Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
+# 20.6 GB/s, its NIC 400 Gb/s at 96%; alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us.
+NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * 0.96
+RING_RS_2 = 8.4 + 1 * 3.4                  # ring reduce-scatter / all-gather, 2 GPUs, one node
+RING_AR_3_NODES = 1.4 * (8.4 + 4 * 14)     # ring all-reduce, 1 GPU on each of 3 nodes (plateau)
+NVLS_ONE_NODE = 25.0                       # NVLS, one node: the NVLink step, base dropped
+COLLNET_ONE_PER_NODE = 14.0                # CollNet Direct, ppn 1: the NET Tree Simple step
+CLOSED_FORMS = {
+    # Ring reduce-scatter and all-gather of S in each domain (p = 2), ring all-reduce of S/p per
+    # rail over d = 3 domains: 2(d-1)/d (S/p) through each NIC.
+    "hierarchical 3x2": ("hierarchical", 3, [0, 1, 8, 9, 16, 17],
+                         (2 * RING_RS_2 + RING_AR_3_NODES) * 1e-6 + GiB / NVL_Bps + 2 * 2 / 3 * (GiB / 2) / NET_Bps),
+    # NVLS reduce-scatter and all-gather in each domain (a GPU's links carry S each; the
+    # reduction engine, 0.85 x 8 GPUs' NVLink, is shared by p = 2 and does not bind), SHARP
+    # all-reduce of S/p per rail: every link carries S/p once.
+    "nvls_sharp 3x2": ("nvls_sharp", 3, [0, 1, 8, 9, 16, 17],
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / NVL_Bps + (GiB / 2) / NET_Bps),
+    # p = 8: the engine binds at 0.85 x NVLink per GPU.
+    "nvls_sharp 3x8": ("nvls_sharp", 3, list(range(24)),
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / (0.85 * NVL_Bps) + (GiB / 8) / NET_Bps),
+    # One GPU per domain, S once up and down the aggregation tree.
+    "sharp 4x1": ("sharp", 4, [0, 8, 16, 24], COLLNET_ONE_PER_NODE * 1e-6 + GiB / NET_Bps),
+    # 8 channels, each two trees of S/16 over 4 domains: the busiest domain has 4 tree edges
+    # in both trees together (vertices 1 and 2 of NCCL's trees over 4), each S/16 through its
+    # rail NIC; the chains inside a domain (7 edges x 4 directions x S/16 per GPU over NVLink)
+    # are faster. Tree latency: 8.4 + 2 ((8 - 1) 4.0 + log2(4) 14).
+    "tree 4x8": ("tree", 4, list(range(32)),
+                 (8.4 + 2 * (7 * 4.0 + 2 * 14)) * 1e-6 + 4 * GiB / 16 / NET_Bps),
+}
+
+
+@pytest.mark.parametrize("case", CLOSED_FORMS)
+def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
+    algo, n_domains, ranks, want = CLOSED_FORMS[case]
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2")
+    _, row = one(fabric, "all_reduce", ranks, GiB, algorithm=algo)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("algo, nic_bytes", [
+    ("hierarchical", 2 * 2 / 3 * GiB / 2),  # the ring all-reduce of S/2 over 3 domains
+    ("nvls_sharp", GiB / 2),                # SHARP: S/2 once
+])
+def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes):
+    """GPU 0's link towards its NIC, each way, carries only the scale-out phase, whose size is
+    S/p (p = 2 ranks per domain)."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-2")
+    res, _ = one(fabric, "all_reduce", [0, 1, 8, 9, 16, 17], GiB, algorithm=algo)
+    nic_side = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"]) and l["capacity_Bps"] != 20.6e9]
+    assert len(nic_side) == 2
+    for link in nic_side:
+        assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
+
+
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s). NCCL enables CollNet
     Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with one rank per node
