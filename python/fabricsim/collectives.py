@@ -559,18 +559,27 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
     as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
-    if op not in OPS:
-        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-    if ranks is None:
-        view = fabric_view(fabric)
-        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
-    comm = _comm(fabric, ranks)
+    comm = communicator(fabric, op, ranks)
     S, sizes = collective_size(op, size_bytes, sizes, comm.n)
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
     t = analytical_s(op, algo, S, comm, sizes, proto)
     algbw = S / t if t > 0 else float("nan")
     factor = nccl_conventions.busbw_factor(op, comm.n)
     return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
+
+
+def communicator(topology, op: str, ranks: Any = None) -> _Comm:
+    """The communicator ``op`` runs on (default: every GPU, or every node of a plain topology),
+    refused where ``op`` cannot run on it: one check for scenarios and estimates alike."""
+    if op not in OPS:
+        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if ranks is None:
+        view = fabric_view(topology)
+        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else topology.n_nodes)
+    comm = _comm(topology, ranks)
+    if op == "send_recv" and comm.n < 2:
+        raise InvalidArgumentError(f"send_recv needs at least 2 ranks, got {comm.n}")
+    return comm
 
 
 def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm) -> tuple[str, str]:
@@ -613,11 +622,7 @@ class Builder:
         self._engines: dict[tuple, int] = {}
 
     def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
-        if op not in OPS:
-            raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-        comm = _comm(self.sc.topology, ranks)
-        if op == "send_recv" and comm.n < 2:
-            raise InvalidArgumentError("send_recv needs at least 2 ranks")
+        comm = communicator(self.sc.topology, op, ranks)
         algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm)
         core = self.sc._core
         label = tag if tag is not None else op
@@ -629,8 +634,8 @@ class Builder:
             core.truncate(first)
             raise
         key = comm.ranks.tobytes()
-        communicator = self._communicators.setdefault(key, len(self._communicators))
-        self.rows.append((end, communicator, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
+        comm_id = self._communicators.setdefault(key, len(self._communicators))
+        self.rows.append((end, comm_id, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
         return end
 
     # -- flow construction ---------------------------------------------------------------------

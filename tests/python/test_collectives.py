@@ -500,3 +500,12 @@ def test_bad_collectives_are_refused_with_the_value_named():
     split = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
     with pytest.raises(InvalidArgumentError, match="NVLS needs"):
         split.add_collective("all_reduce", [0, 8], 1e6, algorithm="nvls")
+
+
+def test_a_one_rank_send_recv_is_refused_by_estimate_as_by_a_scenario():
+    sc = fs.Scenario(fs.hgx_h100())
+    for price in (lambda: fs.estimate(fs.hgx_h100(), "send_recv", 1e6, [3]),
+                  lambda: sc.add_collective("send_recv", [3], 1e6)):
+        with pytest.raises(InvalidArgumentError, match="send_recv needs at least 2 ranks, got 1"):
+            price()
+    assert sc.n_activities == 0
