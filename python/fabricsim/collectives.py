@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -875,42 +875,48 @@ def nccl_tests(
     ranks: Any = None,
     dtype: str = "float",
     seed: int = 0,
+    on_row: Callable[[dict], Any] | None = None,
+    progress: Any = False,
 ) -> pa.Table:
     """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
     (multiplied by ``step_factor``), each alone on ``fabric`` over ``ranks`` (default every
-    GPU). Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
-    ``nccl_conventions.format_table`` prints it in nccl-tests' layout."""
+    GPU). As nccl-tests, each size is cut to whole ``dtype`` elements (and per-rank blocks for
+    all_gather, reduce_scatter and all_to_all) before it runs; ``size_bytes`` is that size.
+    Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
+    ``nccl_conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
+    row (a dict of those columns) as soon as its size has run, so a caller can print as
+    nccl-tests does; ``progress`` is passed to each ``Scenario.run``."""
     from .scenario import Scenario
     from .units import size_bytes as parse_size
 
+    if dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
+        raise InvalidArgumentError(
+            f"dtype={dtype!r}: expected one of {', '.join(nccl_conventions.DTYPE_SIZE_BYTES)}")
     lo, hi = parse_size(min_bytes), parse_size(max_bytes)
     if not 0 < lo <= hi:
         raise InvalidArgumentError(f"need 0 < min_bytes <= max_bytes, got {lo!r} and {hi!r}")
     if isinstance(step_factor, bool) or not (isinstance(step_factor, (int, float)) and step_factor > 1):
         raise InvalidArgumentError(f"step_factor must be a number > 1, got {step_factor!r}")
-    if ranks is None:
-        view = fabric_view(fabric)
-        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
-    sizes = []
+    comm = communicator(fabric, op, ranks)
+    rows = []
     s = lo
     while s <= hi * (1 + 1e-12):
-        sizes.append(s)
-        s *= step_factor
-    n = len(np.asarray(ranks).reshape(-1))
-    rows = []
-    for size in sizes:
+        size = nccl_conventions.rounded_size_bytes(op, int(s), comm.n, dtype)
         sc = Scenario(fabric, seed=seed)
-        sc.add_collective(op, ranks, size, algorithm=algorithm, protocol=protocol)
-        row = sc.run().collectives.to_pylist()[0]
+        sc.add_collective(op, comm.ranks if ranks is None else ranks, size, algorithm=algorithm, protocol=protocol)
+        r = sc.run(progress=progress).collectives.to_pylist()[0]
+        row = {"size_bytes": size, "count": nccl_conventions.element_count(op, size, comm.n, dtype),
+               "time_s": r["finish_s"] - r["start_s"], "algbw_Bps": r["algbw_Bps"], "busbw_Bps": r["busbw_Bps"],
+               "algorithm": r["algorithm"], "protocol": r["protocol"], "analytical_s": r["analytical_s"]}
         rows.append(row)
-    return pa.table({
-        "size_bytes": pa.array([int(r["size_bytes"]) for r in rows], type=pa.int64()),
-        "count": pa.array([nccl_conventions.element_count(op, int(r["size_bytes"]), n, dtype) for r in rows],
-                          type=pa.int64()),
-        "time_s": pa.array([r["finish_s"] - r["start_s"] for r in rows], type=pa.float64()),
-        "algbw_Bps": pa.array([r["algbw_Bps"] for r in rows], type=pa.float64()),
-        "busbw_Bps": pa.array([r["busbw_Bps"] for r in rows], type=pa.float64()),
-        "algorithm": pa.array([r["algorithm"] for r in rows]),
-        "protocol": pa.array([r["protocol"] for r in rows]),
-        "analytical_s": pa.array([r["analytical_s"] for r in rows], type=pa.float64()),
-    })
+        if on_row is not None:
+            on_row(row)
+        s *= step_factor
+    return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA)
+
+
+_NCCL_TESTS_SCHEMA = pa.schema([
+    ("size_bytes", pa.int64()), ("count", pa.int64()), ("time_s", pa.float64()), ("algbw_Bps", pa.float64()),
+    ("busbw_Bps", pa.float64()), ("algorithm", pa.string()), ("protocol", pa.string()),
+    ("analytical_s", pa.float64()),
+])

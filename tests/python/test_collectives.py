@@ -468,6 +468,58 @@ def test_nccl_tests_sweep_and_cli(capsys):
     assert "# Avg bus bandwidth" in out
 
 
+def test_nccl_tests_runs_the_size_nccl_tests_prints_and_hands_each_row_over_as_it_finishes():
+    """all_gather on 8 GPUs swept at 1000 B: 250 floats, 31 per rank, so nccl-tests runs and
+    prints 31 x 8 x 4 = 992 B; algbw is that size over the time."""
+    seen = []
+    table = fs.nccl_tests(fs.hgx_h100(), "all_gather", 1000, 10000, 10, on_row=seen.append)
+    assert table["size_bytes"].to_pylist() == [992, 9984]
+    assert table["count"].to_pylist() == [31, 312]
+    for row in table.to_pylist():
+        assert row["algbw_Bps"] * row["time_s"] == pytest.approx(row["size_bytes"], rel=1e-12)
+    assert seen == table.to_pylist()
+
+
+def test_nccl_tests_refuses_a_bad_dtype_before_running_anything(monkeypatch):
+    def no_run(*args, **kwargs):
+        raise AssertionError("ran a size before checking dtype")
+
+    monkeypatch.setattr(fs.Scenario, "run", no_run)
+    with pytest.raises(InvalidArgumentError, match="dtype='fp33': expected one of"):
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", "8M", "64M", dtype="fp33")
+
+
+def test_cli_nccl_tests_prints_rows_as_they_finish_and_stops_on_ctrl_c(monkeypatch, capsys):
+    """The header and the first size are out before the second size runs; Ctrl-C during it
+    leaves them, says one line on stderr and exits 130. --progress reaches every run."""
+    real_run = fs.Scenario.run
+    calls = []
+
+    def run(self, **kwargs):
+        calls.append(kwargs.get("progress"))
+        if len(calls) == 2:
+            assert "1048576" in capsys.readouterr().out  # streamed, not held until the end
+            raise KeyboardInterrupt
+        return real_run(self, **kwargs)
+
+    monkeypatch.setattr(fs.Scenario, "run", run)
+    assert main(["nccl-tests", "-b", "1M", "-e", "4M", "--progress"]) == 130
+    err = capsys.readouterr().err
+    assert err == "fabricsim: interrupted\n"
+    assert calls == [True, True]
+
+
+def test_cli_reports_a_too_large_scenario_without_a_traceback(monkeypatch, capsys):
+    import fabricsim.collectives
+
+    def too_large(*args, **kwargs):
+        raise fs.ScenarioTooLargeError("5000000000 more flows than fit")
+
+    monkeypatch.setattr(fabricsim.collectives, "nccl_tests", too_large)
+    assert main(["nccl-tests", "--op", "all_to_all"]) == 1
+    assert capsys.readouterr().err == "fabricsim: error: 5000000000 more flows than fit\n"
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 
