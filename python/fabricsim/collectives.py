@@ -34,7 +34,7 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   all-gather alone need a power of two.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
   rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
-  farthest pair (the flows pay it).
+  communicator's farthest pair (the flows pay it); halving-doubling's steps do too.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
@@ -99,10 +99,12 @@ class FabricView:
     arch: str
     #: Node ids that can be ranks: GPUs, or hosts of a GPU-less Clos; None: any node.
     n_rank_nodes: int | None
-    #: Wire latency of a route between two GPUs of one domain, and between the first and the
-    #: last domain (the farthest apart in a Clos); plain topologies measure per communicator.
+    #: Wire latency of a route between two GPUs of one domain; routes across domains are
+    #: measured per communicator (_comm), as are a plain topology's.
     intra_path_s: float = 0.0
-    inter_path_s: float = 0.0
+    #: The scale-out Clos' positions (tiers, rails, endpoints_per_leaf, leaves_per_pod): where
+    #: a rank's NIC sits, so a communicator finds its farthest pair without trying them all.
+    scale_out: dict | None = None
     #: A plain topology's injection bandwidth per node (sum of its out-links), else None.
     injection_Bps: np.ndarray | None = None
     #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
@@ -145,16 +147,17 @@ def fabric_view(topology) -> FabricView:
         n_rank_nodes = int(st["n_nics"])
     else:
         n_rank_nodes = None
-    intra = inter = 0.0
+    intra = 0.0
     injection = None
     if n_rank_nodes is not None:
         intra = core.path_latency_s(0, 1) if gpd > 1 else 0.0
-        inter = core.path_latency_s(0, n_rank_nodes - 1) if n_rank_nodes > gpd else 0.0
     else:
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, inter, injection)
+    clos = {k: int(st["scale_out"][k]) for k in ("tiers", "rails", "endpoints_per_leaf", "leaves_per_pod")} \
+        if "scale_out" in st else None
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, clos, injection)
     topology._collective_view = view
     return view
 
@@ -164,14 +167,17 @@ class _Comm:
     them, in the order given), the per-rank network rate and the wire latencies."""
 
     def __init__(self, ranks: np.ndarray, starts: np.ndarray, ppn: int, view: FabricView,
-                 net_Bps: float, path_s: tuple[float, float]) -> None:
+                 net_Bps: float, core, path_s: tuple[float, float] | None = None) -> None:
         self.ranks = ranks  # grouped by domain
         self.starts = starts  # index in ranks where each domain begins
         #: Ranks per domain if every domain has as many, else 0.
         self.ppn = ppn
         self.view = view
         self.net_Bps = net_Bps
-        self.intra_path_s, self.inter_path_s = path_s
+        self._core = core
+        # A plain topology's paths are measured up front; a fabric's route across domains
+        # only when an algorithm asks (inter_path_s).
+        self.intra_path_s, self._inter_path_s = path_s or (view.intra_path_s, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
         #: The distinct numbers of ranks the domains hold when they differ (NCCL's localRanks).
@@ -192,18 +198,30 @@ class _Comm:
 
     def within(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of some ranks of one domain."""
-        return _Comm(ranks, np.zeros(1, dtype=np.int64), len(ranks), self.view, self.net_Bps, self._paths())
+        return _Comm(ranks, np.zeros(1, dtype=np.int64), len(ranks), self.view, self.net_Bps, self._core,
+                     self._plain_paths())
 
     def across(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of one rank in each of several domains."""
-        return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._paths())
+        return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._core, self._plain_paths())
 
     def rails(self) -> list[np.ndarray]:
         """Rank k of every domain, for each k (needs ``ppn``)."""
         return list(self.grid().T)
 
-    def _paths(self) -> tuple[float, float]:
-        return self.intra_path_s, self.inter_path_s
+    def _plain_paths(self) -> tuple[float, float] | None:
+        return (self.intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
+
+    @property
+    def inter_path_s(self) -> float:
+        """Wire latency of the route between the communicator's farthest pair of ranks in
+        different domains (0 in one domain)."""
+        if self._inter_path_s is None:
+            self._inter_path_s = 0.0
+            if self.n_domains > 1 and self.view.scale_out is not None:
+                a, b = _farthest_apart(self.ranks, self.ranks // self.view.gpus_per_domain, self.view.scale_out)
+                self._inter_path_s = self._core.path_latency_s(int(a), int(b))
+        return self._inter_path_s
 
     def path_s(self, crosses_domains: bool) -> float:
         return self.inter_path_s if crosses_domains else self.intra_path_s
@@ -246,18 +264,37 @@ def _comm(topology, ranks: Any) -> _Comm:
         grouped = arr[order]
         _, starts = np.unique(position[order], return_index=True)
     net = view.net_Bps
-    paths = (view.intra_path_s, view.inter_path_s)
+    paths = None
     if view.injection_Bps is not None:  # a plain topology: each rank's injection, measured paths
         net = float(view.injection_Bps[arr].min())
         far = topology._core.path_latency_s(int(arr[0]), int(arr[-1])) if arr.size > 1 else 0.0
         paths = (far, far)
     sizes = np.diff(starts, append=arr.size)
     ppn = int(sizes[0]) if np.all(sizes == sizes[0]) else 0
-    comm = _Comm(grouped, starts, ppn, view, net, paths)
+    comm = _Comm(grouped, starts, ppn, view, net, topology._core, paths)
     if len(view.comms) >= _COMMS_KEPT:
         view.comms.clear()
     view.comms[key] = comm
     return comm
+
+
+def _farthest_apart(ranks: np.ndarray, dom: np.ndarray, clos: dict) -> tuple[int, int]:
+    """Two ranks in different domains whose route climbs highest in the scale-out Clos (rank =
+    NIC endpoint; a route's wire latency grows with the tier where its leaves meet: leaf,
+    spine, core). Meeting tiers are an ultrametric, so the first rank meets some rank at the
+    highest tier any pair does, unless all other domains sit on its leaf: then a rank of its
+    own domain on another leaf (rail) meets them at a spine."""
+    rails = clos["rails"]
+    leaf = (ranks // rails // clos["endpoints_per_leaf"]) * rails + ranks % rails if clos["tiers"] > 1 \
+        else np.zeros_like(ranks)
+    pod = leaf // clos["leaves_per_pod"] if clos["tiers"] == 3 else np.zeros_like(ranks)
+    other = dom != dom[0]
+    for position in (pod, leaf):
+        far = np.flatnonzero(other & (position != position[0]))
+        if far.size:
+            return ranks[0], ranks[far[0]]
+    aside = np.flatnonzero(~other & (leaf != leaf[0]))
+    return ranks[aside[0] if aside.size else 0], ranks[np.flatnonzero(other)[0]]
 
 
 def applicable(op: str, comm: _Comm) -> list[str]:

@@ -424,6 +424,56 @@ def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
 
 
+# Quantum-2 adds 150 ns per switch crossed; NICs and PCIe add none (catalog). A route between
+# GPUs of two domains crosses 1 switch on a shared leaf, 3 through a spine, 5 through a core.
+Q2_SWITCH_S = 150e-9
+P2P_NET_ALPHA_S = (8.4 + 14.0) * 1e-6  # NCCL's Simple base plus one NET step
+
+
+@pytest.mark.parametrize("n_domains, tiers, ranks, switches", [
+    (4, 2, [0, 8], 1),          # rail 0 of two domains: one leaf
+    (4, 2, [0, 9], 3),          # rails 0 and 1: leaf, spine, leaf
+    (256, 3, [0, 8], 1),        # the fabric's farthest pair would cross a core
+    (256, 3, [0, 8 * 255], 5),  # first and last domain: two pods, through a core
+])
+def test_direct_pays_the_wire_latency_of_its_own_farthest_pair(n_domains, tiers, ranks, switches):
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
+    size = 64 << 10
+    _, row = one(fabric, "all_to_all", ranks, size)
+    want = P2P_NET_ALPHA_S + switches * Q2_SWITCH_S + size / 2 / NET_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_halving_doubling_steps_pay_their_communicators_wire_latency():
+    """Rail 0 of 4 domains, all on one leaf: 4 steps (S/2, S/4, S/4, S/2), each the NET p2p
+    alpha and one switch."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", tiers=2)
+    _, row = one(fabric, "all_reduce", [0, 8, 16, 24], GiB, algorithm="halving_doubling")
+    want = 4 * (P2P_NET_ALPHA_S + Q2_SWITCH_S) + 1.5 * GiB / NET_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_domains, tiers", [(4, 2), (256, 3)])
+def test_a_communicators_farthest_pair_is_the_slowest_route_between_its_domains(n_domains, tiers):
+    from fabricsim.collectives import _comm
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
+    rng = np.random.default_rng(7)
+    n = 8 * n_domains
+    subsets = [[0, 1, 8], [9, 8, 1], [3, 8 + 3], [5, 6, 8 * (n_domains - 1) + 5]]
+    subsets += [rng.choice(n, k, replace=False) for k in (2, 3, 5, 9) for _ in range(5)]
+    for ranks in subsets:
+        ranks = np.asarray(ranks)
+        dom = ranks // 8
+        if len(set(dom)) < 2:
+            continue
+        slowest = max(fabric._core.path_latency_s(int(a), int(b))
+                      for a in ranks for b in ranks if a // 8 != b // 8)
+        assert _comm(fabric, ranks).inter_path_s == slowest, ranks
+
+
 # ---- dependencies, results, sweeps -------------------------------------------------------------
 
 
