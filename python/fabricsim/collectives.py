@@ -34,7 +34,9 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   all-gather alone need a power of two.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
   rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
-  communicator's farthest pair (the flows pay it); halving-doubling's steps do too.
+  communicator's farthest pair (the flows pay it); halving-doubling's steps do too. Where a
+  rank also has nearer peers (or a step only near pairs), its NIC starts sooner and the flow
+  result can be up to the difference in wire latency (0.3 us per switch tier) below it.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
