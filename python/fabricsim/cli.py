@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
-from .exceptions import InvalidArgumentError
+from .exceptions import FabricsimError, InvalidArgumentError
 from .fabrics import Topology
+from .nccl_conventions import DTYPE_SIZE_BYTES
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
 
@@ -123,17 +124,23 @@ def _demo(args: argparse.Namespace) -> int:
 def _nccl_tests(args: argparse.Namespace) -> int:
     from . import fabrics
     from .collectives import nccl_tests
-    from .nccl_conventions import format_table
+    from .nccl_conventions import format_footer, format_header, format_row
 
     if args.nodes == 1:
         fabric = fabrics._preset(args.fabric, None)
     else:
         fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)
-    table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor,
-                       algorithm=args.algorithm, protocol=args.protocol, dtype=args.datatype)
+    extras = ("algorithm", "protocol", "analytical_s")
     print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
           f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
-    print(format_table(table, op=args.op, dtype=args.datatype))
+    print(format_header(extras), flush=True)
+
+    def show(row: dict) -> None:  # each size as it finishes, as nccl-tests prints
+        print(format_row(row, op=args.op, dtype=args.datatype, extras=extras), flush=True)
+
+    table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor, algorithm=args.algorithm,
+                       protocol=args.protocol, dtype=args.datatype, on_row=show, progress=args.progress)
+    print(format_footer(table["busbw_Bps"].to_pylist()))
     return 0
 
 
@@ -159,16 +166,20 @@ def main(argv: list[str] | None = None) -> int:
     nt.add_argument("-b", "--minbytes", default="8M")
     nt.add_argument("-e", "--maxbytes", default="8G")
     nt.add_argument("-f", "--stepfactor", type=float, default=2.0)
-    nt.add_argument("-d", "--datatype", default="float")
+    nt.add_argument("-d", "--datatype", default="float", choices=list(DTYPE_SIZE_BYTES))
     nt.add_argument("--algorithm", default="auto", help="auto (NCCL's choice), ring, tree, nvls, ...")
     nt.add_argument("--protocol", default="auto", help="auto (NCCL's choice), simple, ll128 or ll")
+    nt.add_argument("--progress", action="store_true", help="show each size's progress on stderr")
     nt.set_defaults(func=_nccl_tests)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as e:  # bad arguments: a message, not a traceback
+    except (FabricsimError, ValueError, MemoryError) as e:  # a message, not a traceback
         print(f"fabricsim: error: {e}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(e, ValueError) else 1
+    except KeyboardInterrupt:  # what was printed stays; the shell's code for SIGINT
+        print("fabricsim: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -34,13 +34,16 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   all-gather alone need a power of two.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
   rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
-  farthest pair (the flows pay it).
+  communicator's farthest pair (the flows pay it); halving-doubling's steps do too. Where a
+  rank also has nearer peers (or a step only near pairs), its NIC starts sooner and the flow
+  result can be up to the difference in wire latency (0.3 us per switch tier) below it.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
 * ``sharp``: all-reduce across the scale-out fabric with one rank per domain: one flow up and
   down the aggregation tree, every link carrying ``S`` once (switches reduce at line rate;
-  their engine is a constraint sized to all their ports).
+  their engine is a constraint sized to all their ports). Its latency is NCCL's CollNet
+  Direct's where the GPUs sit on NVSwitches, CollNet Chain's elsewhere (a host-level Clos).
 * ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/p`` per rail
   across domains, ring all-gather in each domain.
 * ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
@@ -57,7 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -69,8 +72,9 @@ __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_vi
 
 OPS = nccl_conventions.OPS
 ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
-# NCCL's name for each algorithm whose latency (and auto choice) comes from its model.
-_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "sharp": "collnet_direct", "nvls_sharp": "nvls"}
+# NCCL's name for each algorithm whose latency (and auto choice) comes from its model; "sharp"
+# is NCCL's CollNet, Direct or Chain by the fabric (_nccl_name).
+_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_sharp": "nvls"}
 # NVLS reduction efficiency per architecture (tuning.cc:138-144, hardware.md 4.2).
 _NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 # Point-to-point (all-to-all, send/recv): NCCL's Simple base latency plus one step over
@@ -97,10 +101,12 @@ class FabricView:
     arch: str
     #: Node ids that can be ranks: GPUs, or hosts of a GPU-less Clos; None: any node.
     n_rank_nodes: int | None
-    #: Wire latency of a route between two GPUs of one domain, and between the first and the
-    #: last domain (the farthest apart in a Clos); plain topologies measure per communicator.
+    #: Wire latency of a route between two GPUs of one domain; routes across domains are
+    #: measured per communicator (_comm), as are a plain topology's.
     intra_path_s: float = 0.0
-    inter_path_s: float = 0.0
+    #: The scale-out Clos' positions (tiers, rails, endpoints_per_leaf, leaves_per_pod): where
+    #: a rank's NIC sits, so a communicator finds its farthest pair without trying them all.
+    scale_out: dict | None = None
     #: A plain topology's injection bandwidth per node (sum of its out-links), else None.
     injection_Bps: np.ndarray | None = None
     #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
@@ -143,16 +149,17 @@ def fabric_view(topology) -> FabricView:
         n_rank_nodes = int(st["n_nics"])
     else:
         n_rank_nodes = None
-    intra = inter = 0.0
+    intra = 0.0
     injection = None
     if n_rank_nodes is not None:
         intra = core.path_latency_s(0, 1) if gpd > 1 else 0.0
-        inter = core.path_latency_s(0, n_rank_nodes - 1) if n_rank_nodes > gpd else 0.0
     else:
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, inter, injection)
+    clos = {k: int(st["scale_out"][k]) for k in ("tiers", "rails", "endpoints_per_leaf", "leaves_per_pod")} \
+        if "scale_out" in st else None
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, clos, injection)
     topology._collective_view = view
     return view
 
@@ -162,16 +169,21 @@ class _Comm:
     them, in the order given), the per-rank network rate and the wire latencies."""
 
     def __init__(self, ranks: np.ndarray, starts: np.ndarray, ppn: int, view: FabricView,
-                 net_Bps: float, path_s: tuple[float, float]) -> None:
+                 net_Bps: float, core, path_s: tuple[float, float] | None = None) -> None:
         self.ranks = ranks  # grouped by domain
         self.starts = starts  # index in ranks where each domain begins
         #: Ranks per domain if every domain has as many, else 0.
         self.ppn = ppn
         self.view = view
         self.net_Bps = net_Bps
-        self.intra_path_s, self.inter_path_s = path_s
+        self._core = core
+        # A plain topology's paths are measured up front; a fabric's route across domains
+        # only when an algorithm asks (inter_path_s).
+        self.intra_path_s, self._inter_path_s = path_s or (view.intra_path_s, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
+        #: The distinct numbers of ranks the domains hold when they differ (NCCL's localRanks).
+        self.local_ranks = () if ppn else tuple(int(k) for k in np.unique(np.diff(starts, append=self.n)))
         self._domains = None
         #: Size-independent structure computed once per communicator (tree degrees, steps).
         self.memo: dict = {}
@@ -188,18 +200,30 @@ class _Comm:
 
     def within(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of some ranks of one domain."""
-        return _Comm(ranks, np.zeros(1, dtype=np.int64), len(ranks), self.view, self.net_Bps, self._paths())
+        return _Comm(ranks, np.zeros(1, dtype=np.int64), len(ranks), self.view, self.net_Bps, self._core,
+                     self._plain_paths())
 
     def across(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of one rank in each of several domains."""
-        return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._paths())
+        return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._core, self._plain_paths())
 
     def rails(self) -> list[np.ndarray]:
         """Rank k of every domain, for each k (needs ``ppn``)."""
         return list(self.grid().T)
 
-    def _paths(self) -> tuple[float, float]:
-        return self.intra_path_s, self.inter_path_s
+    def _plain_paths(self) -> tuple[float, float] | None:
+        return (self.intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
+
+    @property
+    def inter_path_s(self) -> float:
+        """Wire latency of the route between the communicator's farthest pair of ranks in
+        different domains (0 in one domain)."""
+        if self._inter_path_s is None:
+            self._inter_path_s = 0.0
+            if self.n_domains > 1 and self.view.scale_out is not None:
+                a, b = _farthest_apart(self.ranks, self.ranks // self.view.gpus_per_domain, self.view.scale_out)
+                self._inter_path_s = self._core.path_latency_s(int(a), int(b))
+        return self._inter_path_s
 
     def path_s(self, crosses_domains: bool) -> float:
         return self.inter_path_s if crosses_domains else self.intra_path_s
@@ -242,18 +266,37 @@ def _comm(topology, ranks: Any) -> _Comm:
         grouped = arr[order]
         _, starts = np.unique(position[order], return_index=True)
     net = view.net_Bps
-    paths = (view.intra_path_s, view.inter_path_s)
+    paths = None
     if view.injection_Bps is not None:  # a plain topology: each rank's injection, measured paths
         net = float(view.injection_Bps[arr].min())
         far = topology._core.path_latency_s(int(arr[0]), int(arr[-1])) if arr.size > 1 else 0.0
         paths = (far, far)
     sizes = np.diff(starts, append=arr.size)
     ppn = int(sizes[0]) if np.all(sizes == sizes[0]) else 0
-    comm = _Comm(grouped, starts, ppn, view, net, paths)
+    comm = _Comm(grouped, starts, ppn, view, net, topology._core, paths)
     if len(view.comms) >= _COMMS_KEPT:
         view.comms.clear()
     view.comms[key] = comm
     return comm
+
+
+def _farthest_apart(ranks: np.ndarray, dom: np.ndarray, clos: dict) -> tuple[int, int]:
+    """Two ranks in different domains whose route climbs highest in the scale-out Clos (rank =
+    NIC endpoint; a route's wire latency grows with the tier where its leaves meet: leaf,
+    spine, core). Meeting tiers are an ultrametric, so the first rank meets some rank at the
+    highest tier any pair does, unless all other domains sit on its leaf: then a rank of its
+    own domain on another leaf (rail) meets them at a spine."""
+    rails = clos["rails"]
+    leaf = (ranks // rails // clos["endpoints_per_leaf"]) * rails + ranks % rails if clos["tiers"] > 1 \
+        else np.zeros_like(ranks)
+    pod = leaf // clos["leaves_per_pod"] if clos["tiers"] == 3 else np.zeros_like(ranks)
+    other = dom != dom[0]
+    for position in (pod, leaf):
+        far = np.flatnonzero(other & (position != position[0]))
+        if far.size:
+            return ranks[0], ranks[far[0]]
+    aside = np.flatnonzero(~other & (leaf != leaf[0]))
+    return ranks[aside[0] if aside.size else 0], ranks[np.flatnonzero(other)[0]]
 
 
 def applicable(op: str, comm: _Comm) -> list[str]:
@@ -281,22 +324,31 @@ def applicable(op: str, comm: _Comm) -> list[str]:
 
 def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
     v = comm.view
-    key = (n, n_nodes, comm.net_Bps)
+    key = (n, n_nodes, comm.net_Bps, comm.local_ranks)
     shape = v.shapes.get(key)
     if shape is None:
         shape = v.shapes[key] = nccl_model.CommShape(
             n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
             nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
-            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1,
+            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks,
         )
     return shape
+
+
+def _nccl_name(algo: str, view: FabricView) -> str | None:
+    """NCCL's algorithm for one of fabricsim's, None where NCCL has none. SHARP is CollNet
+    Direct where the GPUs sit on NVSwitches, else CollNet Chain: NCCL enables Direct only with
+    NVSwitch (hardware.md 3.2)."""
+    if algo == "sharp":
+        return "collnet_direct" if view.nvls else "collnet_chain"
+    return _NCCL_NAME.get(algo)
 
 
 def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int,
                     protocol: str = "simple") -> float:
     if n < 2:
         return 0.0
-    name = _NCCL_NAME[algo]
+    name = _nccl_name(algo, comm.view)
     latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes), name, protocol)
     if latency is None:
         raise InvalidArgumentError(f"NCCL's model has no {name}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
@@ -308,7 +360,7 @@ def _efficiency(op: str, algo: str, protocol: str, comm: _Comm) -> float:
     if protocol == "simple":
         return 1.0
     shape = _shape(comm, comm.n, comm.n_domains)
-    return nccl_model.protocol_efficiency(op, shape)[(_NCCL_NAME[algo], protocol)]
+    return nccl_model.protocol_efficiency(op, shape)[(_nccl_name(algo, comm.view), protocol)]
 
 
 def _p2p_latency_s(crosses_domains: bool) -> float:
@@ -515,7 +567,8 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
     """NCCL's choice of (algorithm, protocol) among those fabricsim runs here, the lowest
     predicted time (ties to NCCL's order), with either fixed where it is not "auto"."""
     algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
-    pairs = {(_NCCL_NAME[a], p): (a, p) for a in algos if a in _NCCL_NAME for p in _PROTOCOLS_OF.get(a, ("simple",))
+    names = {a: _nccl_name(a, comm.view) for a in algos}
+    pairs = {(names[a], p): (a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",))
              if protocol in ("auto", p)}
     best = None
     if pairs and comm.n > 1:
@@ -545,18 +598,27 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
     as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
-    if op not in OPS:
-        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-    if ranks is None:
-        view = fabric_view(fabric)
-        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
-    comm = _comm(fabric, ranks)
+    comm = communicator(fabric, op, ranks)
     S, sizes = collective_size(op, size_bytes, sizes, comm.n)
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
     t = analytical_s(op, algo, S, comm, sizes, proto)
     algbw = S / t if t > 0 else float("nan")
     factor = nccl_conventions.busbw_factor(op, comm.n)
     return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
+
+
+def communicator(topology, op: str, ranks: Any = None) -> _Comm:
+    """The communicator ``op`` runs on (default: every GPU, or every node of a plain topology),
+    refused where ``op`` cannot run on it: one check for scenarios and estimates alike."""
+    if op not in OPS:
+        raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if ranks is None:
+        view = fabric_view(topology)
+        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else topology.n_nodes)
+    comm = _comm(topology, ranks)
+    if op == "send_recv" and comm.n < 2:
+        raise InvalidArgumentError(f"send_recv needs at least 2 ranks, got {comm.n}")
+    return comm
 
 
 def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm) -> tuple[str, str]:
@@ -599,11 +661,7 @@ class Builder:
         self._engines: dict[tuple, int] = {}
 
     def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
-        if op not in OPS:
-            raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-        comm = _comm(self.sc.topology, ranks)
-        if op == "send_recv" and comm.n < 2:
-            raise InvalidArgumentError("send_recv needs at least 2 ranks")
+        comm = communicator(self.sc.topology, op, ranks)
         algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm)
         core = self.sc._core
         label = tag if tag is not None else op
@@ -615,8 +673,8 @@ class Builder:
             core.truncate(first)
             raise
         key = comm.ranks.tobytes()
-        communicator = self._communicators.setdefault(key, len(self._communicators))
-        self.rows.append((end, communicator, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
+        comm_id = self._communicators.setdefault(key, len(self._communicators))
+        self.rows.append((end, comm_id, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
         return end
 
     # -- flow construction ---------------------------------------------------------------------
@@ -856,42 +914,48 @@ def nccl_tests(
     ranks: Any = None,
     dtype: str = "float",
     seed: int = 0,
+    on_row: Callable[[dict], Any] | None = None,
+    progress: Any = False,
 ) -> pa.Table:
     """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
     (multiplied by ``step_factor``), each alone on ``fabric`` over ``ranks`` (default every
-    GPU). Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
-    ``nccl_conventions.format_table`` prints it in nccl-tests' layout."""
+    GPU). As nccl-tests, each size is cut to whole ``dtype`` elements (and per-rank blocks for
+    all_gather, reduce_scatter and all_to_all) before it runs; ``size_bytes`` is that size.
+    Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
+    ``nccl_conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
+    row (a dict of those columns) as soon as its size has run, so a caller can print as
+    nccl-tests does; ``progress`` is passed to each ``Scenario.run``."""
     from .scenario import Scenario
     from .units import size_bytes as parse_size
 
+    if dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
+        raise InvalidArgumentError(
+            f"dtype={dtype!r}: expected one of {', '.join(nccl_conventions.DTYPE_SIZE_BYTES)}")
     lo, hi = parse_size(min_bytes), parse_size(max_bytes)
     if not 0 < lo <= hi:
         raise InvalidArgumentError(f"need 0 < min_bytes <= max_bytes, got {lo!r} and {hi!r}")
     if isinstance(step_factor, bool) or not (isinstance(step_factor, (int, float)) and step_factor > 1):
         raise InvalidArgumentError(f"step_factor must be a number > 1, got {step_factor!r}")
-    if ranks is None:
-        view = fabric_view(fabric)
-        ranks = np.arange(view.n_rank_nodes if view.n_rank_nodes is not None else fabric.n_nodes)
-    sizes = []
+    comm = communicator(fabric, op, ranks)
+    rows = []
     s = lo
     while s <= hi * (1 + 1e-12):
-        sizes.append(s)
-        s *= step_factor
-    n = len(np.asarray(ranks).reshape(-1))
-    rows = []
-    for size in sizes:
+        size = nccl_conventions.rounded_size_bytes(op, int(s), comm.n, dtype)
         sc = Scenario(fabric, seed=seed)
-        sc.add_collective(op, ranks, size, algorithm=algorithm, protocol=protocol)
-        row = sc.run().collectives.to_pylist()[0]
+        sc.add_collective(op, comm.ranks if ranks is None else ranks, size, algorithm=algorithm, protocol=protocol)
+        r = sc.run(progress=progress).collectives.to_pylist()[0]
+        row = {"size_bytes": size, "count": nccl_conventions.element_count(op, size, comm.n, dtype),
+               "time_s": r["finish_s"] - r["start_s"], "algbw_Bps": r["algbw_Bps"], "busbw_Bps": r["busbw_Bps"],
+               "algorithm": r["algorithm"], "protocol": r["protocol"], "analytical_s": r["analytical_s"]}
         rows.append(row)
-    return pa.table({
-        "size_bytes": pa.array([int(r["size_bytes"]) for r in rows], type=pa.int64()),
-        "count": pa.array([nccl_conventions.element_count(op, int(r["size_bytes"]), n, dtype) for r in rows],
-                          type=pa.int64()),
-        "time_s": pa.array([r["finish_s"] - r["start_s"] for r in rows], type=pa.float64()),
-        "algbw_Bps": pa.array([r["algbw_Bps"] for r in rows], type=pa.float64()),
-        "busbw_Bps": pa.array([r["busbw_Bps"] for r in rows], type=pa.float64()),
-        "algorithm": pa.array([r["algorithm"] for r in rows]),
-        "protocol": pa.array([r["protocol"] for r in rows]),
-        "analytical_s": pa.array([r["analytical_s"] for r in rows], type=pa.float64()),
-    })
+        if on_row is not None:
+            on_row(row)
+        s *= step_factor
+    return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA)
+
+
+_NCCL_TESTS_SCHEMA = pa.schema([
+    ("size_bytes", pa.int64()), ("count", pa.int64()), ("time_s", pa.float64()), ("algbw_Bps", pa.float64()),
+    ("busbw_Bps", pa.float64()), ("algorithm", pa.string()), ("protocol", pa.string()),
+    ("analytical_s", pa.float64()),
+])

@@ -11,6 +11,10 @@ nccl-tests' "size" column, which is that S:
 
 The "count" column is the count argument of the NCCL call: the whole buffer for the first group,
 the per-rank (per-peer for all_to_all) block for the others (``src/*.cu``, ``getCollByteCount``).
+A swept size is first cut to whole elements, and for the second group to whole blocks
+(``count = size / wordSize``, block = ``count / nranks``); the size printed (and moved) is
+``max(sendBytes, expectedBytes)`` of that count (``common.cu`` ``TimeTest``): see
+:func:`rounded_size_bytes`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from .exceptions import InvalidArgumentError
 
@@ -30,7 +34,11 @@ __all__ = [
     "algbw_size_bytes",
     "busbw_factor",
     "element_count",
+    "format_footer",
+    "format_header",
+    "format_row",
     "format_table",
+    "rounded_size_bytes",
 ]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
@@ -108,6 +116,14 @@ def element_count(op: str, size_bytes: int, n_ranks: int, dtype: str = "float") 
     return count // n if op in _PER_RANK_BLOCK_OPS else count
 
 
+def rounded_size_bytes(op: str, size_bytes: int, n_ranks: int, dtype: str = "float") -> int:
+    """The size nccl-tests runs and prints for a swept ``size_bytes``: whole ``dtype`` elements,
+    and for all_gather, reduce_scatter and all_to_all whole per-rank blocks of them."""
+    n = _check_ranks(n_ranks)
+    count = element_count(op, size_bytes, n, dtype)
+    return count * DTYPE_SIZE_BYTES[dtype] * (n if op in _PER_RANK_BLOCK_OPS else 1)
+
+
 def _time_str(us: float) -> str:
     # common.cu BenchTime: fewer decimals as the time grows, always 7 wide.
     if us >= 10000.0:
@@ -115,6 +131,77 @@ def _time_str(us: float) -> str:
     if us >= 100.0:
         return f"{us:7.1f}"
     return f"{us:7.2f}"
+
+
+# Extra columns fabricsim prints right of nccl-tests' own: name, width, units.
+_EXTRAS = {"algorithm": ("algorithm", 14, ""), "protocol": ("protocol", 8, ""),
+           "analytical_s": ("analytical", 10, "(us)")}
+_REQUIRED = ("size_bytes", "count", "time_s", "algbw_Bps", "busbw_Bps")
+
+
+def _check_layout(op, dtype, redop, root) -> None:
+    _check_op(op)
+    if dtype not in DTYPE_SIZE_BYTES:
+        raise InvalidArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPE_SIZE_BYTES)}")
+    if redop not in REDOPS:
+        raise InvalidArgumentError(f"redop={redop!r}: expected one of {', '.join(REDOPS)}")
+    if isinstance(root, bool) or not isinstance(root, numbers.Integral) or root < 0:
+        raise InvalidArgumentError(f"root={root!r}: expected a rank >= 0")
+
+
+def format_header(extras: tuple = ()) -> str:
+    """nccl-tests' header lines (common.cu run(): time/algbw/busbw per half), with the
+    ``extras`` among algorithm, protocol, analytical_s as columns on the right."""
+    unknown = [c for c in extras if c not in _EXTRAS]
+    if unknown:
+        raise InvalidArgumentError(f"extras={tuple(extras)!r}: expected columns among {', '.join(_EXTRAS)}")
+    head_x = "".join(f"  {_EXTRAS[c][0]:>{_EXTRAS[c][1]}}" for c in extras)
+    unit_x = "".join(f"  {_EXTRAS[c][2]:>{_EXTRAS[c][1]}}" for c in extras)
+    return "\n".join([
+        "#",
+        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}"
+        "           out-of-place                       in-place          ",
+        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6} {'#wrong':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6} {'#wrong':>6}" + head_x,
+        f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
+        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>5}"
+        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>5}" + unit_x,
+    ])
+
+
+def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0,
+               extras: tuple = ()) -> str:
+    """One result line: ``row`` maps size_bytes, count, time_s, algbw_Bps, busbw_Bps (and the
+    ``extras``) to its values; the other arguments as for :func:`format_table`."""
+    _check_layout(op, dtype, redop, root)
+    missing = [c for c in (*_REQUIRED, *extras) if c not in row]
+    if missing:
+        raise InvalidArgumentError(f"row lacks {', '.join(missing)}: expected {', '.join((*_REQUIRED, *extras))}")
+    for c in (*_REQUIRED, "analytical_s"):
+        v = row.get(c)
+        if v is None and c == "analytical_s":
+            continue  # no closed form for this row (or no such column): printed blank
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v >= 0):
+            raise InvalidArgumentError(f"column {c} holds {v!r}: expected finite numbers >= 0")
+    opname = redop if op in _REDUCING_OPS else "none"
+    rootstr = f"{root if op in _ROOTED_OPS else -1:6d}"
+    algbw, busbw = row["algbw_Bps"] / 1e9, row["busbw_Bps"] / 1e9
+    # fabricsim has one result per size: it fills both the out-of-place and in-place halves.
+    half = f"  {_time_str(row['time_s'] * 1e6)}  {algbw:6.2f}  {busbw:6.2f}  {'N/A':>5}"
+    line = f"{int(row['size_bytes']):12d}  {int(row['count']):12d}  {dtype:>8}  {opname:>6}  {rootstr}" + half + half
+    for c in extras:
+        v = row[c]
+        text = "" if v is None else _time_str(v * 1e6) if c == "analytical_s" else str(v)
+        line += f"  {text:>{_EXTRAS[c][1]}}"
+    return line
+
+
+def format_footer(busbw_Bps: Sequence[float]) -> str:
+    """nccl-tests' summary lines: the average of the rows' busbw, in GB/s ("%g %s" with an
+    empty status leaves a trailing space, as common.cu prints it)."""
+    avg = sum(busbw_Bps) / len(busbw_Bps) / 1e9 if len(busbw_Bps) else 0.0
+    return "\n".join(["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#"])
 
 
 def format_table(table, *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0) -> str:
@@ -127,68 +214,20 @@ def format_table(table, *, op: str, dtype: str = "float", redop: str = "sum", ro
     and ``#wrong`` reads "N/A", as nccl-tests prints it when data checking is off (``-c 0``).
     ``redop`` is printed for the reducing ops (all_reduce, reduce_scatter, reduce), "none" for the
     others; ``root`` for broadcast and reduce, -1 for the others. Ends with nccl-tests' summary
-    lines, the average busbw over the rows in GB/s.
+    lines, the average busbw over the rows in GB/s. :func:`format_header`, :func:`format_row`
+    and :func:`format_footer` print the same a line at a time.
     """
-    _check_op(op)
-    if dtype not in DTYPE_SIZE_BYTES:
-        raise InvalidArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPE_SIZE_BYTES)}")
-    if redop not in REDOPS:
-        raise InvalidArgumentError(f"redop={redop!r}: expected one of {', '.join(REDOPS)}")
-    if isinstance(root, bool) or not isinstance(root, numbers.Integral) or root < 0:
-        raise InvalidArgumentError(f"root={root!r}: expected a rank >= 0")
+    _check_layout(op, dtype, redop, root)
     names = getattr(table, "column_names", None)
     if names is None:
         raise InvalidArgumentError(f"table={type(table).__name__}: expected a pyarrow.Table")
-    required = ("size_bytes", "count", "time_s", "algbw_Bps", "busbw_Bps")
-    missing = [c for c in required if c not in names]
+    missing = [c for c in _REQUIRED if c not in names]
     if missing:
-        raise InvalidArgumentError(f"table lacks column(s) {', '.join(missing)}: expected {', '.join(required)}")
-    extras = [c for c in ("algorithm", "protocol", "analytical_s") if c in names]
-    cols = {c: table.column(c).to_pylist() for c in (*required, *extras)}
-    for c in ("size_bytes", "count", "time_s", "algbw_Bps", "busbw_Bps", "analytical_s"):
-        for v in cols.get(c, ()):
-            if v is None and c == "analytical_s":
-                continue  # no closed form for this row: printed blank
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v >= 0):
-                raise InvalidArgumentError(f"column {c} holds {v!r}: expected finite numbers >= 0")
-
-    opname = redop if op in _REDUCING_OPS else "none"
-    rootstr = f"{root if op in _ROOTED_OPS else -1:6d}"
-    # Extra columns: name, width, units.
-    extra_fmt = {"algorithm": ("algorithm", 14, ""), "protocol": ("protocol", 8, ""),
-                 "analytical_s": ("analytical", 10, "(us)")}
-    head_x = "".join(f"  {extra_fmt[c][0]:>{extra_fmt[c][1]}}" for c in extras)
-    unit_x = "".join(f"  {extra_fmt[c][2]:>{extra_fmt[c][1]}}" for c in extras)
-
-    # Header lines: common.cu run(), "# %10s  %12s  %8s  %6s  %6s ..." (time/algbw/busbw per half).
-    lines = [
-        "#",
-        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}"
-        "           out-of-place                       in-place          ",
-        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
-        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6} {'#wrong':>6}"
-        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6} {'#wrong':>6}" + head_x,
-        f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
-        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>5}"
-        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>5}" + unit_x,
-    ]
-    busbw_sum = 0.0
-    n_rows = len(cols["size_bytes"])
-    for i in range(n_rows):
-        algbw, busbw = cols["algbw_Bps"][i] / 1e9, cols["busbw_Bps"][i] / 1e9
-        half = f"  {_time_str(cols['time_s'][i] * 1e6)}  {algbw:6.2f}  {busbw:6.2f}  {'N/A':>5}"
-        row = f"{int(cols['size_bytes'][i]):12d}  {int(cols['count'][i]):12d}  {dtype:>8}  {opname:>6}  {rootstr}"
-        row += half + half
-        for c in extras:
-            v = cols[c][i]
-            if c == "analytical_s":
-                text = "" if v is None else _time_str(v * 1e6)
-            else:
-                text = "" if v is None else str(v)
-            row += f"  {text:>{extra_fmt[c][1]}}"
-        lines.append(row)
-        busbw_sum += busbw
-    avg = busbw_sum / n_rows if n_rows else 0.0
-    # Summary lines as common.cu prints them ("%g %s" with an empty status leaves a trailing space).
-    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#"]
+        raise InvalidArgumentError(f"table lacks column(s) {', '.join(missing)}: expected {', '.join(_REQUIRED)}")
+    extras = tuple(c for c in _EXTRAS if c in names)
+    names = (*_REQUIRED, *extras)
+    rows = [dict(zip(names, values)) for values in zip(*(table.column(c).to_pylist() for c in names))]
+    lines = [format_header(extras)]
+    lines += [format_row(r, op=op, dtype=dtype, redop=redop, root=root, extras=extras) for r in rows]
+    lines.append(format_footer([r["busbw_Bps"] for r in rows]))
     return "\n".join(lines) + "\n"

@@ -33,7 +33,9 @@ What is exact and what is approximated
     NVLS bandwidth (hardware.md §4.6 evaluates it so, and measurements of ~480 GB/s agree);
   - PCIe: without NVLink the intra-node path is NCCL's default ``PCI_BW`` = 12 GB/s (Gen3 x16,
     ``topo.h``); a GPU's PCIe link is assumed to be at least as fast as its NIC; every GPU has its
-    own NIC under the same PCIe switch (PIX/PXB, as on DGX/HGX) and ``latencyInter`` = 0.
+    own NIC under the same PCIe switch (PIX/PXB, as on DGX/HGX) and ``latencyInter`` = 0;
+  - ``ppn`` above is the searching node's own GPU count: nodes of different sizes each search
+    alone, and the communicator keeps the fewest channels and lowest bandwidths (``init.cc``).
 
   These reproduce hardware.md §4.6 exactly: HGX H100 ring 6 x 60 -> 12 x 30, NVLS 8 x 40; B200 NVLS 8 x 80.
 * Left out: the tree correction factor table (``tuning.cc:620-646``, applied to Tree and, on
@@ -137,8 +139,11 @@ _EPS = 1e-9
 class CommShape:
     """A communicator on its fabric, as NCCL's topology detection would see it.
 
-    ``n_nodes`` counts NVLink domains (hosts, or NVL72 racks); ``ppn = n_ranks // n_nodes`` GPUs
-    sit in each, and each GPU has its own NIC of ``net_Bps``. Bandwidths are payload bytes/s per
+    ``n_nodes`` counts NVLink domains (hosts, or NVL72 racks), each GPU with its own NIC of
+    ``net_Bps``. Every node holds ``n_ranks / n_nodes`` GPUs, or, when they differ, one of the
+    counts in ``local_ranks`` (its distinct values, NCCL's ``localRanks`` of the nodes): NCCL
+    then searches each node's graphs alone and keeps the least channels and bandwidths
+    (``init.cc``), and its tuning formulas take ``ppn = nRanks / nNodes`` as a float. Bandwidths are payload bytes/s per
     direction: ``nvlink_Bps`` is one GPU's NVLink total as NCCL counts it (links x NCCL's per-link
     figure, e.g. 18 x 20.6e9 on H100), 0 when the GPUs talk over PCIe. ``nvswitch`` means NVLS is
     possible (NVSwitch gen 3+ with multicast; NCCL also needs Hopper or later), ``collnet`` that
@@ -155,6 +160,7 @@ class CommShape:
     nvswitch: bool
     collnet: bool
     cpu_vendor: str = "intel"
+    local_ranks: tuple = ()
 
     def __post_init__(self) -> None:
         for name in ("n_ranks", "n_nodes"):
@@ -165,9 +171,20 @@ class CommShape:
             raise InvalidArgumentError(
                 f"n_ranks={self.n_ranks!r}: expected at least 2 (NCCL does not tune a 1-rank communicator)"
             )
-        if self.n_ranks % self.n_nodes:
+        counts = self.local_ranks
+        if not isinstance(counts, tuple) or not all(
+            isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in counts
+        ):
+            raise InvalidArgumentError(f"local_ranks={counts!r}: expected a tuple of positive integers")
+        if not counts and self.n_ranks % self.n_nodes:
             raise InvalidArgumentError(
-                f"n_ranks={self.n_ranks!r} over n_nodes={self.n_nodes!r}: expected the same number of GPUs per node"
+                f"n_ranks={self.n_ranks!r} over n_nodes={self.n_nodes!r}: expected the same number of GPUs "
+                "per node, or the nodes' distinct counts in local_ranks"
+            )
+        if counts and not min(counts) * self.n_nodes <= self.n_ranks <= max(counts) * self.n_nodes:
+            raise InvalidArgumentError(
+                f"local_ranks={counts!r}: expected nodes of these sizes to hold n_ranks={self.n_ranks!r} "
+                f"over n_nodes={self.n_nodes!r}"
             )
         if self.arch not in ARCHS:
             raise InvalidArgumentError(f"arch={self.arch!r}: expected one of {', '.join(ARCHS)}")
@@ -192,9 +209,14 @@ class CommShape:
             )
 
     @property
-    def ppn(self) -> int:
-        """GPUs per node (per NVLink domain)."""
-        return self.n_ranks // self.n_nodes
+    def ppn(self) -> float:
+        """GPUs per node (per NVLink domain) on average, as NCCL's tuning takes it (a float)."""
+        return self.n_ranks / self.n_nodes
+
+    @property
+    def node_sizes(self) -> tuple:
+        """The distinct numbers of GPUs the nodes hold."""
+        return tuple(sorted(set(self.local_ranks))) or (self.n_ranks // self.n_nodes,)
 
 
 @dataclass(frozen=True)
@@ -239,14 +261,15 @@ class _Sys:
     ladder: tuple
 
 
-def _system(s: CommShape) -> _Sys:
+def _system(s: CommShape, ppn: int) -> _Sys:
+    """One node of ``ppn`` GPUs, as its own graph search sees it."""
     a = _ARCH[s.arch]
     nvl, net = s.nvlink_Bps / 1e9, s.net_Bps / 1e9
     multi = s.n_nodes > 1
-    intra = math.inf if s.ppn == 1 else (nvl if nvl > 0 else _PCI_BW)
+    intra = math.inf if ppn == 1 else (nvl if nvl > 0 else _PCI_BW)
     pci = max(_PCI_BW, net)
     return _Sys(
-        cc=_COMPCAP[a], ppn=s.ppn, multi=multi, intra=intra, nvl=nvl, net=net if multi else 0.0,
+        cc=_COMPCAP[a], ppn=ppn, multi=multi, intra=intra, nvl=nvl, net=net if multi else 0.0,
         max_bw=net if multi else (nvl if nvl > 0 else _PCI_BW),
         total_bw=max(nvl, pci),
         ladder=(_LADDER_INTER if multi else _LADDER_INTRA)[a],
@@ -364,29 +387,37 @@ class _Entry:
     plateau: float
 
 
-def _algos(op: str, s: CommShape, sy: _Sys) -> tuple[int, ...]:
+def _algos(op: str, s: CommShape, cc: int) -> tuple[int, ...]:
     if op in ("broadcast", "reduce"):
         return (RING,)
-    nvls = s.nvswitch and sy.cc >= 90 and (s.n_nodes == 1 or s.collnet)
+    nvls = s.nvswitch and cc >= 90 and (s.n_nodes == 1 or s.collnet)
     collnet = s.collnet and s.n_nodes > 1
     direct = collnet and s.nvswitch  # CollNetDirect needs an NVSwitch (tuning.cc:508-509)
     if op == "all_reduce":
         out = [TREE, RING]
         out += [CN_DIRECT] * direct + [CN_CHAIN] * collnet + [NVLS] * nvls
-        out += [NVLS_TREE] * (s.nvswitch and sy.cc >= 90 and s.n_nodes > 1)
+        out += [NVLS_TREE] * (s.nvswitch and cc >= 90 and s.n_nodes > 1)
         return tuple(sorted(out))
     # AllGather/ReduceScatter: Ring, NVLS, CollNetDirect, PAT. Across nodes NVLS and CollNetDirect
-    # need one CollNet head per local rank; PAT needs one GPU per node and a host-driven network.
-    heads = min(sy.ppn, _DIRECT_MAX_HEADS)
-    nvls = nvls and (s.n_nodes == 1 or sy.ppn <= heads)
-    direct = direct and sy.ppn <= heads
-    pat = sy.ppn == 1
+    # need one CollNet head per local rank (the heads of the smallest node); PAT needs one GPU per
+    # node and a host-driven network.
+    heads = min(min(s.node_sizes), _DIRECT_MAX_HEADS)
+    nvls = nvls and (s.n_nodes == 1 or s.ppn <= heads)
+    direct = direct and s.ppn <= heads
+    pat = s.ppn == 1
     return tuple(a for a, on in ((RING, True), (CN_DIRECT, direct), (NVLS, nvls), (PAT, pat)) if on)
 
 
 @lru_cache(maxsize=1024)
 def _graphs(s: CommShape) -> dict[int, tuple[int, float, float]]:
-    sy = _system(s)
+    """Every node's graphs, combined as NCCL combines them across ranks (init.cc): the fewest
+    channels and the lowest bandwidths; a graph some node cannot build is absent."""
+    per_node = [_node_graphs(s, _system(s, k)) for k in s.node_sizes]
+    return {a: tuple(min(g[a][i] for g in per_node) for i in range(3))
+            for a in per_node[0] if all(a in g for g in per_node)}
+
+
+def _node_graphs(s: CommShape, sy: _Sys) -> dict[int, tuple[int, float, float]]:
     ring = _ring_graph(sy)
     out = {RING: ring, TREE: _tree_like_graph(sy, ring[0])}
     out[PAT] = out[TREE]  # init.cc: PAT runs on the tree graph
@@ -404,7 +435,7 @@ def _bus_bw(op, a, p, g, s, sy, col) -> float:
     ar = op == "all_reduce"
     arch = _ARCH[s.arch]
     n_ch, b_intra, b_inter = g
-    ppn = sy.ppn
+    ppn = s.ppn
     if a in (NVLS, NVLS_TREE):
         if p != SIMPLE:
             return 0.0
@@ -443,7 +474,8 @@ def _bus_bw(op, a, p, g, s, sy, col) -> float:
 
 
 def _latency_us(op, a, p, s, sy, same_channels) -> float:
-    n, nodes, ppn = s.n_ranks, s.n_nodes, sy.ppn
+    n, nodes, ppn = s.n_ranks, s.n_nodes, s.ppn
+    local = n // nodes - 1  # NCCL's integer nRanks/nNodes - 1 in the tree and CollNet latencies
     intra_hw = _HW_NVLINK if sy.nvl > 0 and ppn > 1 else _HW_PCI
     base = _BASE_LAT[a][p]
     intra = _HW_LAT[intra_hw][a][p]
@@ -462,11 +494,11 @@ def _latency_us(op, a, p, s, sy, same_channels) -> float:
         n_inter = 0 if nodes == 1 else 2 * (nodes - 1) if op == "all_reduce" else nodes - 1
         return base + (nsteps - n_inter) * max(intra, overhead) + n_inter * inter
     if a == TREE:
-        return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
+        return base + 2 * (local * intra + log_nodes * inter)
     if a == CN_DIRECT:
-        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+        return base + 2 * (min(1, local) * intra + local * 0.4) + inter
     if a == CN_CHAIN:
-        return base + 2 * (ppn - 1) * intra + inter
+        return base + 2 * local * intra + inter
     if a == NVLS:  # "=", not "+=": NCCL drops the base latency here
         return intra + (inter if nodes > 1 else 0.0)
     if a == NVLS_TREE:
@@ -476,18 +508,18 @@ def _latency_us(op, a, p, s, sy, same_channels) -> float:
 
 @lru_cache(maxsize=4096)
 def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
-    sy = _system(s)
+    sy = _system(s, s.node_sizes[-1])  # the per-GPU figures, the same on every node
     gs = _graphs(s)
     col = min(s.n_nodes, 3) - 1
     n = s.n_ranks
     nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1 if op in ("all_gather", "reduce_scatter") else n
     # LL128 needs NVLink between the GPUs (or a single GPU per node) and a PIX/PXB/PXN NIC path,
     # which is assumed (tuning.cc:514-536).
-    ll128 = sy.nvl > 0 or sy.ppn == 1
+    ll128 = sy.nvl > 0 or s.ppn == 1
     same_channels = s.n_nodes == 1
     comm_channels = min(gs[RING][0], gs[TREE][0])
     out = []
-    for a in _algos(op, s, sy):
+    for a in _algos(op, s, sy.cc):
         if a not in gs:
             continue
         for p in (LL, LL128, SIMPLE):

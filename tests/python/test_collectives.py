@@ -111,6 +111,24 @@ def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size)
     assert fs.estimate(fabric, op, size, ranks, algorithm=algo).time_s == row["analytical_s"]
 
 
+def test_ring_on_ranks_spread_unevenly_over_domains_is_the_closed_form():
+    """[0, 1, 8] on 2 HGX H100s over Quantum-2 (400 Gb/s NICs at 96%: 48 GB/s): one ring
+    through both domains, paced by the NIC. NCCL's Simple ring all-reduce latency (us) with
+    nsteps = 4, 2 of them across nodes, NVLink intra (one domain has 2 GPUs), NET inter
+    (ppn = 1.5): 8.4 + 2 * 3.4 + 2 * 14, x1.4 (plateau, more than one node). All-gather:
+    8.4 + 1 * 3.4 + 1 * 14, no plateau."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    net_Bps = 400e9 / 8 * 0.96
+    _, row = one(fabric, "all_reduce", [0, 1, 8], GiB, algorithm="ring", protocol="simple")
+    want = 1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * 2 / 3 * GiB / net_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    _, auto = one(fabric, "all_reduce", [0, 1, 8], GiB)
+    assert auto["algorithm"] == "ring"  # the tree needs as many ranks in every domain
+    est = fs.estimate(fabric, "all_gather", GiB, [0, 1, 8], algorithm="ring", protocol="simple")
+    assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + 2 / 3 * GiB / net_Bps, rel=1e-9)
+
+
 # ---- double binary tree and recursive halving-doubling -------------------------------------------
 
 
@@ -335,6 +353,127 @@ def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
     assert sent["sharp"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
 
 
+# Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
+# 20.6 GB/s, its NIC 400 Gb/s at 96%; alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us.
+NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * 0.96
+RING_RS_2 = 8.4 + 1 * 3.4                  # ring reduce-scatter / all-gather, 2 GPUs, one node
+RING_AR_3_NODES = 1.4 * (8.4 + 4 * 14)     # ring all-reduce, 1 GPU on each of 3 nodes (plateau)
+NVLS_ONE_NODE = 25.0                       # NVLS, one node: the NVLink step, base dropped
+COLLNET_ONE_PER_NODE = 14.0                # CollNet Direct, ppn 1: the NET Tree Simple step
+CLOSED_FORMS = {
+    # Ring reduce-scatter and all-gather of S in each domain (p = 2), ring all-reduce of S/p per
+    # rail over d = 3 domains: 2(d-1)/d (S/p) through each NIC.
+    "hierarchical 3x2": ("hierarchical", 3, [0, 1, 8, 9, 16, 17],
+                         (2 * RING_RS_2 + RING_AR_3_NODES) * 1e-6 + GiB / NVL_Bps + 2 * 2 / 3 * (GiB / 2) / NET_Bps),
+    # NVLS reduce-scatter and all-gather in each domain (a GPU's links carry S each; the
+    # reduction engine, 0.85 x 8 GPUs' NVLink, is shared by p = 2 and does not bind), SHARP
+    # all-reduce of S/p per rail: every link carries S/p once.
+    "nvls_sharp 3x2": ("nvls_sharp", 3, [0, 1, 8, 9, 16, 17],
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / NVL_Bps + (GiB / 2) / NET_Bps),
+    # p = 8: the engine binds at 0.85 x NVLink per GPU.
+    "nvls_sharp 3x8": ("nvls_sharp", 3, list(range(24)),
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / (0.85 * NVL_Bps) + (GiB / 8) / NET_Bps),
+    # One GPU per domain, S once up and down the aggregation tree.
+    "sharp 4x1": ("sharp", 4, [0, 8, 16, 24], COLLNET_ONE_PER_NODE * 1e-6 + GiB / NET_Bps),
+    # 8 channels, each two trees of S/16 over 4 domains: the busiest domain has 4 tree edges
+    # in both trees together (vertices 1 and 2 of NCCL's trees over 4), each S/16 through its
+    # rail NIC; the chains inside a domain (7 edges x 4 directions x S/16 per GPU over NVLink)
+    # are faster. Tree latency: 8.4 + 2 ((8 - 1) 4.0 + log2(4) 14).
+    "tree 4x8": ("tree", 4, list(range(32)),
+                 (8.4 + 2 * (7 * 4.0 + 2 * 14)) * 1e-6 + 4 * GiB / 16 / NET_Bps),
+}
+
+
+@pytest.mark.parametrize("case", CLOSED_FORMS)
+def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
+    algo, n_domains, ranks, want = CLOSED_FORMS[case]
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2")
+    _, row = one(fabric, "all_reduce", ranks, GiB, algorithm=algo)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("algo, nic_bytes", [
+    ("hierarchical", 2 * 2 / 3 * GiB / 2),  # the ring all-reduce of S/2 over 3 domains
+    ("nvls_sharp", GiB / 2),                # SHARP: S/2 once
+])
+def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes):
+    """GPU 0's link towards its NIC, each way, carries only the scale-out phase, whose size is
+    S/p (p = 2 ranks per domain)."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-2")
+    res, _ = one(fabric, "all_reduce", [0, 1, 8, 9, 16, 17], GiB, algorithm=algo)
+    nic_side = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"]) and l["capacity_Bps"] != 20.6e9]
+    assert len(nic_side) == 2
+    for link in nic_side:
+        assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
+
+
+def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
+    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s). NCCL enables CollNet
+    Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with one rank per node
+    = the NET Tree Simple step, 14 us (base 0); every host link carries S up and S down.
+    NCCL's model prefers it at 1 GiB (alg bw 0.5 x 2 x 48 GB/s against the ring's
+    48 x 16/30), so auto takes it too, as applicable() lists it."""
+    fabric = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7")
+    want = 14e-6 + GiB / (400e9 / 8 * 0.96)
+    res, row = one(fabric, "all_reduce", range(16), GiB, algorithm="sharp")
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    host0 = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"])]
+    assert len(host0) == 2 and all(l["bytes_carried"] == pytest.approx(GiB, rel=1e-12) for l in host0)
+    assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
+
+
+# Quantum-2 adds 150 ns per switch crossed; NICs and PCIe add none (catalog). A route between
+# GPUs of two domains crosses 1 switch on a shared leaf, 3 through a spine, 5 through a core.
+Q2_SWITCH_S = 150e-9
+P2P_NET_ALPHA_S = (8.4 + 14.0) * 1e-6  # NCCL's Simple base plus one NET step
+
+
+@pytest.mark.parametrize("n_domains, tiers, ranks, switches", [
+    (4, 2, [0, 8], 1),          # rail 0 of two domains: one leaf
+    (4, 2, [0, 9], 3),          # rails 0 and 1: leaf, spine, leaf
+    (256, 3, [0, 8], 1),        # the fabric's farthest pair would cross a core
+    (256, 3, [0, 8 * 255], 5),  # first and last domain: two pods, through a core
+])
+def test_direct_pays_the_wire_latency_of_its_own_farthest_pair(n_domains, tiers, ranks, switches):
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
+    size = 64 << 10
+    _, row = one(fabric, "all_to_all", ranks, size)
+    want = P2P_NET_ALPHA_S + switches * Q2_SWITCH_S + size / 2 / NET_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_halving_doubling_steps_pay_their_communicators_wire_latency():
+    """Rail 0 of 4 domains, all on one leaf: 4 steps (S/2, S/4, S/4, S/2), each the NET p2p
+    alpha and one switch."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", tiers=2)
+    _, row = one(fabric, "all_reduce", [0, 8, 16, 24], GiB, algorithm="halving_doubling")
+    want = 4 * (P2P_NET_ALPHA_S + Q2_SWITCH_S) + 1.5 * GiB / NET_Bps
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_domains, tiers", [(4, 2), (256, 3)])
+def test_a_communicators_farthest_pair_is_the_slowest_route_between_its_domains(n_domains, tiers):
+    from fabricsim.collectives import _comm
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
+    rng = np.random.default_rng(7)
+    n = 8 * n_domains
+    subsets = [[0, 1, 8], [9, 8, 1], [3, 8 + 3], [5, 6, 8 * (n_domains - 1) + 5]]
+    subsets += [rng.choice(n, k, replace=False) for k in (2, 3, 5, 9) for _ in range(5)]
+    for ranks in subsets:
+        ranks = np.asarray(ranks)
+        dom = ranks // 8
+        if len(set(dom)) < 2:
+            continue
+        slowest = max(fabric._core.path_latency_s(int(a), int(b))
+                      for a in ranks for b in ranks if a // 8 != b // 8)
+        assert _comm(fabric, ranks).inter_path_s == slowest, ranks
+
+
 # ---- dependencies, results, sweeps -------------------------------------------------------------
 
 
@@ -379,6 +518,58 @@ def test_nccl_tests_sweep_and_cli(capsys):
     assert "# Avg bus bandwidth" in out
 
 
+def test_nccl_tests_runs_the_size_nccl_tests_prints_and_hands_each_row_over_as_it_finishes():
+    """all_gather on 8 GPUs swept at 1000 B: 250 floats, 31 per rank, so nccl-tests runs and
+    prints 31 x 8 x 4 = 992 B; algbw is that size over the time."""
+    seen = []
+    table = fs.nccl_tests(fs.hgx_h100(), "all_gather", 1000, 10000, 10, on_row=seen.append)
+    assert table["size_bytes"].to_pylist() == [992, 9984]
+    assert table["count"].to_pylist() == [31, 312]
+    for row in table.to_pylist():
+        assert row["algbw_Bps"] * row["time_s"] == pytest.approx(row["size_bytes"], rel=1e-12)
+    assert seen == table.to_pylist()
+
+
+def test_nccl_tests_refuses_a_bad_dtype_before_running_anything(monkeypatch):
+    def no_run(*args, **kwargs):
+        raise AssertionError("ran a size before checking dtype")
+
+    monkeypatch.setattr(fs.Scenario, "run", no_run)
+    with pytest.raises(InvalidArgumentError, match="dtype='fp33': expected one of"):
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", "8M", "64M", dtype="fp33")
+
+
+def test_cli_nccl_tests_prints_rows_as_they_finish_and_stops_on_ctrl_c(monkeypatch, capsys):
+    """The header and the first size are out before the second size runs; Ctrl-C during it
+    leaves them, says one line on stderr and exits 130. --progress reaches every run."""
+    real_run = fs.Scenario.run
+    calls = []
+
+    def run(self, **kwargs):
+        calls.append(kwargs.get("progress"))
+        if len(calls) == 2:
+            assert "1048576" in capsys.readouterr().out  # streamed, not held until the end
+            raise KeyboardInterrupt
+        return real_run(self, **kwargs)
+
+    monkeypatch.setattr(fs.Scenario, "run", run)
+    assert main(["nccl-tests", "-b", "1M", "-e", "4M", "--progress"]) == 130
+    err = capsys.readouterr().err
+    assert err == "fabricsim: interrupted\n"
+    assert calls == [True, True]
+
+
+def test_cli_reports_a_too_large_scenario_without_a_traceback(monkeypatch, capsys):
+    import fabricsim.collectives
+
+    def too_large(*args, **kwargs):
+        raise fs.ScenarioTooLargeError("5000000000 more flows than fit")
+
+    monkeypatch.setattr(fabricsim.collectives, "nccl_tests", too_large)
+    assert main(["nccl-tests", "--op", "all_to_all"]) == 1
+    assert capsys.readouterr().err == "fabricsim: error: 5000000000 more flows than fit\n"
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 
@@ -411,3 +602,12 @@ def test_bad_collectives_are_refused_with_the_value_named():
     split = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
     with pytest.raises(InvalidArgumentError, match="NVLS needs"):
         split.add_collective("all_reduce", [0, 8], 1e6, algorithm="nvls")
+
+
+def test_a_one_rank_send_recv_is_refused_by_estimate_as_by_a_scenario():
+    sc = fs.Scenario(fs.hgx_h100())
+    for price in (lambda: fs.estimate(fs.hgx_h100(), "send_recv", 1e6, [3]),
+                  lambda: sc.add_collective("send_recv", [3], 1e6)):
+        with pytest.raises(InvalidArgumentError, match="send_recv needs at least 2 ranks, got 1"):
+            price()
+    assert sc.n_activities == 0

@@ -75,6 +75,26 @@ def test_multi_node_ring_latency_and_plateau():
     assert by_pair("all_reduce", GiB, single)[("ring", "simple")].latency_s == pytest.approx(56e-6)
 
 
+def test_uneven_nodes_take_the_least_graph_and_a_fractional_ppn():
+    """3 ranks on 2 nodes (2 GPUs + 1 GPU, 50 GB/s NICs). Per node, the ring search (sm90
+    inter ladder, from 48) finds 1 channel x 48 on the 1-GPU node (one NIC) and 2 x 48 on the
+    other; duplication makes them 2 x 24 and 4 x 24; NCCL keeps the least: 2 x 24 = 48 GB/s
+    busBw (the even 4-rank shape has 96). NVLS needs >= 2 GPUs on every node, so it is gone.
+    Latencies (us), NVLink intra as one node has 2 GPUs, NET inter as ppn = 1.5 != 1:
+    ring Simple 8.4 + (4 - 2) * 3.4 + 2 * 14; tree Simple 8.4 + 2 * ((3 // 2 - 1) * 4 + 1 * 14)."""
+    shape = hgx_h100(n_nodes=2, n_ranks=3, local_ranks=(1, 2))
+    assert shape.ppn == 1.5
+    assert graphs(shape)["ring"] == graphs(hgx_h100(n_nodes=2, n_ranks=2))["ring"]
+    assert graphs(shape)["ring"].n_channels == 2 and graphs(shape)["ring"].bw_intra_Bps == 24e9
+    even = graphs(hgx_h100(n_nodes=2, n_ranks=4))["ring"]
+    assert even.n_channels * even.bw_intra_Bps == 96e9
+    p = by_pair("all_reduce", 8, shape)
+    assert "nvls" not in graphs(shape) and ("nvls_tree", "simple") not in p
+    assert p[("ring", "simple")].bus_Bps == pytest.approx(48e9, rel=1e-12)
+    assert p[("ring", "simple")].latency_s * 1e6 == pytest.approx(8.4 + 2 * 3.4 + 2 * 14, abs=1e-9)
+    assert p[("tree", "simple")].latency_s * 1e6 == pytest.approx(8.4 + 2 * 14, abs=1e-9)
+
+
 # --- Disabling rules (hardware.md §4.3) -------------------------------------------------------------
 
 
@@ -201,7 +221,6 @@ def test_cached_tables_give_equal_answers():
     ({"n_ranks": 1}, "n_ranks=1"),
     ({"n_ranks": 8.0}, "n_ranks=8.0"),
     ({"n_ranks": True}, "n_ranks=True"),
-    ({"n_ranks": 8, "n_nodes": 3}, "n_nodes=3"),
     ({"n_ranks": 8, "n_nodes": 0}, "n_nodes=0"),
     ({"arch": "pascal"}, "arch='pascal'"),
     ({"nvlink_Bps": -1.0}, "nvlink_Bps=-1.0"),
@@ -220,6 +239,12 @@ def test_bad_shape_names_the_value(kwargs, fragment):
 
 
 def test_inconsistent_shapes():
+    with pytest.raises(InvalidArgumentError, match="n_ranks=8 over n_nodes=3: .* local_ranks"):
+        hgx_h100(n_ranks=8, n_nodes=3)
+    with pytest.raises(InvalidArgumentError, match=r"local_ranks=\(1, 2\): expected nodes of these sizes to hold n_ranks=8"):
+        hgx_h100(n_ranks=8, n_nodes=3, local_ranks=(1, 2))
+    with pytest.raises(InvalidArgumentError, match=r"local_ranks=\[2, 3\]: expected a tuple"):
+        hgx_h100(n_ranks=8, n_nodes=3, local_ranks=[2, 3])
     with pytest.raises(InvalidArgumentError, match="net_Bps=0"):
         hgx_h100(n_nodes=2, net_Bps=0.0)
     with pytest.raises(InvalidArgumentError, match="nvswitch=True"):

@@ -10,7 +10,11 @@ from fabricsim.nccl_conventions import (
     algbw_size_bytes,
     busbw_factor,
     element_count,
+    format_footer,
+    format_header,
+    format_row,
     format_table,
+    rounded_size_bytes,
 )
 
 # Header block and one row as nccl-tests printed them, from NVIDIA/nccl-tests issues #249 and #128
@@ -49,6 +53,24 @@ def test_element_count_follows_nccl_tests():
     assert element_count("all_gather", 1024, 8, "float") == 32  # per-rank count
     assert element_count("all_to_all", 1 << 20, 4, "bfloat16") == (1 << 19) // 4
     assert DTYPE_SIZE_BYTES["double"] == 8 and DTYPE_SIZE_BYTES["half"] == 2
+
+
+@pytest.mark.parametrize("op, size, n, dtype, expected", [
+    ("all_gather", 1000, 16, "float", 960),          # 250 floats: 15 per rank
+    ("reduce_scatter", 1000, 16, "float", 960),
+    ("all_to_all", 8 << 20, 3, "bfloat16", 8388606),  # 4194304 elements: 1398101 per peer
+    ("all_reduce", 1001, 16, "float", 1000),         # whole elements only
+    ("broadcast", 1001, 16, "float", 1000),
+    ("send_recv", 7, 2, "double", 0),
+    ("all_gather", 1 << 20, 8, "float", 1 << 20),     # already whole blocks
+])
+def test_rounded_size_is_what_nccl_tests_prints_for_a_swept_size(op, size, n, dtype, expected):
+    """common.cu: count = size / wordSize, getCollByteCount cuts it to whole per-rank blocks for
+    all_gather, reduce_scatter and all_to_all, and the size printed is max(sendBytes,
+    expectedBytes) of that count."""
+    got = rounded_size_bytes(op, size, n, dtype)
+    assert got == expected
+    assert element_count(op, got, n, dtype) == element_count(op, size, n, dtype)
 
 
 def table(rows, **extra):
@@ -108,6 +130,21 @@ def test_extra_columns_on_the_right_align_with_their_headers():
         assert head.index(label) + len(label) == r0.index(value, base) + len(value)
     assert units.index("(us)", base) + 4 == head.index("analytical") + len("analytical")
     assert len(r0) == len(r1) == len(head)
+
+
+def test_header_rows_and_footer_one_at_a_time_make_the_table():
+    rows = [(8, 2, 15e-6, 5e5, 8.75e5), (1 << 30, 1 << 28, 4e-3, 268e9, 469e9)]
+    extra = dict(algorithm=["ring", "nvls"], protocol=["ll", "simple"], analytical_s=[1.5e-5, None])
+    t = table(rows, **extra)
+    extras = ("algorithm", "protocol", "analytical_s")
+    streamed = [format_header(extras)]
+    streamed += [format_row(r, op="all_reduce", extras=extras) for r in t.to_pylist()]
+    streamed.append(format_footer([r[4] for r in rows]))
+    assert "\n".join(streamed) + "\n" == format_table(t, op="all_reduce")
+    with pytest.raises(InvalidArgumentError, match="row lacks busbw_Bps"):
+        format_row({"size_bytes": 8, "count": 2, "time_s": 1e-5, "algbw_Bps": 1.0}, op="all_reduce")
+    with pytest.raises(InvalidArgumentError, match=r"extras=\('bandwidth',\)"):
+        format_header(("bandwidth",))
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
