@@ -7,6 +7,7 @@ carry node labels, which are then accepted wherever a node is expected.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -390,9 +391,10 @@ class Fabric(Topology):
 
     def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
-        scale-out planes down (``factor=0``) or degraded (capacity times ``factor``)."""
-        ids = _fault_links(self, links, nodes, planes)
-        return Fabric(self._core.with_link_factors(ids, float(factor)), self._parts)
+        scale-out planes down (``factor=0``) or degraded (capacity times ``factor``, in
+        [0, 1]; 1 leaves them at full capacity)."""
+        ids, factor = _fault(self, links, nodes, planes, factor)
+        return Fabric(self._core.with_link_factors(ids, factor), self._parts)
 
     def describe(self) -> "Description":
         from .describe import describe
@@ -419,7 +421,13 @@ class _NodeNames:
         return self._core.node_names([int(i)])[0]
 
 
-def _fault_links(topo: Topology, links: Any, nodes: Any, planes: Any) -> list[int]:
+def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
+    """The link ids a fault names and its capacity factor, checked."""
+    # A fault takes capacity away or gives it back; more than nominal would be a faster link.
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0.0 <= factor <= 1.0:
+        raise InvalidArgumentError(
+            f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
+        )
     ids = [int(l) for l in np.atleast_1d(np.asarray(links, dtype=np.int64))] if len(np.atleast_1d(links)) else []
     node_list = [topo.node_id(n) for n in np.atleast_1d(nodes)] if len(np.atleast_1d(nodes)) else []
     if node_list:
@@ -428,7 +436,7 @@ def _fault_links(topo: Topology, links: Any, nodes: Any, planes: Any) -> list[in
         ids += topo._core.links_of_plane(int(p))
     if not ids:
         raise InvalidArgumentError("name at least one link, node or plane to fail")
-    return sorted(set(ids))
+    return sorted(set(ids)), float(factor)
 
 
 def nvlink_domain(

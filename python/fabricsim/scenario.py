@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core
 from .exceptions import InvalidArgumentError
-from .fabrics import Topology, _fault_links
+from .fabrics import Topology, _fault
 from .results import Result
 from .units import duration_s as _duration_s
 from .units import bandwidth_Bps as _bandwidth_Bps
@@ -233,9 +233,9 @@ class Scenario:
         until_s: float | str | None = None,
     ) -> None:
         """From ``at_s`` on, links, every link of some nodes (switches, NICs, GPUs) or whole
-        scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``);
-        ``until_s`` brings them back to full capacity then (``factor=1`` at a later time
-        does the same). The last fault on a link counts.
+        scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``, in
+        [0, 1]); ``until_s`` brings them back to full capacity then (a fault with
+        ``factor=1`` at a later time does the same). The last fault on a link counts.
 
         When the run reaches ``at_s``, every flow routed by the fabric is routed again as on
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
@@ -244,14 +244,12 @@ class Scenario:
         unless a repair comes first. Failures show in the flows table (``status``,
         ``failed_s``, ``error``) and skip what waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
-        ids = _fault_links(self.topology, links, nodes, planes)
+        ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = _duration_s(at_s)
-        if isinstance(factor, bool) or not isinstance(factor, (int, float, np.integer, np.floating)):
-            raise InvalidArgumentError(f"factor must be a number >= 0, got {factor!r}")
         until = None if until_s is None else _duration_s(until_s)
         if until is not None and not until > at:
             raise InvalidArgumentError(f"until_s must come after at_s={at!r}, got {until!r}")
-        self._core.add_fault(at, ids, float(factor))
+        self._core.add_fault(at, ids, factor)
         if until is not None:
             self._core.add_fault(until, ids, 1.0)
 

@@ -258,3 +258,22 @@ def test_max_min_rates_bad_input():
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, np.array([0, 6]), ci, co, n_flows=2)
     assert "6" in message(e)
+
+
+
+# ------------------------------------------------------------------ faults
+
+
+@pytest.mark.parametrize("bad", [1.5, 5, True])
+def test_fault_factor_is_a_fraction_of_capacity(bad):
+    # 0 is down, between is degraded, 1 is full capacity (a repair); more would be a faster link.
+    m = line()
+    expected = rf"factor must be a number in \[0, 1\].*got {bad!r}"
+    with pytest.raises(InvalidArgumentError, match=expected):
+        m.sc.add_fault(at_s=1.0, links=[0], factor=bad)
+    with pytest.raises(InvalidArgumentError, match=expected):
+        fs.hgx_h100().fail(links=[0], factor=bad)
+    assert m.sc._core.n_faults == 0
+    m.sc.add_fault(at_s=1.0, links=[0], factor=1)   # the bounds themselves are fine
+    m.sc.add_fault(at_s=2.0, links=[0], factor=0)
+    assert m.sc._core.n_faults == 2
