@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import catalog, exceptions, units
+from ._checks import U32, integer, integers
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
 from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
@@ -58,12 +59,11 @@ def max_min_rates(
     its rate on constraint ``constraint_index[e]``, whose capacity is ``capacity_Bps[...]``.
     ``rate_cap_Bps`` optionally caps each flow (``inf`` for none).
     """
-    fi = np.ascontiguousarray(flow_index, dtype=np.int64)
-    ci = np.ascontiguousarray(constraint_index, dtype=np.int64)
+    fi = integers("flow_index", flow_index)
+    ci = integers("constraint_index", constraint_index)
     k = np.ones(fi.shape[0]) if coefficient is None else np.ascontiguousarray(coefficient, dtype=np.float64)
-    if n_flows is None:
-        n_flows = int(fi.max(initial=-1)) + 1
+    n_flows = int(fi.max(initial=-1)) + 1 if n_flows is None else integer("n_flows", n_flows, U32)
     caps = None if rate_cap_Bps is None else np.ascontiguousarray(rate_cap_Bps, dtype=np.float64)
     return _max_min_rates(
-        np.ascontiguousarray(capacity_Bps, dtype=np.float64), fi, ci, k, int(n_flows), caps
+        np.ascontiguousarray(capacity_Bps, dtype=np.float64), fi, ci, k, n_flows, caps
     )

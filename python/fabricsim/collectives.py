@@ -63,6 +63,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import nccl_conventions, nccl_model
+from ._checks import integers
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
@@ -207,15 +208,7 @@ class _Comm:
 
 def _comm(topology, ranks: Any) -> _Comm:
     view = fabric_view(topology)
-    arr = ranks
-    if not (isinstance(arr, np.ndarray) and arr.ndim == 1 and arr.dtype == np.int64):
-        try:
-            arr = np.asarray(ranks)
-            if arr.ndim != 1 or arr.dtype.kind not in "iu":
-                raise ValueError
-        except (ValueError, TypeError):
-            raise InvalidArgumentError(f"ranks must be a 1-d sequence of node ids, got {ranks!r}") from None
-        arr = arr.astype(np.int64)
+    arr = integers("ranks", ranks)
     key = arr.tobytes()
     cached = view.comms.get(key)
     if cached is not None:

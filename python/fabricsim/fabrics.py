@@ -14,22 +14,11 @@ import numpy as np
 import pyarrow as pa
 
 from . import _core
+from ._checks import U64, integer, integers
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
-
-
-def _int_array(name: str, values: Any) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise InvalidArgumentError(f"{name} must be a 1-D array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        as_int = arr.astype(np.int64, casting="unsafe") if np.issubdtype(arr.dtype, np.number) else None
-        if as_int is None or not np.array_equal(as_int, arr):
-            raise InvalidArgumentError(f"{name} must hold integer node ids, got dtype {arr.dtype}")
-        arr = as_int
-    return np.ascontiguousarray(arr, dtype=np.int64)
 
 
 def _float_array(name: str, values: Any, n: int, parse) -> np.ndarray:
@@ -82,7 +71,7 @@ class Topology:
         link; unit strings such as ``"400Gb/s"`` or ``"500ns"`` are accepted. ``n_nodes``
         defaults to one more than the largest id (or to ``len(node_names)``).
         """
-        src_a, dst_a = _int_array("src", src), _int_array("dst", dst)
+        src_a, dst_a = integers("src", src), integers("dst", dst)
         if src_a.shape != dst_a.shape:
             raise InvalidArgumentError(
                 f"src and dst must have one length, got {src_a.shape[0]} and {dst_a.shape[0]}"
@@ -95,7 +84,8 @@ class Topology:
                 n_nodes = len(node_names)
             else:
                 n_nodes = int(max(src_a.max(initial=-1), dst_a.max(initial=-1))) + 1
-        return cls(_core.Topology.from_arrays(int(n_nodes), src_a, dst_a, cap, lat), node_names)
+        n_nodes = integer("n_nodes", n_nodes, (0, 2**63))
+        return cls(_core.Topology.from_arrays(n_nodes, src_a, dst_a, cap, lat), node_names)
 
     @classmethod
     def from_networkx(
@@ -158,24 +148,31 @@ class Topology:
 
     def node_id(self, node: Any) -> int:
         """The id of a node given by label (if the topology has labels) or by id."""
+        return self._node("node", node)
+
+    def node_ids(self, nodes: Any) -> np.ndarray:
+        """Vectorised :meth:`node_id` for arrays of nodes."""
+        return self._nodes("nodes", nodes)
+
+    def _node(self, name: str, node: Any) -> int:
+        # ``name`` is the caller's parameter, for the error message.
         if self._label_index is not None:
             try:
                 return self._label_index[node]
             except (KeyError, TypeError):
-                raise UnknownNodeError(f"no node labelled {node!r} in this topology") from None
-        if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer)):
-            raise UnknownNodeError(f"node must be an integer id, got {node!r}")
-        return int(node)
+                raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
+        return integer(name, node)
 
-    def node_ids(self, nodes: Any) -> np.ndarray:
-        """Vectorised :meth:`node_id` for arrays of nodes."""
+    def _nodes(self, name: str, nodes: Any) -> np.ndarray:
         if self._label_index is None:
-            return _int_array("nodes", nodes)
-        return np.fromiter((self.node_id(n) for n in nodes), dtype=np.int64)
+            return integers(name, nodes)
+        return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
         """Link ids of the ECMP path a flow with ``key`` takes under ``seed``."""
-        return self._core.route(self.node_id(src), self.node_id(dst), key, seed)
+        return self._core.route(
+            self._node("src", src), self._node("dst", dst), integer("key", key, U64), integer("seed", seed, U64)
+        )
 
     def __repr__(self) -> str:
         return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
@@ -380,14 +377,14 @@ class Fabric(Topology):
 
     def names_of(self, nodes: Any) -> list[str]:
         """Readable names of node ids."""
-        return self._core.node_names([int(n) for n in np.atleast_1d(nodes)])
+        return self._core.node_names(integers("nodes", nodes, one=True).tolist())
 
-    def node_id(self, node: Any) -> int:
+    def _node(self, name: str, node: Any) -> int:
         if isinstance(node, str):
             raise UnknownNodeError(
-                f"nodes of a generated fabric are ids (GPU i is node i; see .gpus, .nics), got {node!r}"
+                f"nodes of a generated fabric are ids (GPU i is node i; see .gpus, .nics), got {name}={node!r}"
             )
-        return super().node_id(node)
+        return super()._node(name, node)
 
     def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
@@ -418,7 +415,7 @@ class _NodeNames:
         return self._core.n_nodes
 
     def __getitem__(self, i: int) -> str:
-        return self._core.node_names([int(i)])[0]
+        return self._core.node_names([integer("node", i)])[0]
 
 
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
@@ -428,12 +425,13 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         raise InvalidArgumentError(
             f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
         )
-    ids = [int(l) for l in np.atleast_1d(np.asarray(links, dtype=np.int64))] if len(np.atleast_1d(links)) else []
-    node_list = [topo.node_id(n) for n in np.atleast_1d(nodes)] if len(np.atleast_1d(nodes)) else []
+    ids = integers("links", links, one=True).tolist()
+    # One node (an id, or a label) or many.
+    node_list = topo._nodes("nodes", [nodes] if np.ndim(nodes) == 0 else nodes).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)
-    for p in np.atleast_1d(planes) if len(np.atleast_1d(planes)) else []:
-        ids += topo._core.links_of_plane(int(p))
+    for p in integers("planes", planes, one=True).tolist():
+        ids += topo._core.links_of_plane(p)
     if not ids:
         raise InvalidArgumentError("name at least one link, node or plane to fail")
     return sorted(set(ids)), float(factor)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import _core
+from ._checks import U64, integer, integers
 from .exceptions import InvalidArgumentError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -21,12 +22,9 @@ __all__ = ["Scenario"]
 ProgressCallback = Callable[[int, int, float], Any]
 
 
-def _ids(after: int | Iterable[int]) -> list[int] | np.ndarray:
-    if isinstance(after, (int, np.integer)):
-        return [int(after)]
-    if isinstance(after, np.ndarray) and after.dtype.kind in "iu":
-        return np.ascontiguousarray(after.reshape(-1), dtype=np.int64)  # read in bulk by the core
-    return [int(a) for a in after]
+def _after(after: int | Iterable[int]) -> np.ndarray:
+    # An int64 array: the core reads it in bulk (an all-to-all's end waits on millions of flows).
+    return integers("after", after, one=True)
 
 
 def _floats(name: str, values: Any, n: int, parse) -> np.ndarray:
@@ -75,10 +73,8 @@ class Scenario:
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
         self.topology = topology
-        self.seed = int(seed)
+        self.seed = integer("seed", seed, U64)
         if routing is None or isinstance(routing, str):
             tiers = {"scale_out": routing}
         elif isinstance(routing, dict):
@@ -107,7 +103,7 @@ class Scenario:
     def usage_of(self, flow_id: int) -> tuple[list[int], list[float]]:
         """A flow's usage list: fabric constraint ids and coefficients. Ids below
         ``topology.n_links`` are links; the others are pooled bundles of links."""
-        return self._core.usage_of(int(flow_id))
+        return self._core.usage_of(integer("flow_id", flow_id))
 
     @property
     def n_activities(self) -> int:
@@ -130,12 +126,12 @@ class Scenario:
         (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate."""
         topo = self.topology
         return self._core.add_flow(
-            topo.node_id(src),
-            topo.node_id(dst),
+            topo._node("src", src),
+            topo._node("dst", dst),
             _size_bytes(size_bytes),
             _duration_s(start_s),
-            _ids(after),
-            None if route is None else [int(link) for link in route],
+            _after(after),
+            None if route is None else integers("route", route).tolist(),
             tag,
             None if max_rate_Bps is None else _bandwidth_Bps(max_rate_Bps),
         )
@@ -157,15 +153,15 @@ class Scenario:
         rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
         Every flow waits for every activity in ``after``.
         All or nothing: if one element is bad, none is added and the error names it."""
-        src_ids = self.topology.node_ids(src)
+        src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
-        dst_ids = self.topology.node_ids(dst)
+        dst_ids = self.topology._nodes("dst", dst)
         offsets = links = None
         if routes is not None:
             if isinstance(routes, tuple) and len(routes) == 2:
-                offsets, links = (np.ascontiguousarray(a, dtype=np.int64) for a in routes)
+                offsets, links = integers("route offsets", routes[0]), integers("route link ids", routes[1])
             else:
-                lists = [np.asarray(r, dtype=np.int64).reshape(-1) for r in routes]
+                lists = [integers(f"routes[{i}]", r) for i, r in enumerate(routes)]
                 offsets = np.zeros(len(lists) + 1, dtype=np.int64)
                 np.cumsum([r.size for r in lists], out=offsets[1:])
                 links = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
@@ -177,7 +173,7 @@ class Scenario:
             tag,
             offsets,
             links,
-            _ids(after),
+            _after(after),
         )
 
     def add_delay(
@@ -189,7 +185,7 @@ class Scenario:
         tag: str | None = None,
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
-        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _ids(after), tag)
+        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _after(after), tag)
 
     def add_collective(
         self,
@@ -219,7 +215,7 @@ class Scenario:
         size, sizes = collective_size(op, size_bytes, sizes, len(np.asarray(ranks).reshape(-1)))
         if not isinstance(algorithm, str):
             raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
-        return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes,
+        return self._collectives.add(op, ranks, size, algorithm, _after(after), _duration_s(start_s), tag, sizes,
                                      protocol)
 
     def add_fault(
@@ -255,11 +251,11 @@ class Scenario:
 
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
-        self._core.add_dependency(int(activity_id), int(after_id))
+        self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
         """Link ids a flow crosses, in path order."""
-        return self._core.route_of(int(flow_id))
+        return self._core.route_of(integer("flow_id", flow_id))
 
     def run(
         self,
