@@ -1,4 +1,5 @@
-"""Integers (ids, counts, keys) as the API takes them: one rule, used wherever one enters.
+"""Arguments as the API takes them, one rule for each kind, used wherever one enters: integers
+(ids, counts, keys) and quantities (sizes, times, rates, as numbers or unit strings).
 
 An integer is a Python ``int`` or a NumPy integer (scalar, or array of any integer dtype),
 never a bool, a float (even 2.0: an id computed with ``/`` is a bug, and floats above 2**53
@@ -10,7 +11,7 @@ hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused he
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,11 @@ def _show(x: int) -> str:
 
 def _expected(bounds: tuple[int, int]) -> str:
     return f"an integer in [{_show(bounds[0])}, {_show(bounds[1])})"
+
+
+def _has_bool(items: Any) -> bool:
+    """Whether a sequence holds a bool, which NumPy would quietly make 1 or 0 among numbers."""
+    return not {bool, np.bool_}.isdisjoint(map(type, items))
 
 
 def integer(name: str, value: Any, bounds: tuple[int, int] = I64) -> int:
@@ -67,7 +73,7 @@ def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
     if not isinstance(values, np.ndarray) or arr.dtype.kind == "O":
-        if arr.dtype.kind not in "iu" or not {bool, np.bool_}.isdisjoint(map(type, items)):
+        if arr.dtype.kind not in "iu" or _has_bool(items):
             # NumPy made the sequence into something other than the ints it may hold (floats,
             # strings, objects for ints beyond int64, 1 and 0 for bools among ints): check it
             # one element at a time, which names the first bad one as it was given.
@@ -80,3 +86,38 @@ def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool
         if not bounds[0] <= arr[i] < bounds[1]:
             raise InvalidArgumentError(f"{name}[{i}] must be {_expected(bounds)}, got {arr[i].item()!r}")
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def parsed(name: str, parse: Callable[[Any], float], value: Any) -> float:
+    """``parse(value)`` (a :mod:`fabricsim.units` parser) with ``name`` in its error message."""
+    try:
+        return parse(value)
+    except InvalidArgumentError as err:
+        raise InvalidArgumentError(f"{name}: {err}") from None
+
+
+def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
+    """A float64 array of ``n`` quantities from one value for all or a sequence of ``n``;
+    each value a number or a unit string that ``parse`` reads ("1GiB", "500ns").
+    ``n=None`` takes a sequence of any length (and no single value)."""
+    if isinstance(values, str) or np.ndim(values) == 0:
+        if n is None:
+            raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}")
+        return np.full(n, parsed(name, parse, values), dtype=np.float64)
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged nesting
+        raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}") from None
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        expected = "a 1-D sequence" if n is None else f"one value or a 1-D sequence of {n}"
+        raise InvalidArgumentError(f"{name} must be {expected}, got shape {arr.shape}")
+    if arr.dtype.kind in "OUS" or (not isinstance(values, np.ndarray) and _has_bool(values)):
+        # Unit strings among numbers (which NumPy made strings too), or a bool NumPy made a
+        # number: each value read as given.
+        arr = np.array([parsed(f"{name}[{i}]", parse, v) for i, v in enumerate(values)], dtype=np.float64)
+    elif arr.size and arr.dtype.kind not in "iuf":
+        raise InvalidArgumentError(
+            f"{name} must hold numbers or unit strings, got {arr.dtype} values such as "
+            f"{name}[0] = {arr[0].item()!r}"
+        )
+    return np.ascontiguousarray(arr, dtype=np.float64)

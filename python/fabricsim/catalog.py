@@ -62,6 +62,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
+from ._checks import parsed
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -340,14 +341,6 @@ def _number(where: str, value: Any) -> float:
     return out
 
 
-def _parse(where: str, parser: Callable[[Any], float], value: Any) -> float:
-    """``parser(value)`` with the field named in its error message."""
-    try:
-        return parser(value)
-    except InvalidArgumentError as err:
-        raise _bad(f"{where}: {err}") from None
-
-
 def _check_value(where: str, spec: _Field, value: Any) -> Any:
     """Validate and normalise one field value; ``where`` names it in messages."""
     if value is None:
@@ -368,12 +361,12 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
             raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
         return out
     if t == "rate":
-        out = _number(where, _parse(where, units.bandwidth_Bps, value))
+        out = _number(where, parsed(where, units.bandwidth_Bps, value))
         if out <= 0:
             raise _bad(f"{where} must be a rate > 0 bytes/s, got {value!r}")
         return out
     if t == "duration":
-        out = _number(where, _parse(where, units.duration_s, value))
+        out = _number(where, parsed(where, units.duration_s, value))
         if out < 0:
             raise _bad(f"{where} must be a duration >= 0 s, got {value!r}")
         return out

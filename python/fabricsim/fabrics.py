@@ -14,24 +14,11 @@ import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import U64, integer, integers
+from ._checks import U64, integer, integers, quantities
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
-
-
-def _float_array(name: str, values: Any, n: int, parse) -> np.ndarray:
-    """A float64 array of length n from an array, a number or a unit string (broadcast)."""
-    if isinstance(values, str) or np.isscalar(values):
-        return np.full(n, parse(values), dtype=np.float64)
-    seq = list(values) if not isinstance(values, np.ndarray) else values
-    if isinstance(seq, list) and any(isinstance(v, str) for v in seq):
-        seq = [parse(v) for v in seq]
-    arr = np.asarray(seq, dtype=np.float64)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise InvalidArgumentError(f"{name} must be a 1-D array of {n} values, got shape {arr.shape}")
-    return np.ascontiguousarray(arr)
 
 
 class Topology:
@@ -77,8 +64,8 @@ class Topology:
                 f"src and dst must have one length, got {src_a.shape[0]} and {dst_a.shape[0]}"
             )
         n = src_a.shape[0]
-        cap = _float_array("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
-        lat = _float_array("latency_s", latency_s, n, duration_s)
+        cap = quantities("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
+        lat = quantities("latency_s", latency_s, n, duration_s)
         if n_nodes is None:
             if node_names is not None:
                 n_nodes = len(node_names)

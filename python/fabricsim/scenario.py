@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import _core
-from ._checks import U64, integer, integers
+from ._checks import U64, integer, integers, quantities
 from .exceptions import InvalidArgumentError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -25,15 +25,6 @@ ProgressCallback = Callable[[int, int, float], Any]
 def _after(after: int | Iterable[int]) -> np.ndarray:
     # An int64 array: the core reads it in bulk (an all-to-all's end waits on millions of flows).
     return integers("after", after, one=True)
-
-
-def _floats(name: str, values: Any, n: int, parse) -> np.ndarray:
-    if isinstance(values, str) or np.isscalar(values):
-        return np.full(n, parse(values), dtype=np.float64)
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape != (n,):
-        raise InvalidArgumentError(f"{name} must have shape ({n},), got {arr.shape}")
-    return np.ascontiguousarray(arr)
 
 
 class _ProgressBar:
@@ -147,7 +138,9 @@ class Scenario:
         routes: Any = None,
         after: int | Iterable[int] = (),
     ) -> np.ndarray:
-        """Many flows at once (arrays, or scalars broadcast); returns their ids.
+        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes;
+        ``size_bytes`` and ``start_s`` one value for every flow or one per flow, each a number
+        or a unit string ("1GiB", "5us"), as in :meth:`add_flow`.
 
         ``routes`` is None (ECMP), a list with one list of link ids per flow, or compressed
         rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
@@ -168,8 +161,8 @@ class Scenario:
         return self._core.add_flows(
             src_ids,
             dst_ids,
-            _floats("size_bytes", size_bytes, n, _size_bytes),
-            _floats("start_s", start_s, n, _duration_s),
+            quantities("size_bytes", size_bytes, n, _size_bytes),
+            quantities("start_s", start_s, n, _duration_s),
             tag,
             offsets,
             links,

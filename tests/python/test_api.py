@@ -3,6 +3,8 @@ memory refusal, the CLI demo."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -60,6 +62,31 @@ def test_add_flows_matches_add_flow_and_is_all_or_nothing():
         bulk.add_flows([0, 2], [1, 2], 1.0)
     assert bulk.n_activities == 3, "a failed batch adds nothing"
     assert bulk.add_flow(0, 1, 1.0) == 3
+
+
+def test_sizes_times_and_rates_take_the_same_forms_everywhere():
+    # One converter: numbers or unit strings, one for all or one per element, wherever a
+    # size, time or rate array enters (add_flows once refused unit strings from_arrays took).
+    topo = fs.Topology.from_arrays([0, 1], [1, 0], ["8kb/s", 1000.0], "1ms")
+    assert topo.links["capacity_Bps"].to_pylist() == [1000.0, 1000.0]
+    sc = fs.Scenario(topo)
+    ids = sc.add_flows([0, 1], [1, 0], ["1kB", 2000], start_s=np.array(["1ms", "2 ms"]))
+    flows = sc.run().flows
+    assert flows["bytes"].to_pylist() == [1000.0, 2000.0]
+    assert flows["start_s"].to_pylist() == pytest.approx([2e-3, 3e-3])  # start + 1 ms latency
+    assert ids.tolist() == [0, 1]
+    rates = fs.max_min_rates(["8b/s", 1.0], [0, 1], [0, 1], rate_cap_Bps="4b/s")
+    assert rates.tolist() == [0.5, 0.5]
+    for call, name in [
+        (lambda: sc.add_flows([0, 1], [1, 0], ["1kB", "1 parsec"]), "size_bytes[1]"),
+        (lambda: sc.add_flows([0, 1], [1, 0], [True, 1.0]), "size_bytes"),
+        (lambda: sc.add_flows([0, 1], [1, 0], 1.0, start_s=[[0.0, 1.0]]), "start_s"),
+        (lambda: fs.Topology.from_arrays([0], [1], None), "capacity_Bps"),
+        (lambda: fs.max_min_rates([[1.0]], [0], [0]), "capacity_Bps"),
+    ]:
+        with pytest.raises(fs.InvalidArgumentError, match=re.escape(name)):
+            call()
+    assert sc.n_activities == 2
 
 
 def test_progress_callback_and_stopping():
