@@ -266,6 +266,15 @@ class Scenario:
         :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.
         """
+        # Checked before the run: a bad callback would otherwise fail only at the first report.
+        if not (isinstance(progress, bool) or callable(progress)):
+            raise InvalidArgumentError(
+                "progress must be True, False or a callable taking (n_done, n_activities, "
+                f"sim_time_s), got {type(progress).__name__} {progress!r}"
+            )
+        for name, flag in (("record_rates", record_rates), ("verify_rates", verify_rates)):
+            if not isinstance(flag, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, got {type(flag).__name__} {flag!r}")
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
         try:

@@ -345,3 +345,19 @@ def test_id_arrays_of_other_dtypes_or_beyond_int64_are_refused(bad):
 def test_keys_seeds_and_counts_are_integers_in_range(call, name):
     with pytest.raises(InvalidArgumentError, match=rf"{re.escape(name)} must be an integer in \["):
         call()
+
+
+# ------------------------------------------------------------------ run options
+
+
+@pytest.mark.parametrize("option,bad", [
+    ("progress", 5), ("progress", "yes"), ("progress", None),
+    ("record_rates", 1), ("verify_rates", "no"),
+])
+def test_run_options_are_checked_before_running(option, bad):
+    # A short run never reports progress, so progress=5 used to pass unnoticed.
+    m = line()
+    m.flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError, match=rf"{option} must be True.*got {type(bad).__name__} {bad!r}"):
+        m.sc.run(**{option: bad})
+    still_usable(m)
