@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Iterable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,6 +21,34 @@ from .units import size_bytes as _size_bytes
 __all__ = ["Scenario"]
 
 ProgressCallback = Callable[[int, int, float], Any]
+
+
+_ROUTE_FORMS = (
+    "give one list of link ids per flow, e.g. routes=[[0, 2], [1, 3]], or compressed rows, a "
+    "tuple (offsets, link_ids) of n_flows + 1 offsets from 0 in which flow i takes "
+    "link_ids[offsets[i]:offsets[i + 1]]"
+)
+
+
+def _routes(routes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """add_flows' routes as compressed rows (offsets, link ids) for the core."""
+    if isinstance(routes, tuple) and len(routes) == 2:
+        offsets = integers("routes offsets", routes[0])
+        if offsets.shape[0] != n + 1 or offsets[0] != 0:
+            # Most likely per-flow routes written as a tuple.
+            raise InvalidArgumentError(
+                f"routes is a tuple of two, read as compressed rows (offsets, link_ids), but its "
+                f"offsets {routes[0]!r} are not {n + 1} integers from 0 for {n} flows; {_ROUTE_FORMS}"
+            )
+        return offsets, integers("routes link_ids", routes[1])
+    if isinstance(routes, (str, bytes)) or not isinstance(routes, Iterable):
+        raise InvalidArgumentError(f"routes must be a sequence, got {type(routes).__name__} {routes!r}; {_ROUTE_FORMS}")
+    lists = [integers(f"routes[{i}]", r) for i, r in enumerate(routes)]
+    if len(lists) != n:
+        raise InvalidArgumentError(f"routes has {len(lists)} routes for {n} flows; {_ROUTE_FORMS}")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([r.size for r in lists], out=offsets[1:])
+    return offsets, np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
 
 
 def _after(after: int | Iterable[int]) -> np.ndarray:
@@ -142,22 +171,16 @@ class Scenario:
         ``size_bytes`` and ``start_s`` one value for every flow or one per flow, each a number
         or a unit string ("1GiB", "5us"), as in :meth:`add_flow`.
 
-        ``routes`` is None (ECMP), a list with one list of link ids per flow, or compressed
-        rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
+        ``routes`` is None (ECMP), one list of link ids per flow (``[[0, 2], [1, 3]]``), or
+        compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and
+        the link ids, flow i taking ``link_ids[offsets[i]:offsets[i + 1]]``. A tuple of two is
+        always read as compressed rows, so give per-flow routes as a list.
         Every flow waits for every activity in ``after``.
         All or nothing: if one element is bad, none is added and the error names it."""
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
-        offsets = links = None
-        if routes is not None:
-            if isinstance(routes, tuple) and len(routes) == 2:
-                offsets, links = integers("route offsets", routes[0]), integers("route link ids", routes[1])
-            else:
-                lists = [integers(f"routes[{i}]", r) for i, r in enumerate(routes)]
-                offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-                np.cumsum([r.size for r in lists], out=offsets[1:])
-                links = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+        offsets, links = (None, None) if routes is None else _routes(routes, n)
         return self._core.add_flows(
             src_ids,
             dst_ids,

@@ -176,6 +176,24 @@ def test_add_flows_with_explicit_routes():
     assert sc.n_activities == 3, "failed batches add nothing"
 
 
+def test_route_forms_are_unambiguous():
+    # A tuple of two is compressed rows, per-flow routes are a list: ([0, 1], [0, 1]) for two
+    # flows was read as offsets [0, 1] and failed with a message about route_offsets.
+    topo = line_topology(4)
+    sc = fs.Scenario(topo)
+    with pytest.raises(fs.InvalidArgumentError, match=r"tuple of two, read as compressed rows.*"
+                       r"not 3 integers from 0 for 2 flows; give one list of link ids per flow"):
+        sc.add_flows([0, 0], [2, 2], 1.0, routes=([0, 1], [0, 1]))
+    with pytest.raises(fs.InvalidArgumentError, match="routes has 1 routes for 2 flows; give one list"):
+        sc.add_flows([0, 0], [2, 2], 1.0, routes=[[0, 1]])
+    with pytest.raises(fs.InvalidArgumentError, match="routes must be a sequence, got int 5"):
+        sc.add_flows([0], [2], 1.0, routes=5)
+    assert sc.n_activities == 0
+    ids = sc.add_flows([0, 0], [2, 2], 1.0, routes=[(0, 1), np.array([0, 1])])   # per flow
+    ids = np.concatenate([ids, sc.add_flows([0], [2], 1.0, routes=([0, 2], [0, 1]))])  # rows, as lists
+    assert [sc.route_of(i) for i in ids] == [[0, 1]] * 3
+
+
 def test_finish_beyond_double_precision_is_an_error_not_inf():
     topo = fs.Topology.from_arrays([0], [1], 1e-300, 0.0)
     sc = fs.Scenario(topo)
