@@ -794,9 +794,10 @@ class Builder:
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
-            "op": pa.array(ops).dictionary_encode(),
-            "algorithm": pa.array([r[3] for r in rows]).dictionary_encode(),
-            "protocol": pa.array([r[8] for r in rows]).dictionary_encode(),
+            # Typed, so that a run without collectives has the same schema (not values=null).
+            "op": pa.array(ops, pa.string()).dictionary_encode(),
+            "algorithm": pa.array([r[3] for r in rows], pa.string()).dictionary_encode(),
+            "protocol": pa.array([r[8] for r in rows], pa.string()).dictionary_encode(),
             "n_ranks": pa.array(n),
             "size_bytes": pa.array(size),
             "start_s": pa.array(start_s, mask=np.isnan(start_s)),
