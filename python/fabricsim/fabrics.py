@@ -279,16 +279,7 @@ def _scale_out_spec(
         raise InvalidArgumentError(f"routing must be 'ecmp' or 'adaptive', got {routing!r}")
     if routing == "adaptive" and not sw["adaptive_routing"]:
         raise InvalidArgumentError(f"{sw.name} has no adaptive routing; use routing='ecmp'")
-    if isinstance(oversubscription, (int, float)) and not isinstance(oversubscription, bool):
-        over = (float(oversubscription), 1.0)
-    else:
-        over = tuple(float(x) for x in oversubscription)
-        if len(over) == 1:
-            over = (over[0], 1.0)
-        if len(over) != 2:
-            raise InvalidArgumentError(
-                f"oversubscription is one ratio (leaf tier) or (leaf, spine), got {oversubscription!r}"
-            )
+    over = _oversubscription(oversubscription)
     eff = _efficiency(efficiency, sw["protocol"], "efficiency")
     capacity_Bps = float(sw["ports"]) * float(sw["port_Bps"])
     plane_options = [planes] if planes is not None else [p for p in (1, 2, 4, 8) if p <= max(1, nic_p["max_planes"])]
@@ -311,10 +302,41 @@ def _scale_out_spec(
             )
             fits = _clos_fits(n_endpoints, rails, params)
             if fits is None:
+                if params["tiers"] == 2 and over[1] != 1.0:
+                    raise InvalidArgumentError(
+                        f"oversubscription {oversubscription!r} gives the spine tier a ratio of "
+                        f"{over[1]:g}, but this Clos has 2 tiers and no tier above its spines; "
+                        "give one ratio (the leaf tier's) or tiers=3"
+                    )
                 parts = dict(switch=sw, nic=nic_p, efficiency=eff, plane_Bps=plane_Bps)
                 return params, parts
             errors.append(f"planes={p}, tiers={t}: {fits}")
     raise InvalidArgumentError(f"no {sw.name} Clos holds {n_endpoints} endpoints: " + "; ".join(errors))
+
+
+def _oversubscription(value: Any) -> tuple[float, float]:
+    """(leaf, spine) down:up ratios from a number, a string "a:b" (the leaf tier's) or a tuple
+    (leaf,) or (leaf, spine)."""
+    def ratio(x: Any) -> float:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise InvalidArgumentError(
+                f"oversubscription must be a number, a string 'a:b' or a tuple (leaf, spine) of "
+                f"numbers, got {value!r}"
+            )
+        return float(x)
+
+    if isinstance(value, str):
+        down, colon, up = value.partition(":")
+        try:
+            leaf = float(down) / float(up) if colon else None
+        except (ValueError, ZeroDivisionError):
+            leaf = None
+        if leaf is None:
+            raise InvalidArgumentError(f"oversubscription as a string is 'down:up', e.g. '3:1', got {value!r}")
+        return leaf, 1.0
+    if isinstance(value, (tuple, list)) and len(value) in (1, 2):
+        return ratio(value[0]), ratio(value[1]) if len(value) == 2 else 1.0
+    return ratio(value), 1.0
 
 
 def _clos_fits(n_endpoints: int, rails: int, params: dict) -> str | None:
@@ -475,7 +497,8 @@ def clos(
 
     ``tiers`` (2 or 3) and ``planes`` (the NIC's rate split over that many parallel fabrics,
     raising the switch radix) default to the fewest that hold every host. ``oversubscription``
-    is the leaf tier's down:up ratio, or (leaf, spine). ``routing`` is "ecmp" (static hashing)
+    is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
+    (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
     or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""
     n = _positive_int("n_hosts", n_hosts)
     params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)

@@ -249,6 +249,23 @@ def test_bisection_bandwidth_measured_by_the_engine(n, tiers, over, nic, switch,
     assert rel_close(flow_rates(res).sum(), expected, 0.01)
 
 
+def test_oversubscription_forms():
+    # "3:1" read as 3 (it raised a bare ValueError) and "10" refused (it became 1:0, i.e. 1:1,
+    # iterated character by character); a spine ratio needs a tier above the spines.
+    def shape(over, **kw):
+        s = so(fs.clos(n_hosts=16, switch="test-sw8", nic="cx7", oversubscription=over, **kw))
+        return s["tiers"], s["endpoints_per_leaf"], s["leaf_up"], s["spine_up"]
+
+    assert shape("3:1") == shape(3) == shape((3,)) == shape([3.0, 1]) == shape("1.5:0.5")
+    assert shape((1, 2), tiers=3) != shape(1, tiers=3)
+    for bad in ["10", "3:0", "three:1", None, True, (1, 2, 3), ("3", 1)]:
+        with pytest.raises(InvalidArgumentError, match=f"oversubscription.*{re.escape(repr(bad))}"):
+            shape(bad)
+    for tiers in (2, None):   # asked for, or the fewest that fit
+        with pytest.raises(InvalidArgumentError, match=r"oversubscription \(1, 2\) gives the spine tier.*2 tiers"):
+            shape((1, 2), tiers=tiers)
+
+
 # ---- 3. structured ECMP against the generic router -----------------------------------------
 
 
