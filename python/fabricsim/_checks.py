@@ -1,5 +1,6 @@
 """Arguments as the API takes them, one rule for each kind, used wherever one enters: integers
-(ids, counts, keys) and quantities (sizes, times, rates, as numbers or unit strings).
+(ids, counts, keys), quantities (sizes, times, rates, as numbers or unit strings) and names
+(with the close ones suggested).
 
 An integer is a Python ``int`` or a NumPy integer (scalar, or array of any integer dtype),
 never a bool, a float (even 2.0: an id computed with ``/`` is a bug, and floats above 2**53
@@ -11,6 +12,7 @@ hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused he
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -121,3 +123,9 @@ def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], flo
             f"{name}[0] = {arr[0].item()!r}"
         )
     return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the candidates close to a misspelt name, else ""."""
+    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""

@@ -47,7 +47,6 @@ Names are lowercase and looked up case-insensitively; aliases (``"qm9700"`` for
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import numbers
@@ -62,7 +61,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
-from ._checks import parsed
+from ._checks import did_you_mean, parsed
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -326,11 +325,6 @@ def _bad(message: str) -> InvalidArgumentError:
     return InvalidArgumentError(message)
 
 
-def _close(word: str, candidates: list[str] | tuple[str, ...]) -> str:
-    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
-    return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""
-
-
 def _number(where: str, value: Any) -> float:
     """A finite real number (not a bool) as float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -424,7 +418,7 @@ def _check_name(name: Any) -> str:
 
 def _check_kind(kind: Any, where: str) -> str:
     if not isinstance(kind, str) or kind.strip().lower() not in _KINDS:
-        hint = _close(kind, tuple(_KINDS)) if isinstance(kind, str) else ""
+        hint = did_you_mean(kind, tuple(_KINDS)) if isinstance(kind, str) else ""
         raise _bad(f"{where}: unknown kind {kind!r}{hint}; kinds are {', '.join(_KINDS)}")
     return kind.strip().lower()
 
@@ -443,7 +437,7 @@ def _build(
     specs = {f.name: f for f in _KINDS[kind]}
     unknown = [k for k in raw_fields if k not in specs]
     if unknown:
-        hints = "".join(_close(k, tuple(specs)) for k in unknown)
+        hints = "".join(did_you_mean(k, tuple(specs)) for k in unknown)
         raise _bad(
             f"{where}: unknown field(s) {', '.join(map(repr, unknown))}{hints}; "
             f"a {kind} has {', '.join(specs)}"
@@ -525,7 +519,7 @@ def _check_refs(
                 what = "is not a known" if found is None else f"is a {found[1].kind}, not a"
                 raise _bad(
                     f"{p.kind} part {p.name!r}: {spec.name} {target!r} {what} "
-                    f"{spec.ref_kind} part{_close(target, of_kind)}; {spec.ref_kind} parts: "
+                    f"{spec.ref_kind} part{did_you_mean(target, of_kind)}; {spec.ref_kind} parts: "
                     f"{', '.join(of_kind)}"
                 )
             if found[0] != target:
@@ -634,7 +628,7 @@ def _resolve(name: str) -> tuple[str, Part] | None:
 def _unknown(name: str) -> InvalidArgumentError:
     known = sorted(set(_all_parts()) | set(_SHIPPED_ALIASES) | set(_USER_ALIASES))
     return _UnknownPartError(
-        f"no catalog part named {name!r}{_close(name.strip().lower(), known)}; "
+        f"no catalog part named {name!r}{did_you_mean(name.strip().lower(), known)}; "
         f"kinds are {', '.join(_KINDS)} (list them with fabricsim.catalog.parts(kind))"
     )
 

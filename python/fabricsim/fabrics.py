@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import U64, integer, integers, quantities
+from ._checks import U64, did_you_mean, integer, integers, quantities
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
@@ -185,6 +185,10 @@ _DOMAINS: dict[str, dict[str, Any]] = {
 }
 
 
+# What a domain dict may hold: the per-domain arguments of nvlink_domain.
+_DOMAIN_KEYS = ("gpu", "n_gpus", "switch", "chip_links", "tiers")
+
+
 def _catalog():
     from . import catalog
 
@@ -220,16 +224,19 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     if isinstance(domain, str):
         key = domain.lower()
         if key not in _DOMAINS:
-            import difflib
-
-            close = difflib.get_close_matches(key, _DOMAINS, n=3)
             raise InvalidArgumentError(
-                f"unknown domain {domain!r}; known: {', '.join(sorted(_DOMAINS))}"
-                + (f" (did you mean {', '.join(close)}?)" if close else "")
+                f"unknown domain {domain!r}{did_you_mean(key, _DOMAINS)}; known: {', '.join(sorted(_DOMAINS))}"
             )
         d = dict(_DOMAINS[key])
     elif isinstance(domain, dict):
         d = dict(domain)
+        unknown = sorted(map(str, set(d) - set(_DOMAIN_KEYS)))
+        if unknown:
+            hints = "".join(did_you_mean(k, _DOMAIN_KEYS) for k in unknown)
+            raise InvalidArgumentError(
+                f"unknown domain key(s) {', '.join(map(repr, unknown))}{hints}; "
+                f"a domain dict takes {', '.join(_DOMAIN_KEYS)}"
+            )
     else:
         raise InvalidArgumentError(f"domain must be a preset name or a dict of nvlink_domain arguments, got {domain!r}")
     gpu = _part(d.get("gpu", "gb200"), "gpu", "gpu")

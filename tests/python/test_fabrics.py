@@ -650,6 +650,12 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
             "NVLink 4.*NVLink 5",
         ),
         (lambda: fs.nvlink_domain(gpu="gb200", chip_links=[9, 8]), InvalidArgumentError, "17 NVLinks.*18"),
+        (
+            # A typo once built 72-GPU domains, n_gpus' default.
+            lambda: fs.cluster(domain={"gpu": "b200", "n_gpu": 8, "chip_links": [9, 9]}, n_domains=2),
+            InvalidArgumentError,
+            r"unknown domain key\(s\) 'n_gpu' \(did you mean 'n_gpus'.*takes gpu, n_gpus, switch, chip_links, tiers",
+        ),
         (lambda: fs.hgx_h100().fail(), InvalidArgumentError, "at least one"),
         (lambda: fs.hgx_h100().fail(links=[0], factor=-1.0), InvalidArgumentError, "factor"),
         (lambda: fs.hgx_h100().fail(links=[10**6]), fs.UnknownLinkError, "1000000"),
