@@ -24,6 +24,7 @@ from .exceptions import InvalidArgumentError
 I64 = (-(2**63), 2**63)  # ids: the core checks them against what the topology or scenario has
 U64 = (0, 2**64)  # seeds and ECMP hash keys
 U32 = (0, 2**32)  # counts the core keeps in 32 bits (GPUs, hosts, domains, flows)
+COUNT = (1, 2**32)  # the same, for what there must be at least one of
 
 
 def _show(x: int) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import U64, did_you_mean, integer, integers, quantities
+from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, quantities
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
@@ -195,12 +195,6 @@ def _catalog():
     return catalog
 
 
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _part(name: Any, kind: str, what: str):
     p = _catalog().part(name)
     if p.kind != kind:
@@ -209,14 +203,26 @@ def _part(name: Any, kind: str, what: str):
 
 
 def _efficiency(value: Any, default_name: str, what: str) -> float:
+    """A payload efficiency: a number in (0, 1], or an efficiency part for the same side as
+    the default part ``default_name`` (NVLink, of any generation, or a scale-out network)."""
+    default = _catalog().part(default_name)
     if value is None:
-        return float(_catalog().part(default_name)["value"])
+        return float(default["value"])
     if isinstance(value, str):
-        return float(_part(value, "efficiency", what)["value"])
-    v = float(value)
-    if not (0.0 < v <= 1.0):
-        raise InvalidArgumentError(f"{what} must be in (0, 1], got {value!r}")
-    return v
+        p = _part(value, "efficiency", what)
+        side = default["applies_to"].startswith("nvlink")
+        if p["applies_to"].startswith("nvlink") != side:
+            raise InvalidArgumentError(
+                f"{what} {value!r} applies to {p['applies_to']}, not to "
+                f"{'NVLink' if side else 'a scale-out network'}; give a number in (0, 1] or an "
+                f"efficiency part such as {default.name!r}"
+            )
+        return float(p["value"])
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
+        raise InvalidArgumentError(
+            f"{what} must be a number in (0, 1] or the name of an efficiency part, got {value!r}"
+        )
+    return float(value)
 
 
 def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
@@ -244,7 +250,7 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     chip_links = d.get("chip_links")
     if chip_links is None:
         chip_links = (1,) * int(gpu["nvlink_links"])
-    chip_links = tuple(_positive_int("chip_links entries", c) for c in chip_links)
+    chip_links = tuple(integers("chip_links", chip_links, COUNT).tolist())
     if sum(chip_links) != gpu["nvlink_links"]:
         raise InvalidArgumentError(
             f"chip_links {chip_links} wire {sum(chip_links)} NVLinks per GPU, "
@@ -256,14 +262,14 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
             f"(NVLink {chip['nvlink_generation']})"
         )
     eff = _efficiency(nvlink_efficiency, gpu["nvlink_efficiency"], "nvlink_efficiency")
-    n_gpus = _positive_int("n_gpus", d.get("n_gpus", 72))
+    n_gpus = integer("n_gpus", d.get("n_gpus", 72), COUNT)
     tiers = d.get("tiers")
     if tiers is None:
         tiers = 1 if n_gpus * max(chip_links) <= chip["ports"] else 2
     params = dict(
         gpus_per_domain=n_gpus,
         chip_links=list(chip_links),
-        tiers=_positive_int("tiers", tiers),
+        tiers=integer("tiers", tiers, COUNT),
         chip_ports=int(chip["ports"]),
         link_Bps=float(gpu["nvlink_link_Bps"]) * eff,
         chip_latency_s=float(chip["latency_s"]),
@@ -293,7 +299,7 @@ def _scale_out_spec(
     tier_options = [tiers] if tiers is not None else [2, 3]
     errors = []
     for p in plane_options:
-        p = _positive_int("planes", p)
+        p = integer("planes", p, COUNT)
         if p > max(1, nic_p["max_planes"]) and planes is not None:
             raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} plane(s), got planes={p}")
         plane_Bps = float(nic_p["rate_Bps"]) / p
@@ -303,7 +309,7 @@ def _scale_out_spec(
         radix = int(capacity_Bps / plane_Bps + 1e-9)
         for t in tier_options:
             params = dict(
-                tiers=_positive_int("tiers", t, 2), planes=p, radix=radix, oversubscription=over,
+                tiers=integer("tiers", t, (2, COUNT[1])), planes=p, radix=radix, oversubscription=over,
                 link_Bps=plane_Bps * eff, switch_latency_s=float(sw["latency_s"]),
                 nic_latency_s=float(nic_p["latency_s"]), routing=routing,
             )
@@ -466,13 +472,13 @@ def nvlink_domain(
     params, parts = _nvlink_spec(
         dict(gpu=gpu, switch=switch, chip_links=chip_links, n_gpus=n_gpus, tiers=tiers), nvlink_efficiency
     )
-    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
     return Fabric(core, dict(parts, domain=params, n_domains=n_domains))
 
 
 def _preset(name: str, nvlink_efficiency: Any, n_domains: int = 1) -> Fabric:
     params, parts = _nvlink_spec(name, nvlink_efficiency)
-    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
     return Fabric(core, dict(parts, domain=params, n_domains=n_domains, preset=name))
 
 
@@ -507,7 +513,7 @@ def clos(
     is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
     (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
     or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""
-    n = _positive_int("n_hosts", n_hosts)
+    n = integer("n_hosts", n_hosts, COUNT)
     params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)
     return Fabric(_core.build_clos(n, params), dict(parts, scale_out=params, n_hosts=n))
 
@@ -522,10 +528,12 @@ def cluster(
     switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
     rail i. Photonic fabrics are the same call with a photonic switch."""
     params, parts = _nvlink_spec(domain, nvlink_efficiency)
-    nd = _positive_int("n_domains", n_domains)
+    gpd = params["gpus_per_domain"]
+    # Every GPU is a node and node ids are 32-bit: fewer than 2**32 GPUs in all.
+    nd = integer(f"n_domains (of {gpd} GPUs)", n_domains, (1, (COUNT[1] - 1) // gpd + 1))
     nic_name = nic if nic is not None else parts["gpu"]["nic"]
     nic_p = _part(nic_name, "nic", "nic")
-    n = params["gpus_per_domain"] * nd
+    n = gpd * nd
     so, so_parts = _scale_out_spec(
         n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency
     )
@@ -544,8 +552,8 @@ def pcie_server(
     pcie_p = _part(pcie, "pcie", "pcie")
     nic_p = _part(nic, "nic", "nic")
     core = _core.build_pcie_server(
-        _positive_int("n_gpus", n_gpus), _positive_int("gpus_per_switch", gpus_per_switch),
-        _positive_int("nics_per_switch", nics_per_switch, 0), _positive_int("n_cpus", n_cpus),
+        integer("n_gpus", n_gpus, COUNT), integer("gpus_per_switch", gpus_per_switch, COUNT),
+        integer("nics_per_switch", nics_per_switch, U32), integer("n_cpus", n_cpus, COUNT),
         float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), bandwidth_Bps(cpu_link_Bps), duration_s(latency_s),
     )
     return Fabric(core, dict(pcie=pcie_p, nic=nic_p))

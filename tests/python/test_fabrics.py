@@ -592,7 +592,7 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
         (
             lambda: fs.cluster(domain="hgx-h100", n_domains=-1),
             InvalidArgumentError,
-            "n_domains .*>= 1, got -1",
+            r"n_domains .* must be an integer in \[1, .*got -1",
         ),
         (lambda: fs.cluster(domain="hgx-h100", n_domains=2.5), InvalidArgumentError, "n_domains"),
         (
@@ -656,6 +656,21 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
             InvalidArgumentError,
             r"unknown domain key\(s\) 'n_gpu' \(did you mean 'n_gpus'.*takes gpu, n_gpus, switch, chip_links, tiers",
         ),
+        # Counts beyond 32 bits gave an OverflowError naming nothing.
+        (lambda: fs.cluster(domain="nvl72", n_domains=2**31), InvalidArgumentError,
+         r"n_domains \(of 72 GPUs\) must be an integer in \[1, 59652324\), got 2147483648"),
+        (lambda: fs.clos(n_hosts=2**33), InvalidArgumentError, r"n_hosts must be an integer in \[1, 2\*\*32\), got 8589934592"),
+        (lambda: fs.nvlink_domain(n_gpus=2**40), InvalidArgumentError, r"n_gpus must be an integer in \[1, 2\*\*32\)"),
+        (lambda: fs.Topology.from_arrays([0], [1], 1.0, n_nodes=2.5), InvalidArgumentError,
+         r"n_nodes must be an integer in \[0, 2\*\*63\), got float 2.5"),
+        (lambda: fs.Topology.from_arrays([0], [1], None), InvalidArgumentError, "capacity_Bps: bandwidth must be"),
+        # An InfiniBand efficiency on NVLink, and True as 100%, were taken.
+        (lambda: fs.hgx_h100(nvlink_efficiency="infiniband"), InvalidArgumentError,
+         "nvlink_efficiency 'infiniband' applies to infiniband, not to NVLink.*'nvlink4-payload'"),
+        (lambda: fs.clos(n_hosts=8, switch="quantum-2", nic="cx7", efficiency=True), InvalidArgumentError,
+         r"efficiency must be a number in \(0, 1\] or the name of an efficiency part, got True"),
+        (lambda: fs.clos(n_hosts=8, switch="quantum-2", nic="cx7", efficiency="nvlink5-payload"),
+         InvalidArgumentError, "applies to nvlink5, not to a scale-out network"),
         (lambda: fs.hgx_h100().fail(), InvalidArgumentError, "at least one"),
         (lambda: fs.hgx_h100().fail(links=[0], factor=-1.0), InvalidArgumentError, "factor"),
         (lambda: fs.hgx_h100().fail(links=[10**6]), fs.UnknownLinkError, "1000000"),
