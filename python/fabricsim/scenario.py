@@ -121,8 +121,11 @@ class Scenario:
         return {"scale_up": up, "scale_out": out}
 
     def usage_of(self, flow_id: int) -> tuple[list[int], list[float]]:
-        """A flow's usage list: fabric constraint ids and coefficients. Ids below
-        ``topology.n_links`` are links; the others are pooled bundles of links."""
+        """A flow's usage list: constraint ids and coefficients. Ids below
+        ``topology.n_links`` are links; the next ``topology.structure["n_bundles"]`` (on a
+        generated fabric; a plain topology has none) are pooled bundles of links; the rest
+        are this scenario's reduction engines (the SHARP and NVLS switches of its
+        collectives), in the order the collectives made them."""
         return self._core.usage_of(integer("flow_id", flow_id))
 
     @property

@@ -3,7 +3,10 @@ memory refusal, the CLI demo."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,6 +195,48 @@ def test_route_forms_are_unambiguous():
     ids = sc.add_flows([0, 0], [2, 2], 1.0, routes=[(0, 1), np.array([0, 1])])   # per flow
     ids = np.concatenate([ids, sc.add_flows([0], [2], 1.0, routes=([0, 2], [0, 1]))])  # rows, as lists
     assert [sc.route_of(i) for i in ids] == [[0, 1]] * 3
+
+
+def test_core_stubs_list_what_the_module_has():
+    # _core.pyi lagged behind the bindings (no route_many, add_engine, build_*, ...): every
+    # function, method and property of the module, with its parameters and which have
+    # defaults, must be in the stubs, and nothing else.
+    from fabricsim import _core
+
+    def stub_params(f):
+        a = f.args
+        positional = a.posonlyargs + a.args
+        defaults = [False] * (len(positional) - len(a.defaults)) + [True] * len(a.defaults)
+        pairs = list(zip(positional, defaults)) + [(k, d is not None) for k, d in zip(a.kwonlyargs, a.kw_defaults)]
+        return [(arg.arg, has) for arg, has in pairs if arg.arg != "self"]
+
+    def runtime_params(obj):
+        return [(p.name, p.default is not p.empty) for p in inspect.signature(obj).parameters.values()
+                if p.name != "self"]
+
+    stub = {}
+    for node in ast.parse(Path(_core.__file__).with_name("_core.pyi").read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            stub[node.name] = stub_params(node)
+        elif isinstance(node, ast.ClassDef) and node.name in _core.__all__:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef):
+                    prop = any(getattr(d, "id", None) == "property" for d in f.decorator_list)
+                    stub[f"{node.name}.{f.name}"] = "property" if prop else stub_params(f)
+    runtime = {}
+    for name in _core.__all__:
+        obj = getattr(_core, name)
+        if not isinstance(obj, type):
+            if callable(obj):
+                runtime[name] = runtime_params(obj)
+            continue
+        if obj.__text_signature__ is not None:  # a class Python can construct
+            runtime[f"{name}.__init__"] = runtime_params(obj)
+        for attr, value in vars(obj).items():
+            if not attr.startswith("_"):
+                prop = type(value).__name__ == "getset_descriptor"
+                runtime[f"{name}.{attr}"] = "property" if prop else runtime_params(getattr(obj, attr))
+    assert stub == runtime
 
 
 def test_finish_beyond_double_precision_is_an_error_not_inf():
