@@ -68,8 +68,12 @@ def describe(fabric: Any) -> Description:
         per_domain_chips = dom["planes"] * (dom["n_leaves"] + dom["n_spines"] + dom["n_cores"])
         add("counts", "scale-up domains", dom["n_domains"], "count")
         add("counts", "NVSwitch chips", per_domain_chips * dom["n_domains"], "count")
-        nvlinks = dom["n_endpoints"] * sum(dom["endpoint_links"]) + dom["planes"] * dom["n_leaves"] * dom["leaf_up"]
-        add("counts", "NVLinks, GPU to switch chip", nvlinks * dom["n_domains"], "count")
+        gpu_links = dom["n_endpoints"] * sum(dom["endpoint_links"])
+        add("counts", "NVLinks, GPU to switch chip", gpu_links * dom["n_domains"], "count")
+        # A two-tier domain (NVL36x2, NVL576) also wires its leaf chips to spine chips.
+        chip_links = dom["planes"] * (dom["n_leaves"] * dom["leaf_up"] + dom["n_spines"] * dom["spine_up"])
+        if chip_links:
+            add("counts", "NVLinks, switch chip to chip", chip_links * dom["n_domains"], "count")
     if s["n_nics"]:
         add("counts", "NICs" if s["n_gpus"] else "hosts", s["n_nics"], "count")
     if out:

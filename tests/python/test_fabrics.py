@@ -266,6 +266,18 @@ def test_oversubscription_forms():
             shape((1, 2), tiers=tiers)
 
 
+def described(topo) -> dict:
+    return {r["quantity"]: r["value"] for r in topo.describe().table.to_pylist()}
+
+
+def test_describe_counts_chip_to_chip_nvlinks_on_their_own_row():
+    # NVL36x2: 72 GPUs x 18 links to the leaf chips, and as many leaf-to-spine links, which
+    # were added to the GPU row (2,592 per domain).
+    d = described(fs.cluster(domain="nvl36x2", n_domains=2, scale_out="quantum-x800"))
+    assert d["NVLinks, GPU to switch chip"] == d["NVLinks, switch chip to chip"] == 2 * 72 * 18
+    assert "NVLinks, switch chip to chip" not in described(fs.nvl72())
+
+
 # ---- 3. structured ECMP against the generic router -----------------------------------------
 
 
