@@ -10,7 +10,8 @@ Units are SI and named in each field: ``_Bps`` is bytes per second *per directio
 seconds, ``_watts`` is watts. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
 fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
 
-Kinds and their fields (all required; ``system_watts`` may be ``None``):
+Kinds and their fields (all required; ``system_watts`` and a switch's ``ports_per_cage`` may
+be ``None``):
 
 ``gpu``
     ``nvlink_generation`` (int), ``nvlink_links`` (int), ``nvlink_link_Bps`` (line rate per link
@@ -22,14 +23,17 @@ Kinds and their fields (all required; ``system_watts`` may be ``None``):
     ``latency_s``.
 ``nic``
     ``rate_Bps``, ``max_planes`` (int: how many independent planes the port splits into),
+    ``ports_per_cage`` (int: how many of those plane ports leave through one transceiver cage),
     ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
     "ethernet"), ``latency_s``.
 ``switch``
     ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
     ``lane_Bps`` (smallest breakout port speed; radix at breakout is
     ``ports * port_Bps / lane_Bps``, which must be a whole number), ``optics`` ("pluggable" or
-    "co-packaged"), ``optics_watts_per_port`` (per native port), ``system_watts`` (switch without
-    optics, ``None`` if unknown), ``latency_s``, ``sharp`` (bool), ``adaptive_routing`` (bool).
+    "co-packaged"), ``ports_per_cage`` (native ports per pluggable transceiver cage, e.g. 2 for
+    twin-port OSFP; ``None`` for co-packaged optics), ``optics_watts_per_port`` (per native
+    port), ``system_watts`` (switch without optics, ``None`` if unknown), ``latency_s``,
+    ``sharp`` (bool), ``adaptive_routing`` (bool).
 ``optic``
     ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged").
 ``efficiency``
@@ -126,6 +130,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
     "nic": (
         _Field("rate_Bps", "rate"),
         _Field("max_planes", "int"),
+        _Field("ports_per_cage", "int"),
         _Field("host_Bps", "rate"),
         _Field("protocols", "protocols", choices=_PROTOCOLS),
         _Field("latency_s", "duration"),
@@ -136,6 +141,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("port_Bps", "rate"),
         _Field("lane_Bps", "rate"),
         _Field("optics", "enum", choices=("pluggable", "co-packaged")),
+        _Field("ports_per_cage", "int", nullable=True),
         _Field("optics_watts_per_port", "watts", positive=False),
         _Field("system_watts", "watts", nullable=True),
         _Field("latency_s", "duration"),
@@ -448,6 +454,8 @@ def _build(
     fields = {k: _check_value(f"{where}: {k}", spec, raw_fields[k]) for k, spec in specs.items()}
 
     if kind == "switch":
+        if fields["optics"] == "pluggable" and fields["ports_per_cage"] is None:
+            raise _bad(f"{where}: a switch with pluggable optics needs ports_per_cage, got None")
         radix = fields["ports"] * fields["port_Bps"] / fields["lane_Bps"]
         if fields["lane_Bps"] > fields["port_Bps"] or abs(radix - round(radix)) > 1e-9 * radix:
             raise _bad(

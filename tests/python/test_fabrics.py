@@ -24,13 +24,13 @@ def small_switches():
     for name, (ports, rate) in SWITCHES.items():
         catalog.add_part(
             name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
-            ports=ports, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable",
+            ports=ports, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
             optics_watts_per_port=0.0, system_watts=None, latency_s="100ns", sharp=False,
             adaptive_routing=True,
         )
     catalog.add_part(
         "test-sw8-static", "switch", source="[assumed] a switch without adaptive routing",
-        protocol="ethernet", ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable",
+        protocol="ethernet", ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
         optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False, adaptive_routing=False,
     )
     yield
@@ -270,12 +270,25 @@ def described(topo) -> dict:
     return {r["quantity"]: r["value"] for r in topo.describe().table.to_pylist()}
 
 
-def test_describe_counts_chip_to_chip_nvlinks_on_their_own_row():
+def test_describe_counts_chip_links_and_transceivers_per_cage():
     # NVL36x2: 72 GPUs x 18 links to the leaf chips, and as many leaf-to-spine links, which
     # were added to the GPU row (2,592 per domain).
     d = described(fs.cluster(domain="nvl36x2", n_domains=2, scale_out="quantum-x800"))
     assert d["NVLinks, GPU to switch chip"] == d["NVLinks, switch chip to chip"] == 2 * 72 * 18
     assert "NVLinks, switch chip to chip" not in described(fs.nvl72())
+    # A full two-tier Quantum-X800 Clos: every switch uses its 144 ports, in 72 twin-port
+    # cages; each ConnectX-8 one cage. Every cable end used to count as a transceiver.
+    d = described(fs.clos(n_hosts=10368, switch="quantum-x800", nic="cx8"))
+    assert d["pluggable optical transceivers"] == (144 + 72) * 72 + 10368
+    # Two 400G planes: each 800G port carries two plane links, a ConnectX-8 both in one cage.
+    d = described(fs.clos(n_hosts=41472, switch="quantum-x800", nic="cx8", planes=2))
+    assert d["pluggable optical transceivers"] == 2 * (288 + 144) * 72 + 41472
+    # SN5600: one 800G port per cage, here broken out into two 400G ConnectX-7 links.
+    d = described(fs.clos(n_hosts=8192, switch="sn5600", nic="cx7"))
+    assert d["pluggable optical transceivers"] == (128 + 64) * 64 + 8192
+    # Co-packaged optics: only the NICs plug transceivers.
+    assert described(fs.clos(n_hosts=1024, switch="quantum-x-photonics", nic="cx8"))[
+        "pluggable optical transceivers"] == 1024
 
 
 # ---- 3. structured ECMP against the generic router -----------------------------------------
