@@ -7,7 +7,8 @@ never a bool, a float (even 2.0: an id computed with ``/`` is a bug, and floats 
 skip ids), a string or NaN. Each must also fit the core's parameter: ids cross as 64-bit
 signed integers and the core then names any id it does not have (``UnknownNodeError`` and
 its siblings), counts of what the core numbers in 32 bits cross as 32-bit unsigned ones,
-hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused here, naming the parameter and the value.
+hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused here, naming
+the parameter and the value.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def integer(name: str, value: Any, bounds: tuple[int, int] = I64) -> int:
             f"{name} must be {_expected(bounds)}, got {type(value).__name__} {value!r}"
         )
     if not bounds[0] <= value < bounds[1]:
-        raise InvalidArgumentError(f"{name} must be {_expected(bounds)}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be {_expected(bounds)}, got {int(value)}")
     return int(value)
 
 
