@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import catalog, exceptions, units
+from ._checks import U32, integer, integers, quantities
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
 from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
@@ -56,14 +57,12 @@ def max_min_rates(
 
     Usage entry ``e`` says flow ``flow_index[e]`` puts ``coefficient[e]`` (default 1) times
     its rate on constraint ``constraint_index[e]``, whose capacity is ``capacity_Bps[...]``.
-    ``rate_cap_Bps`` optionally caps each flow (``inf`` for none).
+    ``rate_cap_Bps`` optionally caps each flow (``inf`` for none), one cap for all or one per
+    flow. Rates are numbers (bytes/s) or unit strings ("400Gb/s").
     """
-    fi = np.ascontiguousarray(flow_index, dtype=np.int64)
-    ci = np.ascontiguousarray(constraint_index, dtype=np.int64)
+    fi = integers("flow_index", flow_index)
+    ci = integers("constraint_index", constraint_index)
     k = np.ones(fi.shape[0]) if coefficient is None else np.ascontiguousarray(coefficient, dtype=np.float64)
-    if n_flows is None:
-        n_flows = int(fi.max(initial=-1)) + 1
-    caps = None if rate_cap_Bps is None else np.ascontiguousarray(rate_cap_Bps, dtype=np.float64)
-    return _max_min_rates(
-        np.ascontiguousarray(capacity_Bps, dtype=np.float64), fi, ci, k, int(n_flows), caps
-    )
+    n_flows = int(fi.max(initial=-1)) + 1 if n_flows is None else integer("n_flows", n_flows, U32)
+    caps = None if rate_cap_Bps is None else quantities("rate_cap_Bps", rate_cap_Bps, n_flows, units.bandwidth_Bps)
+    return _max_min_rates(quantities("capacity_Bps", capacity_Bps, None, units.bandwidth_Bps), fi, ci, k, n_flows, caps)

@@ -1,13 +1,45 @@
-"""Type stubs of the Rust extension module. Use the wrappers in fabricsim instead."""
+"""Type stubs of the Rust extension module (src/bindings). Use the wrappers in fabricsim instead.
 
-from typing import Any, Callable, Optional, Sequence
+Constraint ids, as ``Scenario.usage_of`` returns them: links ``0 .. n_links``, then the fabric's
+pooled bundles (``structure()["n_bundles"]`` of them), then the scenario's reduction engines in
+the order ``Scenario.add_engine`` made them.
+"""
+
+from typing import Any, Callable, Literal, Optional, Sequence, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__: list[str]
 
+# A string column is (int32 indices, -1 for null; its distinct values).
 Column = npt.NDArray[Any] | tuple[npt.NDArray[np.int32], list[str]]
+# Activity ids to wait for; an int64 array is read without a Python object per id.
+Ids = Sequence[int] | npt.NDArray[np.int64]
+Routing = Literal["ecmp", "adaptive", "spray"]
+
+class NvlinkParams(TypedDict):
+    """One NVLink domain, as fabrics._nvlink_spec lays it out."""
+
+    gpus_per_domain: int
+    chip_links: list[int]
+    tiers: int
+    chip_ports: int
+    link_Bps: float
+    chip_latency_s: float
+
+class ScaleOutParams(TypedDict):
+    """A scale-out Clos, as fabrics._scale_out_spec lays it out."""
+
+    tiers: int
+    planes: int
+    radix: int
+    oversubscription: tuple[float, float]
+    link_Bps: float
+    switch_latency_s: float
+    nic_latency_s: float
+    routing: Routing
 
 class Topology:
     @staticmethod
@@ -22,24 +54,52 @@ class Topology:
     def n_nodes(self) -> int: ...
     @property
     def n_links(self) -> int: ...
+    @property
+    def n_gpus(self) -> int: ...
+    @property
+    def n_nics(self) -> int: ...
     def link_columns(self) -> list[tuple[str, Column]]: ...
     def route(self, src: int, dst: int, key: int = 0, seed: int = 0) -> list[int]: ...
     def path_latency_s(self, src: int, dst: int, key: int = 0, seed: int = 0) -> float: ...
+    def route_many(
+        self,
+        src: npt.NDArray[np.int64],
+        dst: npt.NDArray[np.int64],
+        seed: int = 0,
+        mode: Routing = "ecmp",
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+    def with_link_factors(self, links: Sequence[int], factor: float) -> Topology: ...
+    def links_of_nodes(self, nodes: Sequence[int]) -> list[int]: ...
+    def links_of_plane(self, plane: int) -> list[int]: ...
+    def node_names(self, nodes: Sequence[int]) -> list[str]: ...
+    def node_kinds(self) -> npt.NDArray[np.uint8]: ...
+    def structure(self) -> dict[str, Any]: ...
 
 class Scenario:
-    def __init__(self, topology: Topology, seed: int = 0) -> None: ...
+    def __init__(
+        self,
+        topology: Topology,
+        seed: int = 0,
+        scale_up: Optional[Routing] = None,
+        scale_out: Optional[Routing] = None,
+    ) -> None: ...
+    @property
+    def routing(self) -> tuple[Literal["ecmp", "adaptive"], Literal["ecmp", "adaptive"]]: ...
     @property
     def n_activities(self) -> int: ...
     @property
     def seed(self) -> int: ...
+    @property
+    def n_faults(self) -> int: ...
+    def usage_of(self, activity_id: int) -> tuple[list[int], list[float]]: ...
     def add_flow(
         self,
         src: int,
         dst: int,
         size_bytes: float,
         start_s: float = 0.0,
-        after: Sequence[int] | np.ndarray = ...,
-        route: Optional[list[int]] = None,
+        after: Ids = ...,
+        route: Optional[Sequence[int]] = None,
         tag: Optional[str] = None,
         max_rate_Bps: Optional[float] = None,
     ) -> int: ...
@@ -52,15 +112,29 @@ class Scenario:
         tag: Optional[str] = None,
         route_offsets: Optional[npt.NDArray[np.int64]] = None,
         route_links: Optional[npt.NDArray[np.int64]] = None,
+        after: Ids = ...,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
-        self, duration_s: float, start_s: float = 0.0, after: Sequence[int] | np.ndarray = ..., tag: Optional[str] = None
+        self, duration_s: float, start_s: float = 0.0, after: Ids = ..., tag: Optional[str] = None
     ) -> int: ...
-    def add_dependency(self, activity_id: int, after_id: int) -> None: ...
     def check_room_for_flows(self, n_flows: int) -> None: ...
-    def add_fault(self, time_s: float, links: list[int], factor: float) -> None: ...
-    @property
-    def n_faults(self) -> int: ...
+    def truncate(self, first: int) -> None: ...
+    def add_engine(self, capacity_Bps: float) -> int: ...
+    def add_coupled_flow(
+        self,
+        edge_src: npt.NDArray[np.int64],
+        edge_dst: npt.NDArray[np.int64],
+        edge_coef: npt.NDArray[np.float64],
+        combine: Literal["sum", "max"],
+        engines: Sequence[tuple[int, float]],
+        size_bytes: float,
+        latency_s: float,
+        start_s: float = 0.0,
+        after: Ids = ...,
+        tag: Optional[str] = None,
+    ) -> int: ...
+    def add_fault(self, time_s: float, links: Sequence[int], factor: float) -> None: ...
+    def add_dependency(self, activity_id: int, after_id: int) -> None: ...
     def route_of(self, activity_id: int) -> list[int]: ...
     def run(
         self,
@@ -77,3 +151,19 @@ def max_min_rates(
     n_flows: int,
     rate_cap_Bps: Optional[npt.NDArray[np.float64]] = None,
 ) -> npt.NDArray[np.float64]: ...
+def build_nvlink_domains(n_domains: int, nvlink: NvlinkParams) -> Topology: ...
+def build_clos(n_hosts: int, scale_out: ScaleOutParams) -> Topology: ...
+def build_cluster(
+    n_domains: int, nvlink: NvlinkParams, nic_link_Bps: float, scale_out: ScaleOutParams
+) -> Topology: ...
+def build_pcie_server(
+    n_gpus: int,
+    gpus_per_switch: int,
+    nics_per_switch: int,
+    n_cpus: int,
+    pcie_Bps: float,
+    nic_Bps: float,
+    cpu_link_Bps: float,
+    latency_s: float,
+) -> Topology: ...
+def clos_shape_check(n_endpoints: int, rails: int, scale_out: ScaleOutParams) -> None: ...

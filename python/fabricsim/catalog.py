@@ -10,7 +10,8 @@ Units are SI and named in each field: ``_Bps`` is bytes per second *per directio
 seconds, ``_watts`` is watts. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
 fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
 
-Kinds and their fields (all required; ``system_watts`` may be ``None``):
+Kinds and their fields (all required; ``system_watts`` and a switch's ``ports_per_cage`` may
+be ``None``):
 
 ``gpu``
     ``nvlink_generation`` (int), ``nvlink_links`` (int), ``nvlink_link_Bps`` (line rate per link
@@ -22,14 +23,17 @@ Kinds and their fields (all required; ``system_watts`` may be ``None``):
     ``latency_s``.
 ``nic``
     ``rate_Bps``, ``max_planes`` (int: how many independent planes the port splits into),
+    ``ports_per_cage`` (int: how many of those plane ports leave through one transceiver cage),
     ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
     "ethernet"), ``latency_s``.
 ``switch``
     ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
     ``lane_Bps`` (smallest breakout port speed; radix at breakout is
     ``ports * port_Bps / lane_Bps``, which must be a whole number), ``optics`` ("pluggable" or
-    "co-packaged"), ``optics_watts_per_port`` (per native port), ``system_watts`` (switch without
-    optics, ``None`` if unknown), ``latency_s``, ``sharp`` (bool), ``adaptive_routing`` (bool).
+    "co-packaged"), ``ports_per_cage`` (native ports per pluggable transceiver cage, e.g. 2 for
+    twin-port OSFP; ``None`` for co-packaged optics), ``optics_watts_per_port`` (per native
+    port), ``system_watts`` (switch without optics, ``None`` if unknown), ``latency_s``,
+    ``sharp`` (bool), ``adaptive_routing`` (bool).
 ``optic``
     ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged").
 ``efficiency``
@@ -47,7 +51,6 @@ Names are lowercase and looked up case-insensitively; aliases (``"qm9700"`` for
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import numbers
@@ -62,6 +65,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
+from ._checks import did_you_mean, parsed
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -126,6 +130,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
     "nic": (
         _Field("rate_Bps", "rate"),
         _Field("max_planes", "int"),
+        _Field("ports_per_cage", "int"),
         _Field("host_Bps", "rate"),
         _Field("protocols", "protocols", choices=_PROTOCOLS),
         _Field("latency_s", "duration"),
@@ -136,6 +141,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("port_Bps", "rate"),
         _Field("lane_Bps", "rate"),
         _Field("optics", "enum", choices=("pluggable", "co-packaged")),
+        _Field("ports_per_cage", "int", nullable=True),
         _Field("optics_watts_per_port", "watts", positive=False),
         _Field("system_watts", "watts", nullable=True),
         _Field("latency_s", "duration"),
@@ -325,11 +331,6 @@ def _bad(message: str) -> InvalidArgumentError:
     return InvalidArgumentError(message)
 
 
-def _close(word: str, candidates: list[str] | tuple[str, ...]) -> str:
-    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
-    return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""
-
-
 def _number(where: str, value: Any) -> float:
     """A finite real number (not a bool) as float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -338,14 +339,6 @@ def _number(where: str, value: Any) -> float:
     if not math.isfinite(out):
         raise _bad(f"{where} must be finite, got {value!r}")
     return out
-
-
-def _parse(where: str, parser: Callable[[Any], float], value: Any) -> float:
-    """``parser(value)`` with the field named in its error message."""
-    try:
-        return parser(value)
-    except InvalidArgumentError as err:
-        raise _bad(f"{where}: {err}") from None
 
 
 def _check_value(where: str, spec: _Field, value: Any) -> Any:
@@ -368,12 +361,12 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
             raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
         return out
     if t == "rate":
-        out = _number(where, _parse(where, units.bandwidth_Bps, value))
+        out = _number(where, parsed(where, units.bandwidth_Bps, value))
         if out <= 0:
             raise _bad(f"{where} must be a rate > 0 bytes/s, got {value!r}")
         return out
     if t == "duration":
-        out = _number(where, _parse(where, units.duration_s, value))
+        out = _number(where, parsed(where, units.duration_s, value))
         if out < 0:
             raise _bad(f"{where} must be a duration >= 0 s, got {value!r}")
         return out
@@ -431,7 +424,7 @@ def _check_name(name: Any) -> str:
 
 def _check_kind(kind: Any, where: str) -> str:
     if not isinstance(kind, str) or kind.strip().lower() not in _KINDS:
-        hint = _close(kind, tuple(_KINDS)) if isinstance(kind, str) else ""
+        hint = did_you_mean(kind, tuple(_KINDS)) if isinstance(kind, str) else ""
         raise _bad(f"{where}: unknown kind {kind!r}{hint}; kinds are {', '.join(_KINDS)}")
     return kind.strip().lower()
 
@@ -450,7 +443,7 @@ def _build(
     specs = {f.name: f for f in _KINDS[kind]}
     unknown = [k for k in raw_fields if k not in specs]
     if unknown:
-        hints = "".join(_close(k, tuple(specs)) for k in unknown)
+        hints = "".join(did_you_mean(k, tuple(specs)) for k in unknown)
         raise _bad(
             f"{where}: unknown field(s) {', '.join(map(repr, unknown))}{hints}; "
             f"a {kind} has {', '.join(specs)}"
@@ -461,6 +454,8 @@ def _build(
     fields = {k: _check_value(f"{where}: {k}", spec, raw_fields[k]) for k, spec in specs.items()}
 
     if kind == "switch":
+        if fields["optics"] == "pluggable" and fields["ports_per_cage"] is None:
+            raise _bad(f"{where}: a switch with pluggable optics needs ports_per_cage, got None")
         radix = fields["ports"] * fields["port_Bps"] / fields["lane_Bps"]
         if fields["lane_Bps"] > fields["port_Bps"] or abs(radix - round(radix)) > 1e-9 * radix:
             raise _bad(
@@ -532,7 +527,7 @@ def _check_refs(
                 what = "is not a known" if found is None else f"is a {found[1].kind}, not a"
                 raise _bad(
                     f"{p.kind} part {p.name!r}: {spec.name} {target!r} {what} "
-                    f"{spec.ref_kind} part{_close(target, of_kind)}; {spec.ref_kind} parts: "
+                    f"{spec.ref_kind} part{did_you_mean(target, of_kind)}; {spec.ref_kind} parts: "
                     f"{', '.join(of_kind)}"
                 )
             if found[0] != target:
@@ -641,7 +636,7 @@ def _resolve(name: str) -> tuple[str, Part] | None:
 def _unknown(name: str) -> InvalidArgumentError:
     known = sorted(set(_all_parts()) | set(_SHIPPED_ALIASES) | set(_USER_ALIASES))
     return _UnknownPartError(
-        f"no catalog part named {name!r}{_close(name.strip().lower(), known)}; "
+        f"no catalog part named {name!r}{did_you_mean(name.strip().lower(), known)}; "
         f"kinds are {', '.join(_KINDS)} (list them with fabricsim.catalog.parts(kind))"
     )
 

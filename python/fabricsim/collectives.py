@@ -66,6 +66,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import nccl_conventions, nccl_model
+from ._checks import integers
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
@@ -231,15 +232,7 @@ class _Comm:
 
 def _comm(topology, ranks: Any) -> _Comm:
     view = fabric_view(topology)
-    arr = ranks
-    if not (isinstance(arr, np.ndarray) and arr.ndim == 1 and arr.dtype == np.int64):
-        try:
-            arr = np.asarray(ranks)
-            if arr.ndim != 1 or arr.dtype.kind not in "iu":
-                raise ValueError
-        except (ValueError, TypeError):
-            raise InvalidArgumentError(f"ranks must be a 1-d sequence of node ids, got {ranks!r}") from None
-        arr = arr.astype(np.int64)
+    arr = integers("ranks", ranks)
     key = arr.tobytes()
     cached = view.comms.get(key)
     if cached is not None:
@@ -859,9 +852,10 @@ class Builder:
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
-            "op": pa.array(ops).dictionary_encode(),
-            "algorithm": pa.array([r[3] for r in rows]).dictionary_encode(),
-            "protocol": pa.array([r[8] for r in rows]).dictionary_encode(),
+            # Typed, so that a run without collectives has the same schema (not values=null).
+            "op": pa.array(ops, pa.string()).dictionary_encode(),
+            "algorithm": pa.array([r[3] for r in rows], pa.string()).dictionary_encode(),
+            "protocol": pa.array([r[8] for r in rows], pa.string()).dictionary_encode(),
             "n_ranks": pa.array(n),
             "size_bytes": pa.array(size),
             "start_s": pa.array(start_s, mask=np.isnan(start_s)),

@@ -8,6 +8,7 @@ and for co-packaged optics side by side, whatever the switch actually uses.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,16 @@ class Description:
         return "<pre>" + str(self) + "</pre>"
 
 
+def _native_ports(out: dict, parts: dict) -> float:
+    """Scale-out switch ports in use, counted in native ports (a port broken out into lanes
+    at the plane rate counts once): leaves' host ports, then both ends of every
+    switch-to-switch cable."""
+    ports_used = out["planes"] * (
+        out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
+    )
+    return ports_used * parts["plane_Bps"] / parts["switch"]["port_Bps"]
+
+
 def describe(fabric: Any) -> Description:
     from . import catalog
 
@@ -68,8 +79,12 @@ def describe(fabric: Any) -> Description:
         per_domain_chips = dom["planes"] * (dom["n_leaves"] + dom["n_spines"] + dom["n_cores"])
         add("counts", "scale-up domains", dom["n_domains"], "count")
         add("counts", "NVSwitch chips", per_domain_chips * dom["n_domains"], "count")
-        nvlinks = dom["n_endpoints"] * sum(dom["endpoint_links"]) + dom["planes"] * dom["n_leaves"] * dom["leaf_up"]
-        add("counts", "NVLinks, GPU to switch chip", nvlinks * dom["n_domains"], "count")
+        gpu_links = dom["n_endpoints"] * sum(dom["endpoint_links"])
+        add("counts", "NVLinks, GPU to switch chip", gpu_links * dom["n_domains"], "count")
+        # A two-tier domain (NVL36x2, NVL576) also wires its leaf chips to spine chips.
+        chip_links = dom["planes"] * (dom["n_leaves"] * dom["leaf_up"] + dom["n_spines"] * dom["spine_up"])
+        if chip_links:
+            add("counts", "NVLinks, switch chip to chip", chip_links * dom["n_domains"], "count")
     if s["n_nics"]:
         add("counts", "NICs" if s["n_gpus"] else "hosts", s["n_nics"], "count")
     if out:
@@ -83,10 +98,14 @@ def describe(fabric: Any) -> Description:
         nic_cables = p * out["n_endpoints"]
         fabric_cables = p * (out["n_leaves"] * out["leaf_up"] + out["n_spines"] * out["spine_up"])
         add("counts", "scale-out cables", nic_cables + fabric_cables, "count")
-        sw = parts["switch"]
-        cpo = sw["optics"] == "co-packaged"
-        # Every cable end is a pluggable transceiver, except the switch ends of a CPO switch.
-        transceivers = nic_cables if cpo else 2 * (nic_cables + fabric_cables)
+        # One transceiver per cage, and a cage serves ports_per_cage ports (the catalog's: two
+        # on twin-port OSFP switches, both planes of a ConnectX-8): on the NIC side per NIC, on
+        # the switch side per native port in use, rounded up over the fabric (none on
+        # co-packaged optics).
+        nic, sw = parts["nic"], parts["switch"]
+        transceivers = s["n_nics"] * math.ceil(p / nic["ports_per_cage"])
+        if sw["optics"] == "pluggable":
+            transceivers += math.ceil(_native_ports(out, parts) / sw["ports_per_cage"] - 1e-9)
         add("counts", "pluggable optical transceivers", transceivers, "count")
 
     if dom:
@@ -110,12 +129,7 @@ def describe(fabric: Any) -> Description:
     if out:
         sw = parts["switch"]
         n_switches = out["planes"] * (out["n_leaves"] + out["n_spines"] + out["n_cores"])
-        # Switch ports in use: leaves' host ports, then both ends of every switch-to-switch cable.
-        ports_used = out["planes"] * (
-            out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
-        )
-        # Ports at the plane rate, expressed in native switch ports for per-port optics power.
-        native_ports = ports_used * parts["plane_Bps"] / sw["port_Bps"]
+        native_ports = _native_ports(out, parts)
         system = sw["system_watts"]
         add("power", "switches without optics", float("nan") if system is None else system * n_switches, "W")
         plug = catalog.part(_PLUGGABLE)

@@ -7,41 +7,18 @@ carry node labels, which are then accepted wherever a node is expected.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from . import _core
+from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, quantities
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
-
-
-def _int_array(name: str, values: Any) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise InvalidArgumentError(f"{name} must be a 1-D array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        as_int = arr.astype(np.int64, casting="unsafe") if np.issubdtype(arr.dtype, np.number) else None
-        if as_int is None or not np.array_equal(as_int, arr):
-            raise InvalidArgumentError(f"{name} must hold integer node ids, got dtype {arr.dtype}")
-        arr = as_int
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
-def _float_array(name: str, values: Any, n: int, parse) -> np.ndarray:
-    """A float64 array of length n from an array, a number or a unit string (broadcast)."""
-    if isinstance(values, str) or np.isscalar(values):
-        return np.full(n, parse(values), dtype=np.float64)
-    seq = list(values) if not isinstance(values, np.ndarray) else values
-    if isinstance(seq, list) and any(isinstance(v, str) for v in seq):
-        seq = [parse(v) for v in seq]
-    arr = np.asarray(seq, dtype=np.float64)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise InvalidArgumentError(f"{name} must be a 1-D array of {n} values, got shape {arr.shape}")
-    return np.ascontiguousarray(arr)
 
 
 class Topology:
@@ -81,20 +58,21 @@ class Topology:
         link; unit strings such as ``"400Gb/s"`` or ``"500ns"`` are accepted. ``n_nodes``
         defaults to one more than the largest id (or to ``len(node_names)``).
         """
-        src_a, dst_a = _int_array("src", src), _int_array("dst", dst)
+        src_a, dst_a = integers("src", src), integers("dst", dst)
         if src_a.shape != dst_a.shape:
             raise InvalidArgumentError(
                 f"src and dst must have one length, got {src_a.shape[0]} and {dst_a.shape[0]}"
             )
         n = src_a.shape[0]
-        cap = _float_array("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
-        lat = _float_array("latency_s", latency_s, n, duration_s)
+        cap = quantities("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
+        lat = quantities("latency_s", latency_s, n, duration_s)
         if n_nodes is None:
             if node_names is not None:
                 n_nodes = len(node_names)
             else:
                 n_nodes = int(max(src_a.max(initial=-1), dst_a.max(initial=-1))) + 1
-        return cls(_core.Topology.from_arrays(int(n_nodes), src_a, dst_a, cap, lat), node_names)
+        n_nodes = integer("n_nodes", n_nodes, (0, 2**63))
+        return cls(_core.Topology.from_arrays(n_nodes, src_a, dst_a, cap, lat), node_names)
 
     @classmethod
     def from_networkx(
@@ -157,24 +135,31 @@ class Topology:
 
     def node_id(self, node: Any) -> int:
         """The id of a node given by label (if the topology has labels) or by id."""
+        return self._node("node", node)
+
+    def node_ids(self, nodes: Any) -> np.ndarray:
+        """Vectorised :meth:`node_id` for arrays of nodes."""
+        return self._nodes("nodes", nodes)
+
+    def _node(self, name: str, node: Any) -> int:
+        # ``name`` is the caller's parameter, for the error message.
         if self._label_index is not None:
             try:
                 return self._label_index[node]
             except (KeyError, TypeError):
-                raise UnknownNodeError(f"no node labelled {node!r} in this topology") from None
-        if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer)):
-            raise UnknownNodeError(f"node must be an integer id, got {node!r}")
-        return int(node)
+                raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
+        return integer(name, node)
 
-    def node_ids(self, nodes: Any) -> np.ndarray:
-        """Vectorised :meth:`node_id` for arrays of nodes."""
+    def _nodes(self, name: str, nodes: Any) -> np.ndarray:
         if self._label_index is None:
-            return _int_array("nodes", nodes)
-        return np.fromiter((self.node_id(n) for n in nodes), dtype=np.int64)
+            return integers(name, nodes)
+        return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
         """Link ids of the ECMP path a flow with ``key`` takes under ``seed``."""
-        return self._core.route(self.node_id(src), self.node_id(dst), key, seed)
+        return self._core.route(
+            self._node("src", src), self._node("dst", dst), integer("key", key, U64), integer("seed", seed, U64)
+        )
 
     def __repr__(self) -> str:
         return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
@@ -200,16 +185,14 @@ _DOMAINS: dict[str, dict[str, Any]] = {
 }
 
 
+# What a domain dict may hold: the per-domain arguments of nvlink_domain.
+_DOMAIN_KEYS = ("gpu", "n_gpus", "switch", "chip_links", "tiers")
+
+
 def _catalog():
     from . import catalog
 
     return catalog
-
-
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _part(name: Any, kind: str, what: str):
@@ -220,14 +203,26 @@ def _part(name: Any, kind: str, what: str):
 
 
 def _efficiency(value: Any, default_name: str, what: str) -> float:
+    """A payload efficiency: a number in (0, 1], or an efficiency part for the same side as
+    the default part ``default_name`` (NVLink, of any generation, or a scale-out network)."""
+    default = _catalog().part(default_name)
     if value is None:
-        return float(_catalog().part(default_name)["value"])
+        return float(default["value"])
     if isinstance(value, str):
-        return float(_part(value, "efficiency", what)["value"])
-    v = float(value)
-    if not (0.0 < v <= 1.0):
-        raise InvalidArgumentError(f"{what} must be in (0, 1], got {value!r}")
-    return v
+        p = _part(value, "efficiency", what)
+        side = default["applies_to"].startswith("nvlink")
+        if p["applies_to"].startswith("nvlink") != side:
+            raise InvalidArgumentError(
+                f"{what} {value!r} applies to {p['applies_to']}, not to "
+                f"{'NVLink' if side else 'a scale-out network'}; give a number in (0, 1] or an "
+                f"efficiency part such as {default.name!r}"
+            )
+        return float(p["value"])
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
+        raise InvalidArgumentError(
+            f"{what} must be a number in (0, 1] or the name of an efficiency part, got {value!r}"
+        )
+    return float(value)
 
 
 def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
@@ -235,16 +230,19 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     if isinstance(domain, str):
         key = domain.lower()
         if key not in _DOMAINS:
-            import difflib
-
-            close = difflib.get_close_matches(key, _DOMAINS, n=3)
             raise InvalidArgumentError(
-                f"unknown domain {domain!r}; known: {', '.join(sorted(_DOMAINS))}"
-                + (f" (did you mean {', '.join(close)}?)" if close else "")
+                f"unknown domain {domain!r}{did_you_mean(key, _DOMAINS)}; known: {', '.join(sorted(_DOMAINS))}"
             )
         d = dict(_DOMAINS[key])
     elif isinstance(domain, dict):
         d = dict(domain)
+        unknown = sorted(map(str, set(d) - set(_DOMAIN_KEYS)))
+        if unknown:
+            hints = "".join(did_you_mean(k, _DOMAIN_KEYS) for k in unknown)
+            raise InvalidArgumentError(
+                f"unknown domain key(s) {', '.join(map(repr, unknown))}{hints}; "
+                f"a domain dict takes {', '.join(_DOMAIN_KEYS)}"
+            )
     else:
         raise InvalidArgumentError(f"domain must be a preset name or a dict of nvlink_domain arguments, got {domain!r}")
     gpu = _part(d.get("gpu", "gb200"), "gpu", "gpu")
@@ -252,7 +250,7 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     chip_links = d.get("chip_links")
     if chip_links is None:
         chip_links = (1,) * int(gpu["nvlink_links"])
-    chip_links = tuple(_positive_int("chip_links entries", c) for c in chip_links)
+    chip_links = tuple(integers("chip_links", chip_links, COUNT).tolist())
     if sum(chip_links) != gpu["nvlink_links"]:
         raise InvalidArgumentError(
             f"chip_links {chip_links} wire {sum(chip_links)} NVLinks per GPU, "
@@ -264,14 +262,14 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
             f"(NVLink {chip['nvlink_generation']})"
         )
     eff = _efficiency(nvlink_efficiency, gpu["nvlink_efficiency"], "nvlink_efficiency")
-    n_gpus = _positive_int("n_gpus", d.get("n_gpus", 72))
+    n_gpus = integer("n_gpus", d.get("n_gpus", 72), COUNT)
     tiers = d.get("tiers")
     if tiers is None:
         tiers = 1 if n_gpus * max(chip_links) <= chip["ports"] else 2
     params = dict(
         gpus_per_domain=n_gpus,
         chip_links=list(chip_links),
-        tiers=_positive_int("tiers", tiers),
+        tiers=integer("tiers", tiers, COUNT),
         chip_ports=int(chip["ports"]),
         link_Bps=float(gpu["nvlink_link_Bps"]) * eff,
         chip_latency_s=float(chip["latency_s"]),
@@ -294,23 +292,14 @@ def _scale_out_spec(
         raise InvalidArgumentError(f"routing must be 'ecmp' or 'adaptive', got {routing!r}")
     if routing == "adaptive" and not sw["adaptive_routing"]:
         raise InvalidArgumentError(f"{sw.name} has no adaptive routing; use routing='ecmp'")
-    if isinstance(oversubscription, (int, float)) and not isinstance(oversubscription, bool):
-        over = (float(oversubscription), 1.0)
-    else:
-        over = tuple(float(x) for x in oversubscription)
-        if len(over) == 1:
-            over = (over[0], 1.0)
-        if len(over) != 2:
-            raise InvalidArgumentError(
-                f"oversubscription is one ratio (leaf tier) or (leaf, spine), got {oversubscription!r}"
-            )
+    over = _oversubscription(oversubscription)
     eff = _efficiency(efficiency, sw["protocol"], "efficiency")
     capacity_Bps = float(sw["ports"]) * float(sw["port_Bps"])
     plane_options = [planes] if planes is not None else [p for p in (1, 2, 4, 8) if p <= max(1, nic_p["max_planes"])]
     tier_options = [tiers] if tiers is not None else [2, 3]
     errors = []
     for p in plane_options:
-        p = _positive_int("planes", p)
+        p = integer("planes", p, COUNT)
         if p > max(1, nic_p["max_planes"]) and planes is not None:
             raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} plane(s), got planes={p}")
         plane_Bps = float(nic_p["rate_Bps"]) / p
@@ -320,16 +309,47 @@ def _scale_out_spec(
         radix = int(capacity_Bps / plane_Bps + 1e-9)
         for t in tier_options:
             params = dict(
-                tiers=_positive_int("tiers", t, 2), planes=p, radix=radix, oversubscription=over,
+                tiers=integer("tiers", t, (2, COUNT[1])), planes=p, radix=radix, oversubscription=over,
                 link_Bps=plane_Bps * eff, switch_latency_s=float(sw["latency_s"]),
                 nic_latency_s=float(nic_p["latency_s"]), routing=routing,
             )
             fits = _clos_fits(n_endpoints, rails, params)
             if fits is None:
+                if params["tiers"] == 2 and over[1] != 1.0:
+                    raise InvalidArgumentError(
+                        f"oversubscription {oversubscription!r} gives the spine tier a ratio of "
+                        f"{over[1]:g}, but this Clos has 2 tiers and no tier above its spines; "
+                        "give one ratio (the leaf tier's) or tiers=3"
+                    )
                 parts = dict(switch=sw, nic=nic_p, efficiency=eff, plane_Bps=plane_Bps)
                 return params, parts
             errors.append(f"planes={p}, tiers={t}: {fits}")
     raise InvalidArgumentError(f"no {sw.name} Clos holds {n_endpoints} endpoints: " + "; ".join(errors))
+
+
+def _oversubscription(value: Any) -> tuple[float, float]:
+    """(leaf, spine) down:up ratios from a number, a string "a:b" (the leaf tier's) or a tuple
+    (leaf,) or (leaf, spine)."""
+    def ratio(x: Any) -> float:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise InvalidArgumentError(
+                f"oversubscription must be a number, a string 'a:b' or a tuple (leaf, spine) of "
+                f"numbers, got {value!r}"
+            )
+        return float(x)
+
+    if isinstance(value, str):
+        down, colon, up = value.partition(":")
+        try:
+            leaf = float(down) / float(up) if colon else None
+        except (ValueError, ZeroDivisionError):
+            leaf = None
+        if leaf is None:
+            raise InvalidArgumentError(f"oversubscription as a string is 'down:up', e.g. '3:1', got {value!r}")
+        return leaf, 1.0
+    if isinstance(value, (tuple, list)) and len(value) in (1, 2):
+        return ratio(value[0]), ratio(value[1]) if len(value) == 2 else 1.0
+    return ratio(value), 1.0
 
 
 def _clos_fits(n_endpoints: int, rails: int, params: dict) -> str | None:
@@ -379,20 +399,21 @@ class Fabric(Topology):
 
     def names_of(self, nodes: Any) -> list[str]:
         """Readable names of node ids."""
-        return self._core.node_names([int(n) for n in np.atleast_1d(nodes)])
+        return self._core.node_names(integers("nodes", nodes, one=True).tolist())
 
-    def node_id(self, node: Any) -> int:
+    def _node(self, name: str, node: Any) -> int:
         if isinstance(node, str):
             raise UnknownNodeError(
-                f"nodes of a generated fabric are ids (GPU i is node i; see .gpus, .nics), got {node!r}"
+                f"nodes of a generated fabric are ids (GPU i is node i; see .gpus, .nics), got {name}={node!r}"
             )
-        return super().node_id(node)
+        return super()._node(name, node)
 
     def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
-        scale-out planes down (``factor=0``) or degraded (capacity times ``factor``)."""
-        ids = _fault_links(self, links, nodes, planes)
-        return Fabric(self._core.with_link_factors(ids, float(factor)), self._parts)
+        scale-out planes down (``factor=0``) or degraded (capacity times ``factor``, in
+        [0, 1]; 1 leaves them at full capacity)."""
+        ids, factor = _fault(self, links, nodes, planes, factor)
+        return Fabric(self._core.with_link_factors(ids, factor), self._parts)
 
     def describe(self) -> "Description":
         from .describe import describe
@@ -416,19 +437,26 @@ class _NodeNames:
         return self._core.n_nodes
 
     def __getitem__(self, i: int) -> str:
-        return self._core.node_names([int(i)])[0]
+        return self._core.node_names([integer("node", i)])[0]
 
 
-def _fault_links(topo: Topology, links: Any, nodes: Any, planes: Any) -> list[int]:
-    ids = [int(l) for l in np.atleast_1d(np.asarray(links, dtype=np.int64))] if len(np.atleast_1d(links)) else []
-    node_list = [topo.node_id(n) for n in np.atleast_1d(nodes)] if len(np.atleast_1d(nodes)) else []
+def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
+    """The link ids a fault names and its capacity factor, checked."""
+    # A fault takes capacity away or gives it back; more than nominal would be a faster link.
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0.0 <= factor <= 1.0:
+        raise InvalidArgumentError(
+            f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
+        )
+    ids = integers("links", links, one=True).tolist()
+    # One node (an id, or a label) or many.
+    node_list = topo._nodes("nodes", [nodes] if np.ndim(nodes) == 0 else nodes).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)
-    for p in np.atleast_1d(planes) if len(np.atleast_1d(planes)) else []:
-        ids += topo._core.links_of_plane(int(p))
+    for p in integers("planes", planes, one=True).tolist():
+        ids += topo._core.links_of_plane(p)
     if not ids:
         raise InvalidArgumentError("name at least one link, node or plane to fail")
-    return sorted(set(ids))
+    return sorted(set(ids)), float(factor)
 
 
 def nvlink_domain(
@@ -444,13 +472,13 @@ def nvlink_domain(
     params, parts = _nvlink_spec(
         dict(gpu=gpu, switch=switch, chip_links=chip_links, n_gpus=n_gpus, tiers=tiers), nvlink_efficiency
     )
-    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
     return Fabric(core, dict(parts, domain=params, n_domains=n_domains))
 
 
 def _preset(name: str, nvlink_efficiency: Any, n_domains: int = 1) -> Fabric:
     params, parts = _nvlink_spec(name, nvlink_efficiency)
-    core = _core.build_nvlink_domains(_positive_int("n_domains", n_domains), params)
+    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
     return Fabric(core, dict(parts, domain=params, n_domains=n_domains, preset=name))
 
 
@@ -482,9 +510,10 @@ def clos(
 
     ``tiers`` (2 or 3) and ``planes`` (the NIC's rate split over that many parallel fabrics,
     raising the switch radix) default to the fewest that hold every host. ``oversubscription``
-    is the leaf tier's down:up ratio, or (leaf, spine). ``routing`` is "ecmp" (static hashing)
+    is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
+    (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
     or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""
-    n = _positive_int("n_hosts", n_hosts)
+    n = integer("n_hosts", n_hosts, COUNT)
     params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)
     return Fabric(_core.build_clos(n, params), dict(parts, scale_out=params, n_hosts=n))
 
@@ -499,10 +528,12 @@ def cluster(
     switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
     rail i. Photonic fabrics are the same call with a photonic switch."""
     params, parts = _nvlink_spec(domain, nvlink_efficiency)
-    nd = _positive_int("n_domains", n_domains)
+    gpd = params["gpus_per_domain"]
+    # Every GPU is a node and node ids are 32-bit: fewer than 2**32 GPUs in all.
+    nd = integer(f"n_domains (of {gpd} GPUs)", n_domains, (1, (COUNT[1] - 1) // gpd + 1))
     nic_name = nic if nic is not None else parts["gpu"]["nic"]
     nic_p = _part(nic_name, "nic", "nic")
-    n = params["gpus_per_domain"] * nd
+    n = gpd * nd
     so, so_parts = _scale_out_spec(
         n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency
     )
@@ -521,8 +552,8 @@ def pcie_server(
     pcie_p = _part(pcie, "pcie", "pcie")
     nic_p = _part(nic, "nic", "nic")
     core = _core.build_pcie_server(
-        _positive_int("n_gpus", n_gpus), _positive_int("gpus_per_switch", gpus_per_switch),
-        _positive_int("nics_per_switch", nics_per_switch, 0), _positive_int("n_cpus", n_cpus),
+        integer("n_gpus", n_gpus, COUNT), integer("gpus_per_switch", gpus_per_switch, COUNT),
+        integer("nics_per_switch", nics_per_switch, U32), integer("n_cpus", n_cpus, COUNT),
         float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), bandwidth_Bps(cpu_link_Bps), duration_s(latency_s),
     )
     return Fabric(core, dict(pcie=pcie_p, nic=nic_p))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Iterable
+from typing import Any, Callable
 
 import numpy as np
 
 from . import _core
+from ._checks import U64, integer, integers, quantities
 from .exceptions import InvalidArgumentError
-from .fabrics import Topology, _fault_links
+from .fabrics import Topology, _fault
 from .results import Result
 from .units import duration_s as _duration_s
 from .units import bandwidth_Bps as _bandwidth_Bps
@@ -21,21 +23,37 @@ __all__ = ["Scenario"]
 ProgressCallback = Callable[[int, int, float], Any]
 
 
-def _ids(after: int | Iterable[int]) -> list[int] | np.ndarray:
-    if isinstance(after, (int, np.integer)):
-        return [int(after)]
-    if isinstance(after, np.ndarray) and after.dtype.kind in "iu":
-        return np.ascontiguousarray(after.reshape(-1), dtype=np.int64)  # read in bulk by the core
-    return [int(a) for a in after]
+_ROUTE_FORMS = (
+    "give one list of link ids per flow, e.g. routes=[[0, 2], [1, 3]], or compressed rows, a "
+    "tuple (offsets, link_ids) of n_flows + 1 offsets from 0 in which flow i takes "
+    "link_ids[offsets[i]:offsets[i + 1]]"
+)
 
 
-def _floats(name: str, values: Any, n: int, parse) -> np.ndarray:
-    if isinstance(values, str) or np.isscalar(values):
-        return np.full(n, parse(values), dtype=np.float64)
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape != (n,):
-        raise InvalidArgumentError(f"{name} must have shape ({n},), got {arr.shape}")
-    return np.ascontiguousarray(arr)
+def _routes(routes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """add_flows' routes as compressed rows (offsets, link ids) for the core."""
+    if isinstance(routes, tuple) and len(routes) == 2:
+        offsets = integers("routes offsets", routes[0])
+        if offsets.shape[0] != n + 1 or offsets[0] != 0:
+            # Most likely per-flow routes written as a tuple.
+            raise InvalidArgumentError(
+                f"routes is a tuple of two, read as compressed rows (offsets, link_ids), but its "
+                f"offsets {routes[0]!r} are not {n + 1} integers from 0 for {n} flows; {_ROUTE_FORMS}"
+            )
+        return offsets, integers("routes link_ids", routes[1])
+    if isinstance(routes, (str, bytes)) or not isinstance(routes, Iterable):
+        raise InvalidArgumentError(f"routes must be a sequence, got {type(routes).__name__} {routes!r}; {_ROUTE_FORMS}")
+    lists = [integers(f"routes[{i}]", r) for i, r in enumerate(routes)]
+    if len(lists) != n:
+        raise InvalidArgumentError(f"routes has {len(lists)} routes for {n} flows; {_ROUTE_FORMS}")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([r.size for r in lists], out=offsets[1:])
+    return offsets, np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+
+
+def _after(after: int | Iterable[int]) -> np.ndarray:
+    # An int64 array: the core reads it in bulk (an all-to-all's end waits on millions of flows).
+    return integers("after", after, one=True)
 
 
 class _ProgressBar:
@@ -75,10 +93,8 @@ class Scenario:
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
         self.topology = topology
-        self.seed = int(seed)
+        self.seed = integer("seed", seed, U64)
         if routing is None or isinstance(routing, str):
             tiers = {"scale_out": routing}
         elif isinstance(routing, dict):
@@ -105,9 +121,12 @@ class Scenario:
         return {"scale_up": up, "scale_out": out}
 
     def usage_of(self, flow_id: int) -> tuple[list[int], list[float]]:
-        """A flow's usage list: fabric constraint ids and coefficients. Ids below
-        ``topology.n_links`` are links; the others are pooled bundles of links."""
-        return self._core.usage_of(int(flow_id))
+        """A flow's usage list: constraint ids and coefficients. Ids below
+        ``topology.n_links`` are links; the next ``topology.structure["n_bundles"]`` (on a
+        generated fabric; a plain topology has none) are pooled bundles of links; the rest
+        are this scenario's reduction engines (the SHARP and NVLS switches of its
+        collectives), in the order the collectives made them."""
+        return self._core.usage_of(integer("flow_id", flow_id))
 
     @property
     def n_activities(self) -> int:
@@ -130,12 +149,12 @@ class Scenario:
         (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate."""
         topo = self.topology
         return self._core.add_flow(
-            topo.node_id(src),
-            topo.node_id(dst),
+            topo._node("src", src),
+            topo._node("dst", dst),
             _size_bytes(size_bytes),
             _duration_s(start_s),
-            _ids(after),
-            None if route is None else [int(link) for link in route],
+            _after(after),
+            None if route is None else integers("route", route).tolist(),
             tag,
             None if max_rate_Bps is None else _bandwidth_Bps(max_rate_Bps),
         )
@@ -151,33 +170,29 @@ class Scenario:
         routes: Any = None,
         after: int | Iterable[int] = (),
     ) -> np.ndarray:
-        """Many flows at once (arrays, or scalars broadcast); returns their ids.
+        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes;
+        ``size_bytes`` and ``start_s`` one value for every flow or one per flow, each a number
+        or a unit string ("1GiB", "5us"), as in :meth:`add_flow`.
 
-        ``routes`` is None (ECMP), a list with one list of link ids per flow, or compressed
-        rows ``(offsets, link_ids)``: flow i takes ``link_ids[offsets[i]:offsets[i + 1]]``.
+        ``routes`` is None (ECMP), one list of link ids per flow (``[[0, 2], [1, 3]]``), or
+        compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and
+        the link ids, flow i taking ``link_ids[offsets[i]:offsets[i + 1]]``. A tuple of two is
+        always read as compressed rows, so give per-flow routes as a list.
         Every flow waits for every activity in ``after``.
         All or nothing: if one element is bad, none is added and the error names it."""
-        src_ids = self.topology.node_ids(src)
+        src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
-        dst_ids = self.topology.node_ids(dst)
-        offsets = links = None
-        if routes is not None:
-            if isinstance(routes, tuple) and len(routes) == 2:
-                offsets, links = (np.ascontiguousarray(a, dtype=np.int64) for a in routes)
-            else:
-                lists = [np.asarray(r, dtype=np.int64).reshape(-1) for r in routes]
-                offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-                np.cumsum([r.size for r in lists], out=offsets[1:])
-                links = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+        dst_ids = self.topology._nodes("dst", dst)
+        offsets, links = (None, None) if routes is None else _routes(routes, n)
         return self._core.add_flows(
             src_ids,
             dst_ids,
-            _floats("size_bytes", size_bytes, n, _size_bytes),
-            _floats("start_s", start_s, n, _duration_s),
+            quantities("size_bytes", size_bytes, n, _size_bytes),
+            quantities("start_s", start_s, n, _duration_s),
             tag,
             offsets,
             links,
-            _ids(after),
+            _after(after),
         )
 
     def add_delay(
@@ -189,7 +204,7 @@ class Scenario:
         tag: str | None = None,
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
-        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _ids(after), tag)
+        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _after(after), tag)
 
     def add_collective(
         self,
@@ -219,7 +234,7 @@ class Scenario:
         size, sizes = collective_size(op, size_bytes, sizes, len(np.asarray(ranks).reshape(-1)))
         if not isinstance(algorithm, str):
             raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
-        return self._collectives.add(op, ranks, size, algorithm, _ids(after), _duration_s(start_s), tag, sizes,
+        return self._collectives.add(op, ranks, size, algorithm, _after(after), _duration_s(start_s), tag, sizes,
                                      protocol)
 
     def add_fault(
@@ -233,9 +248,9 @@ class Scenario:
         until_s: float | str | None = None,
     ) -> None:
         """From ``at_s`` on, links, every link of some nodes (switches, NICs, GPUs) or whole
-        scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``);
-        ``until_s`` brings them back to full capacity then (``factor=1`` at a later time
-        does the same). The last fault on a link counts.
+        scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``, in
+        [0, 1]); ``until_s`` brings them back to full capacity then (a fault with
+        ``factor=1`` at a later time does the same). The last fault on a link counts.
 
         When the run reaches ``at_s``, every flow routed by the fabric is routed again as on
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
@@ -244,24 +259,22 @@ class Scenario:
         unless a repair comes first. Failures show in the flows table (``status``,
         ``failed_s``, ``error``) and skip what waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
-        ids = _fault_links(self.topology, links, nodes, planes)
+        ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = _duration_s(at_s)
-        if isinstance(factor, bool) or not isinstance(factor, (int, float, np.integer, np.floating)):
-            raise InvalidArgumentError(f"factor must be a number >= 0, got {factor!r}")
         until = None if until_s is None else _duration_s(until_s)
         if until is not None and not until > at:
             raise InvalidArgumentError(f"until_s must come after at_s={at!r}, got {until!r}")
-        self._core.add_fault(at, ids, float(factor))
+        self._core.add_fault(at, ids, factor)
         if until is not None:
             self._core.add_fault(until, ids, 1.0)
 
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
-        self._core.add_dependency(int(activity_id), int(after_id))
+        self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
         """Link ids a flow crosses, in path order."""
-        return self._core.route_of(int(flow_id))
+        return self._core.route_of(integer("flow_id", flow_id))
 
     def run(
         self,
@@ -279,6 +292,15 @@ class Scenario:
         :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.
         """
+        # Checked before the run: a bad callback would otherwise fail only at the first report.
+        if not (isinstance(progress, bool) or callable(progress)):
+            raise InvalidArgumentError(
+                "progress must be True, False or a callable taking (n_done, n_activities, "
+                f"sim_time_s), got {type(progress).__name__} {progress!r}"
+            )
+        for name, flag in (("record_rates", record_rates), ("verify_rates", verify_rates)):
+            if not isinstance(flag, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, got {type(flag).__name__} {flag!r}")
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
         try:

@@ -95,7 +95,9 @@ _DURATION_UNIT = {
 _QUANTITY = re.compile(
     r"^\s*(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S*?)\s*$"
 )
-_PREFIX_PATTERN = r"(?P<prefix>[kKMGTPE]i?|)"
+# Exactly the prefixes above (longest first, so "Ki" wins over "K"): a made-up one such as "ki"
+# must fail to match and be reported as an unknown unit.
+_PREFIX_PATTERN = "(?P<prefix>" + "|".join(sorted(_ALL_PREFIX, key=len, reverse=True)) + ")"
 _RATE_UNIT = re.compile(_PREFIX_PATTERN + r"(?P<base>b/s|bps|bit/s|bits/s|B/s|Bps)$")
 _SIZE_UNIT = re.compile(_PREFIX_PATTERN + r"(?P<base>B|bytes?)$")
 

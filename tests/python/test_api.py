@@ -3,6 +3,11 @@ memory refusal, the CLI demo."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -73,6 +78,31 @@ def test_a_rejected_flow_leaves_no_trace_in_the_links_table():
         sc.add_flows([1, 0], [2, 2], [5.0, -1.0])
     sc.add_flow(1, 0, 10.0)
     assert sc.run().links["link_id"].to_pylist() == [2]
+
+
+def test_sizes_times_and_rates_take_the_same_forms_everywhere():
+    # One converter: numbers or unit strings, one for all or one per element, wherever a
+    # size, time or rate array enters (add_flows once refused unit strings from_arrays took).
+    topo = fs.Topology.from_arrays([0, 1], [1, 0], ["8kb/s", 1000.0], "1ms")
+    assert topo.links["capacity_Bps"].to_pylist() == [1000.0, 1000.0]
+    sc = fs.Scenario(topo)
+    ids = sc.add_flows([0, 1], [1, 0], ["1kB", 2000], start_s=np.array(["1ms", "2 ms"]))
+    flows = sc.run().flows
+    assert flows["bytes"].to_pylist() == [1000.0, 2000.0]
+    assert flows["start_s"].to_pylist() == pytest.approx([2e-3, 3e-3])  # start + 1 ms latency
+    assert ids.tolist() == [0, 1]
+    rates = fs.max_min_rates(["8b/s", 1.0], [0, 1], [0, 1], rate_cap_Bps="4b/s")
+    assert rates.tolist() == [0.5, 0.5]
+    for call, name in [
+        (lambda: sc.add_flows([0, 1], [1, 0], ["1kB", "1 parsec"]), "size_bytes[1]"),
+        (lambda: sc.add_flows([0, 1], [1, 0], [True, 1.0]), "size_bytes"),
+        (lambda: sc.add_flows([0, 1], [1, 0], 1.0, start_s=[[0.0, 1.0]]), "start_s"),
+        (lambda: fs.Topology.from_arrays([0], [1], None), "capacity_Bps"),
+        (lambda: fs.max_min_rates([[1.0]], [0], [0]), "capacity_Bps"),
+    ]:
+        with pytest.raises(fs.InvalidArgumentError, match=re.escape(name)):
+            call()
+    assert sc.n_activities == 2
 
 
 def test_progress_callback_and_stopping():
@@ -160,6 +190,66 @@ def test_add_flows_with_explicit_routes():
     with pytest.raises(fs.InvalidArgumentError, match="route_offsets must"):
         sc.add_flows([0], [1], 1.0, routes=(np.array([0, 2]), np.array([0])))
     assert sc.n_activities == 3, "failed batches add nothing"
+
+
+def test_route_forms_are_unambiguous():
+    # A tuple of two is compressed rows, per-flow routes are a list: ([0, 1], [0, 1]) for two
+    # flows was read as offsets [0, 1] and failed with a message about route_offsets.
+    topo = line_topology(4)
+    sc = fs.Scenario(topo)
+    with pytest.raises(fs.InvalidArgumentError, match=r"tuple of two, read as compressed rows.*"
+                       r"not 3 integers from 0 for 2 flows; give one list of link ids per flow"):
+        sc.add_flows([0, 0], [2, 2], 1.0, routes=([0, 1], [0, 1]))
+    with pytest.raises(fs.InvalidArgumentError, match="routes has 1 routes for 2 flows; give one list"):
+        sc.add_flows([0, 0], [2, 2], 1.0, routes=[[0, 1]])
+    with pytest.raises(fs.InvalidArgumentError, match="routes must be a sequence, got int 5"):
+        sc.add_flows([0], [2], 1.0, routes=5)
+    assert sc.n_activities == 0
+    ids = sc.add_flows([0, 0], [2, 2], 1.0, routes=[(0, 1), np.array([0, 1])])   # per flow
+    ids = np.concatenate([ids, sc.add_flows([0], [2], 1.0, routes=([0, 2], [0, 1]))])  # rows, as lists
+    assert [sc.route_of(i) for i in ids] == [[0, 1]] * 3
+
+
+def test_core_stubs_list_what_the_module_has():
+    # _core.pyi lagged behind the bindings (no route_many, add_engine, build_*, ...): every
+    # function, method and property of the module, with its parameters and which have
+    # defaults, must be in the stubs, and nothing else.
+    from fabricsim import _core
+
+    def stub_params(f):
+        a = f.args
+        positional = a.posonlyargs + a.args
+        defaults = [False] * (len(positional) - len(a.defaults)) + [True] * len(a.defaults)
+        pairs = list(zip(positional, defaults)) + [(k, d is not None) for k, d in zip(a.kwonlyargs, a.kw_defaults)]
+        return [(arg.arg, has) for arg, has in pairs if arg.arg != "self"]
+
+    def runtime_params(obj):
+        return [(p.name, p.default is not p.empty) for p in inspect.signature(obj).parameters.values()
+                if p.name != "self"]
+
+    stub = {}
+    for node in ast.parse(Path(_core.__file__).with_name("_core.pyi").read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            stub[node.name] = stub_params(node)
+        elif isinstance(node, ast.ClassDef) and node.name in _core.__all__:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef):
+                    prop = any(getattr(d, "id", None) == "property" for d in f.decorator_list)
+                    stub[f"{node.name}.{f.name}"] = "property" if prop else stub_params(f)
+    runtime = {}
+    for name in _core.__all__:
+        obj = getattr(_core, name)
+        if not isinstance(obj, type):
+            if callable(obj):
+                runtime[name] = runtime_params(obj)
+            continue
+        if obj.__text_signature__ is not None:  # a class Python can construct
+            runtime[f"{name}.__init__"] = runtime_params(obj)
+        for attr, value in vars(obj).items():
+            if not attr.startswith("_"):
+                prop = type(value).__name__ == "getset_descriptor"
+                runtime[f"{name}.{attr}"] = "property" if prop else runtime_params(getattr(obj, attr))
+    assert stub == runtime
 
 
 def test_finish_beyond_double_precision_is_an_error_not_inf():

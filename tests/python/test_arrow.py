@@ -64,6 +64,19 @@ def test_result_schemas(run):
     assert res.delays.column("tag").to_pylist() == ["compute"]
 
 
+def test_collectives_schema_is_the_same_with_or_without_collectives():
+    # Without any, op/algorithm/protocol were dictionary<values=null>: a union or a Parquet
+    # dataset of runs with and without collectives had two schemas.
+    sc = fs.Scenario(fs.hgx_h100())
+    empty = sc.run().collectives
+    sc.add_collective("all_reduce", range(8), "1MiB")
+    ran = sc.run().collectives
+    assert empty.num_rows == 0 and ran.num_rows == 1
+    assert empty.schema == ran.schema
+    assert ran.schema.field("op").type == pa.dictionary(pa.int32(), pa.string())
+    assert pa.concat_tables([empty, ran]).num_rows == 1
+
+
 def test_topology_links_schema(run):
     m, _ = run
     check_schema(m.topo.links, [("link_id", I64), ("src", I64), ("dst", I64),

@@ -150,6 +150,21 @@ def test_transceiver_watts():
     assert part("quantum-2").optics_watts_per_port == 17.0 / 2
 
 
+def test_transceiver_cages():
+    # Twin-port cages: 64 Quantum-2 ports in 32, 144 Quantum-X800 ports in 72 (so 30 W per
+    # 1.6T transceiver is 15 W per port); one 800G SN5600 port per cage; none on co-packaged
+    # optics. A ConnectX-7 has one single-port cage, a ConnectX-8 one cage for both planes.
+    cages = {name: part(name).ports_per_cage for name in parts("switch")["name"].to_pylist()}
+    assert cages == {"quantum-2": 2, "quantum-x800": 2, "sn5600": 1, "spectrum-x-photonics-128": None,
+                     "spectrum-x-photonics-512": None, "quantum-x-photonics": None}
+    assert part("quantum-x800").optics_watts_per_port * 2 == part("pluggable-1.6t").watts
+    assert (part("cx7").ports_per_cage, part("cx8").ports_per_cage) == (1, 2)
+    with pytest.raises(InvalidArgumentError, match="pluggable optics needs ports_per_cage"):
+        add_part("my-switch", "switch", source="s", **{**MY_SWITCH, "ports_per_cage": None})
+    assert add_part("my-cpo", "switch", source="s", **{**MY_SWITCH, "optics": "co-packaged",
+                                                      "ports_per_cage": None}).ports_per_cage is None
+
+
 def test_efficiency_factors():
     assert part("nvlink4-payload").value == pytest.approx(20.6 / 25)
     assert part("nvlink5-payload").value == pytest.approx(40.1 / 50)
@@ -380,6 +395,7 @@ MY_SWITCH = dict(
     port_Bps="800Gb/s",
     lane_Bps="200Gb/s",
     optics="pluggable",
+    ports_per_cage=1,
     optics_watts_per_port=16.5,
     system_watts=1500,
     latency_s="600ns",
@@ -395,8 +411,8 @@ def test_add_part_parses_units_and_lists_it():
     assert p.system_watts == 1500.0 and isinstance(p.system_watts, float)
     assert p.origin == "user" and p.description == "51.2T box"
     assert set(p.sources) == {
-        "ports", "port_Bps", "lane_Bps", "optics_watts_per_port", "system_watts", "latency_s",
-        "sharp", "adaptive_routing",
+        "ports", "port_Bps", "lane_Bps", "ports_per_cage", "optics_watts_per_port", "system_watts",
+        "latency_s", "sharp", "adaptive_routing",
     }
     assert part("Tomahawk-5") is p
     table = parts("switch")
@@ -410,8 +426,8 @@ def test_add_part_parses_units_and_lists_it():
 
 
 def test_add_part_with_per_field_sources_and_references():
-    lab = {f: "lab measurement" for f in ("rate_Bps", "max_planes", "host_Bps", "latency_s")}
-    add_part("my-nic", "nic", source=lab, rate_Bps="200Gb/s", max_planes=1, host_Bps="32GB/s",
+    lab = {f: "lab measurement" for f in ("rate_Bps", "max_planes", "ports_per_cage", "host_Bps", "latency_s")}
+    add_part("my-nic", "nic", source=lab, rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1, host_Bps="32GB/s",
              protocols=["Ethernet"], latency_s="1us")
     gpu = add_part("my-gpu", "gpu", source="spec sheet", nvlink_generation=4, nvlink_links=12,
                    nvlink_link_Bps="25GB/s", nvlink_efficiency="nvlink4-payload", nic="MY-NIC",
@@ -465,9 +481,9 @@ def test_a_bad_file_adds_nothing(tmp_path):
 
 def test_replace_shadows_a_shipped_part_until_removed():
     with pytest.raises(InvalidArgumentError, match="'cx7' is a shipped nic part.*replace=True"):
-        add_part("cx7", "nic", source="x", rate_Bps="200Gb/s", max_planes=1, host_Bps="64GB/s",
+        add_part("cx7", "nic", source="x", rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1, host_Bps="64GB/s",
                  protocols=["infiniband"], latency_s=0)
-    mine = add_part("CX7", "nic", source="x", replace=True, rate_Bps="200Gb/s", max_planes=1,
+    mine = add_part("CX7", "nic", source="x", replace=True, rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1,
                     host_Bps="64GB/s", protocols=["infiniband"], latency_s=0)
     assert part("cx7") is mine and part("connectx-7") is mine
     assert parts("nic").num_rows == SHIPPED_COUNTS["nic"]
@@ -515,7 +531,7 @@ def test_bad_input_names_the_bad_value(change, message):
     assert message in str(err.value)
 
 
-NIC = dict(rate_Bps=1e9, max_planes=1, host_Bps=1e9, protocols=["ethernet"], latency_s=0)
+NIC = dict(rate_Bps=1e9, max_planes=1, ports_per_cage=1, host_Bps=1e9, protocols=["ethernet"], latency_s=0)
 GPU = dict(nvlink_generation=4, nvlink_links=18, nvlink_link_Bps=25e9,
            nvlink_efficiency="nvlink4-payload", nic="cx7", pcie_Bps=64e9, arch="hopper")
 OPTIC = dict(rate_Bps=1e9, watts=5, form="pluggable")

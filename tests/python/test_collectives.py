@@ -19,7 +19,7 @@ H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (
 def small_switch():
     catalog.add_part(
         "test-coll-sw8", "switch", source="[assumed] a small switch for tests", protocol="ethernet",
-        ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable",
+        ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
         optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False, adaptive_routing=False,
     )
     yield

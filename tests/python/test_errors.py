@@ -2,6 +2,7 @@
 that is still usable after a caught error (no half-added activity, ids stay dense)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -258,3 +259,105 @@ def test_max_min_rates_bad_input():
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, np.array([0, 6]), ci, co, n_flows=2)
     assert "6" in message(e)
+
+
+
+# ------------------------------------------------------------------ faults
+
+
+@pytest.mark.parametrize("bad", [1.5, 5, True])
+def test_fault_factor_is_a_fraction_of_capacity(bad):
+    # 0 is down, between is degraded, 1 is full capacity (a repair); more would be a faster link.
+    m = line()
+    expected = rf"factor must be a number in \[0, 1\].*got {bad!r}"
+    with pytest.raises(InvalidArgumentError, match=expected):
+        m.sc.add_fault(at_s=1.0, links=[0], factor=bad)
+    with pytest.raises(InvalidArgumentError, match=expected):
+        fs.hgx_h100().fail(links=[0], factor=bad)
+    assert m.sc._core.n_faults == 0
+    m.sc.add_fault(at_s=1.0, links=[0], factor=1)   # the bounds themselves are fine
+    m.sc.add_fault(at_s=2.0, links=[0], factor=0)
+    assert m.sc._core.n_faults == 2
+
+
+# ------------------------------------------------------------------ integer ids
+
+
+def _id_entry_points():
+    """(label, call taking one bad id, the parameter the error must name)."""
+    def fault_links(m, bad):
+        m.sc.add_fault(at_s=1.0, links=[0, bad])
+
+    return [
+        ("add_flow src", lambda m, bad: m.sc.add_flow(bad, 2, 10.0), "src"),
+        ("add_flow after", lambda m, bad: m.sc.add_flow(0, 2, 10.0, after=[0, bad]), "after[1]"),
+        ("add_flow route", lambda m, bad: m.sc.add_flow(0, 2, 10.0, route=[0, bad]), "route[1]"),
+        ("add_flows dst", lambda m, bad: m.sc.add_flows([0, 0], [2, bad], 10.0), "dst[1]"),
+        ("add_flows routes", lambda m, bad: m.sc.add_flows([0], [2], 10.0, routes=[[0, bad]]), "routes[0][1]"),
+        ("add_flows after", lambda m, bad: m.sc.add_flows([0], [2], 10.0, after=[bad]), "after[0]"),
+        ("add_delay after", lambda m, bad: m.sc.add_delay(1.0, after=bad), "after"),
+        ("add_dependency", lambda m, bad: m.sc.add_dependency(0, bad), "after_id"),
+        ("route_of", lambda m, bad: m.sc.route_of(bad), "flow_id"),
+        ("usage_of", lambda m, bad: m.sc.usage_of(bad), "flow_id"),
+        ("add_fault links", fault_links, "links[1]"),
+        ("add_fault nodes", lambda m, bad: m.sc.add_fault(at_s=1.0, nodes=[bad]), "nodes[0]"),
+        ("route", lambda m, bad: m.topo.route(0, bad), "dst"),
+        ("from_arrays", lambda m, bad: fs.Topology.from_arrays([0, bad], [1, 0], 1.0), "src[1]"),
+        ("max_min_rates", lambda m, bad: fs.max_min_rates([1.0], [0, bad], [0, 0]), "flow_index[1]"),
+        ("add_collective", lambda m, bad: m.sc.add_collective("all_gather", [0, bad], 8.0), "ranks[1]"),
+    ]
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, "0", True, np.bool_(False), 2**70, None])
+@pytest.mark.parametrize("label,call,name", _id_entry_points(), ids=lambda x: x if isinstance(x, str) else "")
+def test_ids_are_integers(label, call, name, bad):
+    # Floats were truncated (0.5 -> 0), strings parsed, bools taken as 0 and 1, and ints beyond
+    # 64 bits gave an OverflowError naming nothing.
+    m = line()
+    m.flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError) as e:
+        call(m, bad)
+    assert re.match(rf"{re.escape(name)} must (be an integer|hold integers)", str(e.value)), str(e.value)
+    still_usable(m)
+
+
+@pytest.mark.parametrize("bad", [np.array([2**63 + 5], dtype=np.uint64), np.array([0.0]), np.array([True])])
+def test_id_arrays_of_other_dtypes_or_beyond_int64_are_refused(bad):
+    m = line()
+    a = m.flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError, match=r"after(\[0\])? must"):
+        m.sc.add_flow(0, 2, 10.0, after=bad)
+    # NumPy integers of any width are ids.
+    for dtype in (np.int8, np.uint16, np.int32, np.uint64):
+        m.sc.add_flow(dtype(0), dtype(2), 10.0, after=np.array([a], dtype=dtype), route=np.array([0, 1], dtype=dtype))
+        m.sc.add_flows(np.array([0], dtype=dtype), np.array([2], dtype=dtype), 10.0, after=dtype(a))
+    m.sc.add_dependency(np.int16(1), np.uint8(a))
+    assert m.sc.route_of(np.uint32(1)) == [0, 1]
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: fs.hgx_h100().route(0, 1, key=-1), "key"),
+    (lambda: fs.hgx_h100().route(0, 1, seed=2**64), "seed"),
+    (lambda: fs.max_min_rates([1.0], [0], [0], n_flows=2**40), "n_flows"),
+    (lambda: fs.hgx_h100().fail(planes=[0.0]), "planes[0]"),
+    (lambda: fs.hgx_h100().names_of([1, 2.5]), "nodes[1]"),
+])
+def test_keys_seeds_and_counts_are_integers_in_range(call, name):
+    with pytest.raises(InvalidArgumentError, match=rf"{re.escape(name)} must be an integer in \["):
+        call()
+
+
+# ------------------------------------------------------------------ run options
+
+
+@pytest.mark.parametrize("option,bad", [
+    ("progress", 5), ("progress", "yes"), ("progress", None),
+    ("record_rates", 1), ("verify_rates", "no"),
+])
+def test_run_options_are_checked_before_running(option, bad):
+    # A short run never reports progress, so progress=5 used to pass unnoticed.
+    m = line()
+    m.flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError, match=rf"{option} must be True.*got {type(bad).__name__} {bad!r}"):
+        m.sc.run(**{option: bad})
+    still_usable(m)

@@ -24,13 +24,13 @@ def small_switches():
     for name, (ports, rate) in SWITCHES.items():
         catalog.add_part(
             name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
-            ports=ports, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable",
+            ports=ports, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
             optics_watts_per_port=0.0, system_watts=None, latency_s="100ns", sharp=False,
             adaptive_routing=True,
         )
     catalog.add_part(
         "test-sw8-static", "switch", source="[assumed] a switch without adaptive routing",
-        protocol="ethernet", ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable",
+        protocol="ethernet", ports=8, port_Bps="400Gb/s", lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
         optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False, adaptive_routing=False,
     )
     yield
@@ -247,6 +247,48 @@ def test_bisection_bandwidth_measured_by_the_engine(n, tiers, over, nic, switch,
     planes = so(topo)["planes"]
     expected = n / 2 * planes * plane_Bps(topo) * share
     assert rel_close(flow_rates(res).sum(), expected, 0.01)
+
+
+def test_oversubscription_forms():
+    # "3:1" read as 3 (it raised a bare ValueError) and "10" refused (it became 1:0, i.e. 1:1,
+    # iterated character by character); a spine ratio needs a tier above the spines.
+    def shape(over, **kw):
+        s = so(fs.clos(n_hosts=16, switch="test-sw8", nic="cx7", oversubscription=over, **kw))
+        return s["tiers"], s["endpoints_per_leaf"], s["leaf_up"], s["spine_up"]
+
+    assert shape("3:1") == shape(3) == shape((3,)) == shape([3.0, 1]) == shape("1.5:0.5")
+    assert shape((1, 2), tiers=3) != shape(1, tiers=3)
+    for bad in ["10", "3:0", "three:1", None, True, (1, 2, 3), ("3", 1)]:
+        with pytest.raises(InvalidArgumentError, match=f"oversubscription.*{re.escape(repr(bad))}"):
+            shape(bad)
+    for tiers in (2, None):   # asked for, or the fewest that fit
+        with pytest.raises(InvalidArgumentError, match=r"oversubscription \(1, 2\) gives the spine tier.*2 tiers"):
+            shape((1, 2), tiers=tiers)
+
+
+def described(topo) -> dict:
+    return {r["quantity"]: r["value"] for r in topo.describe().table.to_pylist()}
+
+
+def test_describe_counts_chip_links_and_transceivers_per_cage():
+    # NVL36x2: 72 GPUs x 18 links to the leaf chips, and as many leaf-to-spine links, which
+    # were added to the GPU row (2,592 per domain).
+    d = described(fs.cluster(domain="nvl36x2", n_domains=2, scale_out="quantum-x800"))
+    assert d["NVLinks, GPU to switch chip"] == d["NVLinks, switch chip to chip"] == 2 * 72 * 18
+    assert "NVLinks, switch chip to chip" not in described(fs.nvl72())
+    # A full two-tier Quantum-X800 Clos: every switch uses its 144 ports, in 72 twin-port
+    # cages; each ConnectX-8 one cage. Every cable end used to count as a transceiver.
+    d = described(fs.clos(n_hosts=10368, switch="quantum-x800", nic="cx8"))
+    assert d["pluggable optical transceivers"] == (144 + 72) * 72 + 10368
+    # Two 400G planes: each 800G port carries two plane links, a ConnectX-8 both in one cage.
+    d = described(fs.clos(n_hosts=41472, switch="quantum-x800", nic="cx8", planes=2))
+    assert d["pluggable optical transceivers"] == 2 * (288 + 144) * 72 + 41472
+    # SN5600: one 800G port per cage, here broken out into two 400G ConnectX-7 links.
+    d = described(fs.clos(n_hosts=8192, switch="sn5600", nic="cx7"))
+    assert d["pluggable optical transceivers"] == (128 + 64) * 64 + 8192
+    # Co-packaged optics: only the NICs plug transceivers.
+    assert described(fs.clos(n_hosts=1024, switch="quantum-x-photonics", nic="cx8"))[
+        "pluggable optical transceivers"] == 1024
 
 
 # ---- 3. structured ECMP against the generic router -----------------------------------------
@@ -575,7 +617,7 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
         (
             lambda: fs.cluster(domain="hgx-h100", n_domains=-1),
             InvalidArgumentError,
-            "n_domains .*>= 1, got -1",
+            r"n_domains .* must be an integer in \[1, .*got -1",
         ),
         (lambda: fs.cluster(domain="hgx-h100", n_domains=2.5), InvalidArgumentError, "n_domains"),
         (
@@ -633,6 +675,27 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
             "NVLink 4.*NVLink 5",
         ),
         (lambda: fs.nvlink_domain(gpu="gb200", chip_links=[9, 8]), InvalidArgumentError, "17 NVLinks.*18"),
+        (
+            # A typo once built 72-GPU domains, n_gpus' default.
+            lambda: fs.cluster(domain={"gpu": "b200", "n_gpu": 8, "chip_links": [9, 9]}, n_domains=2),
+            InvalidArgumentError,
+            r"unknown domain key\(s\) 'n_gpu' \(did you mean 'n_gpus'.*takes gpu, n_gpus, switch, chip_links, tiers",
+        ),
+        # Counts beyond 32 bits gave an OverflowError naming nothing.
+        (lambda: fs.cluster(domain="nvl72", n_domains=2**31), InvalidArgumentError,
+         r"n_domains \(of 72 GPUs\) must be an integer in \[1, 59652324\), got 2147483648"),
+        (lambda: fs.clos(n_hosts=2**33), InvalidArgumentError, r"n_hosts must be an integer in \[1, 2\*\*32\), got 8589934592"),
+        (lambda: fs.nvlink_domain(n_gpus=2**40), InvalidArgumentError, r"n_gpus must be an integer in \[1, 2\*\*32\)"),
+        (lambda: fs.Topology.from_arrays([0], [1], 1.0, n_nodes=2.5), InvalidArgumentError,
+         r"n_nodes must be an integer in \[0, 2\*\*63\), got float 2.5"),
+        (lambda: fs.Topology.from_arrays([0], [1], None), InvalidArgumentError, "capacity_Bps: bandwidth must be"),
+        # An InfiniBand efficiency on NVLink, and True as 100%, were taken.
+        (lambda: fs.hgx_h100(nvlink_efficiency="infiniband"), InvalidArgumentError,
+         "nvlink_efficiency 'infiniband' applies to infiniband, not to NVLink.*'nvlink4-payload'"),
+        (lambda: fs.clos(n_hosts=8, switch="quantum-2", nic="cx7", efficiency=True), InvalidArgumentError,
+         r"efficiency must be a number in \(0, 1\] or the name of an efficiency part, got True"),
+        (lambda: fs.clos(n_hosts=8, switch="quantum-2", nic="cx7", efficiency="nvlink5-payload"),
+         InvalidArgumentError, "applies to nvlink5, not to a scale-out network"),
         (lambda: fs.hgx_h100().fail(), InvalidArgumentError, "at least one"),
         (lambda: fs.hgx_h100().fail(links=[0], factor=-1.0), InvalidArgumentError, "factor"),
         (lambda: fs.hgx_h100().fail(links=[10**6]), fs.UnknownLinkError, "1000000"),

@@ -19,7 +19,7 @@ def small_switch():
     for name, rate in (("test-fault-sw8", "400Gb/s"), ("test-fault-sw8x800", "800Gb/s")):
         catalog.add_part(
             name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
-            ports=8, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable",
+            ports=8, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
             optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False,
             adaptive_routing=True,
         )

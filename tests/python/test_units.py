@@ -145,6 +145,16 @@ def test_bad_strings_raise_naming_the_input_and_units(parse, text):
     assert "accepted units" in message
 
 
+@pytest.mark.parametrize(
+    "parse, text, unit",
+    [(size_bytes, "1kiB", "kiB"), (bandwidth_Bps, "1kiB/s", "kiB/s"), (bandwidth_Bps, "2 kib/s", "kib/s")],
+)
+def test_made_up_binary_prefixes_are_unknown_units(parse, text, unit):
+    # Binary prefixes are exactly Ki, Mi, Gi, Ti, Pi, Ei; "ki" once escaped as a bare KeyError.
+    with pytest.raises(InvalidArgumentError, match=f"unknown (size|bandwidth) unit {unit!r}"):
+        parse(text)
+
+
 def test_invalid_argument_error_is_a_value_error():
     with pytest.raises(ValueError):
         size_bytes("1 parsec")

@@ -1,0 +1,133 @@
+"""Arguments as the API takes them, one rule for each kind, used wherever one enters: integers
+(ids, counts, keys), quantities (sizes, times, rates, as numbers or unit strings) and names
+(with the close ones suggested).
+
+An integer is a Python ``int`` or a NumPy integer (scalar, or array of any integer dtype),
+never a bool, a float (even 2.0: an id computed with ``/`` is a bug, and floats above 2**53
+skip ids), a string or NaN. Each must also fit the core's parameter: ids cross as 64-bit
+signed integers and the core then names any id it does not have (``UnknownNodeError`` and
+its siblings), counts of what the core numbers in 32 bits cross as 32-bit unsigned ones,
+hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused here, naming
+the parameter and the value.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .exceptions import InvalidArgumentError
+
+# [lo, hi) of what the core's parameters take.
+I64 = (-(2**63), 2**63)  # ids: the core checks them against what the topology or scenario has
+U64 = (0, 2**64)  # seeds and ECMP hash keys
+U32 = (0, 2**32)  # counts the core keeps in 32 bits (GPUs, hosts, domains, flows)
+COUNT = (1, 2**32)  # the same, for what there must be at least one of
+
+
+def _show(x: int) -> str:
+    """A bound as people write it: 2**32 rather than 4294967296."""
+    k = abs(x).bit_length() - 1
+    if k >= 16 and abs(x) == 1 << k:
+        return f"{'-' if x < 0 else ''}2**{k}"
+    return str(x)
+
+
+def _expected(bounds: tuple[int, int]) -> str:
+    return f"an integer in [{_show(bounds[0])}, {_show(bounds[1])})"
+
+
+def _has_bool(items: Any) -> bool:
+    """Whether a sequence holds a bool, which NumPy would quietly make 1 or 0 among numbers."""
+    return not {bool, np.bool_}.isdisjoint(map(type, items))
+
+
+def integer(name: str, value: Any, bounds: tuple[int, int] = I64) -> int:
+    """``value`` as an int, if it is an integer within ``bounds`` = [lo, hi)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(
+            f"{name} must be {_expected(bounds)}, got {type(value).__name__} {value!r}"
+        )
+    if not bounds[0] <= value < bounds[1]:
+        raise InvalidArgumentError(f"{name} must be {_expected(bounds)}, got {int(value)}")
+    return int(value)
+
+
+def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool = False) -> np.ndarray:
+    """``values`` (a sequence or a 1-D array) as a contiguous int64 array, if every element is
+    an integer within ``bounds``; the first bad element is named by its index. ``one=True``
+    also takes a single integer, as a sequence of one."""
+    if one and isinstance(values, (int, np.integer, np.bool_)):
+        return np.array([integer(name, values, bounds)], dtype=np.int64)
+    if isinstance(values, (str, bytes)) or not isinstance(values, (np.ndarray, Iterable)):
+        raise InvalidArgumentError(
+            f"{name} must be {'an integer or ' if one else ''}a sequence of integers, "
+            f"got {type(values).__name__} {values!r}"
+        )
+    items = values if isinstance(values, (np.ndarray, list, tuple)) else list(values)
+    try:
+        arr = np.asarray(items)
+    except ValueError:  # ragged nesting
+        raise InvalidArgumentError(f"{name} must be a 1-D sequence of integers, got {values!r}") from None
+    if arr.ndim != 1:
+        raise InvalidArgumentError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not isinstance(values, np.ndarray) or arr.dtype.kind == "O":
+        if arr.dtype.kind not in "iu" or _has_bool(items):
+            # NumPy made the sequence into something other than the ints it may hold (floats,
+            # strings, objects for ints beyond int64, 1 and 0 for bools among ints): check it
+            # one element at a time, which names the first bad one as it was given.
+            arr = np.array([integer(f"{name}[{i}]", v, bounds) for i, v in enumerate(items)], dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise InvalidArgumentError(
+            f"{name} must hold integers, got {arr.dtype} values such as {name}[0] = {arr[0].item()!r}"
+        )
+    for i in (int(np.argmin(arr)), int(np.argmax(arr))):
+        if not bounds[0] <= arr[i] < bounds[1]:
+            raise InvalidArgumentError(f"{name}[{i}] must be {_expected(bounds)}, got {arr[i].item()!r}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def parsed(name: str, parse: Callable[[Any], float], value: Any) -> float:
+    """``parse(value)`` (a :mod:`fabricsim.units` parser) with ``name`` in its error message."""
+    try:
+        return parse(value)
+    except InvalidArgumentError as err:
+        raise InvalidArgumentError(f"{name}: {err}") from None
+
+
+def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
+    """A float64 array of ``n`` quantities from one value for all or a sequence of ``n``;
+    each value a number or a unit string that ``parse`` reads ("1GiB", "500ns").
+    ``n=None`` takes a sequence of any length (and no single value)."""
+    if isinstance(values, str) or np.ndim(values) == 0:
+        if n is None:
+            raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}")
+        return np.full(n, parsed(name, parse, values), dtype=np.float64)
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged nesting
+        raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}") from None
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        expected = "a 1-D sequence" if n is None else f"one value or a 1-D sequence of {n}"
+        raise InvalidArgumentError(f"{name} must be {expected}, got shape {arr.shape}")
+    if arr.dtype.kind in "OUS" or (not isinstance(values, np.ndarray) and _has_bool(values)):
+        # Unit strings among numbers (which NumPy made strings too), or a bool NumPy made a
+        # number: each value read as given.
+        arr = np.array([parsed(f"{name}[{i}]", parse, v) for i, v in enumerate(values)], dtype=np.float64)
+    elif arr.size and arr.dtype.kind not in "iuf":
+        raise InvalidArgumentError(
+            f"{name} must hold numbers or unit strings, got {arr.dtype} values such as "
+            f"{name}[0] = {arr[0].item()!r}"
+        )
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the candidates close to a misspelt name, else ""."""
+    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""
