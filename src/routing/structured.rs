@@ -10,10 +10,10 @@
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
-//! still reach its destination, in proportion to its source's capacity there, and puts its
-//! part on each live endpoint link by capacity (flows now split unlike one another, so an
-//! endpoint's links can no longer be pooled); its bundles above the endpoints have lost the
-//! down members' capacity. When no up-down path survives, the flow has no route.
+//! still reach its destination, in proportion to the smaller of its two ends' capacity
+//! there, and puts its part on each live endpoint link by capacity (flows now split unlike
+//! one another, so an endpoint's links can no longer be pooled); its bundles above the
+//! endpoints have lost the down members' capacity. When no up-down path survives, the flow has no route.
 
 use crate::error::{Error, Result};
 use crate::rng::ecmp_hash;
@@ -342,13 +342,15 @@ fn spray(
             .map(|k| capacity(s.endpoint_link(p, e, k, down)))
             .sum()
     };
-    // Each plane's part of the flow. On a faulty Clos: the source's capacity in the planes
-    // that still reach the destination, computed once (a reachability check can be long);
-    // on a healthy one, the endpoint's share of links, with no search and no allocation.
+    // Each plane's part of the flow. On a faulty Clos: in proportion to the smaller of the
+    // source's and the destination's capacity in each plane that still reaches the
+    // destination (the most the ends pass, and never less than with a degraded link down),
+    // computed once (a reachability check can be long); on a healthy one, the endpoint's
+    // share of links, with no search and no allocation.
     let faulty_shares: Vec<f64> = if alive.faulty {
         let reach: Vec<f64> = (0..s.planes)
             .map(|p| match alive.leaf_reaches(p, la, b) {
-                true => plane_Bps(p, a, false),
+                true => plane_Bps(p, a, false).min(plane_Bps(p, b, true)),
                 false => 0.0,
             })
             .collect();
@@ -367,8 +369,8 @@ fn spray(
     // On a healthy Clos every flow splits over the planes alike, in proportion to the
     // endpoint's links, and an endpoint's bundle pooling its links in every plane stands for
     // them. After a fault, flows split differently (a plane cut beyond the first switch
-    // carries none of some flows), so each flow puts its part on every live endpoint link,
-    // in proportion to capacity, as adaptive spreading does; pooled, flows split unlike one
+    // carries none of some flows), so each flow puts its plane's part on every live endpoint
+    // link there, in proportion to capacity, as adaptive spreading does; pooled, flows split unlike one
     // another could overfill a link.
     let endpoint = |e: u32, down: bool, bundle: Option<u32>, out: &mut Routed| match bundle {
         Some(bundle) if !alive.faulty => out.bundle(f, placed.bundle_base + bundle, 1.0),

@@ -117,6 +117,14 @@ def test_a_sprayed_flow_gets_only_the_planes_that_reach_its_destination():
     f = sc.add_flow(0, 31, GB)
     rate = rows(sc.run(verify_rates=True))[f]["mean_rate_Bps"]
     assert rate == pytest.approx(1.25 * host_Bps(topo), rel=1e-12)
+    # A plane carries what both ends pass there: with the destination's plane-1 link at a
+    # tenth the flow gets 1.1 links' worth (weighting by the source alone gave 0.2), and
+    # never less than with that link down (1 link's worth).
+    for factor, want in [(0.1, 1.1), (0.0, 1.0)]:
+        sc = fs.Scenario(topo.fail(links=_links(topo, 1, dst=31), factor=factor))
+        f = sc.add_flow(0, 31, GB)
+        rate = rows(sc.run(verify_rates=True))[f]["mean_rate_Bps"]
+        assert rate == pytest.approx(want * host_Bps(topo), rel=1e-12), factor
 
 
 def test_flows_into_one_host_share_its_links_plane_by_plane_when_a_sender_lost_a_plane():
