@@ -21,20 +21,18 @@ pub struct Table {
     pub columns: Vec<(&'static str, Column)>,
 }
 
-fn node_or_null(x: u32) -> i64 {
+/// An id, or -1 (null in the table) for `NONE`.
+fn id_or_null(x: u32) -> i64 {
     if x == NONE {
         -1
     } else {
-        x as i64
+        x.into()
     }
 }
 
-fn id_or_null(x: u32) -> i32 {
-    if x == NONE {
-        -1
-    } else {
-        x as i32
-    }
+/// A tag's index into the tag names (fewer than 2^31), or -1 for none.
+fn tag_or_null(x: u32) -> i32 {
+    id_or_null(x) as i32
 }
 
 /// flows: flow_id, tag, src, dst, bytes, ready_s, start_s, finish_s, mean_rate_Bps, status,
@@ -66,18 +64,18 @@ pub fn flows_table(sc: &Scenario, ran: &Ran) -> Table {
             (
                 "tag",
                 Column::Dict {
-                    indices: ids.iter().map(|&a| id_or_null(sc.tag()[a])).collect(),
+                    indices: ids.iter().map(|&a| tag_or_null(sc.tag()[a])).collect(),
                     values: sc.tag_names().to_vec(),
                 },
             ),
             // A collective's coupled flow has no one src and dst: -1, null in the table.
             (
                 "src",
-                Column::I64(ids.iter().map(|&a| node_or_null(sc.src()[a])).collect()),
+                Column::I64(ids.iter().map(|&a| id_or_null(sc.src()[a])).collect()),
             ),
             (
                 "dst",
-                Column::I64(ids.iter().map(|&a| node_or_null(sc.dst()[a])).collect()),
+                Column::I64(ids.iter().map(|&a| id_or_null(sc.dst()[a])).collect()),
             ),
             ("bytes", Column::F64(bytes)),
             ("ready_s", Column::F64(pick(&out.ready_s))),
@@ -163,7 +161,7 @@ pub fn delays_table(sc: &Scenario, ran: &Ran) -> Table {
             (
                 "tag",
                 Column::Dict {
-                    indices: ids.iter().map(|&a| id_or_null(sc.tag()[a])).collect(),
+                    indices: ids.iter().map(|&a| tag_or_null(sc.tag()[a])).collect(),
                     values: sc.tag_names().to_vec(),
                 },
             ),

@@ -370,8 +370,8 @@ fn spray(
     // endpoint's links, and an endpoint's bundle pooling its links in every plane stands for
     // them. After a fault, flows split differently (a plane cut beyond the first switch
     // carries none of some flows), so each flow puts its plane's part on every live endpoint
-    // link there, in proportion to capacity, as adaptive spreading does; pooled, flows split unlike one
-    // another could overfill a link.
+    // link there, in proportion to capacity, as adaptive spreading does; pooled, flows split
+    // unlike one another could overfill a link.
     let endpoint = |e: u32, down: bool, bundle: Option<u32>, out: &mut Routed| match bundle {
         Some(bundle) if !alive.faulty => out.bundle(f, placed.bundle_base + bundle, 1.0),
         _ => {
