@@ -8,6 +8,7 @@ incast into one host), and prints what happened and which links were the bottlen
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -180,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # what was printed stays; the shell's code for SIGINT
         print("fabricsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped to `head`: stop quietly, as Unix tools do
+        # Python flushes stdout again at exit; point it at /dev/null so that cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

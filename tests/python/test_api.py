@@ -3,6 +3,9 @@ memory refusal, the CLI demo."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import ast
 import inspect
 import re
@@ -145,6 +148,15 @@ def test_demo_runs_and_reports(capsys):
     assert "permutation" in out and "incast" in out and "busiest links" in out
     assert cli.main(["demo", "--spines", "0"]) == 2
     assert "at least 1 of spines" in capsys.readouterr().err
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
+    """`fabricsim demo | head -0`: no BrokenPipeError traceback, the shell's code for SIGPIPE."""
+    proc = subprocess.Popen([sys.executable, "-m", "fabricsim.cli", "demo"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the child can start writing, so every write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == "", err
 
 
 def test_demo_is_deterministic_and_conserves_bytes():
