@@ -741,23 +741,24 @@ impl<'a> Sharing<'a> {
         let old = self.fs[fi].rate;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
-            if !self.cs[ci].registered {
-                self.cs[ci].registered = true;
-                self.cs[ci].residual = self.link[ci].capacity - self.link[ci].load_Bps;
-                self.cs[ci].coef_sum = 0.0;
-                self.cs[ci].n_rising = 0;
-            }
-            self.cs[ci].floor = 0.0;
-            self.cs[ci].residual += u.coefficient * old;
-            self.cs[ci].coef_sum += u.coefficient;
-            self.cs[ci].n_rising += 1;
             let st = &mut self.cs[ci];
-            self.woken.push((f, st.woken));
-            st.woken = (self.woken.len() - 1) as u32;
+            if !st.registered {
+                let load = &self.link[ci];
+                st.registered = true;
+                st.residual = load.capacity - load.load_Bps;
+                st.coef_sum = 0.0;
+                st.n_rising = 0;
+            }
+            st.floor = 0.0;
+            st.residual += u.coefficient * old;
+            st.coef_sum += u.coefficient;
+            st.n_rising += 1;
+            let next = std::mem::replace(&mut st.woken, self.woken.len() as u32);
             // Waking can lower a key as well as raise it: it is set exactly before the
             // next step, once for all the flows woken meanwhile.
-            if !self.cs[ci].dirty {
-                self.cs[ci].dirty = true;
+            let newly_dirty = !std::mem::replace(&mut st.dirty, true);
+            self.woken.push((f, next));
+            if newly_dirty {
                 self.dirty_list.push(u.constraint);
             }
         }
@@ -773,21 +774,21 @@ impl<'a> Sharing<'a> {
         self.fs[f as usize].solved = rate;
         self.caps.remove(f);
         for u in self.usage_of(f) {
-            let ci = u.constraint as usize;
-            self.cs[ci].residual -= u.coefficient * rate;
-            self.cs[ci].n_rising -= 1;
-            if self.cs[ci].n_rising == 0 {
-                self.cs[ci].coef_sum = 0.0;
-                // Overloaded as the stand-in counts it, it has dormant flows faster than
-                // the level: it stays until they are dealt with (at a level no lower).
-                if self.cs[ci].residual < 0.0 {
-                    self.cs[ci].floor = self.cs[ci].floor.max(rate);
-                } else {
-                    self.heap.remove(u.constraint);
-                    self.cs[ci].floor = 0.0;
-                }
+            let st = &mut self.cs[u.constraint as usize];
+            st.residual -= u.coefficient * rate;
+            st.n_rising -= 1;
+            if st.n_rising > 0 {
+                st.coef_sum -= u.coefficient;
+                continue;
+            }
+            st.coef_sum = 0.0;
+            // Overloaded as the stand-in counts it, it has dormant flows faster than the
+            // level: it stays until they are dealt with (at a level no lower).
+            if st.residual < 0.0 {
+                st.floor = st.floor.max(rate);
             } else {
-                self.cs[ci].coef_sum -= u.coefficient;
+                st.floor = 0.0;
+                self.heap.remove(u.constraint);
             }
         }
     }
