@@ -10,8 +10,8 @@ Units are SI and named in each field: ``_Bps`` is bytes per second *per directio
 seconds, ``_watts`` is watts. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
 fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
 
-Kinds and their fields (all required; ``system_watts`` and a switch's ``ports_per_cage`` may
-be ``None``):
+Kinds and their fields (all required; ``system_watts``, a switch's ``ports_per_cage`` and a
+NIC's ``ethernet_port_Bps`` may be ``None``):
 
 ``gpu``
     ``nvlink_generation`` (int), ``nvlink_links`` (int), ``nvlink_link_Bps`` (line rate per link
@@ -24,7 +24,8 @@ be ``None``):
 ``nic``
     ``rate_Bps``, ``max_planes`` (int: how many independent planes the port splits into),
     ``ports_per_cage`` (int: how many of those plane ports leave through one transceiver cage),
-    ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
+    ``ethernet_port_Bps`` (fastest Ethernet port, so the fewest planes Ethernet needs;
+    ``None`` if the NIC runs Ethernet at ``rate_Bps`` on one port or not at all), ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
     "ethernet"), ``latency_s``.
 ``switch``
     ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
@@ -131,6 +132,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("rate_Bps", "rate"),
         _Field("max_planes", "int"),
         _Field("ports_per_cage", "int"),
+        _Field("ethernet_port_Bps", "rate", nullable=True),
         _Field("host_Bps", "rate"),
         _Field("protocols", "protocols", choices=_PROTOCOLS),
         _Field("latency_s", "duration"),

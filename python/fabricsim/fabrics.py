@@ -303,6 +303,14 @@ def _scale_out_spec(
         if p > max(1, nic_p["max_planes"]) and planes is not None:
             raise InvalidArgumentError(f"{nic_p.name} splits over at most {nic_p['max_planes']} plane(s), got planes={p}")
         plane_Bps = float(nic_p["rate_Bps"]) / p
+        nic_port_Bps = nic_p["ethernet_port_Bps"] if sw["protocol"] == "ethernet" else None
+        if nic_port_Bps is not None and plane_Bps > nic_port_Bps * (1 + 1e-9):
+            why = (f"{nic_p.name} runs Ethernet at most {nic_port_Bps * 8 / 1e9:g} Gb/s per port, so "
+                   f"planes={p} ({plane_Bps * 8 / 1e9:g} Gb/s per plane) cannot run on {sw.name}")
+            if planes is not None:
+                raise InvalidArgumentError(why)
+            errors.append(why)
+            continue
         if plane_Bps > sw["port_Bps"] * (1 + 1e-9) or plane_Bps < sw["lane_Bps"] * (1 - 1e-9):
             errors.append(f"planes={p}: {plane_Bps * 8 / 1e9:g} Gb/s per plane is not a port speed of {sw.name}")
             continue

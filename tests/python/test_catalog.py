@@ -126,6 +126,7 @@ def test_nics():
     assert (cx7.rate_Bps, cx7.max_planes, cx7.host_Bps) == (50e9, 1, 64e9)
     assert (cx8.rate_Bps, cx8.max_planes, cx8.host_Bps) == (100e9, 2, 128e9)
     assert cx8.rate_Bps / cx8.max_planes == 50e9  # 2 x 400G planes
+    assert (cx7.ethernet_port_Bps, cx8.ethernet_port_Bps) == (50e9, 50e9)  # no 800GbE port
     assert cx7.protocols == ("infiniband", "ethernet")
 
 
@@ -426,9 +427,10 @@ def test_add_part_parses_units_and_lists_it():
 
 
 def test_add_part_with_per_field_sources_and_references():
-    lab = {f: "lab measurement" for f in ("rate_Bps", "max_planes", "ports_per_cage", "host_Bps", "latency_s")}
-    add_part("my-nic", "nic", source=lab, rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1, host_Bps="32GB/s",
-             protocols=["Ethernet"], latency_s="1us")
+    lab = {f: "lab measurement" for f in ("rate_Bps", "max_planes", "ports_per_cage", "ethernet_port_Bps", "host_Bps",
+                                          "latency_s")}
+    add_part("my-nic", "nic", source=lab, rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1,
+             ethernet_port_Bps="200Gb/s", host_Bps="32GB/s", protocols=["Ethernet"], latency_s="1us")
     gpu = add_part("my-gpu", "gpu", source="spec sheet", nvlink_generation=4, nvlink_links=12,
                    nvlink_link_Bps="25GB/s", nvlink_efficiency="nvlink4-payload", nic="MY-NIC",
                    pcie_Bps="32GB/s", arch="Hopper")
@@ -482,9 +484,9 @@ def test_a_bad_file_adds_nothing(tmp_path):
 def test_replace_shadows_a_shipped_part_until_removed():
     with pytest.raises(InvalidArgumentError, match="'cx7' is a shipped nic part.*replace=True"):
         add_part("cx7", "nic", source="x", rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1, host_Bps="64GB/s",
-                 protocols=["infiniband"], latency_s=0)
+                 ethernet_port_Bps=None, protocols=["infiniband"], latency_s=0)
     mine = add_part("CX7", "nic", source="x", replace=True, rate_Bps="200Gb/s", max_planes=1, ports_per_cage=1,
-                    host_Bps="64GB/s", protocols=["infiniband"], latency_s=0)
+                    ethernet_port_Bps=None, host_Bps="64GB/s", protocols=["infiniband"], latency_s=0)
     assert part("cx7") is mine and part("connectx-7") is mine
     assert parts("nic").num_rows == SHIPPED_COUNTS["nic"]
     remove_part("cx7")
@@ -531,7 +533,7 @@ def test_bad_input_names_the_bad_value(change, message):
     assert message in str(err.value)
 
 
-NIC = dict(rate_Bps=1e9, max_planes=1, ports_per_cage=1, host_Bps=1e9, protocols=["ethernet"], latency_s=0)
+NIC = dict(rate_Bps=1e9, max_planes=1, ports_per_cage=1, ethernet_port_Bps=1e9, host_Bps=1e9, protocols=["ethernet"], latency_s=0)
 GPU = dict(nvlink_generation=4, nvlink_links=18, nvlink_link_Bps=25e9,
            nvlink_efficiency="nvlink4-payload", nic="cx7", pcie_Bps=64e9, arch="hopper")
 OPTIC = dict(rate_Bps=1e9, watts=5, form="pluggable")

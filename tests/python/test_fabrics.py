@@ -171,6 +171,19 @@ def test_full_two_tier_clos_closed_forms(switch, nic, planes, k):
     assert so(fs.clos(n_hosts=n + 1, switch=switch, nic=nic, planes=planes))["tiers"] == 3
 
 
+def test_connectx8_runs_ethernet_as_two_400g_planes():
+    """ConnectX-8 has no 800GbE port (2 x 400GbE), though an SN5600 port runs 800GbE: on
+    Ethernet it takes two planes of 400 Gb/s; on XDR InfiniBand one plane of 800 Gb/s."""
+    eth = so(fs.clos(n_hosts=64, switch="sn5600", nic="cx8"))
+    assert eth["planes"] == 2
+    # Each plane link is a 400GbE link, as a ConnectX-7's on the same switch.
+    assert eth["link_Bps"] == so(fs.clos(n_hosts=64, switch="sn5600", nic="cx7"))["link_Bps"]
+    ib = so(fs.clos(n_hosts=64, switch="quantum-x800", nic="cx8"))
+    assert ib["planes"] == 1
+    with pytest.raises(InvalidArgumentError, match=r"cx8 runs Ethernet at most 400 Gb/s per port.*planes=1"):
+        fs.clos(n_hosts=64, switch="sn5600", nic="cx8", planes=1)
+
+
 @pytest.mark.parametrize("switch, k, planes, nic", [("test-sw8", 8, 1, "cx7"), ("test-sw8x800", 16, 2, "cx8")])
 def test_full_three_tier_clos_closed_forms(switch, k, planes, nic):
     """k^3/4 hosts, 5k^2/4 switches per plane (k^2/2 leaves and spines, k^2/4 cores)."""
