@@ -29,3 +29,9 @@ def test_first_scenario_runs(tmp_path, monkeypatch, capsys):
     assert abs(flows["finish_s"][0] - (b_end + a_left / rate_Bps)) < 1e-12
     assert "busiest links" in capsys.readouterr().out
     assert pq.read_table(tmp_path / "out" / "flows.parquet").num_rows == 2
+    # The DuckDB line in the comment runs as written: link 1->2 carried both flows.
+    line = re.search(r"#\s+(links = res\.links; duckdb\.sql\(.*\))\n", blocks[0]).group(1)
+    import duckdb
+    namespace["duckdb"] = duckdb
+    exec(line.replace("duckdb.sql(", "top = duckdb.sql("), namespace)
+    assert namespace["top"].limit(1).fetchall()[0][4] == 2**30 + 256 * 2**20
