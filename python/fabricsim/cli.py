@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from . import __version__
 from .exceptions import FabricsimError, InvalidArgumentError
 from .fabrics import Topology
-from .nccl_conventions import DTYPE_SIZE_BYTES
+from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
 
@@ -145,6 +145,13 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_flag(text: str) -> float:
+    try:
+        return size_flag_bytes(text)
+    except InvalidArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fabricsim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"fabricsim {__version__}")
@@ -164,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     nt.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric")
     nt.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1")
     nt.add_argument("--op", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, all_to_all, ...")
-    nt.add_argument("-b", "--minbytes", default="8M")
-    nt.add_argument("-e", "--maxbytes", default="8G")
+    nt.add_argument("-b", "--minbytes", default="8M", type=_size_flag, help="as nccl-tests: K/M/G are powers of 1024")
+    nt.add_argument("-e", "--maxbytes", default="8G", type=_size_flag)
     nt.add_argument("-f", "--stepfactor", type=float, default=2.0)
     nt.add_argument("-d", "--datatype", default="float", choices=list(DTYPE_SIZE_BYTES))
     nt.add_argument("--algorithm", default="auto", help="auto (NCCL's choice), ring, tree, nvls, ...")

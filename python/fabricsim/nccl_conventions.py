@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
@@ -85,6 +86,23 @@ def _check_bytes(name, v) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v >= 0):
         raise InvalidArgumentError(f"{name}={v!r}: expected a finite number of bytes >= 0")
     return v
+
+
+_SIZE_FLAG = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S?)")
+_SIZE_FLAG_UNIT = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def size_flag_bytes(text: str) -> float:
+    """A size as nccl-tests' ``-b``/``-e`` read it (common.cu ``parsesize``): a number and
+    an optional suffix of which only the first letter counts, K, M or G in any case as
+    powers of 1024, so ``"8MB"`` is 8 MiB, not fabricsim's 8e6 bytes."""
+    m = _SIZE_FLAG.match(text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _SIZE_FLAG_UNIT:
+        raise InvalidArgumentError(
+            f"size {text!r}: expected a number of bytes with an optional K, M or G suffix "
+            "(powers of 1024, as nccl-tests reads -b and -e)")
+    return float(m.group(1)) * _SIZE_FLAG_UNIT[unit]
 
 
 def busbw_factor(op: str, n_ranks: int) -> float:

@@ -518,6 +518,17 @@ def test_nccl_tests_sweep_and_cli(capsys):
     assert "# Avg bus bandwidth" in out
 
 
+def test_cli_size_flags_follow_nccl_tests(capsys):
+    """-b 8MB is 8 MiB in nccl-tests (only the suffix's first letter counts), not 8e6 bytes."""
+    assert main(["nccl-tests", "-b", "8MB", "-e", "8MB"]) == 0
+    rows = [l for l in capsys.readouterr().out.splitlines() if l and not l.startswith("#")]
+    assert [r.split()[0] for r in rows] == [str(8 << 20)]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["nccl-tests", "-b", "100B"])
+    assert exit_info.value.code == 2
+    assert "size '100B': expected a number of bytes with an optional K, M or G" in capsys.readouterr().err
+
+
 def test_nccl_tests_runs_the_size_nccl_tests_prints_and_hands_each_row_over_as_it_finishes():
     """all_gather on 8 GPUs swept at 1000 B: 250 floats, 31 per rank, so nccl-tests runs and
     prints 31 x 8 x 4 = 992 B; algbw is that size over the time."""

@@ -15,6 +15,7 @@ from fabricsim.nccl_conventions import (
     format_row,
     format_table,
     rounded_size_bytes,
+    size_flag_bytes,
 )
 
 # Header block and one row as nccl-tests printed them, from NVIDIA/nccl-tests issues #249 and #128
@@ -172,3 +173,18 @@ def test_bad_tables():
         algbw_size_bytes("gather", 8, 2)
     with pytest.raises(InvalidArgumentError, match="size_bytes_per_rank=-8"):
         algbw_size_bytes("all_gather", -8, 2)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8M", 8 << 20), ("8MB", 8 << 20), ("8 m", 8 << 20), ("1GiB", 1 << 30), ("64K", 65536), ("64kb", 65536),
+    ("1000", 1000), ("1e6", 1e6), ("0.5G", 1 << 29),
+])
+def test_size_flags_read_as_nccl_tests_reads_them(text, expected):
+    """parsesize in nccl-tests' common.cu: sscanf("%lf %1s"), only the suffix's first letter."""
+    assert size_flag_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "M", "100B", "8T", "eight"])
+def test_size_flags_nccl_tests_cannot_read_are_refused(text):
+    with pytest.raises(InvalidArgumentError, match="optional K, M or G suffix"):
+        size_flag_bytes(text)
