@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 from .exceptions import InvalidArgumentError
+from .units import _NCCL_SUFFIX
 
 __all__ = [
     "BUSBW_FACTOR",
@@ -89,20 +90,20 @@ def _check_bytes(name, v) -> float:
 
 
 _SIZE_FLAG = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S?)")
-_SIZE_FLAG_UNIT = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 
 
 def size_flag_bytes(text: str) -> float:
     """A size as nccl-tests' ``-b``/``-e`` read it (common.cu ``parsesize``): a number and
     an optional suffix of which only the first letter counts, K, M or G in any case as
-    powers of 1024, so ``"8MB"`` is 8 MiB, not fabricsim's 8e6 bytes."""
+    powers of 1024, so ``"8MB"`` is 8 MiB, not fabricsim's 8e6 bytes (T for 2^40 is
+    fabricsim's, as in :func:`fabricsim.units.size_bytes`)."""
     m = _SIZE_FLAG.match(text)
-    unit = m.group(2).lower() if m else None
-    if m is None or unit not in _SIZE_FLAG_UNIT:
+    scale = {"": 1.0, **_NCCL_SUFFIX}.get(m.group(2)) if m else None
+    if scale is None:
         raise InvalidArgumentError(
-            f"size {text!r}: expected a number of bytes with an optional K, M or G suffix "
+            f"size {text!r}: expected a number of bytes with an optional K, M, G or T suffix "
             "(powers of 1024, as nccl-tests reads -b and -e)")
-    return float(m.group(1)) * _SIZE_FLAG_UNIT[unit]
+    return float(m.group(1)) * scale
 
 
 def busbw_factor(op: str, n_ranks: int) -> float:

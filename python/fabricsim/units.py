@@ -67,7 +67,7 @@ _BINARY_PREFIX = {
 }
 _ALL_PREFIX = {**_DECIMAL_PREFIX, **_BINARY_PREFIX}
 
-# nccl-tests' size flags take K/M/G (any case) as powers of 1024.
+# nccl-tests' size flags take K/M/G (any case) as powers of 1024; T continues the series.
 _NCCL_SUFFIX = {
     "k": 2.0**10,
     "K": 2.0**10,

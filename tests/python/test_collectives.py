@@ -526,7 +526,7 @@ def test_cli_size_flags_follow_nccl_tests(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["nccl-tests", "-b", "100B"])
     assert exit_info.value.code == 2
-    assert "size '100B': expected a number of bytes with an optional K, M or G" in capsys.readouterr().err
+    assert "size '100B': expected a number of bytes with an optional K, M, G or T" in capsys.readouterr().err
 
 
 def test_nccl_tests_runs_the_size_nccl_tests_prints_and_hands_each_row_over_as_it_finishes():

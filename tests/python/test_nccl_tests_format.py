@@ -177,14 +177,14 @@ def test_bad_tables():
 
 @pytest.mark.parametrize("text, expected", [
     ("8M", 8 << 20), ("8MB", 8 << 20), ("8 m", 8 << 20), ("1GiB", 1 << 30), ("64K", 65536), ("64kb", 65536),
-    ("1000", 1000), ("1e6", 1e6), ("0.5G", 1 << 29),
+    ("1000", 1000), ("1e6", 1e6), ("0.5G", 1 << 29), ("1T", 1 << 40),
 ])
 def test_size_flags_read_as_nccl_tests_reads_them(text, expected):
     """parsesize in nccl-tests' common.cu: sscanf("%lf %1s"), only the suffix's first letter."""
     assert size_flag_bytes(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "M", "100B", "8T", "eight"])
+@pytest.mark.parametrize("text", ["", "M", "100B", "8P", "eight"])
 def test_size_flags_nccl_tests_cannot_read_are_refused(text):
-    with pytest.raises(InvalidArgumentError, match="optional K, M or G suffix"):
+    with pytest.raises(InvalidArgumentError, match="optional K, M, G or T suffix"):
         size_flag_bytes(text)
