@@ -34,6 +34,7 @@ and the accepted units.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import re
@@ -79,17 +80,18 @@ _NCCL_SUFFIX = {
     "T": 2.0**40,
 }
 
+# Seconds per unit, as (multiplier, divisor) of whole numbers: 1e-9 is not one.
 _DURATION_UNIT = {
-    "ps": 1e-12,
-    "ns": 1e-9,
-    "us": 1e-6,
-    "\u00b5s": 1e-6,  # MICRO SIGN
-    "\u03bcs": 1e-6,  # GREEK SMALL LETTER MU
-    "ms": 1e-3,
-    "s": 1.0,
-    "sec": 1.0,
-    "min": 60.0,
-    "h": 3600.0,
+    "ps": (1.0, 1e12),
+    "ns": (1.0, 1e9),
+    "us": (1.0, 1e6),
+    "\u00b5s": (1.0, 1e6),  # MICRO SIGN
+    "\u03bcs": (1.0, 1e6),  # GREEK SMALL LETTER MU
+    "ms": (1.0, 1e3),
+    "s": (1.0, 1.0),
+    "sec": (1.0, 1.0),
+    "min": (60.0, 1.0),
+    "h": (3600.0, 1.0),
 }
 
 _QUANTITY = re.compile(
@@ -125,14 +127,29 @@ def _invalid(message: str) -> Exception:
     return InvalidArgumentError(message)
 
 
-def _split(text: str, kind: str, help_text: str) -> tuple[float, str]:
+def _split(text: str, kind: str, help_text: str) -> tuple[decimal.Decimal, str]:
+    """The number (exact, as written) and the unit of a quantity string."""
     match = _QUANTITY.match(text)
     if match is None:
         raise _invalid(f"cannot parse {kind} {text!r}: expected a non-negative number and a unit; {help_text}")
-    value = float(match.group("number"))
+    return _EXACT.create_decimal(match.group("number")), match.group("unit")
+
+
+# Enough digits that number x scale / divisor is exact before the one rounding to float; no
+# traps, so an exponent out of any range ends as infinity or NaN, refused as not finite.
+_EXACT = decimal.Context(prec=80, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _scaled(text: str, kind: str, help_text: str, number: decimal.Decimal, multiplier: float,
+            divisor: float = 1.0) -> float:
+    """number x multiplier / divisor rounded once to the nearest float: "0.3kB" is 300.0 and
+    "500ns" is 5e-7, where float arithmetic gives 300.00000000000006 and 5.000000000000001e-07.
+    (The scales are whole numbers, exact as floats.)"""
+    exact = _EXACT.divide(_EXACT.multiply(number, decimal.Decimal(multiplier)), decimal.Decimal(divisor))
+    value = float(exact)
     if not math.isfinite(value):
         raise _invalid(f"{kind} {text!r} is not finite; {help_text}")
-    return value, match.group("unit")
+    return value
 
 
 def _passthrough(value: object, kind: str, help_text: str) -> bool:
@@ -167,9 +184,8 @@ def bandwidth_Bps(value: str | float) -> float:
     if match is None:
         raise _invalid(f"unknown bandwidth unit {unit!r} in {value!r}; {_RATE_HELP}")
     scale = _ALL_PREFIX[match.group("prefix")]
-    if match.group("base") in ("B/s", "Bps"):
-        return number * scale
-    return number * scale / 8.0
+    bits = match.group("base") not in ("B/s", "Bps")
+    return _scaled(value, "bandwidth", _RATE_HELP, number, scale, 8.0 if bits else 1.0)
 
 
 def size_bytes(value: str | float) -> float:
@@ -186,16 +202,16 @@ def size_bytes(value: str | float) -> float:
         return value  # type: ignore[return-value]
     number, unit = _split(value, "size", _SIZE_HELP)  # type: ignore[arg-type]
     if unit == "":
-        return number
+        return _scaled(value, "size", _SIZE_HELP, number, 1.0)
     if unit in _NCCL_SUFFIX:
-        return number * _NCCL_SUFFIX[unit]
+        return _scaled(value, "size", _SIZE_HELP, number, _NCCL_SUFFIX[unit])
     match = _SIZE_UNIT.match(unit)
     if match is None:
         hint = ""
         if unit.endswith("b") or unit.endswith("bit") or unit.endswith("bits"):
             hint = " (sizes are in bytes: 'B' is a byte, 'b' a bit)"
         raise _invalid(f"unknown size unit {unit!r} in {value!r}{hint}; {_SIZE_HELP}")
-    return number * _ALL_PREFIX[match.group("prefix")]
+    return _scaled(value, "size", _SIZE_HELP, number, _ALL_PREFIX[match.group("prefix")])
 
 
 def duration_s(value: str | float) -> float:
@@ -213,7 +229,7 @@ def duration_s(value: str | float) -> float:
         raise _invalid(f"duration {value!r} has no unit; {_DURATION_HELP}")
     if unit not in _DURATION_UNIT:
         raise _invalid(f"unknown duration unit {unit!r} in {value!r}; {_DURATION_HELP}")
-    return number * _DURATION_UNIT[unit]
+    return _scaled(value, "duration", _DURATION_HELP, number, *_DURATION_UNIT[unit])
 
 
 def _format(value: float, scales: list[tuple[str, float]], precision: int) -> str:

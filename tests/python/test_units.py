@@ -1,9 +1,12 @@
 """fabricsim.units: parsing human quantities into SI floats and formatting them back."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fabricsim import units
 from fabricsim.exceptions import InvalidArgumentError
@@ -101,7 +104,27 @@ def test_size_nccl_suffix_is_binary_but_mb_is_decimal():
     ],
 )
 def test_duration_closed_form(text, expected_s):
-    assert duration_s(text) == pytest.approx(expected_s, rel=1e-15)
+    assert duration_s(text) == expected_s  # the nearest float, exactly
+
+
+@given(mantissa=st.integers(0, 10**17), exponent=st.integers(-30, 30),
+       unit=st.sampled_from([("ns", "duration"), ("us", "duration"), ("ms", "duration"), ("min", "duration"),
+                             ("kB", "size"), ("MiB", "size"), ("Gb/s", "rate"), ("TB/s", "rate")]))
+def test_parsed_quantities_are_the_nearest_float_to_the_decimal_written(mantissa, exponent, unit):
+    """One rounding, from the exact decimal value: Fraction arithmetic is the reference."""
+    text = f"{mantissa}e{exponent}{unit[0]}"
+    scale = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "ms": Fraction(1, 1000), "min": 60,
+             "kB": 1000, "MiB": 2**20, "Gb/s": Fraction(10**9, 8), "TB/s": 10**12}[unit[0]]
+    parse = {"duration": duration_s, "size": size_bytes, "rate": bandwidth_Bps}[unit[1]]
+    assert parse(text) == float(Fraction(mantissa) * Fraction(10) ** exponent * scale)
+
+
+@pytest.mark.parametrize("text, parse, expected", [
+    ("0.3kB", size_bytes, 300.0), ("0.1us", duration_s, 1e-7), ("150ns", duration_s, 1.5e-7),
+    ("0.7Gb/s", bandwidth_Bps, 87.5e6),
+])
+def test_decimal_fractions_parse_without_float_residue(text, parse, expected):
+    assert parse(text) == expected
 
 
 @pytest.mark.parametrize("parse", [bandwidth_Bps, size_bytes, duration_s])
