@@ -53,8 +53,10 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   domain, as NCCL's CollNet and NVLS trees use the fewest heads any node has (connect.cc); a
   domain holding more ranks reduce-scatters onto those ``m`` (its other ranks send their whole
   buffer) and all-gathers from them.
-* ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
-  NVLS all-gather.
+* ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/m`` per rail,
+  NVLS all-gather. As NCCL's NVLS with CollNet, the first ``m`` ranks of each domain are the
+  heads (connect.cc: minHeadNum): every rank sends ``S`` into its NVSwitches, each head takes
+  back its reduced ``S/m`` and later multicasts the result, which every rank receives.
 
 ``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
 (algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
@@ -328,7 +330,7 @@ def applicable(op: str, comm: _Comm) -> list[str]:
         algos.append("sharp")
     if d > 1 and comm.n > d:  # some domain has an intra-domain phase
         algos.append("hierarchical")
-    if d > 1 and p > 1 and v.nvls and v.sharp:
+    if d > 1 and comm.heads > 1 and v.nvls and v.sharp:  # NCCL's NVLS needs >= 2 GPUs per node
         algos.append("nvls_sharp")
     return algos + halving
 
@@ -569,7 +571,10 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
         intra = float(_head_ring_shares(one.n, m).max()) * S / _ring_Bps(one)
         return a + 2 * intra + 2 * (d - 1) / d * (S / m) / comm.net_Bps
     if algo == "nvls_sharp":
-        return a + 2 * S / _nvls_Bps(comm.view, p) + (S / p) / comm.net_Bps
+        # Every rank of the largest domain sends (reduce-scatter) and receives (all-gather) S
+        # through the NVSwitches, whose engine they share; each of m rails S/m through SHARP.
+        one, _ = _phases(comm)
+        return a + 2 * S / _nvls_Bps(comm.view, one.n) + (S / comm.heads) / comm.net_Bps
     raise AssertionError(algo)
 
 
@@ -683,8 +688,8 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
     why = {
         "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
         "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
-        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and the same number (>= 2) of "
-                      "ranks in each of several domains",
+        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and >= 2 ranks in each of "
+                      "several domains",
         "hierarchical": "hierarchical needs ranks in several domains, one of them holding >= 2",
         "tree": "the double binary tree runs all_reduce on >= 2 ranks",
         "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "
@@ -776,16 +781,19 @@ class Builder:
 
     def _nvls(self, ranks, S, up, down, latency, after, tag) -> int:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
-        receives ``down`` bytes per byte of S (links count them once: combine="max"). Edges
-        run between each rank and ranks[0], whose own up and down coefficients swap."""
+        receives ``down`` bytes per byte of S (numbers, or one per rank; links count them
+        once: combine="max"). Edges run between each rank and ranks[0], whose own up and down
+        coefficients swap; an edge carrying nothing is left out."""
         v = fabric_view(self.sc.topology)
         p0, rest = int(ranks[0]), ranks[1:]
         capacity = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
         engine = self._engine(("nvls", p0 // v.gpus_per_domain), capacity)
+        up, down = np.broadcast_to(up, len(ranks)), np.broadcast_to(down, len(ranks))
         src = np.concatenate([rest, np.full(len(rest), p0)])
         dst = np.concatenate([np.full(len(rest), p0), rest])
-        coef = np.concatenate([np.full(len(rest), up), np.full(len(rest), down)])
-        return self._coupled(src, dst, coef, "max", [(engine, max(up, down) * len(ranks))],
+        coef = np.concatenate([up[1:], down[1:]])
+        keep = coef > 0
+        return self._coupled(src[keep], dst[keep], coef[keep], "max", [(engine, float(np.maximum(up, down).sum()))],
                              S, latency, after, tag)
 
     def _sharp(self, ranks, S, latency, after, tag) -> int:
@@ -893,11 +901,14 @@ class Builder:
             mid = self._barrier(second, tag)
             third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
         else:  # nvls_sharp
-            first = [self._nvls(x, S, 1.0, 1.0 / p, lat, begin, tag) for x in comm.domains]
+            # The first m ranks of each domain are its heads, each taking S/m (module docs).
+            m = comm.heads
+            heads = [np.where(np.arange(len(x)) < m, 1.0 / m, 0.0) for x in comm.domains]
+            first = [self._nvls(x, S, 1.0, h, lat, begin, tag) for x, h in zip(comm.domains, heads)]
             mid = self._barrier(first, tag)
-            second = [self._sharp(r, S / p, 0.0, mid, tag) for r in rails]
+            second = [self._sharp(r, S / m, 0.0, mid, tag) for r in rails]
             mid = self._barrier(second, tag)
-            third = [self._nvls(x, S, 1.0 / p, 1.0, 0.0, mid, tag) for x in comm.domains]
+            third = [self._nvls(x, S, h, 1.0, 0.0, mid, tag) for x, h in zip(comm.domains, heads)]
         return self._barrier(third, tag), analytical
 
     # -- results -------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ CASES = [
     (lambda: fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), "all_reduce", [0, 1, 8], "hierarchical"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 31], "hierarchical"),
     (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "hierarchical"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 30, 31], "nvls_sharp"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "nvls_sharp"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=5, scale_out="quantum-2"), "all_reduce", list(range(40)), "halving_doubling"),
 ]
 
@@ -441,6 +443,15 @@ UNEVEN_CLOSED_FORMS = {
     # latency is the largest domain's: 8.4 + 4 x 3.4.
     "hierarchical 3+5": ("hierarchical", THREE_PLUS_FIVE,
                          (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
+    # m = 3 heads per domain (NCCL's minHeadNum): every GPU sends S into the NVSwitches and
+    # gets S back; the engine (0.85 x 8 GPUs' NVLink) shared by 5 does not bind. 3 rails of
+    # S/3 through SHARP.
+    "nvls_sharp 3+5": ("nvls_sharp", THREE_PLUS_FIVE,
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
+    # 8 + 3: the domain of 8 shares its engine 8 ways, 0.85 x NVLink each; still 3 rails.
+    "nvls_sharp 8+3": ("nvls_sharp", list(range(11)),
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / (0.85 * NVL_Bps)
+                       + GiB / 3 / NET_Bps),
 }
 
 
@@ -477,10 +488,13 @@ def gpu_bytes(res, gpu, nvlink_link_Bps=20.6e9):
     # (reduce-scatter) or entering (all-gather) a head carries 2S/3, any other S. GPU 10's
     # edge leads to GPU 11 (2/3 + 1), GPU 11's to 12 (1 + 1), GPU 12's back to head 8 (1 + 2/3).
     ("hierarchical", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 5 / 3, 11: 2, 12: 5 / 3}),
+    # NVLS+SHARP: every GPU sends S into the switches; a head also multicasts its S/3.
+    ("nvls_sharp", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 4 / 3, 11: 1, 12: 1}),
 ])
 def test_uneven_domains_load_each_gpu_link_as_derived(algo, nvlink_sent):
     """3 + 5 ranks: only the 3 heads of each domain (rails 0-2) use their NICs, each S/3 each
-    way (tree: 2 trees x S/6 to one tree neighbour; hierarchical: 2 (2-1)/2 x S/3)."""
+    way (tree: 2 trees x S/6 to one tree neighbour; hierarchical: 2 (2-1)/2 x S/3; SHARP:
+    S/3 once)."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     res, _ = one(fabric, "all_reduce", THREE_PLUS_FIVE, GiB, algorithm=algo, protocol="simple")
     for gpu, share in nvlink_sent.items():
@@ -539,11 +553,15 @@ def test_nccl_tests_sweeps_tree_and_hierarchical_on_uneven_ranks():
         assert table["time_s"].to_pylist()[0] == pytest.approx(want, rel=1e-9)
 
 
-def test_hierarchical_needs_a_domain_with_two_ranks():
+def test_hierarchical_needs_a_domain_with_two_ranks_and_nvls_sharp_two_in_every_domain():
+    """NCCL's NVLS needs >= 2 GPUs on every node (its graph search finds none on one GPU),
+    so a domain of one rank leaves NVLS+SHARP out, from auto as from a request."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     with pytest.raises(InvalidArgumentError, match="hierarchical needs ranks in several domains, one of them "
                                                    "holding >= 2"):
         fs.estimate(fabric, "all_reduce", GiB, [0, 8], algorithm="hierarchical")
+    with pytest.raises(InvalidArgumentError, match="NVLS\\+SHARP needs .* >= 2 ranks in each of several domains"):
+        fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm="nvls_sharp")
 
 
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
