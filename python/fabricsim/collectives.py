@@ -407,7 +407,9 @@ def _phases(comm: _Comm) -> tuple[_Comm, _Comm]:
     edge) and one rail (the first rank of each domain)."""
     if "phases" not in comm.memo:
         big = int(np.argmax(comm.counts))
-        comm.memo["phases"] = comm.within(comm.domains[big]), comm.across(comm.ranks[comm.starts])
+        start = int(comm.starts[big])
+        comm.memo["phases"] = (comm.within(comm.ranks[start:start + int(comm.counts[big])]),
+                               comm.across(comm.ranks[comm.starts]))
     return comm.memo["phases"]
 
 
