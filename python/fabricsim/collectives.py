@@ -14,18 +14,22 @@ efficiency being NCCL's own ratio of that protocol's bus bandwidth to Simple's (
 0.92 or its per-channel cap, LL far less), and the alpha is that protocol's.
 
 Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLink domains of
-``p`` ranks each; ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rates):
+``p`` ranks each, or, where domains hold different numbers, ``m`` the fewest (``m = p`` where
+they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rates):
 
 * ``ring``: every op. All-reduce moves ``2(n-1)/n S`` over every ring edge, reduce-scatter and
   all-gather ``(n-1)/n S``, broadcast/reduce ``S`` along a chain from the root. Across domains
   the ring runs ``p`` channels: channel ``c`` enters domain ``d`` at local GPU ``c - d`` and
   leaves from the GPU before it, on the same rail as the next domain's entry, so each GPU is the
   exit of one channel and each NIC carries one channel's edge (no PXN hop is modelled).
-* ``tree``: NCCL's double binary tree all-reduce: ``p`` channels (one per rail), each two
-  pipelined trees of ``S/(2p)`` over the domains (NCCL's binary tree and its mirror or shift, so
-  most leaves of one are inner vertices of the other), joined inside each domain by a chain that
-  starts at the channel's rail GPU. Every tree and chain edge carries its tree's bytes once up
-  (reduce) and once down (broadcast); a domain's NIC carries one edge per tree neighbour.
+* ``tree``: NCCL's double binary tree all-reduce: ``m`` channels (one per rail), each two
+  pipelined trees of ``S/(2m)`` over the domains (NCCL's binary tree and its mirror or shift, so
+  most leaves of one are inner vertices of the other), joined inside each domain by a chain
+  through all its ranks that starts at the channel's rail GPU (rank ``c`` of the domain), as
+  NCCL chains each node's own ranks and keeps the fewest channels any node has. Every tree and
+  chain edge carries its tree's bytes once up (reduce) and once down (broadcast); a domain's
+  NIC carries one edge per tree neighbour. Where domains hold more than ``m`` ranks, the
+  longer chains load their GPUs' NVLink more (``analytical_s`` says how much).
 * ``halving_doubling``: recursive halving (reduce-scatter) then recursive doubling
   (all-gather), as MPI's Rabenseifner all-reduce: step ``s`` of the halving exchanges
   ``S/2^(s+1)`` with the rank at distance ``2^k/2^(s+1)``; a non-power of two first folds the
@@ -44,10 +48,15 @@ Algorithms (``size_bytes`` is nccl-tests' "size", ``S``; ``n`` ranks, ``D`` NVLi
   down the aggregation tree, every link carrying ``S`` once (switches reduce at line rate;
   their engine is a constraint sized to all their ports). Its latency is NCCL's CollNet
   Direct's where the GPUs sit on NVSwitches, CollNet Chain's elsewhere (a host-level Clos).
-* ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/p`` per rail
-  across domains, ring all-gather in each domain.
-* ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/p`` per rail,
-  NVLS all-gather.
+* ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/m`` per rail
+  across domains, ring all-gather in each domain. The rails are the first ``m`` ranks of each
+  domain, as NCCL's CollNet and NVLS trees use the fewest heads any node has (connect.cc); a
+  domain holding more ranks reduce-scatters onto those ``m`` (its other ranks send their whole
+  buffer) and all-gathers from them.
+* ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/m`` per rail,
+  NVLS all-gather. As NCCL's NVLS with CollNet, the first ``m`` ranks of each domain are the
+  heads (connect.cc: minHeadNum): every rank sends ``S`` into its NVSwitches, each head takes
+  back its reduced ``S/m`` and later multicasts the result, which every rank receives.
 
 ``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
 (algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
@@ -183,8 +192,10 @@ class _Comm:
         self.intra_path_s, self._inter_path_s = path_s or (view.intra_path_s, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
+        #: Ranks in each domain.
+        self.counts = np.diff(starts, append=self.n)
         #: The distinct numbers of ranks the domains hold when they differ (NCCL's localRanks).
-        self.local_ranks = () if ppn else tuple(int(k) for k in np.unique(np.diff(starts, append=self.n)))
+        self.local_ranks = () if ppn else tuple(int(k) for k in np.unique(self.counts))
         self._domains = None
         #: Size-independent structure computed once per communicator (tree degrees, steps).
         self.memo: dict = {}
@@ -195,9 +206,18 @@ class _Comm:
             self._domains = np.split(self.ranks, self.starts[1:])
         return self._domains
 
-    def grid(self) -> np.ndarray:
-        """Ranks as an (n_domains, ppn) array (needs ``ppn``)."""
-        return self.ranks.reshape(self.n_domains, self.ppn)
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The distinct numbers of ranks the domains hold."""
+        return self.local_ranks or (self.ppn,)
+
+    @property
+    def heads(self) -> int:
+        """The fewest ranks any domain holds (NCCL's minLocalRanks): as NCCL keeps the least
+        channels over the nodes (init.cc) and as many NVLS/CollNet heads as the smallest node
+        has (connect.cc: minHeadNum), the tree's channels and the hierarchical algorithms'
+        rails are this many, led by the first ranks of each domain."""
+        return min(self.sizes)
 
     def within(self, ranks: np.ndarray) -> "_Comm":
         """A communicator of some ranks of one domain."""
@@ -209,8 +229,8 @@ class _Comm:
         return _Comm(ranks, np.arange(len(ranks)), 1, self.view, self.net_Bps, self._core, self._plain_paths())
 
     def rails(self) -> list[np.ndarray]:
-        """Rank k of every domain, for each k (needs ``ppn``)."""
-        return list(self.grid().T)
+        """Rank k of every domain, for each k < ``heads``."""
+        return [self.ranks[self.starts + k] for k in range(self.heads)]
 
     def _plain_paths(self) -> tuple[float, float] | None:
         return (self.intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
@@ -302,16 +322,16 @@ def applicable(op: str, comm: _Comm) -> list[str]:
         return ["ring"] + halving
     v, d, p = comm.view, comm.n_domains, comm.ppn
     algos = ["ring"]
-    if comm.n > 1 and p > 0:
+    if comm.n > 1:  # NCCL builds its tree on any layout: each node's chain is its own ranks
         algos.append("tree")
     if d == 1 and v.nvls and comm.n > 1:
         algos.append("nvls")
     if d > 1 and p == 1 and v.sharp:
         algos.append("sharp")
-    if d > 1 and p > 1:
+    if d > 1 and comm.n > d:  # some domain has an intra-domain phase
         algos.append("hierarchical")
-        if v.nvls and v.sharp:
-            algos.append("nvls_sharp")
+    if d > 1 and comm.heads > 1 and v.nvls and v.sharp:  # NCCL's NVLS needs >= 2 GPUs per node
+        algos.append("nvls_sharp")
     return algos + halving
 
 
@@ -363,7 +383,7 @@ def _p2p_latency_s(crosses_domains: bool) -> float:
 def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str = "simple") -> float:
     """The alpha term of a collective (NCCL's latency model for that protocol); halving-doubling
     pays its alpha step by step instead."""
-    d, p = comm.n_domains, comm.ppn
+    d = comm.n_domains
     if algo == "direct":
         return _p2p_latency_s(d > 1)
     if algo == "halving_doubling":
@@ -371,15 +391,38 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str 
     if algo in ("hierarchical", "nvls_sharp"):
         intra = "ring" if algo == "hierarchical" else "nvls"
         inter = "ring" if algo == "hierarchical" else "sharp"
-        if "phases" not in comm.memo:  # a domain's and a rail's sub-communicators
-            comm.memo["phases"] = comm.within(comm.ranks[:p]), comm.across(comm.ranks[::p])
-        one, rail = comm.memo["phases"]
-        phases = [("reduce_scatter", intra, one, p, 1), ("all_reduce", inter, rail, d, d),
-                  ("all_gather", intra, one, p, 1)]
+        one, rail = _phases(comm)
+        k = one.n
+        phases = [("reduce_scatter", intra, one, k, 1), ("all_reduce", inter, rail, d, d),
+                  ("all_gather", intra, one, k, 1)]
         if intra == "nvls":  # NCCL's NVLS latency does not depend on the op
-            phases = [("all_reduce", "nvls", one, p, 1), phases[1], ("all_reduce", "nvls", one, p, 1)]
+            phases = [("all_reduce", "nvls", one, k, 1), phases[1], ("all_reduce", "nvls", one, k, 1)]
         return sum(_nccl_latency_s(o, a, size_bytes, c, n, nn) for o, a, c, n, nn in phases)
     return _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d, protocol)
+
+
+def _phases(comm: _Comm) -> tuple[_Comm, _Comm]:
+    """The sub-communicators of a hierarchical algorithm's phases: the largest domain (its
+    intra-domain ring has the most steps and, holding non-head ranks, the most bytes per
+    edge) and one rail (the first rank of each domain)."""
+    if "phases" not in comm.memo:
+        big = int(np.argmax(comm.counts))
+        start = int(comm.starts[big])
+        comm.memo["phases"] = (comm.within(comm.ranks[start:start + int(comm.counts[big])]),
+                               comm.across(comm.ranks[comm.starts]))
+    return comm.memo["phases"]
+
+
+def _head_ring_shares(k: int, m: int) -> np.ndarray:
+    """Bytes per byte of S on each edge of a ring reduce-scatter over k ranks whose shards
+    (S/m each) end on the first m of them, the edge from rank i to rank i + 1 (mod k). Shard j
+    enters the ring after its owner, rank j, and crosses every edge but the one leaving rank j:
+    an edge leaving a head carries m - 1 shards, one leaving another rank all m, which is the
+    least that rank can send (its whole buffer). With m = k this is the ring reduce-scatter,
+    (k-1)/k of S per edge. An all-gather from the heads is its mirror: the edge from rank i to
+    rank i + 1 carries what this gives the edge leaving rank i + 1."""
+    i = np.arange(k)
+    return (m - (i < m)) / m
 
 
 def _ring_Bps(comm: _Comm) -> float:
@@ -502,21 +545,38 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
                   "all_gather": (n - 1) / n * S}.get(op, S)
         return a + volume / _ring_Bps(comm)
     if algo == "tree":
-        # Each of p channels runs two trees of S/(2p): a domain's rail NIC carries one edge
-        # per tree neighbour, a GPU two chain edges per chain it is inside (module docs).
-        v = S / (2 * p)
+        # Each of m channels runs two trees of S/(2m): a head's NIC carries one edge per tree
+        # neighbour of its domain (each head leads one channel, as m is the fewest ranks any
+        # domain holds), a GPU one edge up and one down per chain edge it ends, per tree
+        # (module docs). In a domain of k ranks the chain of channel c is its ranks rotated
+        # by c, so rank i is the head (no edge up) of channel i if i < m and the tail (no edge
+        # down) of channel i + 1 (mod k) if that is < m; over the m channels it ends
+        # 2m - [i < m] - [(i + 1) mod k < m] chain edges. The most: 2m - 2 where k = m (every
+        # rank heads one channel and ends another), 2m - 1 where k = m + 1 (ranks m - 1 and m
+        # are each one of the two), 2m where k >= m + 2 (rank m is neither).
+        m = comm.heads
+        v = S / (2 * m)
         net = v * _tree_max_degree(d) / comm.net_Bps if d > 1 else 0.0
-        nvl = v * 4 * (p - 1) / comm.view.nvlink_Bps if p > 1 else 0.0
+        ends = max(2 * m - 2 + min(2, k - m) for k in comm.sizes)
+        nvl = 2 * v * ends / comm.view.nvlink_Bps if ends else 0.0
         return a + max(net, nvl)
     if algo == "nvls":
         return a + S * (1 + 1 / n) / _nvls_Bps(comm.view, n)
     if algo == "sharp":
         return a + S / comm.net_Bps
     if algo == "hierarchical":
-        intra = _ring_Bps(comm.within(comm.ranks[:p]))
-        return a + 2 * (p - 1) / p * S / intra + 2 * (d - 1) / d * (S / p) / comm.net_Bps
+        # The intra-domain rings reduce-scatter onto the m = heads first ranks of each domain
+        # and all-gather from them, the busiest in the largest domain; each of m rails
+        # all-reduces S/m across the domains.
+        one, _ = _phases(comm)
+        m = comm.heads
+        intra = float(_head_ring_shares(one.n, m).max()) * S / _ring_Bps(one)
+        return a + 2 * intra + 2 * (d - 1) / d * (S / m) / comm.net_Bps
     if algo == "nvls_sharp":
-        return a + 2 * S / _nvls_Bps(comm.view, p) + (S / p) / comm.net_Bps
+        # Every rank of the largest domain sends (reduce-scatter) and receives (all-gather) S
+        # through the NVSwitches, whose engine they share; each of m rails S/m through SHARP.
+        one, _ = _phases(comm)
+        return a + 2 * S / _nvls_Bps(comm.view, one.n) + (S / comm.heads) / comm.net_Bps
     raise AssertionError(algo)
 
 
@@ -537,10 +597,9 @@ def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | Non
     crosses = comm.n_domains > 1
     alpha = _p2p_latency_s(crosses) + comm.path_s(crosses)
     if op == "all_to_all" and sizes is None:  # uniform: closed form, no n x n matrix
-        dom_sizes = np.diff(comm.starts, append=n)
-        local = float(dom_sizes.max()) - 1
+        local = float(comm.counts.max()) - 1
         t_nvl = local * S / n / comm.view.nvlink_Bps if local > 0 else 0.0
-        remote = n - float(dom_sizes.min())
+        remote = n - float(comm.counts.min())
         t_net = remote * S / n / comm.net_Bps if remote > 0 else 0.0
         return alpha + max(t_nvl, t_net)
     m = _direct_matrix(op, n, S, sizes)
@@ -631,9 +690,10 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
     why = {
         "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
         "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
-        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and ranks in several domains",
-        "hierarchical": "hierarchical needs the same number (>= 2) of ranks in each of several domains",
-        "tree": "the double binary tree runs all_reduce on >= 2 ranks with the same number in each domain",
+        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and >= 2 ranks in each of "
+                      "several domains",
+        "hierarchical": "hierarchical needs ranks in several domains, one of them holding >= 2",
+        "tree": "the double binary tree runs all_reduce on >= 2 ranks",
         "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "
                             "on a power-of-two number of ranks",
     }.get(algo, "")
@@ -682,9 +742,11 @@ class Builder:
     def _barrier(self, after: list[int], tag) -> int:
         return self.sc._core.add_delay(0.0, 0.0, after, tag)
 
-    def _ring(self, op, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:
+    def _ring(self, op, comm: _Comm, S, latency, after, tag, wire=1.0, heads=None) -> list[int]:
         """One coupled flow per channel (module docs); ``wire`` bytes cross each edge per byte
-        of payload (1 / the protocol's efficiency)."""
+        of payload (1 / the protocol's efficiency). A reduce-scatter (all-gather) in one
+        domain given ``heads`` leaves its shards on (takes them from) the first ``heads``
+        ranks only (_head_ring_shares)."""
         n, d, p = comm.n, len(comm.domains), comm.ppn
         volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
                   "all_gather": (n - 1) / n * S}.get(op, S)
@@ -695,6 +757,7 @@ class Builder:
                 order = np.concatenate(comm.domains)
             else:
                 order = np.concatenate([np.roll(x, -((c - k) % p)) for k, x in enumerate(comm.domains)])
+            coef = wire
             if op in ("broadcast", "reduce"):  # a chain from (or to) the root, ranks[0]
                 root = int(np.flatnonzero(order == comm.ranks[0])[0])
                 order = np.roll(order, -root)
@@ -703,7 +766,14 @@ class Builder:
                     src, dst = dst[::-1], src[::-1]
             else:
                 src, dst = order, np.roll(order, -1)
-            ids.append(self._coupled(src, dst, wire, "sum", [], volume / channels, latency, after, tag))
+                if heads is not None:
+                    share = _head_ring_shares(n, heads)
+                    if op == "all_gather":
+                        share = np.roll(share, -1)
+                    volume = float(share.max()) * S
+                    keep = share > 0
+                    src, dst, coef = src[keep], dst[keep], wire * share[keep] / share.max()
+            ids.append(self._coupled(src, dst, coef, "sum", [], volume / channels, latency, after, tag))
         return ids
 
     def _engine(self, key, capacity_Bps) -> int:
@@ -713,16 +783,19 @@ class Builder:
 
     def _nvls(self, ranks, S, up, down, latency, after, tag) -> int:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
-        receives ``down`` bytes per byte of S (links count them once: combine="max"). Edges
-        run between each rank and ranks[0], whose own up and down coefficients swap."""
+        receives ``down`` bytes per byte of S (numbers, or one per rank; links count them
+        once: combine="max"). Edges run between each rank and ranks[0], whose own up and down
+        coefficients swap; an edge carrying nothing is left out."""
         v = fabric_view(self.sc.topology)
         p0, rest = int(ranks[0]), ranks[1:]
         capacity = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
         engine = self._engine(("nvls", p0 // v.gpus_per_domain), capacity)
+        up, down = np.broadcast_to(up, len(ranks)), np.broadcast_to(down, len(ranks))
         src = np.concatenate([rest, np.full(len(rest), p0)])
         dst = np.concatenate([np.full(len(rest), p0), rest])
-        coef = np.concatenate([np.full(len(rest), up), np.full(len(rest), down)])
-        return self._coupled(src, dst, coef, "max", [(engine, max(up, down) * len(ranks))],
+        coef = np.concatenate([up[1:], down[1:]])
+        keep = coef > 0
+        return self._coupled(src[keep], dst[keep], coef[keep], "max", [(engine, float(np.maximum(up, down).sum()))],
                              S, latency, after, tag)
 
     def _sharp(self, ranks, S, latency, after, tag) -> int:
@@ -746,25 +819,30 @@ class Builder:
         )
 
     def _tree(self, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:
-        """NCCL's double binary tree all-reduce: p channels (one per rail), each two pipelined
-        trees of S/(2p). Channel c's tree joins the domains' rail-c GPUs; inside a domain its
-        chain starts there and runs through the others (rotated by c). Every tree edge and
-        chain edge carries the tree's bytes once up (reduce) and once down (broadcast), times
-        ``wire`` (as for the ring)."""
-        grid = comm.grid()
-        d, p = grid.shape
+        """NCCL's double binary tree all-reduce: m channels (m = ``comm.heads``, one per rail
+        where every domain holds m ranks), each two pipelined trees of S/(2m). Channel c's
+        tree joins rank c of every domain; inside a domain its chain starts there and runs
+        through all the domain's ranks (rotated by c), so it is as long as the domain holds
+        ranks, as NCCL chains each node's own localRanks (connect.cc, treeIntra). Every tree
+        edge and chain edge carries the tree's bytes once up (reduce) and once down
+        (broadcast), times ``wire`` (as for the ring)."""
+        d, m = comm.n_domains, comm.heads
+        first = np.repeat(comm.starts, comm.counts)  # each rank's domain start and size
+        size = np.repeat(comm.counts, comm.counts)
+        position = np.arange(comm.n) - first
+        linked = position[1:] > 0  # consecutive ranks of one domain
         ids = []
-        for c in range(p):
-            chain = np.roll(grid, -c, axis=1)
-            heads = chain[:, 0]
-            lower, upper = chain[:, 1:].reshape(-1), chain[:, :-1].reshape(-1)  # chain edges up
+        for c in range(m):
+            chain = comm.ranks[first + (position + c) % size]
+            heads = chain[comm.starts]
+            lower, upper = chain[1:][linked], chain[:-1][linked]  # chain edges up
             for parents in (dtree_parents(d) if d > 1 else (np.array([-1]),) * 2):
                 child = np.flatnonzero(parents >= 0)
                 up_src = np.concatenate([lower, heads[child]])
                 up_dst = np.concatenate([upper, heads[parents[child]]])
                 src, dst = np.concatenate([up_src, up_dst]), np.concatenate([up_dst, up_src])
                 if len(src):
-                    ids.append(self._coupled(src, dst, wire, "sum", [], S / (2 * p), latency, after, tag))
+                    ids.append(self._coupled(src, dst, wire, "sum", [], S / (2 * m), latency, after, tag))
         return ids
 
     def _halving_doubling(self, op, comm: _Comm, S, begin, tag) -> int:
@@ -814,17 +892,25 @@ class Builder:
         # Three phases joined by barriers; the latency is paid once, by the first phase.
         rails = comm.rails()
         if algo == "hierarchical":
-            first = [i for x in comm.domains for i in self._ring("reduce_scatter", comm.within(x), S, lat, begin, tag)]
+            # Domains of one rank have no intra-domain phase; the others' rings leave the
+            # shards on their first m ranks, the rails' ends (_head_ring_shares).
+            m = comm.heads
+            domains = [x for x in comm.domains if len(x) > 1]
+            first = [i for x in domains for i in self._ring("reduce_scatter", comm.within(x), S, lat, begin, tag,
+                                                            heads=m)]
             mid = self._barrier(first, tag)
-            second = [i for r in rails for i in self._ring("all_reduce", comm.across(r), S / p, 0.0, mid, tag)]
+            second = [i for r in rails for i in self._ring("all_reduce", comm.across(r), S / m, 0.0, mid, tag)]
             mid = self._barrier(second, tag)
-            third = [i for x in comm.domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag)]
+            third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
         else:  # nvls_sharp
-            first = [self._nvls(x, S, 1.0, 1.0 / p, lat, begin, tag) for x in comm.domains]
+            # The first m ranks of each domain are its heads, each taking S/m (module docs).
+            m = comm.heads
+            heads = [np.where(np.arange(len(x)) < m, 1.0 / m, 0.0) for x in comm.domains]
+            first = [self._nvls(x, S, 1.0, h, lat, begin, tag) for x, h in zip(comm.domains, heads)]
             mid = self._barrier(first, tag)
-            second = [self._sharp(r, S / p, 0.0, mid, tag) for r in rails]
+            second = [self._sharp(r, S / m, 0.0, mid, tag) for r in rails]
             mid = self._barrier(second, tag)
-            third = [self._nvls(x, S, 1.0 / p, 1.0, 0.0, mid, tag) for x in comm.domains]
+            third = [self._nvls(x, S, h, 1.0, 0.0, mid, tag) for x, h in zip(comm.domains, heads)]
         return self._barrier(third, tag), analytical
 
     # -- results -------------------------------------------------------------------------------

@@ -95,6 +95,15 @@ CASES = [
     (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "halving_doubling"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "reduce_scatter", list(range(32)), "halving_doubling"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_gather", list(range(32)), "halving_doubling"),
+    # Domains holding different numbers of ranks.
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 8, 9, 10, 11, 12], "tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 31], "tree"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), "all_reduce", [0, 1, 8], "hierarchical"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 31], "hierarchical"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "hierarchical"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 30, 31], "nvls_sharp"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "nvls_sharp"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=5, scale_out="quantum-2"), "all_reduce", list(range(40)), "halving_doubling"),
 ]
 
@@ -123,8 +132,6 @@ def test_ring_on_ranks_spread_unevenly_over_domains_is_the_closed_form():
     want = 1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * 2 / 3 * GiB / net_Bps
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
-    _, auto = one(fabric, "all_reduce", [0, 1, 8], GiB)
-    assert auto["algorithm"] == "ring"  # the tree needs as many ranks in every domain
     est = fs.estimate(fabric, "all_gather", GiB, [0, 1, 8], algorithm="ring", protocol="simple")
     assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + 2 / 3 * GiB / net_Bps, rel=1e-9)
 
@@ -228,13 +235,14 @@ def test_an_all_to_all_that_cannot_fit_is_refused_up_front_with_an_estimate():
 @pytest.mark.parametrize("algo", ["ring", "tree"])
 @pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
 @pytest.mark.parametrize("size", [64 << 10, 64 << 20])
-def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size):
+@pytest.mark.parametrize("ranks", [list(range(32)), [0, 1, 2, 8, 9, 10, 11, 12, 16, 24, 25, 26, 27, 28, 29, 30, 31]])
+def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size, ranks):
     """LL and LL128 send flags with the data: every edge carries 1/efficiency wire bytes per
-    payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's."""
+    payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's;
+    also where the domains hold 3, 5, 1 and 8 ranks."""
     from fabricsim.collectives import _comm, _efficiency, latency_s
 
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
-    ranks = list(range(32))
     _, row = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol=protocol)
     _, simple = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol="simple")
     assert row["protocol"] == protocol
@@ -406,6 +414,155 @@ def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes
     assert len(nic_side) == 2
     for link in nic_side:
         assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
+
+
+# ---- tree and hierarchical on domains holding different numbers of ranks ----------------------
+# NCCL runs both on any layout: each node's tree chain is its own ranks, the channels (and the
+# CollNet/NVLS heads) are the fewest any node has, and its latency takes the integer
+# nRanks/nNodes as the ranks per node. Alphas below are NCCL's Simple latencies in us: tree
+# 8.4 + 2 ((n // nodes - 1) 4.0 + log2(nodes) 14); ring reduce-scatter on k GPUs of one node
+# 8.4 + (k - 1) 3.4; ring all-reduce over 2 nodes of one GPU each 1.4 (8.4 + 2 x 14) (plateau).
+TWO_PLUS_ONE = [0, 1, 8]                      # 2 GPUs in domain 0, 1 in domain 1: m = 1
+THREE_PLUS_FIVE = [0, 1, 2, 8, 9, 10, 11, 12]  # m = 3 channels / rails
+RING_AR_2_NODES = 1.4 * (8.4 + 2 * 14)
+UNEVEN_CLOSED_FORMS = {
+    # One channel, two trees of S/2 over 2 domains: each head has one tree neighbour per tree,
+    # so its NIC carries S/2 twice each way. Domain 0's chain (GPU 0 - GPU 1) carries S each
+    # way over NVLink, faster. n // nodes = 1: no intra-node latency step.
+    "tree 2+1": ("tree", TWO_PLUS_ONE, (8.4 + 2 * 14) * 1e-6 + GiB / NET_Bps),
+    # Three channels of S/6 per tree; each head's NIC S/3 each way. The longest chain load,
+    # in the domain of 5 (GPU 11 ends no chain: 6 edges x S/6 x 2 trees = 2S over NVLink),
+    # is faster. n // nodes = 4: 3 intra steps.
+    "tree 3+5": ("tree", THREE_PLUS_FIVE, (8.4 + 2 * (3 * 4.0 + 14)) * 1e-6 + GiB / 3 / NET_Bps),
+    # m = 1: GPU 1 reduces S onto GPU 0 over NVLink, rail 0 (GPUs 0 and 8) all-reduces S
+    # (2 (2-1)/2 S through each NIC), GPU 0 gives S back to GPU 1.
+    "hierarchical 2+1": ("hierarchical", TWO_PLUS_ONE,
+                         (2 * RING_RS_2 + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / NET_Bps),
+    # m = 3: the domain of 5 reduce-scatters onto GPUs 8-10, its ring edges leaving GPUs 11
+    # and 12 carrying all of S (domain 0's carry 2S/3); 3 rails all-reduce S/3 each
+    # (S/3 through each NIC); the all-gather mirrors the reduce-scatter. The reduce-scatter
+    # latency is the largest domain's: 8.4 + 4 x 3.4.
+    "hierarchical 3+5": ("hierarchical", THREE_PLUS_FIVE,
+                         (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
+    # m = 3 heads per domain (NCCL's minHeadNum): every GPU sends S into the NVSwitches and
+    # gets S back; the engine (0.85 x 8 GPUs' NVLink) shared by 5 does not bind. 3 rails of
+    # S/3 through SHARP.
+    "nvls_sharp 3+5": ("nvls_sharp", THREE_PLUS_FIVE,
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
+    # 8 + 3: the domain of 8 shares its engine 8 ways, 0.85 x NVLink each; still 3 rails.
+    "nvls_sharp 8+3": ("nvls_sharp", list(range(11)),
+                       (2 * NVLS_ONE_NODE + COLLNET_ONE_PER_NODE) * 1e-6 + 2 * GiB / (0.85 * NVL_Bps)
+                       + GiB / 3 / NET_Bps),
+}
+
+
+@pytest.mark.parametrize("case", UNEVEN_CLOSED_FORMS)
+def test_tree_and_hierarchical_on_uneven_domains_are_the_hand_derived_closed_form(case):
+    algo, ranks, want = UNEVEN_CLOSED_FORMS[case]
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    res, row = one(fabric, "all_reduce", ranks, GiB, algorithm=algo, protocol="simple")
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    assert fs.estimate(fabric, "all_reduce", GiB, ranks, algorithm=algo, protocol="simple").time_s == \
+        pytest.approx(want, rel=1e-9)
+    assert res.links["peak_utilization"].to_numpy().max() <= 1 + 1e-9
+
+
+def gpu_bytes(res, gpu, nvlink_link_Bps=20.6e9):
+    """Bytes GPU ``gpu`` sent over its NVLinks and towards its NIC (the links table lists
+    the links that carried bytes)."""
+    out = [l for l in res.links.to_pylist() if l["src"] == gpu]
+    nvl = sum(l["bytes_carried"] for l in out if l["capacity_Bps"] == nvlink_link_Bps)
+    nic = [l["bytes_carried"] for l in out if l["capacity_Bps"] != nvlink_link_Bps]
+    assert len(nic) <= 1
+    return nvl, sum(nic)
+
+
+@pytest.mark.parametrize("algo, nvlink_sent", [
+    # Tree: 3 channels, the chain of channel c rotated by c: 8-9-10-11-12, 9-10-11-12-8,
+    # 10-11-12-8-9. A GPU sends S/6 per tree (x 2 trees) up and down each chain edge, 2 per
+    # channel less one where it heads or ends the chain: GPUs 8 and 9 head one chain and end
+    # another (4 edges: 4S/3), GPU 10 heads one (5: 5S/3), GPU 11 neither (6: 2S), GPU 12
+    # ends one (5: 5S/3); in the domain of 3 every GPU heads one chain and ends another.
+    ("tree", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 5 / 3, 11: 2, 12: 5 / 3}),
+    # Hierarchical: reduce-scatter onto GPUs 8-10 then all-gather from them: an edge leaving
+    # (reduce-scatter) or entering (all-gather) a head carries 2S/3, any other S. GPU 10's
+    # edge leads to GPU 11 (2/3 + 1), GPU 11's to 12 (1 + 1), GPU 12's back to head 8 (1 + 2/3).
+    ("hierarchical", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 5 / 3, 11: 2, 12: 5 / 3}),
+    # NVLS+SHARP: every GPU sends S into the switches; a head also multicasts its S/3.
+    ("nvls_sharp", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 4 / 3, 11: 1, 12: 1}),
+])
+def test_uneven_domains_load_each_gpu_link_as_derived(algo, nvlink_sent):
+    """3 + 5 ranks: only the 3 heads of each domain (rails 0-2) use their NICs, each S/3 each
+    way (tree: 2 trees x S/6 to one tree neighbour; hierarchical: 2 (2-1)/2 x S/3; SHARP:
+    S/3 once)."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    res, _ = one(fabric, "all_reduce", THREE_PLUS_FIVE, GiB, algorithm=algo, protocol="simple")
+    for gpu, share in nvlink_sent.items():
+        nvl, nic = gpu_bytes(res, gpu)
+        assert nvl == pytest.approx(share * GiB, rel=1e-12), gpu
+        assert nic == pytest.approx(GiB / 3 if gpu % 8 < 3 else 0.0, rel=1e-12, abs=1e-6), gpu
+
+
+@pytest.mark.parametrize("ranks, chain_edges", [
+    ([0, 1, 2, 8, 9, 10], 4),          # k = m = 3: every GPU heads one chain, ends another: 2m - 2
+    ([0, 1, 2, 8, 9, 10, 11], 5),      # k = m + 1: GPUs 10 and 11 each end only one: 2m - 1
+    (THREE_PLUS_FIVE, 6),              # k = m + 2: GPU 11 ends none: 2m
+])
+def test_tree_on_slow_nvlink_is_paced_by_the_longest_chain(ranks, chain_edges):
+    """NVLink at 5% (18 x 1.25 GB/s = 22.5 GB/s per GPU) is slower than the NIC: the GPU with
+    the most chain edges over the 3 channels paces the tree, each edge carrying S/6 per tree,
+    2 trees: chain_edges x S/3. Latency: n // 2 nodes = 3, 3, 4 ranks per node."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", nvlink_efficiency=0.05)
+    local = len(ranks) // 2 - 1
+    want = (8.4 + 2 * (local * 4.0 + 14)) * 1e-6 + chain_edges * GiB / 3 / 22.5e9
+    res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="tree", protocol="simple")
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    busiest = max(gpu_bytes(res, g, 1.25e9)[0] for g in ranks)
+    assert busiest == pytest.approx(chain_edges * GiB / 3, rel=1e-12)
+    assert res.links["peak_utilization"].to_numpy().max() <= 1 + 1e-9
+
+
+def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
+    """[0, 1, 8] at 1 GiB. NCCL's graphs: the 1-GPU node's ring is 1 channel at 48 GB/s,
+    duplicated to 2 x 24; its tree (2 channels) raises bwIntra to 48 (2 nodes); the 2-GPU
+    node finds more, and the communicator keeps the least (init.cc). Tree Simple busBw
+    min(2 x 48 x 0.92, 2 x 41.4) = 82.8 GB/s, algBw half: 36.4 us + S / 41.4 GB/s = 25.97 ms.
+    Ring Simple busBw 2 x 24, algBw x 3/4 = 36 GB/s: 60.48 us + S / 36 GB/s = 29.89 ms. So
+    NCCL runs the tree (CollNet Chain, faster still, is not modelled on this layout) and auto
+    does too; its time is the flow construction's, 36.4 us + S / 48 GB/s."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    from fabricsim import nccl_model
+    from fabricsim.collectives import _comm, _shape
+
+    times = nccl_model.times_s("all_reduce", float(GiB), _shape(_comm(fabric, TWO_PLUS_ONE), 3, 2))
+    assert times[("tree", "simple")] == pytest.approx(36.4e-6 + GiB / 41.4e9, rel=1e-9)
+    assert times[("ring", "simple")] == pytest.approx(60.48e-6 + GiB / 36e9, rel=1e-9)
+    _, row = one(fabric, "all_reduce", TWO_PLUS_ONE, GiB)
+    assert (row["algorithm"], row["protocol"]) == ("tree", "simple")
+    assert duration(row) == pytest.approx(36.4e-6 + GiB / NET_Bps, rel=1e-9)
+
+
+def test_nccl_tests_sweeps_tree_and_hierarchical_on_uneven_ranks():
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    for algo in ("tree", "hierarchical"):
+        _, ranks, want = UNEVEN_CLOSED_FORMS[f"{algo} 3+5"]
+        table = fs.nccl_tests(fabric, "all_reduce", "1G", "1G", algorithm=algo, protocol="simple",
+                              ranks=THREE_PLUS_FIVE)
+        assert table["algorithm"].to_pylist() == [algo]
+        assert table["time_s"].to_pylist()[0] == pytest.approx(want, rel=1e-9)
+
+
+def test_hierarchical_needs_a_domain_with_two_ranks_and_nvls_sharp_two_in_every_domain():
+    """NCCL's NVLS needs >= 2 GPUs on every node (its graph search finds none on one GPU),
+    so a domain of one rank leaves NVLS+SHARP out, from auto as from a request."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    with pytest.raises(InvalidArgumentError, match="hierarchical needs ranks in several domains, one of them "
+                                                   "holding >= 2"):
+        fs.estimate(fabric, "all_reduce", GiB, [0, 8], algorithm="hierarchical")
+    with pytest.raises(InvalidArgumentError, match="NVLS\\+SHARP needs .* >= 2 ranks in each of several domains"):
+        fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm="nvls_sharp")
 
 
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
@@ -596,9 +753,10 @@ def test_bad_collectives_are_refused_with_the_value_named():
         sc.add_collective("all_reduce", [0, 1], 1e6, algorithm="pat")
     with pytest.raises(InvalidArgumentError, match="power-of-two"):
         sc.add_collective("all_gather", [0, 1, 2], 1e6, algorithm="halving_doubling")
-    with pytest.raises(InvalidArgumentError, match="same number in each domain"):
-        fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")).add_collective(
-            "all_reduce", [0, 1, 8], 1e6, algorithm="tree")
+    with pytest.raises(InvalidArgumentError, match="'tree' cannot run all_reduce.*on >= 2 ranks"):
+        sc.add_collective("all_reduce", [5], 1e6, algorithm="tree")
+    with pytest.raises(InvalidArgumentError, match="hierarchical needs ranks in several domains"):
+        sc.add_collective("all_reduce", [0, 1, 2], 1e6, algorithm="hierarchical")
     with pytest.raises(InvalidArgumentError, match="-1"):
         sc.add_collective("all_reduce", [0, 1], -1.0)
     with pytest.raises(InvalidArgumentError, match="4x4"):
