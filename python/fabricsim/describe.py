@@ -40,7 +40,7 @@ class Description:
             if unit == "B/s":
                 shown = format_rate(v, bits=False)
             elif unit == "W":
-                shown = "unknown" if v != v else f"{v:,.0f} W"
+                shown = "unknown" if v is None else f"{v:,.0f} W"
             elif unit == "count":
                 shown = f"{int(v):,}"
             else:
@@ -70,7 +70,7 @@ def describe(fabric: Any) -> Description:
     rows: list[tuple[str, str, float, str]] = []
 
     def add(section: str, quantity: str, value: float, unit: str) -> None:
-        rows.append((section, quantity, float(value), unit))
+        rows.append((section, quantity, None if value is None else float(value), unit))
 
     add("counts", "GPUs", s["n_gpus"], "count")
     dom = s.get("domain")
@@ -131,11 +131,15 @@ def describe(fabric: Any) -> Description:
         n_switches = out["planes"] * (out["n_leaves"] + out["n_spines"] + out["n_cores"])
         native_ports = _native_ports(out, parts)
         system = sw["system_watts"]
-        add("power", "switches without optics", float("nan") if system is None else system * n_switches, "W")
-        plug = catalog.part(_PLUGGABLE)
-        cpo = catalog.part(_COPACKAGED)
-        per_port_plug = plug["watts"] * sw["port_Bps"] / plug["rate_Bps"]
-        per_port_cpo = cpo["watts"] * sw["port_Bps"] / cpo["rate_Bps"]
+        add("power", "switches without optics", None if system is None else system * n_switches, "W")
+        # The switch's own optics for its own kind; the reference module, scaled to the port
+        # rate, for the other.
+        per_port = {}
+        for form, name in (("pluggable", _PLUGGABLE), ("co-packaged", _COPACKAGED)):
+            optic = catalog.part(name)
+            per_port[form] = (sw["optics_watts_per_port"] if sw["optics"] == form
+                              else optic["watts"] * sw["port_Bps"] / optic["rate_Bps"])
+        per_port_plug, per_port_cpo = per_port["pluggable"], per_port["co-packaged"]
         add("power", "switch-side optics, as built", native_ports * sw["optics_watts_per_port"], "W")
         add("power", "switch-side optics if pluggable", native_ports * per_port_plug, "W")
         add("power", "switch-side optics if co-packaged", native_ports * per_port_cpo, "W")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 
 import fabricsim as fs
@@ -302,6 +303,22 @@ def test_describe_counts_chip_links_and_transceivers_per_cage():
     # Co-packaged optics: only the NICs plug transceivers.
     assert described(fs.clos(n_hosts=1024, switch="quantum-x-photonics", nic="cx8"))[
         "pluggable optical transceivers"] == 1024
+
+
+def test_describe_power_uses_the_switch_own_optics_for_its_own_kind():
+    """A Quantum-2 plugs 8.5 W per 400G port (its catalog figure): 'as built' and 'if
+    pluggable' are the same figure, not the 1.6T module scaled (7.5 W); a co-packaged switch
+    likewise for 'if co-packaged'. An unknown switch power is null, not NaN."""
+    topo = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2")
+    d = described(topo)
+    ports = 512 + 2 * 16 * 32  # 512 NIC-facing ports, and both ends of 512 leaf-spine cables
+    assert d["switch-side optics, as built"] == d["switch-side optics if pluggable"] == ports * 8.5
+    cpo = described(fs.clos(n_hosts=1024, switch="quantum-x-photonics", nic="cx8"))
+    assert cpo["switch-side optics, as built"] == cpo["switch-side optics if co-packaged"]
+    assert cpo["switch-side optics if pluggable"] > 3 * cpo["switch-side optics if co-packaged"]
+    table = topo.describe().table
+    power = table.filter(pc.equal(table["quantity"], "switches without optics"))
+    assert power["value"].null_count == 1 and "unknown" in str(topo.describe())
 
 
 # ---- 3. structured ECMP against the generic router -----------------------------------------
