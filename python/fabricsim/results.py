@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,9 @@ class Summary:
     makespan_s: float
     n_flows: int
     n_delays: int
+    #: Bytes the finished flows delivered, over every edge: the one flow of a pipelined
+    #: collective counts each of its edges (DESIGN section 2), so a ring all-reduce of S bytes
+    #: on n ranks moves 2(n-1)S.
     bytes_moved: float
     #: The five links with the highest mean utilization.
     busiest_links: pa.Table
@@ -86,8 +90,10 @@ class Result:
     """What :meth:`Scenario.run` returns: ``flows``, ``delays``, ``links`` tables (and
     ``rate_changes`` when the run recorded rates) plus a :attr:`summary`."""
 
-    def __init__(self, raw: dict[str, Any], node_names: list | None = None) -> None:
+    def __init__(self, raw: dict[str, Any], node_names: list | None = None,
+                 edge_bytes_per_byte: Mapping[int, float] | None = None) -> None:
         self._node_names = node_names
+        self._edge_bytes_per_byte = edge_bytes_per_byte or {}
         self.flows: pa.Table = table_from_columns(raw["flows"])
         self.delays: pa.Table = table_from_columns(raw["delays"])
         self.links: pa.Table = table_from_columns(raw["links"])
@@ -125,12 +131,17 @@ class Result:
         def count(table: pa.Table, status: str) -> int:
             return int(pc.sum(pc.equal(table["status"].cast(pa.string()), status)).as_py() or 0)
 
-        done = pc.equal(self.flows["status"].cast(pa.string()), "done")
+        done = pc.equal(self.flows["status"].cast(pa.string()), "done").to_numpy(zero_copy_only=False)
+        moved = np.where(done, self.flows["bytes"].to_numpy(), 0.0)
+        if self._edge_bytes_per_byte:
+            coupled = np.fromiter(self._edge_bytes_per_byte, np.int64, len(self._edge_bytes_per_byte))
+            rows = np.searchsorted(self.flows["flow_id"].to_numpy(), coupled)  # ids ascend
+            moved[rows] *= np.fromiter(self._edge_bytes_per_byte.values(), np.float64, len(coupled))
         return Summary(
             makespan_s=self.makespan_s,
             n_flows=self.flows.num_rows,
             n_delays=self.delays.num_rows,
-            bytes_moved=float(pc.sum(pc.filter(self.flows["bytes"], done)).as_py() or 0.0),
+            bytes_moved=float(moved.sum()),
             busiest_links=top,
             node_names=self._node_names,
             n_failed=count(self.flows, "failed"),
@@ -138,7 +149,9 @@ class Result:
         )
 
     def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:
-        """Writes every table as ``<directory>/<name>.parquet``; returns the paths written."""
+        """Writes every table as ``<directory>/<name>.parquet``; returns the paths written.
+        A table this run does not have (collectives, rate_changes) left there by an earlier
+        write is removed, so the directory holds one run."""
         import pyarrow.parquet as pq
 
         os.makedirs(directory, exist_ok=True)
@@ -154,6 +167,10 @@ class Result:
             meta[b"fabricsim.makespan_s"] = repr(self.makespan_s).encode()
             pq.write_table(table.replace_schema_metadata(meta), path)
             paths.append(path)
+        for name in ("collectives", "rate_changes"):
+            stale = os.path.join(os.fspath(directory), f"{name}.parquet")
+            if name not in tables and os.path.exists(stale):
+                os.remove(stale)
         return paths
 
     def __repr__(self) -> str:

@@ -1,6 +1,8 @@
 """Results leave as Arrow: exact column names and types, readable by pyarrow, polars and DuckDB
 through the Arrow C stream, and a Parquet round trip."""
 
+import pathlib
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -123,6 +125,22 @@ def test_to_parquet_round_trip(run, tmp_path):
         assert path.exists(), f"{path} not written (found {sorted(p.name for p in tmp_path.iterdir())})"
         back = pq.read_table(path)
         assert back.equals(getattr(res, name)), name
+
+
+def test_to_parquet_leaves_one_run_in_the_directory(tmp_path):
+    """A run with recorded rates and a collective, then one without either, written to the
+    same directory: the first run's rate_changes and collectives files go (globbing the
+    directory mixed the two runs)."""
+    fabric = fs.hgx_h100()
+    sc = fs.Scenario(fabric)
+    sc.add_collective("all_reduce", fabric.gpus, "1MiB", algorithm="ring")
+    first = sc.run(record_rates=True).to_parquet(tmp_path)
+    assert {pathlib.Path(p).name for p in first} >= {"rate_changes.parquet", "collectives.parquet"}
+    plain = fs.Scenario(fabric)
+    plain.add_flow(0, 1, "1MiB")
+    second = plain.run().to_parquet(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(pathlib.Path(p).name for p in second)
+    assert sorted(pathlib.Path(p).name for p in second) == ["delays.parquet", "flows.parquet", "links.parquet"]
 
 
 def test_a_collectives_flow_has_null_src_and_dst():
