@@ -712,6 +712,9 @@ class Builder:
         self.rows: list[tuple] = []
         self._communicators: dict[bytes, int] = {}
         self._engines: dict[tuple, int] = {}
+        #: Per coupled flow id, the bytes its edges carry per byte of the flow (the sum of
+        #: their coefficients): one flow of a ring stands for all its edges' traffic.
+        self.edge_bytes_per_byte: dict[int, float] = {}
 
     def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
         comm = communicator(self.sc.topology, op, ranks)
@@ -724,6 +727,7 @@ class Builder:
             end, analytical = self._build(op, algo, proto, comm, float(size_bytes), begin, label, sizes)
         except Exception:
             core.truncate(first)
+            self.edge_bytes_per_byte = {f: w for f, w in self.edge_bytes_per_byte.items() if f < first}
             raise
         key = comm.ranks.tobytes()
         comm_id = self._communicators.setdefault(key, len(self._communicators))
@@ -733,11 +737,13 @@ class Builder:
     # -- flow construction ---------------------------------------------------------------------
 
     def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag) -> int:
-        return self.sc._core.add_coupled_flow(
+        coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
+        flow = self.sc._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
-            np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64),
-            combine, engines, nbytes, latency, 0.0, [after], tag,
+            coef, combine, engines, nbytes, latency, 0.0, [after], tag,
         )
+        self.edge_bytes_per_byte[flow] = float(coef.sum())
+        return flow
 
     def _barrier(self, after: list[int], tag) -> int:
         return self.sc._core.add_delay(0.0, 0.0, after, tag)

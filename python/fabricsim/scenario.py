@@ -310,8 +310,9 @@ class Scenario:
                 bar.close()
         from .collectives import Builder
 
-        result = Result(raw, self.topology.node_names)
-        result.collectives = (self._collectives or Builder(self)).table(result.delays)
+        builder = self._collectives or Builder(self)
+        result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
+        result.collectives = builder.table(result.delays)
         return result
 
     def __repr__(self) -> str:

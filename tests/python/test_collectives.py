@@ -675,6 +675,24 @@ def test_nccl_tests_sweep_and_cli(capsys):
     assert "# Avg bus bandwidth" in out
 
 
+def test_summary_bytes_moved_counts_every_edge_of_a_collective():
+    """A ring all-reduce of S on 8 GPUs sends 2(n-1)/n S from each rank: 14 S in all, though
+    it runs as one flow of 2(n-1)/n S per edge; plain flows count their bytes once, and flows
+    added before and between collectives keep their own count."""
+    sc = fs.Scenario(fs.hgx_h100())
+    first = sc.add_delay("1us")
+    sc.add_flow(0, 1, "1MiB")
+    sc.add_collective("all_reduce", None, size_bytes="1GiB", algorithm="ring", after=first)
+    sc.add_flow(2, 3, "2MiB")
+    sc.add_collective("all_gather", [0, 1, 2, 3], size_bytes="64MiB", algorithm="ring")
+    res = sc.run()
+    # all_gather of S on 4 ranks: each rank sends (n-1)/n S, so 3/4 x 4 = 3 S.
+    expected = 14 * 2**30 + 3 * 64 * 2**20 + 3 * 2**20
+    assert res.summary.bytes_moved == pytest.approx(expected, rel=1e-12)
+    # Each of those bytes crosses two NVLinks (GPU to NVSwitch to GPU).
+    assert res.links["bytes_carried"].to_numpy().sum() == pytest.approx(2 * expected, rel=1e-9)
+
+
 def test_cli_size_flags_follow_nccl_tests(capsys):
     """-b 8MB is 8 MiB in nccl-tests (only the suffix's first letter counts), not 8e6 bytes."""
     assert main(["nccl-tests", "-b", "8MB", "-e", "8MB"]) == 0
