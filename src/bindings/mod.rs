@@ -314,6 +314,39 @@ impl Topology {
         })
     }
 
+    /// Where the given scale-out endpoints sit (NIC i serves GPU i; a bare Clos's host i is
+    /// endpoint i): their leaves, and their pods in a three-tier Clos (0 in a two-tier one),
+    /// so callers read the placement instead of restating it.
+    fn scale_out_positions<'py>(
+        &self,
+        py: Python<'py>,
+        endpoints: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+        let endpoints = slice("endpoints", &endpoints)?;
+        let (leaves, pods) = guard(|| {
+            let Some(p) = self.inner.scale_out_placed_opt() else {
+                return Err(Error::InvalidArgument(
+                    "this fabric has no scale-out Clos".into(),
+                ));
+            };
+            let s = p.shape;
+            let ids = to_u32("endpoints", endpoints, s.n_endpoints as usize)?;
+            let leaves: Vec<i64> = ids.iter().map(|&e| s.leaf_of(e) as i64).collect();
+            let pods = leaves
+                .iter()
+                .map(|&l| {
+                    if s.tiers == 3 {
+                        s.pod_of_leaf(l as u32) as i64
+                    } else {
+                        0
+                    }
+                })
+                .collect::<Vec<i64>>();
+            Ok((leaves, pods))
+        })?;
+        Ok((leaves.into_pyarray(py), pods.into_pyarray(py)))
+    }
+
     /// Node kind codes (see `structure()["kind_names"]`) as a NumPy uint8 array.
     fn node_kinds<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
         self.inner
