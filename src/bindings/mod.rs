@@ -412,6 +412,7 @@ fn clos_dict(d: &Bound<'_, PyDict>, s: &topology::clos::ClosShape) -> PyResult<(
     d.set_item("radix", s.radix)?;
     d.set_item("rails", s.rails)?;
     d.set_item("endpoints_per_leaf", s.endpoints_per_leaf)?;
+    d.set_item("rails_per_leaf", s.rails_per_leaf)?;
     d.set_item("n_leaves", s.n_leaves)?;
     d.set_item("leaf_up", s.leaf_up)?;
     d.set_item("n_spines", s.n_spines)?;

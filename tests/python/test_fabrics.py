@@ -501,7 +501,7 @@ def two_plane_fabrics():
     hosts = bare.nics
     yield "clos", bare, int(hosts[0]), int(hosts[-1])
     big = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="test-sw8x800", nic="cx8", planes=2)
-    yield "cluster", big, 0, 73  # rails 0 and 1 of two racks: different leaves
+    yield "cluster", big, 0, 76  # rails 0 and 4 of two racks: different leaves (4 rails to a leaf)
 
 
 @pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
@@ -646,7 +646,7 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
         (
             lambda: fs.clos(n_hosts=2049, switch="quantum-2", nic="cx7", tiers=2),
             InvalidArgumentError,
-            "2048 endpoints at most.*use tiers=3",
+            r"65 leaves \(32 endpoints to a leaf\), more than the 64 leaves \(2048 endpoints\).*use tiers=3",
         ),
         (
             lambda: fs.clos(n_hosts=64, switch="quantum-2", nic="cx7", oversubscription=0.5),
