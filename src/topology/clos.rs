@@ -550,7 +550,7 @@ impl LinkClass {
 mod tests {
     use super::*;
 
-    fn shape(e: u32, rails: u32, tiers: u32, radix: u32) -> ClosShape {
+    fn try_shape(e: u32, rails: u32, tiers: u32, radix: u32) -> Result<ClosShape> {
         ClosShape::new(&ClosParams {
             n_endpoints: e,
             rails,
@@ -559,7 +559,10 @@ mod tests {
             radix,
             oversubscription: [1.0, 1.0],
         })
-        .unwrap()
+    }
+
+    fn shape(e: u32, rails: u32, tiers: u32, radix: u32) -> ClosShape {
+        try_shape(e, rails, tiers, radix).unwrap()
     }
 
     /// DGX SuperPOD B200 reference architecture: 8 rails, 32 nodes per SU, 64-port switches.
@@ -614,6 +617,40 @@ mod tests {
         }
     }
 
+    /// Any rails and groups: no leaf is left empty or takes more than its down ports, and rails
+    /// share leaves only when each sits whole on one.
+    #[test]
+    fn every_leaf_holds_whole_rails_within_its_ports() {
+        let mut built = 0;
+        for radix in [8, 64] {
+            for rails in 1..=80 {
+                for groups in 1..=40 {
+                    let Ok(s) = try_shape(rails * groups, rails, 3, radix) else {
+                        assert_eq!(radix, 8); // beyond what three tiers of 8 ports hold
+                        continue;
+                    };
+                    built += 1;
+                    let n = per_leaf(&s);
+                    let at = (radix, rails, groups);
+                    assert!(
+                        n.iter().all(|&k| 0 < k && k <= s.endpoints_per_leaf),
+                        "{at:?}"
+                    );
+                    assert!(
+                        s.rails_per_leaf == 1 || groups < s.endpoints_per_leaf,
+                        "{at:?}"
+                    );
+                    // Rail i of every group on the same leaf.
+                    for e in rails..rails * groups {
+                        let (a, b) = (s.leaf_of(e), s.leaf_of(e % rails));
+                        assert!(a == b || s.rails_per_leaf == 1, "{at:?}");
+                    }
+                }
+            }
+        }
+        assert!(built > 3600, "only {built} shapes built");
+    }
+
     /// GB200 SuperPOD SU on Quantum-2: 8 racks of 72 NICs, 32-port leaves: a rail has 8 NICs,
     /// so 4 rails to a leaf, 18 full leaves, 32 x 18 = 576 uplinks. Fewest spines: 9 would
     /// take them, but 32 uplinks split evenly only over a divisor of 32: 16 spines, 2 links
@@ -658,18 +695,7 @@ mod tests {
 
     #[test]
     fn a_two_tier_clos_too_small_names_its_leaves() {
-        let two_tier = |e, rails| {
-            ClosShape::new(&ClosParams {
-                n_endpoints: e,
-                rails,
-                endpoint_links: vec![1],
-                tiers: 2,
-                radix: 64,
-                oversubscription: [1.0, 1.0],
-            })
-            .unwrap_err()
-            .to_string()
-        };
+        let two_tier = |e, rails| try_shape(e, rails, 2, 64).unwrap_err().to_string();
         // 17 racks: a rail of 17 NICs fills half a leaf, two do not fit on one.
         let msg = two_tier(17 * 72, 72);
         assert!(
