@@ -83,6 +83,8 @@ fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
         .collect()
 }
 
+type Int64Array<'py> = Bound<'py, PyArray1<i64>>;
+
 /// A directed graph of links with capacities (bytes/s) and latencies (s).
 #[pyclass(module = "fabricsim._core", frozen)]
 pub struct Topology {
@@ -321,7 +323,7 @@ impl Topology {
         &self,
         py: Python<'py>,
         endpoints: PyReadonlyArray1<'_, i64>,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    ) -> PyResult<(Int64Array<'py>, Int64Array<'py>)> {
         let endpoints = slice("endpoints", &endpoints)?;
         let (leaves, pods) = guard(|| {
             let Some(p) = self.inner.scale_out_placed_opt() else {
