@@ -114,9 +114,9 @@ class FabricView:
     #: Wire latency of a route between two GPUs of one domain; routes across domains are
     #: measured per communicator (_comm), as are a plain topology's.
     intra_path_s: float = 0.0
-    #: The scale-out Clos' positions (tiers, rails, endpoints_per_leaf, leaves_per_pod): where
-    #: a rank's NIC sits, so a communicator finds its farthest pair without trying them all.
-    scale_out: dict | None = None
+    #: The fabric has a scale-out Clos: where a rank's NIC sits there (its leaf and pod) tells
+    #: a communicator its farthest pair without trying them all.
+    scale_out: bool = False
     #: A plain topology's injection bandwidth per node (sum of its out-links), else None.
     injection_Bps: np.ndarray | None = None
     #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
@@ -167,9 +167,7 @@ def fabric_view(topology) -> FabricView:
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)
-    clos = {k: int(st["scale_out"][k]) for k in ("tiers", "rails", "endpoints_per_leaf", "leaves_per_pod")} \
-        if "scale_out" in st else None
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, clos, injection)
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, "scale_out" in st, injection)
     topology._collective_view = view
     return view
 
@@ -241,8 +239,8 @@ class _Comm:
         different domains (0 in one domain)."""
         if self._inter_path_s is None:
             self._inter_path_s = 0.0
-            if self.n_domains > 1 and self.view.scale_out is not None:
-                a, b = _farthest_apart(self.ranks, self.ranks // self.view.gpus_per_domain, self.view.scale_out)
+            if self.n_domains > 1 and self.view.scale_out:
+                a, b = _farthest_apart(self.ranks, self.ranks // self.view.gpus_per_domain, self._core)
                 self._inter_path_s = self._core.path_latency_s(int(a), int(b))
         return self._inter_path_s
 
@@ -293,16 +291,13 @@ def _comm(topology, ranks: Any) -> _Comm:
     return comm
 
 
-def _farthest_apart(ranks: np.ndarray, dom: np.ndarray, clos: dict) -> tuple[int, int]:
+def _farthest_apart(ranks: np.ndarray, dom: np.ndarray, core) -> tuple[int, int]:
     """Two ranks in different domains whose route climbs highest in the scale-out Clos (rank =
     NIC endpoint; a route's wire latency grows with the tier where its leaves meet: leaf,
     spine, core). Meeting tiers are an ultrametric, so the first rank meets some rank at the
     highest tier any pair does, unless all other domains sit on its leaf: then a rank of its
     own domain on another leaf (rail) meets them at a spine."""
-    rails = clos["rails"]
-    leaf = (ranks // rails // clos["endpoints_per_leaf"]) * rails + ranks % rails if clos["tiers"] > 1 \
-        else np.zeros_like(ranks)
-    pod = leaf // clos["leaves_per_pod"] if clos["tiers"] == 3 else np.zeros_like(ranks)
+    leaf, pod = core.scale_out_positions(np.ascontiguousarray(ranks, dtype=np.int64))
     other = dom != dom[0]
     for position in (pod, leaf):
         far = np.flatnonzero(other & (position != position[0]))

@@ -534,7 +534,9 @@ def cluster(
     """``n_domains`` scale-up domains (a preset name such as "nvl72", "hgx-h100", or a dict
     of :func:`nvlink_domain` arguments) joined by a rail-optimised Clos of ``scale_out``
     switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
-    rail i. Photonic fabrics are the same call with a photonic switch."""
+    rail i, each rail on leaves of its own, or, when a rail does not fill a leaf, consecutive
+    rails sharing one (``structure["scale_out"]["rails_per_leaf"]``). Photonic fabrics are the
+    same call with a photonic switch."""
     params, parts = _nvlink_spec(domain, nvlink_efficiency)
     gpd = params["gpus_per_domain"]
     # Every GPU is a node and node ids are 32-bit: fewer than 2**32 GPUs in all.

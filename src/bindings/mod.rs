@@ -83,6 +83,8 @@ fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
         .collect()
 }
 
+type Int64Array<'py> = Bound<'py, PyArray1<i64>>;
+
 /// A directed graph of links with capacities (bytes/s) and latencies (s).
 #[pyclass(module = "fabricsim._core", frozen)]
 pub struct Topology {
@@ -314,6 +316,39 @@ impl Topology {
         })
     }
 
+    /// Where the given scale-out endpoints sit (NIC i serves GPU i; a bare Clos's host i is
+    /// endpoint i): their leaves, and their pods in a three-tier Clos (0 in a two-tier one),
+    /// so callers read the placement instead of restating it.
+    fn scale_out_positions<'py>(
+        &self,
+        py: Python<'py>,
+        endpoints: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<(Int64Array<'py>, Int64Array<'py>)> {
+        let endpoints = slice("endpoints", &endpoints)?;
+        let (leaves, pods) = guard(|| {
+            let Some(p) = self.inner.scale_out_placed_opt() else {
+                return Err(Error::InvalidArgument(
+                    "this fabric has no scale-out Clos".into(),
+                ));
+            };
+            let s = p.shape;
+            let ids = to_u32("endpoints", endpoints, s.n_endpoints as usize)?;
+            let leaves: Vec<i64> = ids.iter().map(|&e| s.leaf_of(e) as i64).collect();
+            let pods = leaves
+                .iter()
+                .map(|&l| {
+                    if s.tiers == 3 {
+                        s.pod_of_leaf(l as u32) as i64
+                    } else {
+                        0
+                    }
+                })
+                .collect::<Vec<i64>>();
+            Ok((leaves, pods))
+        })?;
+        Ok((leaves.into_pyarray(py), pods.into_pyarray(py)))
+    }
+
     /// Node kind codes (see `structure()["kind_names"]`) as a NumPy uint8 array.
     fn node_kinds<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
         self.inner
@@ -379,6 +414,7 @@ fn clos_dict(d: &Bound<'_, PyDict>, s: &topology::clos::ClosShape) -> PyResult<(
     d.set_item("radix", s.radix)?;
     d.set_item("rails", s.rails)?;
     d.set_item("endpoints_per_leaf", s.endpoints_per_leaf)?;
+    d.set_item("rails_per_leaf", s.rails_per_leaf)?;
     d.set_item("n_leaves", s.n_leaves)?;
     d.set_item("leaf_up", s.leaf_up)?;
     d.set_item("n_spines", s.n_spines)?;

@@ -5,9 +5,18 @@
 //! wired to it, as in HGX and NVL72), an NVLink domain spread over racks (tier 2), or a
 //! rail-optimised scale-out fat-tree (tiers 2 and 3, any number of planes).
 //!
-//! *Placement.* Endpoint `e` belongs to group `D = e / rails` at rail `i = e % rails`; a
-//! leaf serves rail `i` of `endpoints_per_leaf` consecutive groups, so leaf
-//! `(D / endpoints_per_leaf) * rails + i` (with `rails = 1` this is plain consecutive filling).
+//! *Placement.* Endpoint `e` belongs to group `D = e / rails` at rail `i = e % rails`
+//! (rail-optimised: NIC i of every domain on the same leaf). A leaf takes `endpoints_per_leaf`
+//! endpoints of a rail. When a rail has at least that many (one per group), every rail has
+//! leaves of its own: leaf `(D / endpoints_per_leaf) * rails + i` (with `rails = 1`, plain
+//! consecutive filling). When it has fewer, consecutive rails share a leaf instead of each
+//! taking a near-empty one: leaf `i / rails_per_leaf`, where `rails_per_leaf` is the fewest
+//! rails per leaf that keeps the fewest leaves, `ceil(rails / floor(endpoints_per_leaf /
+//! groups))`; the leaves are then as even as blocks of consecutive rails allow, the last one
+//! taking the rails that remain (72 rails of 3 endpoints on 32-endpoint leaves: 10 would fit,
+//! so 8 leaves of 9 rails; 8 rails of 9: 3 fit, rails 0-2, 3-5 and 6-7). One form covers
+//! both: leaf `(D / endpoints_per_leaf) * leaves_per_block + i / rails_per_leaf`, a block
+//! being `endpoints_per_leaf` consecutive groups on `leaves_per_block` leaves.
 //!
 //! *Wiring, per plane.* Endpoint to leaf: `endpoint_links[p]` parallel links. Tier 2: every
 //! leaf to every spine with `leaf_spine_width` parallel links. Tier 3: pods of
@@ -51,7 +60,13 @@ pub struct ClosShape {
     pub endpoint_links: Vec<u32>,
     pub tiers: u32,
     pub radix: u32,
+    /// Endpoints of one rail a leaf takes (its down ports over the links of an endpoint).
     pub endpoints_per_leaf: u32,
+    /// Consecutive rails sharing a leaf: 1 unless a rail leaves a leaf's ports unused.
+    pub rails_per_leaf: u32,
+    /// Leaves of a block of `endpoints_per_leaf` consecutive groups: `rails / rails_per_leaf`
+    /// rounded up.
+    pub leaves_per_block: u32,
     pub n_leaves: u32,
     pub leaf_up: u32,
     pub n_spines: u32,
@@ -127,6 +142,8 @@ impl ClosShape {
             tiers: p.tiers,
             radix: p.radix,
             endpoints_per_leaf: e,
+            rails_per_leaf: 1,
+            leaves_per_block: 1,
             n_leaves: 1,
             leaf_up: 0,
             n_spines: 0,
@@ -171,8 +188,13 @@ impl ClosShape {
                     )));
                 }
                 let n_groups = e.div_ceil(p.rails);
-                let groups_of_leaves = n_groups.div_ceil(s.endpoints_per_leaf);
-                s.n_leaves = groups_of_leaves.checked_mul(p.rails).ok_or_else(|| {
+                let epl = s.endpoints_per_leaf;
+                // Rails that fit on one leaf when a rail does not fill it (else 1).
+                let fit = if n_groups < epl { epl / n_groups } else { 1 };
+                s.leaves_per_block = p.rails.div_ceil(fit);
+                s.rails_per_leaf = p.rails.div_ceil(s.leaves_per_block);
+                let blocks = n_groups.div_ceil(epl);
+                s.n_leaves = blocks.checked_mul(s.leaves_per_block).ok_or_else(|| {
                     Error::TooLarge(format!("{e} endpoints need too many leaves"))
                 })?;
                 if p.tiers == 2 {
@@ -180,13 +202,27 @@ impl ClosShape {
                     let need = (s.n_leaves as u64 * up as u64).div_ceil(p.radix as u64);
                     let spines = smallest_divisor_at_least(up, need.min(up as u64) as u32);
                     let width = up / spines;
+                    // Each leaf needs a port on every spine: with the fewest spines above,
+                    // this fails exactly when there are more leaves than a spine has ports.
                     if s.n_leaves as u64 * width as u64 > p.radix as u64 {
+                        let (how, most) = match (p.rails, s.rails_per_leaf) {
+                            (1, _) => (
+                                format!("{epl} endpoints to a leaf"),
+                                format!(" ({} endpoints)", p.radix as u64 * epl as u64),
+                            ),
+                            (r, 1) => (
+                                format!("{r} rails of {n_groups} endpoints, {epl} of one rail to a leaf"),
+                                String::new(),
+                            ),
+                            (r, k) => (
+                                format!("{r} rails of {n_groups} endpoints, {k} rails to a leaf"),
+                                String::new(),
+                            ),
+                        };
                         return Err(bad(format!(
-                            "{e} endpoints need {} leaves, more than a two-tier Clos of \
-                             {}-port switches holds ({} endpoints at most): use tiers=3 or more planes",
-                            s.n_leaves,
-                            p.radix,
-                            s.max_endpoints_2_tier()
+                            "{e} endpoints need {} leaves ({how}), more than the {} leaves{most} \
+                             a two-tier Clos of {}-port switches holds: use tiers=3 or more planes",
+                            s.n_leaves, p.radix, p.radix
                         )));
                     }
                     s.n_spines = spines;
@@ -228,11 +264,6 @@ impl ClosShape {
         }
         s.plane_link_base.push(base as u32);
         Ok(s)
-    }
-
-    /// Each leaf needs a link to every spine, so a spine's ports bound the leaves.
-    fn max_endpoints_2_tier(&self) -> u64 {
-        self.radix as u64 * self.endpoints_per_leaf as u64
     }
 
     fn links_in_plane(&self, plane: u32) -> u64 {
@@ -287,7 +318,7 @@ impl ClosShape {
             return 0;
         }
         let (group, rail) = (e / self.rails, e % self.rails);
-        (group / self.endpoints_per_leaf) * self.rails + rail
+        (group / self.endpoints_per_leaf) * self.leaves_per_block + rail / self.rails_per_leaf
     }
 
     pub fn pod_of_leaf(&self, leaf: u32) -> u32 {
@@ -519,7 +550,7 @@ impl LinkClass {
 mod tests {
     use super::*;
 
-    fn shape(e: u32, rails: u32, tiers: u32, radix: u32) -> ClosShape {
+    fn try_shape(e: u32, rails: u32, tiers: u32, radix: u32) -> Result<ClosShape> {
         ClosShape::new(&ClosParams {
             n_endpoints: e,
             rails,
@@ -528,7 +559,10 @@ mod tests {
             radix,
             oversubscription: [1.0, 1.0],
         })
-        .unwrap()
+    }
+
+    fn shape(e: u32, rails: u32, tiers: u32, radix: u32) -> ClosShape {
+        try_shape(e, rails, tiers, radix).unwrap()
     }
 
     /// DGX SuperPOD B200 reference architecture: 8 rails, 32 nodes per SU, 64-port switches.
@@ -556,9 +590,147 @@ mod tests {
         }
     }
 
+    /// Endpoints on each leaf, by leaf_of.
+    fn per_leaf(s: &ClosShape) -> Vec<u32> {
+        let mut n = vec![0; s.n_leaves as usize];
+        (0..s.n_endpoints).for_each(|e| n[s.leaf_of(e) as usize] += 1);
+        n
+    }
+
+    /// Where a rail fills its leaves, each rail keeps leaves of its own, as before rails could
+    /// share: leaf (D / endpoints_per_leaf) * rails + i.
+    #[test]
+    fn rails_that_fill_a_leaf_keep_their_own_leaves() {
+        for (e, rails, tiers) in [
+            (8192, 8, 3),
+            (2048, 8, 2),
+            (512, 8, 2),
+            (256, 8, 2),
+            (4608, 72, 3),
+        ] {
+            let s = shape(e, rails, tiers, 64);
+            assert_eq!((s.rails_per_leaf, s.leaves_per_block), (1, rails));
+            for x in 0..e {
+                let old = (x / rails / s.endpoints_per_leaf) * rails + x % rails;
+                assert_eq!(s.leaf_of(x), old, "endpoint {x} of {e}");
+            }
+        }
+    }
+
+    /// Any rails and groups: no leaf is left empty or takes more than its down ports, and rails
+    /// share leaves only when each sits whole on one.
+    #[test]
+    fn every_leaf_holds_whole_rails_within_its_ports() {
+        let mut built = 0;
+        for radix in [8, 64] {
+            for rails in 1..=80 {
+                for groups in 1..=40 {
+                    let Ok(s) = try_shape(rails * groups, rails, 3, radix) else {
+                        assert_eq!(radix, 8); // beyond what three tiers of 8 ports hold
+                        continue;
+                    };
+                    built += 1;
+                    let n = per_leaf(&s);
+                    let at = (radix, rails, groups);
+                    assert!(
+                        n.iter().all(|&k| 0 < k && k <= s.endpoints_per_leaf),
+                        "{at:?}"
+                    );
+                    assert!(
+                        s.rails_per_leaf == 1 || groups < s.endpoints_per_leaf,
+                        "{at:?}"
+                    );
+                    // Rail i of every group on the same leaf.
+                    for e in rails..rails * groups {
+                        let (a, b) = (s.leaf_of(e), s.leaf_of(e % rails));
+                        assert!(a == b || s.rails_per_leaf == 1, "{at:?}");
+                    }
+                }
+            }
+        }
+        assert!(built > 3600, "only {built} shapes built");
+    }
+
+    /// GB200 SuperPOD SU on Quantum-2: 8 racks of 72 NICs, 32-port leaves: a rail has 8 NICs,
+    /// so 4 rails to a leaf, 18 full leaves, 32 x 18 = 576 uplinks. Fewest spines: 9 would
+    /// take them, but 32 uplinks split evenly only over a divisor of 32: 16 spines, 2 links
+    /// from every leaf (36 of 64 ports).
+    #[test]
+    fn an_nvl72_su_shares_leaves_between_rails() {
+        let s = shape(576, 72, 2, 64);
+        assert_eq!((s.rails_per_leaf, s.n_leaves, s.leaf_up), (4, 18, 32));
+        assert_eq!((s.n_spines, s.leaf_spine_width, s.n_cores), (16, 2, 0));
+        assert_eq!(per_leaf(&s), vec![32; 18]);
+        // Rail i of every rack on leaf i / 4.
+        for rack in 0..8 {
+            for rail in 0..72 {
+                assert_eq!(s.leaf_of(rack * 72 + rail), rail / 4);
+            }
+        }
+        // One rack: 72 NICs on 3 leaves of 24 rails; 96 uplinks over 2 spines.
+        let s = shape(72, 72, 2, 64);
+        assert_eq!(
+            (s.rails_per_leaf, s.n_leaves, s.n_spines, s.leaf_spine_width),
+            (24, 3, 2, 16)
+        );
+        assert_eq!(per_leaf(&s), vec![24; 3]);
+    }
+
+    /// Rails that do not divide the leaves evenly: 9 DGX H100 (8 rails of 9 NICs) fit 3 rails
+    /// on a 32-port leaf, so 3 leaves: rails 0-2, 3-5 and 6-7 (27, 27, 18 NICs). 72 rails of 3
+    /// fit 10 to a leaf: 8 leaves, so 9 rails each rather than 7 of 10 and one of 2.
+    #[test]
+    fn rails_share_leaves_in_even_consecutive_blocks() {
+        let s = shape(72, 8, 2, 64);
+        assert_eq!((s.rails_per_leaf, s.n_leaves), (3, 3));
+        assert_eq!(per_leaf(&s), vec![27, 27, 18]);
+        assert_eq!(
+            (0..8).map(|i| s.leaf_of(8 + i)).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1, 1, 2, 2]
+        );
+        let s = shape(216, 72, 2, 64);
+        assert_eq!((s.rails_per_leaf, s.n_leaves), (9, 8));
+        assert_eq!(per_leaf(&s), vec![27; 8]);
+    }
+
+    #[test]
+    fn a_two_tier_clos_too_small_names_its_leaves() {
+        let two_tier = |e, rails| try_shape(e, rails, 2, 64).unwrap_err().to_string();
+        // 17 racks: a rail of 17 NICs fills half a leaf, two do not fit on one.
+        let msg = two_tier(17 * 72, 72);
+        assert!(
+            msg.contains(
+                "1224 endpoints need 72 leaves (72 rails of 17 endpoints, 32 of one rail to a \
+                 leaf), more than the 64 leaves a two-tier Clos of 64-port switches holds"
+            ),
+            "{msg}"
+        );
+        let msg = two_tier(2049, 1);
+        assert!(
+            msg.contains(
+                "2049 endpoints need 65 leaves (32 endpoints to a leaf), more than the 64 leaves \
+                 (2048 endpoints) a two-tier Clos"
+            ),
+            "{msg}"
+        );
+        // 16 groups of 200 rails: 2 rails to a leaf, 100 leaves.
+        let msg = two_tier(3200, 200);
+        assert!(
+            msg.contains("need 100 leaves (200 rails of 16 endpoints, 2 rails to a leaf)"),
+            "{msg}"
+        );
+    }
+
     #[test]
     fn bundles_partition_the_fabric_links() {
-        for s in [shape(30, 2, 2, 8), shape(60, 3, 3, 8)] {
+        // The last two share leaves between rails (2 to a leaf), in 2 and 3 tiers.
+        for s in [
+            shape(30, 2, 2, 8),
+            shape(60, 3, 3, 8),
+            shape(16, 8, 2, 8),
+            shape(48, 24, 3, 8),
+        ] {
+            assert_eq!(s.rails_per_leaf, if s.rails > 3 { 2 } else { 1 });
             let mut owner = vec![u32::MAX; s.n_links() as usize];
             for b in 0..s.n_bundles() {
                 s.for_each_member(b, |l| {

@@ -589,7 +589,8 @@ P2P_NET_ALPHA_S = (8.4 + 14.0) * 1e-6  # NCCL's Simple base plus one NET step
 
 @pytest.mark.parametrize("n_domains, tiers, ranks, switches", [
     (4, 2, [0, 8], 1),          # rail 0 of two domains: one leaf
-    (4, 2, [0, 9], 3),          # rails 0 and 1: leaf, spine, leaf
+    (4, 2, [0, 9], 1),          # rails 0 and 1 of 4 domains: their 32 NICs share one leaf
+    (32, 2, [0, 9], 3),         # of a full SU, a leaf per rail: leaf, spine, leaf
     (256, 3, [0, 8], 1),        # the fabric's farthest pair would cross a core
     (256, 3, [0, 8 * 255], 5),  # first and last domain: two pods, through a core
 ])
@@ -612,7 +613,7 @@ def test_halving_doubling_steps_pay_their_communicators_wire_latency():
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
 
 
-@pytest.mark.parametrize("n_domains, tiers", [(4, 2), (256, 3)])
+@pytest.mark.parametrize("n_domains, tiers", [(4, 2), (32, 2), (256, 3)])
 def test_a_communicators_farthest_pair_is_the_slowest_route_between_its_domains(n_domains, tiers):
     from fabricsim.collectives import _comm
 

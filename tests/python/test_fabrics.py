@@ -13,6 +13,7 @@ import pytest
 import fabricsim as fs
 from fabricsim import catalog
 from fabricsim.exceptions import InvalidArgumentError, UnknownPartError, ZeroCapacityPathError
+from helpers import flow_segments
 
 # Small user switches, so closed forms and engine runs stay cheap. Ports counted at 400 Gb/s:
 # "test-sw8" has 8 ports of 400G (a ConnectX-7's rate); "test-sw8x800" 8 ports of 800G that
@@ -221,6 +222,94 @@ def test_dgx_superpod_reference_table(sus, tiers, leaves, spines, cores):
     assert count_kind(topo, "nic") == topo.n_gpus
 
 
+@pytest.mark.parametrize("sus, leaves, spines", [(1, 8, 4), (2, 16, 8), (4, 32, 18), (8, 64, 36)])
+def test_dgx_b300_xdr_superpod_reference_table(sus, leaves, spines):
+    """DGX B300 SuperPOD on Quantum-X800: 72 nodes per SU, one 800G rail per GPU. A rail of 72
+    NICs exactly fills a leaf's 72 down ports, so each rail keeps leaves of its own."""
+    topo = fs.cluster(domain="hgx-b300", n_domains=72 * sus, scale_out="quantum-x800", nic="cx8")
+    s = so(topo)
+    assert (s["tiers"], s["planes"], s["rails_per_leaf"]) == (2, 1, 1)
+    assert (s["n_leaves"], s["n_spines"], s["n_leaves"] * s["leaf_up"]) == (leaves, spines, 576 * sus)
+
+
+def leaf_of_nics(topo) -> np.ndarray:
+    """Index of the leaf each NIC is cabled to (leaves numbered in node order)."""
+    src, dst, _ = link_arrays(topo)
+    kinds, code = topo._core.node_kinds(), kind_codes(topo)
+    leaves = np.flatnonzero(kinds == code["leaf"])
+    up = np.isin(src, topo.nics) & (kinds[dst] == code["leaf"])
+    order = np.argsort(src[up])
+    return np.searchsorted(leaves, dst[up][order])
+
+
+def test_an_nvl72_scalable_unit_shares_leaves_between_rails():
+    """The DGX GB200 SuperPOD SU: 8 NVL72 racks, one CX-7 (NDR 400G) per GPU, rail i of every
+    rack on one Quantum-2 leaf. A rail has 8 NICs and a leaf 32 down ports at 1:1, so 4 rails
+    share a leaf: 18 leaves and 2 tiers (it was 72 leaves, one per rail, 96 spines, 64 cores).
+    Their 576 uplinks would fill 9 spines, but a leaf's 32 uplinks split evenly only over a
+    divisor of 32: 16 spines, 2 cables from each leaf (36 of a spine's 64 ports)."""
+    for tiers in (None, 2):
+        topo = fs.cluster(domain="nvl72", n_domains=8, scale_out="quantum-2", tiers=tiers)
+        s = so(topo)
+        assert (s["tiers"], s["rails_per_leaf"], s["n_leaves"], s["leaf_up"]) == (2, 4, 18, 32)
+        assert (s["n_spines"], s["leaf_spine_width"], s["n_cores"]) == (16, 2, 0)
+    gpu = np.arange(576)
+    assert np.array_equal(leaf_of_nics(topo), gpu % 72 // 4)
+    src, dst, _ = link_arrays(topo)
+    kinds, code = topo._core.node_kinds(), kind_codes(topo)
+    for leaf in np.flatnonzero(kinds == code["leaf"]):
+        assert np.sum((src == leaf) & (kinds[dst] == code["nic"])) == 32
+        spines = dst[(src == leaf) & (kinds[dst] == code["spine"])]
+        assert np.array_equal(np.unique(spines, return_counts=True)[1], [2] * 16)
+    # Cables: 576 NIC to leaf, 18 x 32 leaf to spine. Transceivers: one per CX-7 (a port a
+    # cage) and one per twin-port cage of the switches, (576 + 2 x 576) ports / 2.
+    d = described(topo)
+    assert (d["leaf switches"], d["spine switches"], "core switches" in d) == (18, 16, False)
+    assert d["scale-out cables"] == 576 + 18 * 32
+    assert d["pluggable optical transceivers"] == 576 + (576 + 2 * 576) // 2
+    # One rack: 72 NICs on 3 leaves of 24 rails, 96 uplinks over 2 spines (16 cables each).
+    rack = fs.cluster(domain="nvl72", n_domains=1, scale_out="quantum-2")
+    s = so(rack)
+    assert (s["tiers"], s["rails_per_leaf"], s["n_leaves"], s["n_spines"], s["n_cores"]) == (2, 24, 3, 2, 0)
+    assert np.array_equal(leaf_of_nics(rack), np.arange(72) // 24)
+    d = described(rack)
+    assert d["scale-out cables"] == 72 + 3 * 32
+    assert d["pluggable optical transceivers"] == 72 + (72 + 2 * 96) // 2
+
+
+@pytest.mark.parametrize(
+    "domain, n_domains, rails_per_leaf, nics_per_leaf",
+    [
+        # 8 rails of 9 NICs: 3 rails fit a leaf (27 ports), so 3 leaves: rails 0-2, 3-5, 6-7.
+        ("hgx-h100", 9, 3, [27, 27, 18]),
+        # 72 rails of 3: 10 would fit, 8 leaves needed: 9 rails each, not 7 of 10 and one of 2.
+        ("nvl72", 3, 9, [27] * 8),
+        # 72 rails of 6: 5 fit, 15 leaves: 14 of 5 rails and the last takes the 2 left.
+        ("nvl72", 6, 5, [30] * 14 + [12]),
+    ],
+)
+def test_rails_share_leaves_in_consecutive_blocks(domain, n_domains, rails_per_leaf, nics_per_leaf):
+    topo = fs.cluster(domain=domain, n_domains=n_domains, scale_out="quantum-2")
+    s = so(topo)
+    assert (s["tiers"], s["rails_per_leaf"], s["n_leaves"]) == (2, rails_per_leaf, len(nics_per_leaf))
+    per = topo.n_gpus // n_domains
+    assert np.array_equal(leaf_of_nics(topo), np.arange(topo.n_gpus) % per // rails_per_leaf)
+    assert np.bincount(leaf_of_nics(topo)).tolist() == nics_per_leaf
+
+
+def test_an_nvl72_cluster_too_big_for_two_tiers_says_why():
+    # 17 racks: a rail of 17 NICs takes over half a leaf, so each rail has a leaf: 72 > 64.
+    with pytest.raises(
+        InvalidArgumentError,
+        match=re.escape(
+            "1224 endpoints need 72 leaves (72 rails of 17 endpoints, 32 of one rail to a leaf), "
+            "more than the 64 leaves a two-tier Clos of 64-port switches holds: use tiers=3"
+        ),
+    ):
+        fs.cluster(domain="nvl72", n_domains=17, scale_out="quantum-2", tiers=2)
+    assert so(fs.cluster(domain="nvl72", n_domains=17, scale_out="quantum-2"))["tiers"] == 3
+
+
 @pytest.mark.parametrize(
     "n, tiers, over", [(27, 2, 1.0), (16, 2, 3.0), (16, 2, 2.0), (70, 3, (1.0, 2.0)), (100, 3, 1.0)]
 )
@@ -394,6 +483,9 @@ def test_two_tier_nvlink_domain_routes_equal_the_generic_router():
     [
         ("hgx-h100", 8, dict(scale_out="test-sw8", nic="cx7")),
         ("gb300-nvl72", 2, dict(scale_out="test-sw8x800", nic="cx8", planes=2)),
+        # Rails sharing leaves: 4 to a leaf; and 3, 3 and 2.
+        ("nvl72", 8, dict(scale_out="quantum-2")),
+        ("hgx-h100", 9, dict(scale_out="quantum-2")),
     ],
 )
 def test_cluster_routes_equal_the_generic_router(domain, n_domains, kw):
@@ -413,6 +505,61 @@ def test_cluster_routes_equal_the_generic_router(domain, n_domains, kw):
     a, b = across[0]
     path = topo.route(a, b)
     assert dst[path[0]] == topo.nics[a] and src[path[-1]] == topo.nics[b]
+
+
+def test_rails_sharing_a_leaf_meet_there():
+    """NVL72 SU on Quantum-2, 4 rails to a leaf. From rail 0 of rack 0: rail 0 of rack 5 and
+    rail 3 (same leaf) are NIC, leaf, NIC; rail 4 (the next leaf), of another rack or of its
+    own, is NIC, leaf, spine, leaf, NIC, whatever the hash."""
+    topo = fs.cluster(domain="nvl72", n_domains=8, scale_out="quantum-2")
+    src, dst, _ = link_arrays(topo)
+    kinds, code = topo._core.node_kinds(), kind_codes(topo)
+    nic = topo.nics
+    for b, middle in [(5 * 72, ["leaf"]), (5 * 72 + 3, ["leaf"]), (5 * 72 + 4, ["leaf", "spine", "leaf"]),
+                      (4, ["leaf", "spine", "leaf"])]:
+        for key in range(16):
+            path = topo.route(int(nic[0]), int(nic[b]), key=key)
+            assert_valid_path(topo, path, int(nic[0]), int(nic[b]))
+            assert [topo.structure["kind_names"][k] for k in kinds[dst[path[:-1]]]] == middle, (b, key)
+    # GPU to GPU of another rack on the same rail: GPU, NIC, leaf, NIC, GPU.
+    assert len(topo.route(0, 5 * 72)) == 4
+
+
+@pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
+def test_traffic_over_an_nvl72_scalable_unit_stays_within_capacity(routing):
+    """Every GPU of the SU sends 1 GB to the GPU 4 rails on in the next rack: another leaf,
+    so all of it crosses the spines. Adaptive routing at 1:1: every flow at the plane rate and
+    every leaf-spine link carrying 1 GB each way (576 GB over 576 links). ECMP collides,
+    and no link ever carries more than its capacity."""
+    topo = fs.cluster(domain="nvl72", n_domains=8, scale_out="quantum-2")
+    gpu = np.arange(576)
+    sc = fs.Scenario(topo, routing=routing, seed=1)
+    ids = sc.add_flows(gpu, (gpu + 76) % 576, 1e9)
+    res = sc.run(record_rates=True)
+    src, dst, cap = link_arrays(topo)
+    kinds, code = topo._core.node_kinds(), kind_codes(topo)
+    fabric = np.flatnonzero(np.isin(kinds[src], [code["leaf"], code["spine"]])
+                            & np.isin(kinds[dst], [code["leaf"], code["spine"]]))
+    assert len(fabric) == 2 * 576
+    assert res.links["peak_utilization"].to_numpy().max() <= 1 + 1e-9
+    if routing == "adaptive":
+        assert np.allclose(flow_rates(res), plane_Bps(topo), rtol=1e-9)
+        carried = np.zeros(topo.n_links)
+        carried[res.links["link_id"].to_numpy()] = res.links["bytes_carried"].to_numpy()
+        assert np.allclose(carried[fabric], 1e9, rtol=1e-9)
+        return
+    # ECMP: each flow's links from its route, its rate over time from rate_changes: the load
+    # on every link in every interval between rate changes stays within capacity.
+    routes = [np.asarray(sc.route_of(int(f))) for f in ids]
+    segs = flow_segments(None, res)
+    times = np.unique([t for s in segs.values() for seg in s for t in seg[:2]])
+    for t0, t1 in zip(times, times[1:]):
+        load = np.zeros(topo.n_links)
+        for f, s in segs.items():
+            rate = sum(r for a, b, r in s if a <= t0 and b >= t1)
+            np.add.at(load, routes[f], rate)
+        assert np.all(load <= cap * (1 + 1e-9)), (t0, int(np.argmax(load / cap)))
+    assert flow_rates(res).min() < plane_Bps(topo)  # some flows collided
 
 
 def test_seeds_and_keys_move_flows_between_spines():
@@ -518,7 +665,7 @@ def two_plane_fabrics():
     hosts = bare.nics
     yield "clos", bare, int(hosts[0]), int(hosts[-1])
     big = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="test-sw8x800", nic="cx8", planes=2)
-    yield "cluster", big, 0, 73  # rails 0 and 1 of two racks: different leaves
+    yield "cluster", big, 0, 76  # rails 0 and 4 of two racks: different leaves (4 rails to a leaf)
 
 
 @pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
@@ -663,7 +810,7 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
         (
             lambda: fs.clos(n_hosts=2049, switch="quantum-2", nic="cx7", tiers=2),
             InvalidArgumentError,
-            "2048 endpoints at most.*use tiers=3",
+            r"65 leaves \(32 endpoints to a leaf\), more than the 64 leaves \(2048 endpoints\).*use tiers=3",
         ),
         (
             lambda: fs.clos(n_hosts=64, switch="quantum-2", nic="cx7", oversubscription=0.5),
