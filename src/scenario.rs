@@ -12,6 +12,10 @@
 //! A rerouted flow keeps the latency of its first path. Flows given explicit routes keep
 //! them. On a fabric failed before the run, a flow with no surviving path is accepted and
 //! fails in its row when it would start (unless a repair comes first).
+//!
+//! A run first compiles the scenario for the engine (`spread`): where flows pinned to a
+//! member of a pooled bundle meet flows sprayed over it, or a fault changes a bundle's
+//! members' shares, the usage lists gain what makes even spreading exact.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +28,8 @@ use crate::routing::{check_route, Router};
 use crate::solver::Usage;
 use crate::topology::fabric::{Fabric, Mode};
 use crate::topology::Topology;
+
+mod spread;
 
 /// No node, no tag.
 pub const NONE: u32 = u32::MAX;
@@ -78,6 +84,45 @@ pub struct Ran {
     /// The link each of the run's meters (`RunOutput::meter_*`) measures: the links more
     /// than one engine constraint loads.
     pub metered_links: Vec<u32>,
+    /// How the engine constraints' loads fall on links.
+    pub split: Split,
+}
+
+/// How a run's engine constraints load links where even spreading (src/scenario/spread.rs)
+/// changed the usage lists.
+#[derive(Debug, Clone, Default)]
+pub struct Split {
+    /// Bundle members whose own constraint carries their share of every sprayed flow
+    /// (sorted): their bundle's load is in theirs already.
+    pub spread_links: Vec<u32>,
+    /// Engine constraints that stand for a bundle while its members' shares differ from
+    /// those on the scenario's fabric (after a fault), with those shares: (constraint,
+    /// [(member, share)]), sorted by constraint.
+    pub resplit: Vec<(u32, Vec<(u32, f64)>)>,
+}
+
+impl Split {
+    /// Calls `f(link, share)` for each link engine constraint `e` (fabric constraint `c`)
+    /// loads, as `for_each_link_share` does, except for the spread members of a bundle and
+    /// with a resplit bundle's own shares.
+    pub fn for_each_link_share(
+        &self,
+        fabric: &Fabric,
+        e: u32,
+        c: u32,
+        mut f: impl FnMut(u32, f64),
+    ) {
+        // `l == c`: the constraint is that link itself.
+        let mut g = |l: u32, share: f64| {
+            if l == c || self.spread_links.binary_search(&l).is_err() {
+                f(l, share)
+            }
+        };
+        match self.resplit.binary_search_by_key(&e, |r| r.0) {
+            Ok(i) => self.resplit[i].1.iter().for_each(|&(l, share)| g(l, share)),
+            Err(_) => for_each_link_share(fabric, c, g),
+        }
+    }
 }
 
 /// Calls `f(link, share)` for each link fabric constraint `c` loads, with the share of the
@@ -586,32 +631,32 @@ impl Scenario {
         options: &RunOptions,
         progress: &mut dyn FnMut(&Progress) -> bool,
     ) -> Result<Ran> {
-        let mut capacity: Vec<f64> = self
-            .constraint_of
-            .iter()
-            .map(|&c| self.capacity_on(&self.fabric, c))
-            .collect();
-        let mut extra_constraints = Vec::new();
-        let disruptions = self.disruptions(&mut capacity, &mut extra_constraints)?;
+        let compiled = spread::compile(self)?;
         let mut options = options.clone();
-        let metered_links = self.link_meters(&extra_constraints, &mut options.meters);
-        let out =
-            engine::run_with_disruptions(&capacity, &self.acts, &disruptions, &options, progress)?;
+        let metered_links = self.link_meters(&compiled.extra, &compiled.split, &mut options.meters);
+        let out = engine::run_with_disruptions(
+            &compiled.capacity,
+            &compiled.acts,
+            &compiled.disruptions,
+            &options,
+            progress,
+        )?;
         Ok(Ran {
             out,
-            extra_constraints,
+            extra_constraints: compiled.extra,
             metered_links,
+            split: compiled.split,
         })
     }
 
     /// A meter in `meters` for each link that more than one engine constraint loads (used on
     /// its own and through its bundle, before and after a fault): the links, in meter order.
-    fn link_meters(&self, extra: &[u32], meters: &mut engine::Meters) -> Vec<u32> {
+    fn link_meters(&self, extra: &[u32], split: &Split, meters: &mut engine::Meters) -> Vec<u32> {
         let fabric = &self.fabric;
         let constraints = || self.constraint_of.iter().chain(extra).enumerate();
         let mut n_loaders = vec![0u8; fabric.n_links()];
-        for (_, &c) in constraints() {
-            for_each_link_share(fabric, c, |l, _| {
+        for (e, &c) in constraints() {
+            split.for_each_link_share(fabric, e as u32, c, |l, _| {
                 let n = &mut n_loaders[l as usize];
                 *n = n.saturating_add(1);
             });
@@ -626,7 +671,7 @@ impl Scenario {
             links.iter().enumerate().map(|(m, &l)| (l, m)).collect();
         let mut terms: Vec<Vec<(u32, f64)>> = vec![Vec::new(); links.len()];
         for (e, &c) in constraints() {
-            for_each_link_share(fabric, c, |l, share| {
+            split.for_each_link_share(fabric, e as u32, c, |l, share| {
                 if let Some(&m) = meter_of.get(&l) {
                     terms[m].push((e as u32, share));
                 }
@@ -638,12 +683,14 @@ impl Scenario {
         links
     }
 
-    /// The faults as engine disruptions. Constraints that only new paths use are appended
-    /// to `capacity` (at their capacity before any fault) and to `extra`.
+    /// The faults as engine disruptions, in time order; `on_step` sees the fabric in force
+    /// from each on. Constraints that only new paths use are appended to `capacity` (at
+    /// their capacity before any fault) and to `extra`.
     fn disruptions(
         &self,
         capacity: &mut Vec<f64>,
         extra: &mut Vec<u32>,
+        mut on_step: impl FnMut(&Fabric),
     ) -> Result<Vec<Disruption>> {
         let mut out = Vec::new();
         if !self.unrouted.is_empty() {
@@ -652,6 +699,7 @@ impl Scenario {
                 capacities: Vec::new(),
                 reroutes: self.unrouted.iter().map(|&f| (f, None)).collect(),
             });
+            on_step(&self.fabric);
         }
         if self.faults.is_empty() {
             return Ok(out);
@@ -756,6 +804,7 @@ impl Scenario {
                 }
             }
             out.push(step);
+            on_step(&fabric);
         }
         Ok(out)
     }

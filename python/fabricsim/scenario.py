@@ -125,7 +125,9 @@ class Scenario:
         ``topology.n_links`` are links; the next ``topology.structure["n_bundles"]`` (on a
         generated fabric; a plain topology has none) are pooled bundles of links; the rest
         are this scenario's reduction engines (the SHARP and NVLS switches of its
-        collectives), in the order the collectives made them."""
+        collectives), in the order the collectives made them. A run also loads, with each
+        bundle, its members that other flows are pinned to, by their share of its capacity
+        (sprayed traffic spreads evenly), so that those links stay within capacity."""
         return self._core.usage_of(integer("flow_id", flow_id))
 
     @property

@@ -129,6 +129,34 @@ impl Activities {
         Ok(id)
     }
 
+    /// A copy whose activity `a` uses the list `rewrite(a, usage, out)` leaves in `out`
+    /// (merged as `add_flow` merges; entries must be valid as there).
+    pub(crate) fn with_usage(
+        &self,
+        mut rewrite: impl FnMut(u32, &[Usage], &mut Vec<Usage>),
+    ) -> Activities {
+        let mut usage = Vec::with_capacity(self.usage.len());
+        let mut usage_offsets = Vec::with_capacity(self.usage_offsets.len());
+        usage_offsets.push(0);
+        let mut row = Vec::new();
+        for a in 0..self.len() {
+            row.clear();
+            rewrite(a as u32, self.usage(ActivityId(a as u32)), &mut row);
+            push_merged(&mut usage, &row);
+            usage_offsets.push(usage.len());
+        }
+        Activities {
+            kind: self.kind.clone(),
+            start_s: self.start_s.clone(),
+            wait_s: self.wait_s.clone(),
+            bytes: self.bytes.clone(),
+            rate_cap_Bps: self.rate_cap_Bps.clone(),
+            usage_offsets,
+            usage,
+            deps: self.deps.clone(),
+        }
+    }
+
     /// Makes `activity` wait for `after`. Cycles are allowed here and refused by the run.
     pub fn add_dependency(&mut self, activity: ActivityId, after: ActivityId) -> Result<()> {
         self.check_after(&[activity, after])?;

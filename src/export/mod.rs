@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::engine::{Outcome, RunOutput, NO_PATH};
 use crate::ids::ActivityId;
-use crate::scenario::{for_each_link_share, Ran, Scenario, NONE};
+use crate::scenario::{Ran, Scenario, NONE};
 
 pub enum Column {
     I64(Vec<i64>),
@@ -180,8 +180,9 @@ pub fn delays_table(sc: &Scenario, ran: &Ran) -> Table {
 
 /// links: link_id, src, dst, capacity_Bps, bytes_carried, busy_s, mean_utilization,
 /// peak_utilization; one row per link that a flow uses, directly or through a bundle
-/// (a bundle's load is spread over its members in proportion to their capacity; a link
-/// loaded through several constraints takes the peak and busy time of their sum).
+/// (a bundle's load is spread over its members in proportion to their capacity in force,
+/// except on the members whose own constraint carries that share already; a link loaded
+/// through several constraints takes the peak and busy time of their sum).
 pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     let out = &ran.out;
     let fabric = sc.fabric();
@@ -204,7 +205,10 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     };
     for (ci, &c) in constraints.enumerate() {
         let (b, s, p) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
-        for_each_link_share(fabric, c, |l, share| add(l, b * share, s, p * share));
+        ran.split
+            .for_each_link_share(fabric, ci as u32, c, |l, share| {
+                add(l, b * share, s, p * share)
+            });
     }
     // A link loaded through several constraints at once: its own meter's peak and busy time.
     for (m, &l) in ran.metered_links.iter().enumerate() {

@@ -10,6 +10,7 @@ Model checks them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -23,6 +24,28 @@ from reference import (
     route_usage,
     simulate_reference,
 )
+
+@contextlib.contextmanager
+def small_switches(rates):
+    """Registers, for a block, 8-port Ethernet switches with adaptive routing and no latency
+    named as `rates` ({name: port rate}): at 400G, 32 hosts make a two-tier Clos of 8
+    leaves and 4 spines; at 800G split in two, a two-plane ConnectX-8 host has one 400G link
+    per plane."""
+    from fabricsim import catalog
+
+    for name, rate in rates.items():
+        catalog.add_part(
+            name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
+            ports=8, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
+            optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False,
+            adaptive_routing=True,
+        )
+    try:
+        yield
+    finally:
+        for name in rates:
+            catalog.remove_part(name)
+
 
 REL = 1e-9          # relative tolerance of every comparison with the engine
 ABS_T = 1e-15       # absolute slack on times (for values that are exactly zero)

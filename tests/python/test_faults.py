@@ -6,26 +6,16 @@ import numpy as np
 import pytest
 
 import fabricsim as fs
-from fabricsim import catalog
 from fabricsim.exceptions import InvalidArgumentError, UnknownLinkError, UnknownNodeError
+from helpers import small_switches
 
 GB = 1e9
 
 
 @pytest.fixture(scope="module", autouse=True)
 def small_switch():
-    # 8 ports of 400G: a 32-host two-tier fat-tree of 8 leaves and 4 spines, or, with a
-    # two-plane ConnectX-8, 2 planes of 400G each.
-    for name, rate in (("test-fault-sw8", "400Gb/s"), ("test-fault-sw8x800", "800Gb/s")):
-        catalog.add_part(
-            name, "switch", source="[assumed] a small switch for tests", protocol="ethernet",
-            ports=8, port_Bps=rate, lane_Bps="400Gb/s", optics="pluggable", ports_per_cage=1,
-            optics_watts_per_port=0.0, system_watts=None, latency_s=0.0, sharp=False,
-            adaptive_routing=True,
-        )
-    yield
-    for name in ("test-fault-sw8", "test-fault-sw8x800"):
-        catalog.remove_part(name)
+    with small_switches({"test-fault-sw8": "400Gb/s", "test-fault-sw8x800": "800Gb/s"}):
+        yield
 
 
 def clos(**kw):

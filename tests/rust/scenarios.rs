@@ -1,0 +1,124 @@
+//! Scenarios through the public crate API: even spreading over bundles whose members also
+//! carry pinned flows (src/scenario/spread.rs) leaves a run with nothing pinned exactly as
+//! the engine runs the scenario's own usage lists.
+
+use std::sync::Arc;
+
+use fabricsim::engine::{run_with_disruptions, RunOptions};
+use fabricsim::ids::{LinkId, NodeId};
+use fabricsim::rng::Rng;
+use fabricsim::scenario::{Route, Scenario};
+use fabricsim::topology::fabric::{Fabric, Mode};
+use fabricsim::topology::generators::{clos, ScaleOutParams};
+
+/// 32 hosts with one 50 GB/s link in each of two planes, sprayed: every host's two links
+/// form a bundle, and so do a leaf's links to the spines of its plane.
+fn two_plane_clos() -> Arc<Fabric> {
+    let so = ScaleOutParams {
+        tiers: 2,
+        planes: 2,
+        radix: 8,
+        oversubscription: [1.0, 1.0],
+        link_Bps: 50e9,
+        switch_latency_s: 1e-7,
+        nic_latency_s: 0.0,
+        mode: Mode::Spray,
+    };
+    Arc::new(clos(32, &so).unwrap())
+}
+
+/// `n` random sprayed flows of 1-100 MB starting within 1 ms.
+fn sprayed(fabric: &Arc<Fabric>, seed: u64, n: usize) -> Scenario {
+    let mut rng = Rng::new(seed);
+    let mut sc = Scenario::new(Arc::clone(fabric), seed);
+    for _ in 0..n {
+        let src = rng.below(32) as u32;
+        let dst = (src + 1 + rng.below(31) as u32) % 32;
+        let bytes = 1e6 + 99e6 * rng.next_f64();
+        let start_s = 1e-3 * rng.next_f64();
+        sc.add_flow(
+            NodeId(src),
+            NodeId(dst),
+            bytes,
+            start_s,
+            &[],
+            Route::Ecmp,
+            None,
+            f64::INFINITY,
+        )
+        .unwrap();
+    }
+    sc
+}
+
+fn never_stop(_: &fabricsim::engine::Progress) -> bool {
+    true
+}
+
+/// A host's links up into the fabric, one per plane.
+fn uplinks(fabric: &Fabric, host: u32) -> Vec<u32> {
+    let topo = fabric.topology();
+    (0..topo.n_links() as u32)
+        .filter(|&l| topo.link_src()[l as usize] == host)
+        .collect()
+}
+
+#[test]
+fn with_nothing_pinned_a_run_is_the_engines_on_the_scenarios_own_lists_bit_for_bit() {
+    let fabric = two_plane_clos();
+    for seed in 0..4 {
+        let sc = sprayed(&fabric, seed, 200);
+        let options = RunOptions::default();
+        let ran = sc.run(&options, &mut never_stop).unwrap();
+        assert!(ran.split.spread_links.is_empty());
+        let capacity: Vec<f64> = sc
+            .constraint_of()
+            .iter()
+            .map(|&c| fabric.constraint_capacity_Bps(c))
+            .collect();
+        let own = run_with_disruptions(&capacity, sc.activities(), &[], &options, &mut never_stop)
+            .unwrap();
+        let bits = |x: &[f64]| x.iter().map(|t| t.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&ran.out.finish_s), bits(&own.finish_s), "seed {seed}");
+        assert_eq!(
+            bits(&ran.out.carried_bytes),
+            bits(&own.carried_bytes),
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn a_fault_on_host_links_alone_spreads_nothing_and_a_pinned_member_is_spread() {
+    let fabric = two_plane_clos();
+    // Host 3 loses its plane-1 link mid-run: sprayed flows leave the host bundles for the
+    // host links then, so no list uses a host link while another uses its bundle.
+    let mut sc = sprayed(&fabric, 7, 200);
+    let host3 = uplinks(&fabric, 3);
+    sc.add_fault(5e-4, &host3[1..], 0.0).unwrap();
+    let ran = sc.run(&RunOptions::default(), &mut never_stop).unwrap();
+    assert!(ran.split.spread_links.is_empty());
+    // A flow pinned to host 0's plane-0 links, up and down to host 1, while both hosts
+    // spray: both links are spread, and nothing else.
+    let mut sc = sprayed(&fabric, 7, 200);
+    let up = uplinks(&fabric, 0)[0];
+    let topo = fabric.topology();
+    let leaf = topo.link_dst()[up as usize];
+    let down = (0..topo.n_links() as u32)
+        .find(|&l| topo.link_src()[l as usize] == leaf && topo.link_dst()[l as usize] == 1)
+        .unwrap();
+    let route = [LinkId(up), LinkId(down)];
+    sc.add_flow(
+        NodeId(0),
+        NodeId(1),
+        1e6,
+        0.0,
+        &[],
+        Route::Links(&route),
+        None,
+        f64::INFINITY,
+    )
+    .unwrap();
+    let ran = sc.run(&RunOptions::default(), &mut never_stop).unwrap();
+    assert_eq!(ran.split.spread_links, vec![up.min(down), up.max(down)]);
+}
