@@ -437,8 +437,8 @@ impl Scenario {
     /// Adds a coupled flow (DESIGN.md section 2): one flow of `bytes` whose usage is its
     /// edges' routes, each scaled by the edge's coefficient and combined by `combine`, plus
     /// `engines` (scenario constraints from `add_engine`). `latency_s` is the algorithm's
-    /// latency term, waited before the transfer. Routes follow the scenario's modes; faults
-    /// route the edges again.
+    /// latency term, waited before the transfer; `rate_cap_Bps` caps its rate (infinity for
+    /// none). Routes follow the scenario's modes; faults route the edges again.
     #[allow(clippy::too_many_arguments)]
     pub fn add_coupled_flow(
         &mut self,
@@ -450,6 +450,7 @@ impl Scenario {
         start_s: f64,
         after: &[ActivityId],
         tag: Option<&str>,
+        rate_cap_Bps: f64,
     ) -> Result<ActivityId> {
         if edges.is_empty() {
             return Err(Error::InvalidArgument(
@@ -499,7 +500,7 @@ impl Scenario {
         }
         let a = self
             .acts
-            .add_flow(bytes, &usage, latency_s, start_s, f64::INFINITY, after)
+            .add_flow(bytes, &usage, latency_s, start_s, rate_cap_Bps, after)
             .inspect_err(|_| self.forget_constraints_from(id as usize))?;
         self.push_meta(
             NONE,

@@ -808,8 +808,9 @@ impl Scenario {
     }
 
     /// A coupled flow: edge i from `edge_src[i]` to `edge_dst[i]` carries `edge_coef[i]`
-    /// bytes per byte of the flow; routes add (`combine="sum"`) or reduce (`"max"`).
-    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None))]
+    /// bytes per byte of the flow; routes add (`combine="sum"`) or reduce (`"max"`);
+    /// `max_rate_Bps` caps its rate.
+    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_coupled_flow(
         &mut self,
@@ -823,6 +824,7 @@ impl Scenario {
         start_s: f64,
         after: Ids,
         tag: Option<String>,
+        max_rate_Bps: Option<f64>,
     ) -> PyResult<u32> {
         let (src, dst) = (slice("edge_src", &edge_src)?, slice("edge_dst", &edge_dst)?);
         let coef = slice("edge_coef", &edge_coef)?;
@@ -875,6 +877,7 @@ impl Scenario {
                 start_s,
                 &after,
                 tag.as_deref(),
+                max_rate_Bps.unwrap_or(f64::INFINITY),
             )?
             .0)
         })

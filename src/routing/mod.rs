@@ -139,7 +139,9 @@ fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
     }
 }
 
-/// Checks that `links` is a path from `src` to `dst` over links of positive capacity.
+/// Checks that `links` is a path from `src` to `dst` over links of positive capacity that
+/// crosses no link twice: a loop back over a link is a routing loop, not a route, and would
+/// silently double the flow's load on that link.
 pub fn check_route(
     topo: &Topology,
     capacity_Bps: &[f64],
@@ -188,6 +190,13 @@ pub fn check_route(
             topo.link_dst()[last.index()]
         )));
     }
+    if let Some((link, first, second)) = repeated_link(links) {
+        return Err(Error::InvalidArgument(format!(
+            "route crosses link {link} twice, at positions {first} and {second}: a route from \
+             node {} to node {} must cross each link at most once (no loop)",
+            src.0, dst.0
+        )));
+    }
     for &l in links {
         if capacity_Bps[l.index()] <= 0.0 {
             return Err(Error::ZeroCapacityPath(format!(
@@ -197,6 +206,31 @@ pub fn check_route(
         }
     }
     Ok(())
+}
+
+/// The link `links` crosses twice first, as (link, its first position, its second), taking
+/// the earliest second crossing; None if every link is crossed once. Short routes (all real
+/// ones) are scanned pairwise without allocating; long ones are sorted, O(n log n).
+fn repeated_link(links: &[LinkId]) -> Option<(u32, usize, usize)> {
+    const SCAN: usize = 32;
+    if links.len() <= SCAN {
+        return (1..links.len()).find_map(|second| {
+            let first = links[..second].iter().position(|&l| l == links[second])?;
+            Some((links[second].0, first, second))
+        });
+    }
+    let mut order: Vec<(u32, u32)> = links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.0, i as u32))
+        .collect();
+    order.sort_unstable();
+    // Within a run of one link, the first pair holds its first and second crossing.
+    order
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| (w[0].0, w[0].1 as usize, w[1].1 as usize))
+        .min_by_key(|&(_, _, second)| second)
 }
 
 #[cfg(test)]
@@ -235,6 +269,101 @@ mod tests {
             firsts.insert(p[0].0);
         }
         assert_eq!(firsts.into_iter().collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    /// A ring 0 -> 1 -> ... -> n-1 -> 0: link i goes from node i to node i + 1 (mod n).
+    fn ring(n: u32) -> Topology {
+        let src: Vec<u32> = (0..n).collect();
+        let dst: Vec<u32> = (0..n).map(|i| (i + 1) % n).collect();
+        Topology::from_links(
+            n as usize,
+            src,
+            dst,
+            vec![1.0; n as usize],
+            vec![0.0; n as usize],
+        )
+        .unwrap()
+    }
+
+    fn message(r: Result<()>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_route_crossing_a_link_twice_is_refused() {
+        let t = ring(3);
+        let ids = |v: &[u32]| v.iter().map(|&l| LinkId(l)).collect::<Vec<_>>();
+        // 0 -> 1 -> 2 -> 0 -> 1: around once, then link 0 again.
+        let m = message(check_route(
+            &t,
+            t.capacity_Bps(),
+            NodeId(0),
+            NodeId(1),
+            &ids(&[0, 1, 2, 0]),
+        ));
+        assert_eq!(
+            m,
+            "route crosses link 0 twice, at positions 0 and 3: a route from node 0 to node 1 \
+             must cross each link at most once (no loop)"
+        );
+        // Twice around: link 1 is the first to come back, at position 3.
+        let m = message(check_route(
+            &t,
+            t.capacity_Bps(),
+            NodeId(1),
+            NodeId(2),
+            &ids(&[1, 2, 0, 1, 2, 0, 1]),
+        ));
+        assert!(
+            m.starts_with("route crosses link 1 twice, at positions 0 and 3"),
+            "{m}"
+        );
+        // Beyond the pairwise scan (a sorted search): 40 nodes, around once and two links more.
+        let t = ring(40);
+        let links: Vec<u32> = (0..40).chain(0..2).collect();
+        let m = message(check_route(
+            &t,
+            t.capacity_Bps(),
+            NodeId(0),
+            NodeId(2),
+            &ids(&links),
+        ));
+        assert!(
+            m.starts_with("route crosses link 0 twice, at positions 0 and 40:"),
+            "{m}"
+        );
+        // Once around a long ring is fine, and so is a node visited twice over distinct links
+        // (a hairpin through a switch): only a link crossed twice is a loop in the load.
+        let links: Vec<u32> = (0..39).collect();
+        check_route(&t, t.capacity_Bps(), NodeId(0), NodeId(39), &ids(&links)).unwrap();
+        let both_ways = Topology::from_links(
+            3,
+            vec![0, 1, 1, 2],
+            vec![1, 2, 0, 1],
+            vec![1.0; 4],
+            vec![0.0; 4],
+        )
+        .unwrap();
+        // 0 -> 1 -> 0 -> 1 over links 0, 2, 0 repeats link 0; 1 -> 2 -> 1 -> 0 does not.
+        assert!(check_route(
+            &both_ways,
+            both_ways.capacity_Bps(),
+            NodeId(0),
+            NodeId(1),
+            &ids(&[0, 2, 0])
+        )
+        .is_err());
+        check_route(
+            &both_ways,
+            both_ways.capacity_Bps(),
+            NodeId(1),
+            NodeId(0),
+            &ids(&[1, 3, 2]),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -129,6 +129,29 @@ class Model:
                                      route_latency(links, self.latency), float(starts[k])))
         return ids
 
+    def coupled(self, edges, size_bytes, *, latency_s=0.0, start_s=0.0, after=(), tag=None,
+                max_rate_Bps=None, usage=None):
+        """A coupled flow (DESIGN.md section 2) of edges (src, dst, coefficient), each routed
+        by ECMP and their routes added up: how a flow comes to put a coefficient other than 1
+        on a link, now that a route may not cross a link twice. Recorded with the usage the
+        engine made of it, which must be ``usage`` [(link, coefficient)] when given."""
+        e = np.asarray(edges, dtype=np.float64).reshape(-1, 3)
+        fid = self.sc._core.add_coupled_flow(
+            np.ascontiguousarray(e[:, 0], dtype=np.int64), np.ascontiguousarray(e[:, 1], dtype=np.int64),
+            np.ascontiguousarray(e[:, 2]), "sum", [], float(size_bytes), float(latency_s), float(start_s),
+            [int(a) for a in after], tag, max_rate_Bps)
+        assert fid == len(self.acts), (fid, len(self.acts))
+        links, coefs = self.sc.usage_of(fid)
+        got = sorted(zip((int(x) for x in links), (float(c) for c in coefs)))
+        assert usage is None or got == sorted((int(l), float(c)) for l, c in usage), (got, usage)
+        self.routes[fid] = []
+        self.ends[fid] = (None, None)  # a coupled flow has no one src or dst
+        self.tags[fid] = tag
+        self.max_rate[fid] = max_rate_Bps
+        self.acts.append(RefFlow(float(size_bytes), got, float(latency_s), float(start_s),
+                                 tuple(int(a) for a in after), max_rate_Bps))
+        return fid
+
     def delay(self, duration_s, *, start_s=0.0, after=(), tag=None):
         did = self.sc.add_delay(duration_s, start_s=start_s, after=list(after), tag=tag)
         assert isinstance(did, int) and did == len(self.acts), (did, len(self.acts))
@@ -162,8 +185,9 @@ class Model:
 
 
 def check_route_is_walk(model, src, dst, links):
-    """The route chains link to link from src to dst (links may repeat)."""
+    """The route chains link to link from src to dst, crossing no link twice."""
     assert links, f"empty route {src}->{dst}"
+    assert len(set(links)) == len(links), f"route {links} crosses a link twice"
     node = src
     for link in links:
         assert 0 <= link < len(model.src), f"route {links} has unknown link {link}"

@@ -361,3 +361,37 @@ def test_run_options_are_checked_before_running(option, bad):
     with pytest.raises(InvalidArgumentError, match=rf"{option} must be True.*got {type(bad).__name__} {bad!r}"):
         m.sc.run(**{option: bad})
     still_usable(m)
+
+
+# ------------------------------------------------------------------ routes with a loop
+
+
+def loop_line():
+    """0 <-> 1 -> 2: links 0 (0 -> 1), 1 (1 -> 0), 2 (1 -> 2)."""
+    return Model([0, 1, 1], [1, 0, 2], [100.0, 100.0, 100.0], [0.0, 0.0, 0.0])
+
+
+def test_route_crossing_a_link_twice_is_refused():
+    # 0 -> 1 -> 0 -> 1 -> 2 crosses link 0 twice: it was accepted, and the flow put twice its
+    # rate on link 0 (and waited its latency twice).
+    m = loop_line()
+    with pytest.raises(InvalidArgumentError, match=r"^route crosses link 0 twice, at positions 0 and 2: "
+                       r"a route from node 0 to node 2 must cross each link at most once \(no loop\)$"):
+        m.sc.add_flow(0, 2, 10.0, route=[0, 1, 0, 2])
+    assert m.sc.n_activities == 0
+    # Node 1 twice over distinct links (a hairpin) crosses no link twice: still a route.
+    assert m.flow(1, 2, 10.0, route=[1, 0, 2]) == 0
+    still_usable(m)
+
+
+@pytest.mark.parametrize("form", ["lists", "rows"])
+def test_add_flows_route_crossing_a_link_twice_is_refused(form):
+    # The same check in the vectorised path, naming the element; nothing is added.
+    m = loop_line()
+    routes = [[0, 2], [1, 0, 2], [0, 1, 0, 1, 0, 2]]
+    if form == "rows":
+        routes = (np.array([0, 2, 5, 11]), np.concatenate([np.array(r) for r in routes]))
+    with pytest.raises(InvalidArgumentError, match=r"^element 2: route crosses link 0 twice, at positions 0 and 2: "):
+        m.sc.add_flows([0, 1, 0], [2, 2, 2], 10.0, routes=routes)
+    assert m.sc.n_activities == 0
+    still_usable(m)

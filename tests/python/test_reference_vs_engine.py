@@ -1,8 +1,9 @@
 """The Rust engine against the pure-Python reference (tests/python/reference.py) on random cases.
 
 Random directed graphs (capacities over nine orders of magnitude, latencies including 0),
-random flows with explicit routes (random walks, which may cross a link more than once) and
-automatic (ECMP) routes, sizes including 0, start times, dependencies in a random topological
+random flows with explicit routes (random walks, crossing each link at most once), automatic
+(ECMP) routes and coupled flows (edges whose routes add up, so coefficients other than 1 on a
+link), sizes including 0, start times, dependencies in a random topological
 order (some through add_dependency, pointing to later ids), delays and rate caps. Every run also
 goes through the invariants of helpers.check_invariants.
 
@@ -42,6 +43,7 @@ durations = st.one_of(st.just(0.0), st.integers(1, 16).map(lambda k: k / 4),
                       st.floats(0, 5, allow_subnormal=False))
 capacities = st.builds(lambda e, m: m * 10.0 ** e, st.integers(3, 12), mantissas)  # solver
 tags = st.one_of(st.none(), st.sampled_from(["a", "grad", "mlp.fwd"]))
+coefficients = st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0, 0.25])
 
 
 def reachable(n, src, dst, start):
@@ -92,17 +94,20 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
             later=[j for j in deps if j > i],   # added with add_dependency once j exists
             tag=draw(tags),
         )
-        kind = draw(st.sampled_from(["route", "route", "auto", "auto", "delay"]))
+        kind = draw(st.sampled_from(["route", "route", "auto", "auto", "delay", "coupled"]))
         if kind == "route":
             first = draw(st.integers(0, len(src) - 1))
             walk = [first]
+
+            def onwards():  # the links out of the walk's end that it has not crossed yet
+                return [link for link in out[dst[walk[-1]]] if link not in walk]
+
             for _ in range(draw(st.integers(0, 5))):
-                nxt = out[dst[walk[-1]]]
-                if not nxt:
+                if not onwards():
                     break
-                walk.append(draw(st.sampled_from(nxt)))
-            while dst[walk[-1]] == src[first] and out[dst[walk[-1]]] and len(walk) < 10:
-                walk.append(draw(st.sampled_from(out[dst[walk[-1]]])))
+                walk.append(draw(st.sampled_from(onwards())))
+            while dst[walk[-1]] == src[first] and onwards() and len(walk) < 10:
+                walk.append(draw(st.sampled_from(onwards())))
             if dst[walk[-1]] == src[first]:
                 kind = "delay"
             else:
@@ -119,6 +124,20 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
                                  **common))
             else:
                 kind = "delay"
+        if kind == "coupled":
+            edges = []
+            for _ in range(draw(st.integers(1, 3))):
+                s = draw(st.integers(0, n - 1))
+                targets = sorted(reachable(n, src, dst, s) - {s})
+                if targets:
+                    edges.append([s, draw(st.sampled_from(targets)), draw(coefficients)])
+            if edges and draw(st.booleans()):
+                edges.append(list(edges[0]))  # the same edge twice: coefficients add up
+            if edges:
+                acts.append(dict(kind="coupled", edges=edges, latency=draw(latencies),
+                                 bytes=base * draw(size_factors), max_rate=rate_cap(), **common))
+            else:
+                kind = "delay"
         if kind == "delay":
             acts.append(dict(kind="delay", duration=draw(durations), **common))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -132,6 +151,10 @@ def build(spec):
         if a["kind"] == "flow":
             m.flow(a["src"], a["dst"], a["bytes"], start_s=a["start_s"], after=a["after"],
                    route=a["route"], tag=a["tag"], max_rate_Bps=a["max_rate"])
+        elif a["kind"] == "coupled":
+            m.coupled(a["edges"], a["bytes"], latency_s=a["latency"], start_s=a["start_s"],
+                      after=a["after"], tag=a["tag"], max_rate_Bps=a["max_rate"],
+                      usage=a.get("usage"))
         else:
             m.delay(a["duration"], start_s=a["start_s"], after=a["after"], tag=a["tag"])
     for i, a in enumerate(spec["acts"]):
@@ -208,15 +231,18 @@ def dense_scenarios(draw):
     dst = [1, 1, 2, 0, 0, 2]
     cap = [base * draw(st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.1])) for _ in src]
     lat = [0.0] * len(src)
-    routes = [[0], [1], [2], [0, 2], [1, 2], [5], [0, 3, 5], [5, 4, 0], [0, 2, 4, 0], [3]]
+    # None: a coupled flow around the triangle, twice over 0 -> 1 (link 0 or 1, by ECMP).
+    routes = [[0], [1], [2], [0, 2], [1, 2], [5], [0, 3, 5], [5, 4, 0], None, [3]]
     ends = {0: (0, 1), 1: (0, 1), 2: (1, 2), 3: (0, 2), 4: (0, 2), 5: (0, 2), 6: (0, 2),
-            7: (0, 1), 8: (0, 1), 9: (1, 0)}
+            7: (0, 1), 9: (1, 0)}
     acts = []
     for i in range(draw(st.integers(5, 30))):
         r = draw(st.integers(0, len(routes) - 1))
         jitter = draw(st.sampled_from([1.0, 1.0, 1 + 1e-13, 1 + 2e-12, 1 + 1e-9]))
+        path = (dict(kind="flow", src=ends[r][0], dst=ends[r][1], route=routes[r]) if routes[r]
+                else dict(kind="coupled", edges=[[0, 1, 2.0], [1, 2, 1.0], [2, 0, 1.0]], latency=0.0))
         acts.append(dict(
-            kind="flow", src=ends[r][0], dst=ends[r][1], route=routes[r],
+            **path,
             bytes=base * draw(st.sampled_from([1.0, 2.0, 1.0, 0.5, 5.0, 1e-3])) * jitter,
             max_rate=(base * draw(st.sampled_from([0.1, 0.3, 1.0]))
                       if draw(st.integers(0, 3)) == 0 else None),
@@ -251,19 +277,19 @@ def test_generator_covers_the_cases():
     @given(scenarios())
     def collect(spec):
         flows = [a for a in spec["acts"] if a["kind"] == "flow"]
-        seen["link crossed twice"] += any(a["route"] and len(set(a["route"])) < len(a["route"])
-                                          for a in flows)
+        seen["coupled flow, coefficients add or are not 1"] += any(
+            len(a["edges"]) > 1 or a["edges"][0][2] != 1 for a in spec["acts"] if a["kind"] == "coupled")
         seen["add_dependency to a later id"] += any(a["later"] for a in spec["acts"])
         seen["3+ auto routes"] += sum(a["route"] is None for a in flows) >= 3
         seen["zero bytes"] += any(a["bytes"] == 0 for a in flows)
         seen["rate cap"] += any(a["max_rate"] is not None for a in flows)
-        seen["delay"] += len(flows) < len(spec["acts"])
+        seen["delay"] += any(a["kind"] == "delay" for a in spec["acts"])
         seen["zero latency link"] += 0.0 in spec["lat"]
         seen["caps 1e6 apart"] += max(spec["cap"]) >= 1e6 * min(spec["cap"])
         seen["8+ flows"] += len(flows) >= 8
 
     collect()
-    for feature in ["link crossed twice", "add_dependency to a later id", "3+ auto routes",
+    for feature in ["coupled flow, coefficients add or are not 1", "add_dependency to a later id", "3+ auto routes",
                     "zero bytes", "rate cap", "delay", "zero latency link", "caps 1e6 apart",
                     "8+ flows"]:
         assert seen[feature] >= 5, (feature, dict(seen))
