@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import catalog, exceptions, units
-from ._checks import U32, integer, integers, quantities
+from ._checks import U32, integer, integers, number, quantities
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
 from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
@@ -56,13 +56,14 @@ def max_min_rates(
     """Max-min fair rates (bytes/s), one per flow, by progressive filling.
 
     Usage entry ``e`` says flow ``flow_index[e]`` puts ``coefficient[e]`` (default 1) times
-    its rate on constraint ``constraint_index[e]``, whose capacity is ``capacity_Bps[...]``.
+    its rate on constraint ``constraint_index[e]``, whose capacity is ``capacity_Bps[...]``;
+    ``coefficient`` is one number for every entry or one per entry.
     ``rate_cap_Bps`` optionally caps each flow (``inf`` for none), one cap for all or one per
     flow. Rates are numbers (bytes/s) or unit strings ("400Gb/s").
     """
     fi = integers("flow_index", flow_index)
     ci = integers("constraint_index", constraint_index)
-    k = np.ones(fi.shape[0]) if coefficient is None else np.ascontiguousarray(coefficient, dtype=np.float64)
+    k = np.ones(fi.shape[0]) if coefficient is None else quantities("coefficient", coefficient, fi.shape[0], number)
     n_flows = int(fi.max(initial=-1)) + 1 if n_flows is None else integer("n_flows", n_flows, U32)
     caps = None if rate_cap_Bps is None else quantities("rate_cap_Bps", rate_cap_Bps, n_flows, units.bandwidth_Bps)
     return _max_min_rates(quantities("capacity_Bps", capacity_Bps, None, units.bandwidth_Bps), fi, ci, k, n_flows, caps)

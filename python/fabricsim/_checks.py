@@ -2,6 +2,10 @@
 (ids, counts, keys), quantities (sizes, times, rates, as numbers or unit strings) and names
 (with the close ones suggested).
 
+A real number (sizes, times, rates, factors) is a Python or NumPy number that a float can
+hold: never a bool, a string, a complex, nor an int beyond the float range (10**400 would raise
+a bare OverflowError wherever it is converted).
+
 An integer is a Python ``int`` or a NumPy integer (scalar, or array of any integer dtype),
 never a bool, a float (even 2.0: an id computed with ``/`` is a bug, and floats above 2**53
 skip ids), a string or NaN. Each must also fit the core's parameter: ids cross as 64-bit
@@ -14,6 +18,8 @@ the parameter and the value.
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,6 +42,62 @@ def _show(x: int) -> str:
     return str(x)
 
 
+def shown(value: Any) -> str:
+    """``repr(value)``, cut short for an int of more than 20 digits (whose full repr may be
+    thousands of digits long, or refused by Python beyond 4300)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and abs(int(value)) >= 10**20:
+        v = abs(int(value))
+        digits = int(math.log10(v)) + 1
+        digits += (v >= 10**digits) - (v < 10 ** (digits - 1))  # log10 rounds near powers of 10
+        return f"{'-' if value < 0 else ''}{v // 10 ** (digits - 12)}... (an int of {digits} digits)"
+    return repr(value)
+
+
+def real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (not a bool) that a float can hold, else None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond the float range
+        return None
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number (not a bool), else None."""
+    out = real(value)
+    return out if out is not None and math.isfinite(out) else None
+
+
+def number(value: Any) -> float:
+    """A parser for :func:`parsed` and :func:`quantities` of plain numbers (coefficients,
+    ratios): a real number as a float, else an error."""
+    out = real(value)
+    if out is None:
+        raise InvalidArgumentError(
+            f"must be a real number (within the float range), got {type(value).__name__} {shown(value)}"
+        )
+    return out
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` if it is True or False (a truthy 1, "no" or array is refused, not guessed at)."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def one_value(value: Any) -> bool:
+    """Whether ``value`` is one value rather than a sequence of them (a string is one value;
+    a ragged nesting, which ``np.ndim`` refuses, is a sequence)."""
+    if isinstance(value, (str, bytes)):
+        return True
+    try:
+        return np.ndim(value) == 0
+    except ValueError:  # ragged nesting
+        return False
+
+
 def _expected(bounds: tuple[int, int]) -> str:
     return f"an integer in [{_show(bounds[0])}, {_show(bounds[1])})"
 
@@ -49,10 +111,10 @@ def integer(name: str, value: Any, bounds: tuple[int, int] = I64) -> int:
     """``value`` as an int, if it is an integer within ``bounds`` = [lo, hi)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise InvalidArgumentError(
-            f"{name} must be {_expected(bounds)}, got {type(value).__name__} {value!r}"
+            f"{name} must be {_expected(bounds)}, got {type(value).__name__} {shown(value)}"
         )
     if not bounds[0] <= value < bounds[1]:
-        raise InvalidArgumentError(f"{name} must be {_expected(bounds)}, got {int(value)}")
+        raise InvalidArgumentError(f"{name} must be {_expected(bounds)}, got {shown(int(value))}")
     return int(value)
 
 
@@ -65,7 +127,7 @@ def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool
     if isinstance(values, (str, bytes)) or not isinstance(values, (np.ndarray, Iterable)):
         raise InvalidArgumentError(
             f"{name} must be {'an integer or ' if one else ''}a sequence of integers, "
-            f"got {type(values).__name__} {values!r}"
+            f"got {type(values).__name__} {shown(values)}"
         )
     items = values if isinstance(values, (np.ndarray, list, tuple)) else list(values)
     try:
@@ -104,16 +166,16 @@ def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], flo
     """A float64 array of ``n`` quantities from one value for all or a sequence of ``n``;
     each value a number or a unit string that ``parse`` reads ("1GiB", "500ns").
     ``n=None`` takes a sequence of any length (and no single value)."""
-    if isinstance(values, str) or np.ndim(values) == 0:
+    expected = "a 1-D sequence of values" if n is None else f"one value or a 1-D sequence of {n}"
+    if one_value(values):
         if n is None:
-            raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}")
+            raise InvalidArgumentError(f"{name} must be {expected}, got {shown(values)}")
         return np.full(n, parsed(name, parse, values), dtype=np.float64)
     try:
         arr = np.asarray(values)
     except ValueError:  # ragged nesting
-        raise InvalidArgumentError(f"{name} must be a 1-D sequence of values, got {values!r}") from None
+        raise InvalidArgumentError(f"{name} must be {expected}, got nested sequences of different lengths {values!r}") from None
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
-        expected = "a 1-D sequence" if n is None else f"one value or a 1-D sequence of {n}"
         raise InvalidArgumentError(f"{name} must be {expected}, got shape {arr.shape}")
     if arr.dtype.kind in "OUS" or (not isinstance(values, np.ndarray) and _has_bool(values)):
         # Unit strings among numbers (which NumPy made strings too), or a bool NumPy made a

@@ -66,7 +66,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
-from ._checks import did_you_mean, parsed
+from ._checks import did_you_mean, finite, parsed, real, shown
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -335,9 +335,9 @@ def _bad(message: str) -> InvalidArgumentError:
 
 def _number(where: str, value: Any) -> float:
     """A finite real number (not a bool) as float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _bad(f"{where} must be a number, got {type(value).__name__} {value!r}")
-    out = float(value)
+    out = real(value)
+    if out is None:
+        raise _bad(f"{where} must be a number (within the float range), got {type(value).__name__} {shown(value)}")
     if not math.isfinite(out):
         raise _bad(f"{where} must be finite, got {value!r}")
     return out
@@ -355,12 +355,13 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
             raise _bad(f"{where} must be a whole number >= 1, got {type(value).__name__} {value!r}")
         if isinstance(value, numbers.Integral):
             out = int(value)
-        elif math.isfinite(float(value)) and float(value).is_integer():
+        elif (whole := finite(value)) is not None and whole.is_integer():
             out = int(value)
         else:
             raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
-        if out < 1:
-            raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
+        # Counts of ports and links, kept as int64 in parts() and used as floats.
+        if not 1 <= out < 2**32:
+            raise _bad(f"{where} must be a whole number in [1, 2**32), got {shown(value)}")
         return out
     if t == "rate":
         out = _number(where, parsed(where, units.bandwidth_Bps, value))

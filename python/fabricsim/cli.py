@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
+from ._checks import parsed
 from .exceptions import FabricsimError, InvalidArgumentError
 from .fabrics import Topology
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
@@ -98,8 +99,8 @@ def _demo(args: argparse.Namespace) -> int:
         n_leaves=args.leaves,
         hosts_per_leaf=args.hosts_per_leaf,
         n_spines=args.spines,
-        link_Bps=bandwidth_Bps(args.link),
-        transfer_bytes=size_bytes(args.size),
+        link_Bps=parsed("--link", bandwidth_Bps, args.link),
+        transfer_bytes=parsed("--size", size_bytes, args.size),
         seed=args.seed,
     )
     topo = sc.topology
@@ -116,7 +117,7 @@ def _demo(args: argparse.Namespace) -> int:
     print()
     print(res.summary)
     print(f"\nsimulated in {format_duration(wall_s)} wall time ({res.n_instants} event instants)")
-    if args.parquet:
+    if args.parquet is not None:  # --parquet "" is refused by to_parquet, not skipped
         for path in res.to_parquet(args.parquet):
             print(f"wrote {path}")
     return 0

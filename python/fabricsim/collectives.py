@@ -75,7 +75,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import nccl_conventions, nccl_model
-from ._checks import integers
+from ._checks import integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
@@ -128,6 +128,13 @@ class FabricView:
 def fabric_view(topology) -> FabricView:
     """The per-GPU figures of a generated fabric (or, for a plain topology, of its nodes),
     computed once per topology."""
+    from .fabrics import Topology
+
+    if not isinstance(topology, Topology):
+        raise InvalidArgumentError(
+            f"fabric must be a fabricsim.Topology or a generated Fabric (fs.hgx_h100(), fs.cluster(...)), "
+            f"got {type(topology).__name__} {shown(topology)}"
+        )
     cached = getattr(topology, "_collective_view", None)
     if cached is not None:
         return cached
@@ -657,7 +664,7 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
 def communicator(topology, op: str, ranks: Any = None) -> _Comm:
     """The communicator ``op`` runs on (default: every GPU, or every node of a plain topology),
     refused where ``op`` cannot run on it: one check for scenarios and estimates alike."""
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         raise InvalidArgumentError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     if ranks is None:
         view = fabric_view(topology)
@@ -671,8 +678,10 @@ def communicator(topology, op: str, ranks: Any = None) -> _Comm:
 def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm) -> tuple[str, str]:
     """(algorithm, protocol): as given, or NCCL's choice where "auto"; a precise error where
     they cannot run."""
-    if protocol not in PROTOCOLS and protocol != "auto":
+    if not isinstance(protocol, str) or protocol not in PROTOCOLS and protocol != "auto":
         raise InvalidArgumentError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if not isinstance(algorithm, str):
+        raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
     algos = applicable(op, comm)
     if algorithm == "auto" or algorithm in algos:
         algo, proto = choose(op, size_bytes, comm, algorithm, protocol)
@@ -964,22 +973,43 @@ def collective_size(op: str, size_bytes: Any, sizes: Any, n: int) -> tuple[float
     if sizes is not None:
         if op != "all_to_all":
             raise InvalidArgumentError(f"sizes (a size matrix) is for all_to_all, not {op!r}")
+        if size_bytes is not None:
+            raise InvalidArgumentError(
+                f"give size_bytes or a sizes matrix, not both (got size_bytes={shown(size_bytes)}): the "
+                "matrix says how many bytes every rank sends to every other"
+            )
         m = sizes_matrix(sizes, n)
         return float(m.sum()) / n, m
     if size_bytes is None:
         raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
-    S = float(parse_size(size_bytes))
+    S = float(parsed("size_bytes", parse_size, size_bytes))
     if not (math.isfinite(S) and S >= 0):
         raise InvalidArgumentError(f"size_bytes must be a finite number of bytes >= 0, got {size_bytes!r}")
     return S, None
 
 
 def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
-    m = np.asarray(sizes, dtype=np.float64)
-    if m.shape != (n, n):
-        raise InvalidArgumentError(f"an all_to_all size matrix must be {n}x{n} (ranks x ranks), got shape {m.shape}")
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
-        raise InvalidArgumentError("an all_to_all size matrix must hold finite sizes >= 0 bytes")
+    """An all-to-all-v matrix (rank i sends ``sizes[i][j]`` bytes to rank j) of numbers or
+    sizes such as "1MiB", checked."""
+    from .units import size_bytes as parse_size
+
+    try:
+        shape = np.shape(sizes)
+    except ValueError:  # ragged nesting
+        shape = None
+    if shape != (n, n):
+        got = "rows of different lengths" if shape is None else f"shape {shape}"
+        raise InvalidArgumentError(f"an all_to_all size matrix must be {n}x{n} (ranks x ranks), got {got}")
+    # Checked as a flat sequence (entry i * n + j), as every other quantity is: an array as it
+    # is (no copy), nested lists entry by entry, so that an error shows the entry as given.
+    flat = sizes.reshape(-1) if isinstance(sizes, np.ndarray) else [v for row in sizes for v in row]
+    m = quantities("sizes (flattened row by row)", flat, n * n, parse_size).reshape(n, n)
+    bad = np.flatnonzero(~(np.isfinite(m) & (m >= 0)).reshape(-1))
+    if bad.size:
+        i, j = divmod(int(bad[0]), n)
+        raise InvalidArgumentError(
+            f"an all_to_all size matrix must hold finite sizes >= 0 bytes, got sizes[{i}][{j}] = {float(m[i, j])!r}"
+        )
     return m
 
 
@@ -1009,14 +1039,20 @@ def nccl_tests(
     from .scenario import Scenario
     from .units import size_bytes as parse_size
 
-    if dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
+    if not isinstance(dtype, str) or dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
         raise InvalidArgumentError(
             f"dtype={dtype!r}: expected one of {', '.join(nccl_conventions.DTYPE_SIZE_BYTES)}")
-    lo, hi = parse_size(min_bytes), parse_size(max_bytes)
-    if not 0 < lo <= hi:
-        raise InvalidArgumentError(f"need 0 < min_bytes <= max_bytes, got {lo!r} and {hi!r}")
-    if isinstance(step_factor, bool) or not (isinstance(step_factor, (int, float)) and step_factor > 1):
-        raise InvalidArgumentError(f"step_factor must be a number > 1, got {step_factor!r}")
+    lo, hi = parsed("min_bytes", parse_size, min_bytes), parsed("max_bytes", parse_size, max_bytes)
+    # The size column is int64.
+    if not 0 < lo <= hi < 2**63:
+        raise InvalidArgumentError(f"need 0 < min_bytes <= max_bytes < 2**63, got {lo!r} and {hi!r}")
+    factor = real(step_factor)
+    if factor is None or not 1 < factor < math.inf:
+        raise InvalidArgumentError(f"step_factor must be a finite number > 1, got {shown(step_factor)}")
+    if on_row is not None and not callable(on_row):
+        raise InvalidArgumentError(
+            f"on_row must be None or a callable taking each row (a dict), got {type(on_row).__name__} {on_row!r}"
+        )
     comm = communicator(fabric, op, ranks)
     rows = []
     s = lo
@@ -1031,7 +1067,7 @@ def nccl_tests(
         rows.append(row)
         if on_row is not None:
             on_row(row)
-        s *= step_factor
+        s *= factor
     return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA)
 
 

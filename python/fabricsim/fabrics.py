@@ -14,11 +14,24 @@ import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, quantities
+from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, one_value, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
+
+
+def _labels(labels: Any) -> list[Hashable]:
+    """Node labels as a list, each hashable (they are looked up by value)."""
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+        raise InvalidArgumentError(
+            f"node_names must be a sequence of labels, one per node, got {type(labels).__name__} {shown(labels)}"
+        )
+    out = list(labels)
+    for i, label in enumerate(out):
+        if not isinstance(label, Hashable):
+            raise InvalidArgumentError(f"node_names[{i}] must be a hashable label (a str, int, tuple, ...), got {label!r}")
+    return out
 
 
 class Topology:
@@ -30,7 +43,7 @@ class Topology:
     def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None) -> None:
         self._core = core
         self._collective_view = None
-        self._labels = list(labels) if labels is not None else None
+        self._labels = _labels(labels) if labels is not None else None
         self._label_index = None
         if self._labels is not None:
             if len(self._labels) != core.n_nodes:
@@ -66,6 +79,8 @@ class Topology:
         n = src_a.shape[0]
         cap = quantities("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
         lat = quantities("latency_s", latency_s, n, duration_s)
+        if node_names is not None:
+            node_names = _labels(node_names)
         if n_nodes is None:
             if node_names is not None:
                 n_nodes = len(node_names)
@@ -84,6 +99,8 @@ class Topology:
         Parallel edges of a multigraph become parallel links. Nodes are numbered in
         ``graph.nodes`` order and keep their labels. A missing latency is 0.
         """
+        if not all(hasattr(graph, a) for a in ("nodes", "edges", "is_directed")):
+            raise InvalidArgumentError(f"graph must be a NetworkX graph, got {type(graph).__name__} {shown(graph)}")
         labels = list(graph.nodes)
         index = {label: i for i, label in enumerate(labels)}
         directed = graph.is_directed()
@@ -96,8 +113,8 @@ class Topology:
                 raise InvalidArgumentError(
                     f"edge ({u!r}, {v!r}) has no {capacity!r} attribute (bytes/s or a string like '400Gb/s')"
                 )
-            c = bandwidth_Bps(data[capacity])
-            lat = duration_s(data.get(latency, 0.0))
+            c = parsed(f"edge ({u!r}, {v!r}) {capacity}", bandwidth_Bps, data[capacity])
+            lat = parsed(f"edge ({u!r}, {v!r}) {latency}", duration_s, data.get(latency, 0.0))
             pairs = [(u, v)] if directed else [(u, v), (v, u)]
             for a, b in pairs:
                 src.append(index[a])
@@ -134,12 +151,22 @@ class Topology:
         return table_from_columns(self._core.link_columns())
 
     def node_id(self, node: Any) -> int:
-        """The id of a node given by label (if the topology has labels) or by id."""
-        return self._node("node", node)
+        """The id of a node given by label (if the topology has labels) or by id; an id must
+        be one of this topology's, 0 to n_nodes - 1."""
+        return int(self._known("node", np.array([self._node("node", node)]))[0])
 
     def node_ids(self, nodes: Any) -> np.ndarray:
         """Vectorised :meth:`node_id` for arrays of nodes."""
-        return self._nodes("nodes", nodes)
+        return self._known("nodes", self._nodes("nodes", nodes))
+
+    def _known(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """``ids`` if each is a node of this topology (the core checks the ids it is given;
+        these are handed back to the caller)."""
+        bad = np.flatnonzero((ids < 0) | (ids >= self.n_nodes))
+        if bad.size:
+            where = name if name == "node" else f"{name}[{bad[0]}]"
+            raise UnknownNodeError(f"{where}: no node {ids[bad[0]]} in this topology (nodes are 0..{self.n_nodes - 1})")
+        return ids
 
     def _node(self, name: str, node: Any) -> int:
         # ``name`` is the caller's parameter, for the error message.
@@ -288,7 +315,7 @@ def _scale_out_spec(
         raise InvalidArgumentError(f"{nic_p.name} does not speak {sw['protocol']}, which {sw.name} runs")
     if routing is None:
         routing = "adaptive" if sw["protocol"] == "infiniband" else "ecmp"
-    if routing not in ("ecmp", "adaptive"):
+    if not isinstance(routing, str) or routing not in ("ecmp", "adaptive"):
         raise InvalidArgumentError(f"routing must be 'ecmp' or 'adaptive', got {routing!r}")
     if routing == "adaptive" and not sw["adaptive_routing"]:
         raise InvalidArgumentError(f"{sw.name} has no adaptive routing; use routing='ecmp'")
@@ -339,12 +366,13 @@ def _oversubscription(value: Any) -> tuple[float, float]:
     """(leaf, spine) down:up ratios from a number, a string "a:b" (the leaf tier's) or a tuple
     (leaf,) or (leaf, spine)."""
     def ratio(x: Any) -> float:
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        out = real(x)
+        if out is None:
             raise InvalidArgumentError(
                 f"oversubscription must be a number, a string 'a:b' or a tuple (leaf, spine) of "
-                f"numbers, got {value!r}"
+                f"numbers, got {shown(value)}"
             )
-        return float(x)
+        return out
 
     if isinstance(value, str):
         down, colon, up = value.partition(":")
@@ -457,7 +485,7 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         )
     ids = integers("links", links, one=True).tolist()
     # One node (an id, or a label) or many.
-    node_list = topo._nodes("nodes", [nodes] if np.ndim(nodes) == 0 else nodes).tolist()
+    node_list = topo._nodes("nodes", [nodes] if one_value(nodes) else nodes).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)
     for p in integers("planes", planes, one=True).tolist():
@@ -564,6 +592,7 @@ def pcie_server(
     core = _core.build_pcie_server(
         integer("n_gpus", n_gpus, COUNT), integer("gpus_per_switch", gpus_per_switch, COUNT),
         integer("nics_per_switch", nics_per_switch, U32), integer("n_cpus", n_cpus, COUNT),
-        float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), bandwidth_Bps(cpu_link_Bps), duration_s(latency_s),
+        float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), parsed("cpu_link_Bps", bandwidth_Bps, cpu_link_Bps),
+        parsed("latency_s", duration_s, latency_s),
     )
     return Fabric(core, dict(pcie=pcie_p, nic=nic_p))

@@ -19,12 +19,12 @@ A swept size is first cut to whole elements, and for the second group to whole b
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
+from ._checks import finite, number, quantities, shown
 from .exceptions import InvalidArgumentError
 from .units import _NCCL_SUFFIX
 
@@ -72,20 +72,21 @@ _ROOTED_OPS = ("broadcast", "reduce")
 
 
 def _check_op(op) -> str:
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         raise InvalidArgumentError(f"op={op!r}: expected one of {', '.join(OPS)}")
     return op
 
 
 def _check_ranks(n_ranks) -> int:
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, numbers.Integral) or n_ranks < 1:
-        raise InvalidArgumentError(f"n_ranks={n_ranks!r}: expected a positive integer")
+    if isinstance(n_ranks, bool) or not isinstance(n_ranks, numbers.Integral) or not 1 <= n_ranks < 2**32:
+        raise InvalidArgumentError(f"n_ranks={shown(n_ranks)}: expected a positive integer below 2**32")
     return int(n_ranks)
 
 
 def _check_bytes(name, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v >= 0):
-        raise InvalidArgumentError(f"{name}={v!r}: expected a finite number of bytes >= 0")
+    f = finite(v)
+    if f is None or f < 0:
+        raise InvalidArgumentError(f"{name}={shown(v)}: expected a finite number of bytes >= 0")
     return v
 
 
@@ -128,7 +129,7 @@ def element_count(op: str, size_bytes: int, n_ranks: int, dtype: str = "float") 
     """nccl-tests' "count" column for a row whose "size" is ``size_bytes`` (elements of ``dtype``)."""
     _check_op(op)
     n = _check_ranks(n_ranks)
-    if dtype not in DTYPE_SIZE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZE_BYTES:
         raise InvalidArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPE_SIZE_BYTES)}")
     _check_bytes("size_bytes", size_bytes)
     count = int(size_bytes) // DTYPE_SIZE_BYTES[dtype]
@@ -160,9 +161,9 @@ _REQUIRED = ("size_bytes", "count", "time_s", "algbw_Bps", "busbw_Bps")
 
 def _check_layout(op, dtype, redop, root) -> None:
     _check_op(op)
-    if dtype not in DTYPE_SIZE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZE_BYTES:
         raise InvalidArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPE_SIZE_BYTES)}")
-    if redop not in REDOPS:
+    if not isinstance(redop, str) or redop not in REDOPS:
         raise InvalidArgumentError(f"redop={redop!r}: expected one of {', '.join(REDOPS)}")
     if isinstance(root, bool) or not isinstance(root, numbers.Integral) or root < 0:
         raise InvalidArgumentError(f"root={root!r}: expected a rank >= 0")
@@ -194,6 +195,8 @@ def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum
     """One result line: ``row`` maps size_bytes, count, time_s, algbw_Bps, busbw_Bps (and the
     ``extras``) to its values; the other arguments as for :func:`format_table`."""
     _check_layout(op, dtype, redop, root)
+    if not isinstance(row, Mapping):
+        raise InvalidArgumentError(f"row={type(row).__name__}: expected a mapping of column names to values")
     missing = [c for c in (*_REQUIRED, *extras) if c not in row]
     if missing:
         raise InvalidArgumentError(f"row lacks {', '.join(missing)}: expected {', '.join((*_REQUIRED, *extras))}")
@@ -201,8 +204,9 @@ def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum
         v = row.get(c)
         if v is None and c == "analytical_s":
             continue  # no closed form for this row (or no such column): printed blank
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v >= 0):
-            raise InvalidArgumentError(f"column {c} holds {v!r}: expected finite numbers >= 0")
+        f = finite(v)
+        if f is None or f < 0:
+            raise InvalidArgumentError(f"column {c} holds {shown(v)}: expected finite numbers >= 0")
     opname = redop if op in _REDUCING_OPS else "none"
     rootstr = f"{root if op in _ROOTED_OPS else -1:6d}"
     algbw, busbw = row["algbw_Bps"] / 1e9, row["busbw_Bps"] / 1e9
@@ -219,7 +223,8 @@ def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum
 def format_footer(busbw_Bps: Sequence[float]) -> str:
     """nccl-tests' summary lines: the average of the rows' busbw, in GB/s ("%g %s" with an
     empty status leaves a trailing space, as common.cu prints it)."""
-    avg = sum(busbw_Bps) / len(busbw_Bps) / 1e9 if len(busbw_Bps) else 0.0
+    values = quantities("busbw_Bps", busbw_Bps, None, number)
+    avg = float(values.mean()) / 1e9 if values.size else 0.0
     return "\n".join(["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#"])
 
 

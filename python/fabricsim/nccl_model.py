@@ -58,6 +58,7 @@ import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ._checks import finite, shown
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -165,8 +166,8 @@ class CommShape:
     def __post_init__(self) -> None:
         for name in ("n_ranks", "n_nodes"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise InvalidArgumentError(f"{name}={v!r}: expected a positive integer")
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v < 2**32:
+                raise InvalidArgumentError(f"{name}={shown(v)}: expected a positive integer below 2**32")
         if self.n_ranks < 2:
             raise InvalidArgumentError(
                 f"n_ranks={self.n_ranks!r}: expected at least 2 (NCCL does not tune a 1-rank communicator)"
@@ -186,14 +187,15 @@ class CommShape:
                 f"local_ranks={counts!r}: expected nodes of these sizes to hold n_ranks={self.n_ranks!r} "
                 f"over n_nodes={self.n_nodes!r}"
             )
-        if self.arch not in ARCHS:
+        if not isinstance(self.arch, str) or self.arch not in ARCHS:
             raise InvalidArgumentError(f"arch={self.arch!r}: expected one of {', '.join(ARCHS)}")
-        if self.cpu_vendor not in _CPU_VENDORS:
+        if not isinstance(self.cpu_vendor, str) or self.cpu_vendor not in _CPU_VENDORS:
             raise InvalidArgumentError(f"cpu_vendor={self.cpu_vendor!r}: expected 'intel', 'amd' or 'arm'")
         for name in ("nvlink_Bps", "nvlink_link_Bps", "net_Bps"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
-                raise InvalidArgumentError(f"{name}={v!r}: expected a finite number of bytes/s >= 0")
+            f = finite(v)
+            if f is None or f < 0:
+                raise InvalidArgumentError(f"{name}={shown(v)}: expected a finite number of bytes/s >= 0")
         for name in ("nvswitch", "collnet"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentError(f"{name}={getattr(self, name)!r}: expected True or False")
@@ -547,22 +549,21 @@ def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
 
 
 def _check(op, size_bytes, shape) -> float:
-    if type(size_bytes) is float and type(shape) is CommShape and op in OPS and 0 <= size_bytes < math.inf:
+    if type(size_bytes) is float and type(shape) is CommShape and type(op) is str and op in OPS and 0 <= size_bytes < math.inf:
         return size_bytes  # the common case, checked without the abstract-class tests below
     if not isinstance(shape, CommShape):
         raise InvalidArgumentError(f"shape={shape!r}: expected a fabricsim.nccl_model.CommShape")
-    if op not in OPS:
-        if op in _UNTUNED_OPS:
+    if not isinstance(op, str) or op not in OPS:
+        if isinstance(op, str) and op in _UNTUNED_OPS:
             raise InvalidArgumentError(
                 f"op={op!r} is not in NCCL's tuning table: NCCL runs it as point-to-point transfers "
                 "(Simple protocol) and never chooses an algorithm for it"
             )
         raise InvalidArgumentError(f"op={op!r}: expected one of {', '.join(OPS)}")
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real) or not (
-        math.isfinite(size_bytes) and size_bytes >= 0
-    ):
-        raise InvalidArgumentError(f"size_bytes={size_bytes!r}: expected a finite number of bytes >= 0")
-    return float(size_bytes)
+    f = finite(size_bytes)
+    if f is None or f < 0:
+        raise InvalidArgumentError(f"size_bytes={shown(size_bytes)}: expected a finite number of bytes >= 0")
+    return f
 
 
 def _prediction(e: _Entry, nbytes: float) -> Prediction:

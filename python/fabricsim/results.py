@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .exceptions import InvalidArgumentError
 from .units import format_bytes, format_duration
 
 __all__ = ["Result", "Summary", "table_from_columns"]
@@ -154,6 +155,10 @@ class Result:
         write is removed, so the directory holds one run."""
         import pyarrow.parquet as pq
 
+        if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+            raise InvalidArgumentError(
+                f"directory must be a path (a non-empty str or os.PathLike), got {type(directory).__name__} {directory!r}"
+            )
         os.makedirs(directory, exist_ok=True)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
         if self.collectives.num_rows:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
-from ._checks import U64, integer, integers, quantities
+from ._checks import U64, flag, integer, integers, parsed, quantities
 from .exceptions import InvalidArgumentError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -107,7 +107,7 @@ class Scenario:
         else:
             raise InvalidArgumentError(f"routing must be 'ecmp', 'adaptive' or a dict per tier, got {routing!r}")
         for tier, mode in tiers.items():
-            if mode is not None and mode not in ("ecmp", "adaptive"):
+            if mode is not None and (not isinstance(mode, str) or mode not in ("ecmp", "adaptive")):
                 raise InvalidArgumentError(f"routing of {tier} must be 'ecmp' or 'adaptive', got {mode!r}")
         self._core = _core.Scenario(
             topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
@@ -147,18 +147,19 @@ class Scenario:
         max_rate_Bps: float | str | None = None,
     ) -> int:
         """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
-        ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids
-        (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate."""
+        ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids, a
+        path from src to dst crossing each link at most once (default: ECMP over shortest
+        paths); ``max_rate_Bps`` caps its rate."""
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),
             topo._node("dst", dst),
-            _size_bytes(size_bytes),
-            _duration_s(start_s),
+            parsed("size_bytes", _size_bytes, size_bytes),
+            parsed("start_s", _duration_s, start_s),
             _after(after),
             None if route is None else integers("route", route).tolist(),
             tag,
-            None if max_rate_Bps is None else _bandwidth_Bps(max_rate_Bps),
+            None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
         )
 
     def add_flows(
@@ -206,7 +207,9 @@ class Scenario:
         tag: str | None = None,
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
-        return self._core.add_delay(_duration_s(duration_s), _duration_s(start_s), _after(after), tag)
+        return self._core.add_delay(
+            parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), tag
+        )
 
     def add_collective(
         self,
@@ -223,21 +226,20 @@ class Scenario:
     ) -> int:
         """A collective ``op`` ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
         "reduce", "all_to_all", "send_recv") over ``ranks`` (GPU ids, in order), of
-        ``size_bytes`` as nccl-tests counts it; ``sizes`` is an all-to-all-v matrix of bytes
-        (rank i to rank j). ``algorithm``: "auto" (NCCL's choice for this fabric and size),
+        ``size_bytes`` as nccl-tests counts it; ``sizes`` (instead of ``size_bytes``) is an
+        all-to-all-v matrix of what rank i sends to rank j, numbers of bytes or strings such as
+        "1MiB". ``algorithm``: "auto" (NCCL's choice for this fabric and size),
         "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it."""
-        from .collectives import Builder, collective_size
+        from .collectives import Builder, collective_size, communicator
 
         if self._collectives is None:
             self._collectives = Builder(self)
-        size, sizes = collective_size(op, size_bytes, sizes, len(np.asarray(ranks).reshape(-1)))
-        if not isinstance(algorithm, str):
-            raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
-        return self._collectives.add(op, ranks, size, algorithm, _after(after), _duration_s(start_s), tag, sizes,
-                                     protocol)
+        size, sizes = collective_size(op, size_bytes, sizes, communicator(self.topology, op, ranks).n)
+        return self._collectives.add(op, ranks, size, algorithm, _after(after), parsed("start_s", _duration_s, start_s),
+                                     tag, sizes, protocol)
 
     def add_fault(
         self,
@@ -262,8 +264,8 @@ class Scenario:
         ``failed_s``, ``error``) and skip what waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
         ids, factor = _fault(self.topology, links, nodes, planes, factor)
-        at = _duration_s(at_s)
-        until = None if until_s is None else _duration_s(until_s)
+        at = parsed("at_s", _duration_s, at_s)
+        until = None if until_s is None else parsed("until_s", _duration_s, until_s)
         if until is not None and not until > at:
             raise InvalidArgumentError(f"until_s must come after at_s={at!r}, got {until!r}")
         self._core.add_fault(at, ids, factor)
@@ -300,9 +302,8 @@ class Scenario:
                 "progress must be True, False or a callable taking (n_done, n_activities, "
                 f"sim_time_s), got {type(progress).__name__} {progress!r}"
             )
-        for name, flag in (("record_rates", record_rates), ("verify_rates", verify_rates)):
-            if not isinstance(flag, bool):
-                raise InvalidArgumentError(f"{name} must be True or False, got {type(flag).__name__} {flag!r}")
+        flag("record_rates", record_rates)
+        flag("verify_rates", verify_rates)
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
         try:

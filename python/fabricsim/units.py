@@ -27,7 +27,7 @@ Parsing rules (whitespace between number and unit is allowed, e.g. "25 GB/s"):
     A bare number string has no unit and is rejected.
 
 Numbers (int, float, numpy scalars) pass through unchanged, so every parser can be applied to
-a value that may already be SI. Strings are parsed to ``float``. Bad input raises
+a value that may already be SI; an int too large for a float (10**400) is refused. Strings are parsed to ``float``. Bad input raises
 :class:`fabricsim.exceptions.InvalidArgumentError` (a ``ValueError``), naming the bad string
 and the accepted units.
 """
@@ -38,6 +38,9 @@ import decimal
 import math
 import numbers
 import re
+
+from ._checks import flag, integer, number, parsed, real, shown
+from .exceptions import InvalidArgumentError
 
 __all__ = [
     "bandwidth_Bps",
@@ -119,11 +122,6 @@ _DURATION_HELP = (
 
 
 def _invalid(message: str) -> Exception:
-    # Imported late so this module stays importable on its own (no compiled core needed).
-    try:
-        from fabricsim.exceptions import InvalidArgumentError
-    except ImportError:  # pragma: no cover - only before exceptions.py exists
-        return ValueError(message)
     return InvalidArgumentError(message)
 
 
@@ -152,17 +150,22 @@ def _scaled(text: str, kind: str, help_text: str, number: decimal.Decimal, multi
     return value
 
 
+# The SI unit a plain number of each kind is taken to be in.
+_SI_UNIT = {"bandwidth": "bytes/s", "size": "bytes", "duration": "seconds"}
+
+
 def _passthrough(value: object, kind: str, help_text: str) -> bool:
     """True if ``value`` is a plain number that the parsers return unchanged."""
+    expected = f"{kind} must be a number (of {_SI_UNIT[kind]}) or a string with a unit"
     if isinstance(value, bool):
         # True/False are ints in Python but never a meaningful quantity.
-        raise _invalid(f"{kind} must be a number or a string, got {value!r}; {help_text}")
+        raise _invalid(f"{expected}, got {value!r}; {help_text}")
     if isinstance(value, numbers.Real):
+        if real(value) is None:
+            raise _invalid(f"{expected}, got {shown(value)}, beyond the float range (about 1.8e308); {help_text}")
         return True
     if not isinstance(value, str):
-        raise _invalid(
-            f"{kind} must be a number or a string, got {type(value).__name__} {value!r}; {help_text}"
-        )
+        raise _invalid(f"{expected}, got {type(value).__name__} {value!r}; {help_text}")
     return False
 
 
@@ -232,13 +235,15 @@ def duration_s(value: str | float) -> float:
     return _scaled(value, "duration", _DURATION_HELP, number, *_DURATION_UNIT[unit])
 
 
-def _format(value: float, scales: list[tuple[str, float]], precision: int) -> str:
-    """Format ``value`` with the largest unit that keeps the mantissa >= 1.
+def _format(name: str, value: float, scales: list[tuple[str, float]], precision: int, scale: float = 1.0) -> str:
+    """Format ``value`` (the argument ``name``) times ``scale`` with the largest unit that keeps
+    the mantissa >= 1, to ``precision`` significant digits (1 to 17, all a float has).
 
     ``scales`` is (unit, factor) in increasing factor order; the first entry is the fallback for
     values smaller than every other unit (and for zero).
     """
-    value = float(value)
+    value = parsed(name, number, value) * scale
+    precision = integer("precision", precision, (1, 18))
     if not math.isfinite(value):
         return f"{value} {scales[0][0]}"
     magnitude = abs(value)
@@ -266,9 +271,9 @@ def format_bytes(n_bytes: float, *, binary: bool = True, precision: int = 4) -> 
     """Format a size in bytes: ``1073741824`` -> ``"1 GiB"``, ``1.5e6`` -> ``"1.431 MiB"``.
 
     ``binary=False`` uses powers of 1000 (``"1.5 MB"``). ``precision`` is the number of
-    significant digits. :func:`size_bytes` parses the result back.
+    significant digits (1 to 17). :func:`size_bytes` parses the result back.
     """
-    return _format(n_bytes, _BYTES_BINARY if binary else _BYTES_DECIMAL, precision)
+    return _format("n_bytes", n_bytes, _BYTES_BINARY if flag("binary", binary) else _BYTES_DECIMAL, precision)
 
 
 def format_rate(rate_Bps: float, *, bits: bool = True, precision: int = 4) -> str:
@@ -276,17 +281,18 @@ def format_rate(rate_Bps: float, *, bits: bool = True, precision: int = 4) -> st
 
     ``bits=True`` (the default, as link speeds are quoted) shows bits per second; ``bits=False``
     shows bytes per second (``9e11`` -> ``"900 GB/s"``, as NVLink bandwidth is quoted).
-    ``precision`` is the number of significant digits. :func:`bandwidth_Bps` parses the result back.
+    ``precision`` is the number of significant digits (1 to 17). :func:`bandwidth_Bps` parses
+    the result back.
     """
-    if bits:
-        return _format(float(rate_Bps) * 8.0, _RATE_BITS, precision)
-    return _format(rate_Bps, _RATE_BYTES, precision)
+    if flag("bits", bits):
+        return _format("rate_Bps", rate_Bps, _RATE_BITS, precision, scale=8.0)
+    return _format("rate_Bps", rate_Bps, _RATE_BYTES, precision)
 
 
 def format_duration(seconds: float, *, precision: int = 4) -> str:
     """Format a duration in seconds: ``5e-7`` -> ``"500 ns"``, ``1.5e-6`` -> ``"1.5 us"``.
 
     Seconds is the largest unit (``120.0`` -> ``"120 s"``). ``precision`` is the number of
-    significant digits. :func:`duration_s` parses the result back.
+    significant digits (1 to 17). :func:`duration_s` parses the result back.
     """
-    return _format(seconds, _DURATIONS, precision)
+    return _format("seconds", seconds, _DURATIONS, precision)

@@ -545,7 +545,14 @@ OPTIC = dict(rate_Bps=1e9, watts=5, form="pluggable")
         ("efficiency", dict(value=1.5, applies_to="x"), "(0, 1], got 1.5"),
         ("efficiency", dict(value=0, applies_to="x"), "got 0"),
         ("efficiency", dict(value=0.9, applies_to=""), "applies_to"),
-        ("nic", {**NIC, "max_planes": 0}, "max_planes must be a whole number >= 1, got 0"),
+        ("nic", {**NIC, "max_planes": 0}, "max_planes must be a whole number in [1, 2**32), got 0"),
+        # Beyond int64 (parts() failed) and the float range (the fabric builders failed).
+        ("nic", {**NIC, "max_planes": 10**400}, "max_planes must be a whole number in [1, 2**32), "
+                                                "got 100000000000... (an int of 401 digits)"),
+        ("nic", {**NIC, "rate_Bps": 10**400}, "rate_Bps: bandwidth must be a number (of bytes/s) or a string "
+                                              "with a unit, got 100000000000... (an int of 401 digits), beyond"),
+        ("optic", {**OPTIC, "watts": 10**400}, "watts must be a number (within the float range), got int "
+                                               "100000000000... (an int of 401 digits)"),
         ("nic", {**NIC, "max_planes": 1.5}, "got 1.5"),
         ("nic", {**NIC, "protocols": ["myrinet"]}, "'myrinet'"),
         ("nic", {**NIC, "protocols": "ethernet"}, "non-empty list"),

@@ -395,3 +395,288 @@ def test_add_flows_route_crossing_a_link_twice_is_refused(form):
         m.sc.add_flows([0, 1, 0], [2, 2, 2], 10.0, routes=routes)
     assert m.sc.n_activities == 0
     still_usable(m)
+
+
+# ------------------------------------------------------------------ quantities
+
+
+HUGE = 10**400  # an int no float holds: float(HUGE) raises OverflowError
+
+
+def _quantity_entry_points():
+    """(label, call taking one bad quantity, the parameter the error must name)."""
+    def a2a(sc, **kw):
+        return sc.add_collective("all_to_all", [0, 1], **kw)
+
+    return [
+        ("add_flow size_bytes", lambda m, bad: m.sc.add_flow(0, 2, bad), "size_bytes"),
+        ("add_flow start_s", lambda m, bad: m.sc.add_flow(0, 2, 10.0, start_s=bad), "start_s"),
+        ("add_flow max_rate_Bps", lambda m, bad: m.sc.add_flow(0, 2, 10.0, max_rate_Bps=bad), "max_rate_Bps"),
+        ("add_flows size_bytes", lambda m, bad: m.sc.add_flows([0], [2], bad), "size_bytes"),
+        ("add_flows size_bytes[1]", lambda m, bad: m.sc.add_flows([0, 0], [2, 2], [1.0, bad]), "size_bytes[1]"),
+        ("add_flows start_s", lambda m, bad: m.sc.add_flows([0], [2], 1.0, start_s=bad), "start_s"),
+        ("add_delay duration_s", lambda m, bad: m.sc.add_delay(bad), "duration_s"),
+        ("add_delay start_s", lambda m, bad: m.sc.add_delay(1.0, start_s=bad), "start_s"),
+        ("add_fault at_s", lambda m, bad: m.sc.add_fault(at_s=bad, links=[0]), "at_s"),
+        ("add_fault until_s", lambda m, bad: m.sc.add_fault(at_s=1.0, links=[0], until_s=bad), "until_s"),
+        ("add_collective size_bytes", lambda m, bad: fs.Scenario(fs.hgx_h100()).add_collective(
+            "all_reduce", range(8), bad), "size_bytes"),
+        ("add_collective start_s", lambda m, bad: fs.Scenario(fs.hgx_h100()).add_collective(
+            "all_reduce", range(8), 8.0, start_s=bad), "start_s"),
+        ("add_collective sizes", lambda m, bad: a2a(fs.Scenario(fs.hgx_h100()), sizes=[[0, bad], [1, 0]]),
+         "sizes (flattened row by row)[1]"),
+        ("estimate size_bytes", lambda m, bad: fs.estimate(fs.hgx_h100(), "all_reduce", bad), "size_bytes"),
+        ("nccl_tests max_bytes", lambda m, bad: fs.nccl_tests(fs.hgx_h100(), max_bytes=bad), "max_bytes"),
+        ("from_arrays capacity_Bps", lambda m, bad: fs.Topology.from_arrays([0], [1], bad), "capacity_Bps"),
+        ("from_arrays latency_s[1]", lambda m, bad: fs.Topology.from_arrays([0, 1], [1, 0], 1.0, [0.0, bad]),
+         "latency_s[1]"),
+        ("pcie_server cpu_link_Bps", lambda m, bad: fs.pcie_server(cpu_link_Bps=bad), "cpu_link_Bps"),
+        ("pcie_server latency_s", lambda m, bad: fs.pcie_server(latency_s=bad), "latency_s"),
+        ("max_min_rates capacity_Bps", lambda m, bad: fs.max_min_rates([1.0, bad], [0], [0]), "capacity_Bps[1]"),
+        ("max_min_rates rate_cap_Bps", lambda m, bad: fs.max_min_rates([1.0], [0], [0], rate_cap_Bps=bad),
+         "rate_cap_Bps"),
+        ("max_min_rates coefficient", lambda m, bad: fs.max_min_rates([1.0], [0, 0], [0, 0], [1.0, bad]),
+         "coefficient[1]"),
+    ]
+
+
+@pytest.mark.parametrize("bad,shown", [
+    (HUGE, "100000000000... (an int of 401 digits)"),
+    (-HUGE, "-100000000000... (an int of 401 digits)"),
+    (10**5000, "100000000000... (an int of 5001 digits)"),  # beyond Python's 4300-digit repr
+], ids=["1e400", "-1e400", "1e5000"])
+@pytest.mark.parametrize("label,call,name", _quantity_entry_points(), ids=lambda x: x if isinstance(x, str) else "")
+def test_quantities_beyond_the_float_range(label, call, name, bad, shown):
+    # Each gave a bare OverflowError ("int too large to convert to float") naming nothing.
+    m = line()
+    with pytest.raises(InvalidArgumentError) as e:
+        call(m, bad)
+    assert str(e.value).startswith(f"{name}: ") and shown in str(e.value), str(e.value)
+    still_usable(m)
+
+
+def test_quantity_messages_name_the_parameter_and_what_is_expected():
+    # The single-value path said "size must be a number or a string", not which argument.
+    m = line()
+    with pytest.raises(InvalidArgumentError, match=r"^size_bytes: size must be a number \(of bytes\) or a string "
+                       r"with a unit, got 100000000000\.\.\. \(an int of 401 digits\), beyond the float range"):
+        m.sc.add_flow(0, 2, HUGE)
+    with pytest.raises(InvalidArgumentError, match=r"^start_s: duration must be a number \(of seconds\) or a "
+                       r"string with a unit, got Decimal Decimal\('1'\); accepted units: ps, ns"):
+        m.sc.add_flow(0, 2, 10.0, start_s=__import__("decimal").Decimal(1))
+    with pytest.raises(InvalidArgumentError, match=r"^max_rate_Bps: bandwidth must be a number \(of bytes/s\) or a "
+                       r"string with a unit, got True;"):
+        m.sc.add_flow(0, 2, 10.0, max_rate_Bps=True)
+    with pytest.raises(InvalidArgumentError, match=r"^duration_s: duration must be a number \(of seconds\) or a "
+                       r"string with a unit, got complex \(1\+0j\);"):
+        m.sc.add_delay(1 + 0j)
+    # A number a float holds is still taken as it is, however large.
+    assert m.flow(0, 2, float(2**64)) == 0
+    still_usable(m)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: fs.max_min_rates([1.0], [0], [0], ["x"]), r"coefficient\[0\]: must be a real number .*got str 'x'"),
+    (lambda: fs.max_min_rates([1.0], [0], [0], __import__("decimal").Decimal(2)),
+     r"coefficient: must be a real number .*got Decimal"),
+    (lambda: fs.max_min_rates([1.0], [0, 0], [0, 0], [[1.0], [1.0, 2.0]]), r"coefficient must be one value or a 1-D"),
+    (lambda: fs.max_min_rates([1.0, 2.0], [0], [0], np.zeros((1, 1))),
+     r"coefficient must be one value or a 1-D sequence of 1, got shape \(1, 1\)"),
+    (lambda: fs.Topology.from_arrays([0, 1], [1, 0], [[1.0], [1.0, 2.0]]), r"capacity_Bps must be one value or a 1-D"),
+    (lambda: fs.hgx_h100().fail(nodes=[[1], [1, 2]]), r"nodes must be a 1-D sequence of integers"),
+    (lambda: fs.Scenario(fs.hgx_h100()).add_collective("all_reduce", [[0], [1, 2]], 8.0),
+     r"ranks must be a 1-D sequence of integers"),
+])
+def test_numbers_in_odd_forms_are_refused(call, match):
+    # A string coefficient gave NumPy's "could not convert string to float", a Decimal one was
+    # taken, ragged nestings gave NumPy's "inhomogeneous shape" ValueError.
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+def test_a_coefficient_is_one_number_for_all_entries_or_one_per_entry():
+    # Link of 6 B/s; flow 0 puts 2 r on it, flow 1 puts r: both rise to 2 B/s.
+    np.testing.assert_allclose(fs.max_min_rates([6.0], [0, 1], [0, 0], [2.0, 1.0]), [2.0, 2.0])
+    np.testing.assert_allclose(fs.max_min_rates([6.0], [0, 1], [0, 0], 2.0), [1.5, 1.5])
+
+
+# ------------------------------------------------------------------ the rest of the API (a sweep)
+
+
+def test_node_id_names_a_node_the_topology_has():
+    # node_id(99) returned 99 and node_ids([1, 2, 3]) returned them, on a 3-node topology.
+    topo = fs.Topology.from_arrays([0, 1], [1, 2], 1.0)
+    assert topo.node_id(2) == 2 and topo.node_ids([2, 0]).tolist() == [2, 0]
+    with pytest.raises(UnknownNodeError, match=r"^node: no node 3 in this topology \(nodes are 0\.\.2\)$"):
+        topo.node_id(3)
+    with pytest.raises(UnknownNodeError, match=r"^nodes\[1\]: no node -1 in this topology"):
+        topo.node_ids([0, -1])
+    named = fs.Topology.from_arrays([0], [1], 1.0, node_names=["a", "b"])
+    assert named.node_id("b") == 1
+    with pytest.raises(UnknownNodeError, match="no node labelled 'c'"):
+        named.node_id("c")
+
+
+@pytest.mark.parametrize("names,match", [
+    (5, r"node_names must be a sequence of labels, one per node, got int 5"),
+    ("ab", r"node_names must be a sequence of labels, one per node, got str 'ab'"),
+    (["a", ["b"]], r"node_names\[1\] must be a hashable label .*got \['b'\]"),
+])
+def test_node_names_are_a_sequence_of_hashable_labels(names, match):
+    # 5 gave "object of type 'int' has no len()", a list label "unhashable type: 'list'".
+    with pytest.raises(InvalidArgumentError, match=match):
+        fs.Topology.from_arrays([0], [1], 1.0, node_names=names)
+
+
+def test_from_networkx_wants_a_graph():
+    with pytest.raises(InvalidArgumentError, match="graph must be a NetworkX graph, got int 5"):
+        fs.Topology.from_networkx(5)   # was AttributeError: 'int' object has no attribute 'nodes'
+
+
+@pytest.mark.parametrize("bad", [None, 5, ""])
+def test_to_parquet_wants_a_directory(bad, tmp_path, monkeypatch):
+    # None and 5 gave os.makedirs' TypeError, "" its FileNotFoundError; the CLI skipped
+    # --parquet "" without a word.
+    monkeypatch.chdir(tmp_path)
+    m = line()
+    m.flow(0, 2, 10.0)
+    res = m.sc.run()
+    with pytest.raises(InvalidArgumentError, match=r"directory must be a path \(a non-empty str or os.PathLike\)"):
+        res.to_parquet(bad)
+    assert [p.rsplit("/", 1)[1] for p in res.to_parquet(tmp_path / "out")] == [
+        "flows.parquet", "delays.parquet", "links.parquet"]
+
+
+def test_cli_parquet_needs_a_directory(capsys):
+    from fabricsim.cli import main
+
+    assert main(["demo", "--parquet", ""]) == 2
+    assert "fabricsim: error: directory must be a path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: fs.estimate(None, "all_reduce", 8.0), r"fabric must be a fabricsim.Topology .*got NoneType None"),
+    (lambda: fs.nccl_tests("hgx-h100"), r"fabric must be a fabricsim.Topology .*got str 'hgx-h100'"),
+    (lambda: fs.estimate(fs.hgx_h100(), np.array(["all_reduce"]), 8.0), r"op must be one of .*got array"),
+    (lambda: fs.estimate(fs.hgx_h100(), "all_reduce", 8.0, algorithm=["ring"]), r"algorithm must be a name, got \['ring'\]"),
+    (lambda: fs.estimate(fs.hgx_h100(), "all_reduce", 8.0, protocol=np.array([])), r"protocol must be 'auto' or one of"),
+    (lambda: fs.nccl_tests(fs.hgx_h100(), dtype=["float"]), r"dtype=\['float'\]: expected one of"),
+    (lambda: fs.clos(n_hosts=16, routing=np.array(["ecmp"])), r"routing must be 'ecmp' or 'adaptive'"),
+    (lambda: fs.Scenario(fs.hgx_h100(), routing={"scale_out": np.array(["ecmp", "x"])}),
+     r"routing of scale_out must be 'ecmp' or 'adaptive'"),
+    (lambda: fs.clos(n_hosts=16, oversubscription=HUGE), r"oversubscription must be a number.*an int of 401 digits"),
+])
+def test_names_and_objects_of_the_wrong_type(call, match):
+    # Arrays gave NumPy's "truth value of an array is ambiguous", lists "unhashable type",
+    # a missing fabric "'NoneType' object has no attribute '_core'", a huge ratio an
+    # OverflowError.
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(on_row=5), r"on_row must be None or a callable taking each row \(a dict\), got int 5"),
+    (dict(step_factor=math.inf), r"step_factor must be a finite number > 1, got inf"),
+    (dict(step_factor=HUGE), r"step_factor must be a finite number > 1, got 100000000000\.\.\."),
+    (dict(max_bytes=math.inf), r"need 0 < min_bytes <= max_bytes < 2\*\*63, got 8388608.0 and inf"),
+    (dict(max_bytes=2**64), r"need 0 < min_bytes <= max_bytes < 2\*\*63"),
+])
+def test_nccl_tests_arguments_are_checked_before_the_sweep(kwargs, match):
+    # on_row=5 failed with "'int' object is not callable" after the first size had run,
+    # step_factor=inf ran one size, max_bytes=inf raised OverflowError and 2**64 failed in
+    # pyarrow after the whole sweep.
+    rows = []
+    with pytest.raises(InvalidArgumentError, match=match):
+        fs.nccl_tests(fs.hgx_h100(), min_bytes="8M", **{"on_row": rows.append, "max_bytes": "8M", **kwargs})
+    assert rows == []
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["demo", "--size", "1e400"], "--size: size '1e400' is not finite"),
+    (["demo", "--link", "fast"], "--link: cannot parse bandwidth 'fast'"),
+    (["nccl-tests", "-f", "inf"], "step_factor must be a finite number > 1, got inf"),  # ran one size
+    # Swept towards an infinite size.
+    (["nccl-tests", "-e", "1e400"], "need 0 < min_bytes <= max_bytes < 2**63, got 8388608.0 and inf"),
+])
+def test_cli_errors_name_the_flag(argv, flag, capsys):
+    from fabricsim.cli import main
+
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"fabricsim: error: {flag}"), captured.err
+    assert "wrote" not in captured.out and "Avg bus bandwidth" not in captured.out
+
+
+def test_all_to_all_sizes():
+    sc = fs.Scenario(fs.hgx_h100())
+    # Both a size and a matrix: size_bytes was silently ignored.
+    with pytest.raises(InvalidArgumentError, match=r"give size_bytes or a sizes matrix, not both \(got size_bytes=5\)"):
+        sc.add_collective("all_to_all", [0, 1], 5, sizes=[[0, 1], [1, 0]])
+    for bad, match in [
+        ([[0, "x"], [1, 0]], r"sizes \(flattened row by row\)\[1\]: cannot parse size 'x'"),
+        ([[0, 1 + 0j], [1, 0]], r"must hold numbers or unit strings, got complex128"),
+        ([[0, 1], [1]], r"must be 2x2 \(ranks x ranks\), got rows of different lengths"),
+        ([[0, -1], [1, 0]], r"must hold finite sizes >= 0 bytes, got sizes\[0\]\[1\] = -1.0"),
+        ([[0, 1], [math.nan, 0]], r"got sizes\[1\]\[0\] = nan"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=match):
+            sc.add_collective("all_to_all", [0, 1], sizes=bad)
+    assert sc.n_activities == 0
+    # Sizes are quantities like any other: numbers or unit strings. Every GPU by default
+    # (ranks=None took the matrix for a 1-rank one).
+    a = fs.estimate(fs.hgx_h100(), "all_to_all", sizes=[[0, "1KiB"], [2048, 0]], ranks=[0, 1])
+    b = fs.estimate(fs.hgx_h100(), "all_to_all", sizes=[[0, 1024], [2048, 0]], ranks=[0, 1])
+    assert a == b and a.size_bytes == 1536.0
+    full = np.full((8, 8), 1e6) - np.diag(np.full(8, 1e6))
+    ids = [sc.add_collective("all_to_all", None, sizes=full), sc.add_collective("all_to_all", range(8), sizes=full)]
+    rows = sc.run().collectives.to_pylist()
+    assert [r["size_bytes"] for r in rows] == [7e6, 7e6] and ids[0] != ids[1]
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: fs.units.format_bytes("1GiB"), r"n_bytes: must be a real number .*got str '1GiB'"),
+    (lambda: fs.units.format_rate(HUGE), r"rate_Bps: must be a real number .*an int of 401 digits"),
+    (lambda: fs.units.format_duration(None), r"seconds: must be a real number .*got NoneType None"),
+    (lambda: fs.units.format_duration(1.0, precision=0), r"precision must be an integer in \[1, 18\), got 0"),
+    (lambda: fs.units.format_bytes(1.0, precision=None), r"precision must be an integer in \[1, 18\), got NoneType"),
+    (lambda: fs.units.format_rate(1.0, bits=np.array([1])), r"bits must be True or False, got ndarray"),
+    (lambda: fs.units.format_bytes(1.0, binary="no"), r"binary must be True or False, got str 'no'"),
+])
+def test_format_arguments(call, match):
+    # Strings gave "could not convert string to float", precision=None "Format specifier
+    # missing precision", an array flag NumPy's ambiguous truth value, binary="no" binary.
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.busbw_factor("all_reduce", HUGE),
+     r"n_ranks=100000000000\.\.\. \(an int of 401 digits\): expected a positive integer below 2\*\*32"),
+    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.element_count("all_reduce", HUGE, 8),
+     r"size_bytes=100000000000\.\.\. \(an int of 401 digits\): expected a finite number of bytes >= 0"),
+    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.busbw_factor(np.array(["x", "y"]), 8),
+     r"op=array\(\['x', 'y'\]"),
+    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.format_footer(None),
+     r"busbw_Bps must be a 1-D sequence of values, got None"),
+    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.format_row(None, op="all_reduce"),
+     r"row=NoneType: expected a mapping"),
+    (lambda: fs.nccl_model.CommShape(8, 1, "hopper", HUGE, 2.5e10, 5e10, True, False),
+     r"nvlink_Bps=100000000000\.\.\. \(an int of 401 digits\): expected a finite number of bytes/s >= 0"),
+    (lambda: fs.nccl_model.CommShape(HUGE, 1, "hopper", 4.5e11, 2.5e10, 5e10, True, False),
+     r"n_ranks=100000000000\.\.\. \(an int of 401 digits\): expected a positive integer below 2\*\*32"),
+    (lambda: fs.nccl_model.choose("all_reduce", HUGE, fs.nccl_model.CommShape(8, 1, "hopper", 4.5e11, 2.5e10, 5e10,
+                                                                               True, False)),
+     r"size_bytes=100000000000\.\.\. \(an int of 401 digits\): expected"),
+])
+def test_nccl_helpers_bad_arguments(call, match):
+    # Huge ints gave a bare OverflowError (math.isfinite of an int no float holds), an array
+    # op NumPy's ambiguous truth value, a missing row or footer list a bare TypeError.
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+def test_integer_checks_show_huge_ints_briefly():
+    # The message itself failed: Python refuses to print an int of more than 4300 digits.
+    with pytest.raises(InvalidArgumentError, match=r"^n_hosts must be an integer in \[1, 2\*\*32\), got "
+                       r"100000000000\.\.\. \(an int of 5001 digits\)$"):
+        fs.clos(n_hosts=10**5000)
