@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
-from ._checks import U64, flag, integer, integers, parsed, quantities
+from ._checks import U64, flag, integer, integers, parsed, quantities, shown
 from .exceptions import InvalidArgumentError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -49,6 +49,22 @@ def _routes(routes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([r.size for r in lists], out=offsets[1:])
     return offsets, np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+
+
+def _tag(tag: Any) -> str | None:
+    """A tag as the core stores it: a label (a string) for the tag column of the results, or
+    None for no tag."""
+    if tag is None:
+        return None
+    if not isinstance(tag, str):
+        raise InvalidArgumentError(
+            f"tag must be a string (a label for the results' tag column) or None, got {type(tag).__name__} {shown(tag)}"
+        )
+    try:
+        tag.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"tag must be text that UTF-8 can encode (Arrow strings are UTF-8), got {tag!r}") from None
+    return str(tag)
 
 
 def _after(after: int | Iterable[int]) -> np.ndarray:
@@ -149,7 +165,8 @@ class Scenario:
         """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
         ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids, a
         path from src to dst crossing each link at most once (default: ECMP over shortest
-        paths); ``max_rate_Bps`` caps its rate."""
+        paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string, or None) labels it in the
+        results."""
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),
@@ -158,7 +175,7 @@ class Scenario:
             parsed("start_s", _duration_s, start_s),
             _after(after),
             None if route is None else integers("route", route).tolist(),
-            tag,
+            _tag(tag),
             None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
         )
 
@@ -181,7 +198,7 @@ class Scenario:
         compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and
         the link ids, flow i taking ``link_ids[offsets[i]:offsets[i + 1]]``. A tuple of two is
         always read as compressed rows, so give per-flow routes as a list.
-        Every flow waits for every activity in ``after``.
+        Every flow waits for every activity in ``after`` and carries ``tag`` (a string, or None).
         All or nothing: if one element is bad, none is added and the error names it."""
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
@@ -192,7 +209,7 @@ class Scenario:
             dst_ids,
             quantities("size_bytes", size_bytes, n, _size_bytes),
             quantities("start_s", start_s, n, _duration_s),
-            tag,
+            _tag(tag),
             offsets,
             links,
             _after(after),
@@ -206,9 +223,10 @@ class Scenario:
         after: int | Iterable[int] = (),
         tag: str | None = None,
     ) -> int:
-        """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``."""
+        """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``,
+        labelled ``tag`` (a string, or None) in the results."""
         return self._core.add_delay(
-            parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), tag
+            parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), _tag(tag)
         )
 
     def add_collective(
@@ -232,14 +250,15 @@ class Scenario:
         "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
-        collectives can wait for; ``Result.collectives`` reports it."""
+        collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
+        the op) labels its flows and delays in the results."""
         from .collectives import Builder, collective_size, communicator
 
         if self._collectives is None:
             self._collectives = Builder(self)
         size, sizes = collective_size(op, size_bytes, sizes, communicator(self.topology, op, ranks).n)
         return self._collectives.add(op, ranks, size, algorithm, _after(after), parsed("start_s", _duration_s, start_s),
-                                     tag, sizes, protocol)
+                                     _tag(tag), sizes, protocol)
 
     def add_fault(
         self,

@@ -500,6 +500,44 @@ def test_a_coefficient_is_one_number_for_all_entries_or_one_per_entry():
     np.testing.assert_allclose(fs.max_min_rates([6.0], [0, 1], [0, 0], 2.0), [1.5, 1.5])
 
 
+# ------------------------------------------------------------------ tags
+
+
+@pytest.mark.parametrize("bad,shown", [
+    (5, "int 5"), (b"grads", "bytes b'grads'"), (["a"], "list ['a']"), (1.5, "float 1.5"),
+    (True, "bool True"), (np.int64(3), "int64 np.int64(3)"),
+])
+@pytest.mark.parametrize("entry", ["add_flow", "add_flows", "add_delay", "add_collective"])
+def test_a_tag_is_a_string_or_none(entry, bad, shown):
+    # A tag labels rows of the results' tag column (Arrow strings). Anything else gave PyO3's
+    # "argument 'tag': 'int' object cannot be converted to 'PyString'".
+    sc = fs.Scenario(fs.hgx_h100())
+    calls = {
+        "add_flow": lambda tag: sc.add_flow(0, 1, 10.0, tag=tag),
+        "add_flows": lambda tag: sc.add_flows([0, 1], [1, 2], 10.0, tag=tag),
+        "add_delay": lambda tag: sc.add_delay(1.0, tag=tag),
+        "add_collective": lambda tag: sc.add_collective("all_reduce", range(8), 1e6, tag=tag),
+    }
+    with pytest.raises(InvalidArgumentError) as e:
+        calls[entry](bad)
+    assert str(e.value) == f"tag must be a string (a label for the results' tag column) or None, got {shown}"
+    assert sc.n_activities == 0
+    calls[entry](np.str_("grads"))  # a NumPy string is a string
+    calls[entry](None)
+    res = sc.run()
+    tags = set(res.flows.column("tag").to_pylist()) | set(res.delays.column("tag").to_pylist())
+    # A collective without a tag is tagged with its op.
+    assert tags == ({"grads", "all_reduce"} if entry == "add_collective" else {"grads", None}), tags
+
+
+def test_a_tag_must_be_encodable_text():
+    # A lone surrogate gave a bare UnicodeEncodeError from the core.
+    m = line()
+    with pytest.raises(InvalidArgumentError, match=r"tag must be text that UTF-8 can encode .*got '\\ud800'"):
+        m.sc.add_flow(0, 2, 10.0, tag="\ud800")
+    still_usable(m)
+
+
 # ------------------------------------------------------------------ the rest of the API (a sweep)
 
 
