@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -84,6 +85,16 @@ def flag(name: str, value: Any) -> bool:
     """``value`` if it is True or False (a truthy 1, "no" or array is refused, not guessed at)."""
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def pathlike(name: str, value: Any) -> str | os.PathLike:
+    """``value`` if it is a file or directory path: a non-empty str or os.PathLike (an int
+    would be taken by ``open`` for a file descriptor, True for stdout)."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise InvalidArgumentError(
+            f"{name} must be a path (a non-empty str or os.PathLike), got {type(value).__name__} {value!r}"
+        )
     return value
 
 

@@ -66,7 +66,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
-from ._checks import did_you_mean, finite, parsed, real, shown
+from ._checks import did_you_mean, finite, flag, parsed, pathlike, real, shown
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -767,8 +767,7 @@ def add_part(
     """
     key = _check_name(name)
     kind = _check_kind(kind, f"add_part({name!r})")
-    if not isinstance(replace, bool):
-        raise _bad(f"replace must be True or False, got {replace!r}")
+    flag("replace", replace)
     new = _build(key, kind, fields, source, description, origin="user")
     _commit({key: new}, {}, replace)
     return _USER[key]
@@ -782,8 +781,9 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
     :func:`add_part`. All parts are checked before any is added, so a bad file adds nothing.
     Returns the added parts.
     """
+    flag("replace", replace)
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(pathlike("path", path), encoding="utf-8") as handle:
             doc = json.load(handle)
     except json.JSONDecodeError as err:
         raise _bad(f"{os.fspath(path)!r} is not valid JSON: {err}") from err

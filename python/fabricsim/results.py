@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .exceptions import InvalidArgumentError
+from ._checks import pathlike
 from .units import format_bytes, format_duration
 
 __all__ = ["Result", "Summary", "table_from_columns"]
@@ -155,11 +155,7 @@ class Result:
         write is removed, so the directory holds one run."""
         import pyarrow.parquet as pq
 
-        if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
-            raise InvalidArgumentError(
-                f"directory must be a path (a non-empty str or os.PathLike), got {type(directory).__name__} {directory!r}"
-            )
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(pathlike("directory", directory), exist_ok=True)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
         if self.collectives.num_rows:
             tables["collectives"] = self.collectives

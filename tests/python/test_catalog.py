@@ -465,6 +465,24 @@ def test_load_parts_reads_the_shipped_format_with_unit_strings(tmp_path):
     assert (p.rate_Bps, p.watts, p.form, p.description) == (100e9, 8.0, "pluggable", "linear pluggable")
 
 
+@pytest.mark.parametrize("bad", [None, 2.5, ""])
+def test_load_parts_wants_a_path(bad):
+    # open() takes an int for a file descriptor: load_parts(True) read stdout and closed it.
+    # None and 2.5 gave open()'s TypeError, "" a message about a file named ''.
+    with pytest.raises(InvalidArgumentError, match=r"^path must be a path \(a non-empty str or os.PathLike\), got "):
+        load_parts(bad)
+
+
+def test_load_parts_replace_is_true_or_false(tmp_path):
+    # replace="no" was truthy: the file's parts replaced shipped ones.
+    path = tmp_path / "pcie.json"
+    entry = {"kind": "pcie", "rate_Bps": "1GB/s", "sources": {"rate_Bps": "made up"}}
+    path.write_text(json.dumps({"parts": {"pcie-gen5-x16": entry}}))
+    with pytest.raises(InvalidArgumentError, match="^replace must be True or False, got str 'no'$"):
+        load_parts(path, replace="no")
+    assert part("pcie-gen5-x16").rate_Bps == 64e9
+
+
 def test_a_bad_file_adds_nothing(tmp_path):
     good = {"kind": "pcie", "rate_Bps": "32GB/s", "sources": {"rate_Bps": "spec"}}
     bad = {"kind": "pcie", "rate_Bps": "-1GB/s", "sources": {"rate_Bps": "spec"}}
