@@ -33,8 +33,9 @@ use std::collections::BinaryHeap;
 
 use crate::solver::{IndexedHeap, Usage};
 
-/// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate is
-/// below this fraction of (coefficient x rate): the flow could rise no more than that.
+/// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate r is
+/// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
+/// more than that fraction of r by taking the slack.
 const SATURATED: f64 = 1e-10;
 /// Rates within this relative distance count as tied (fastest on a constraint).
 const TIE: f64 = 1e-9;
@@ -111,6 +112,9 @@ struct ConstraintLoad {
     /// Attached flows whose coefficient on it is not 1: while there are none, a scan needs
     /// no coefficient (looking each up misses the cache at scale).
     n_non_unit: u32,
+    /// A lower bound of the attached flows' coefficients (exact until one leaves), infinity
+    /// when none is attached.
+    min_coefficient: f64,
 }
 
 /// A flow's part in the sharing state.
@@ -228,6 +232,7 @@ impl<'a> Sharing<'a> {
                     load_Bps: 0.0,
                     top_rate_bound: 0.0,
                     n_non_unit: 0,
+                    min_coefficient: f64::INFINITY,
                 })
                 .collect(),
             rate_cap,
@@ -361,6 +366,9 @@ impl<'a> Sharing<'a> {
             if u.coefficient != 1.0 {
                 self.link[ci].n_non_unit -= 1;
             }
+            if list.is_empty() {
+                self.link[ci].min_coefficient = f64::INFINITY;
+            }
             // The flows held there may speed up (they are checked at their rates).
             if !self.cs[ci].left_any {
                 self.cs[ci].left_any = true;
@@ -419,9 +427,11 @@ impl<'a> Sharing<'a> {
         let base = self.span[f as usize].0;
         self.fs[f as usize].attached = true;
         for (k, u) in self.usage_of(f).iter().enumerate() {
+            let load = &mut self.link[u.constraint as usize];
             if u.coefficient != 1.0 {
-                self.link[u.constraint as usize].n_non_unit += 1;
+                load.n_non_unit += 1;
             }
+            load.min_coefficient = load.min_coefficient.min(u.coefficient);
             let list = &mut self.on[u.constraint as usize];
             self.pos[base + k] = list.len() as u32;
             list.push(Slot {
@@ -700,7 +710,9 @@ impl<'a> Sharing<'a> {
             } else {
                 self.link[ci].load_Bps
             };
-            if cap - load > SATURATED * u.coefficient * r {
+            // A rising flow with a smaller coefficient than g's would take the slack faster.
+            let k_min = self.link[ci].min_coefficient.min(u.coefficient);
+            if cap - load > SATURATED * k_min * r {
                 continue;
             }
             // The bound often settles it without a scan.

@@ -332,6 +332,32 @@ fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
     assert!(out.finish_s.iter().all(|t| t.is_finite()));
 }
 
+/// Found by review: slack too small for a dormant flow of coefficient 5001 to use is not too
+/// small for a flow of coefficient 1 beside it. T (capped at 0.05 B/s, 0.05 B) leaves at
+/// t = 1; D (k = 5001) and R (k = 1) then share all of 1e9 B/s: both at 1e9/5002, where R alone
+/// used to take the 0.05 B/s.
+#[test]
+fn freed_slack_is_shared_with_a_flow_of_a_much_larger_coefficient() {
+    let mut acts = Activities::new();
+    let on_link = |k: f64| {
+        [Usage {
+            constraint: 0,
+            coefficient: k,
+        }]
+    };
+    acts.add_flow(1e9, &on_link(5001.0), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(1e9, &on_link(1.0), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(0.05, &on_link(1.0), 0.0, 0.0, 0.05, &[])
+        .unwrap();
+    // `go` checks every instant against a full solve.
+    let out = go(&[1e9], &acts);
+    let (before, after) = ((1e9 - 0.05) / 5002.0, 1e9 / 5002.0);
+    assert_close("D and R", out.finish_s[0], 1.0 + (1e9 - before) / after);
+    assert_close("R", out.finish_s[1], out.finish_s[0]);
+}
+
 /// More seeds than the default run (cargo test --release -- --ignored).
 #[test]
 #[ignore]
