@@ -111,6 +111,11 @@ fn error_column(sc: &Scenario, ran: &Ran, ids: &[usize]) -> Column {
             let message = match out.outcome[a] {
                 Outcome::Done => return -1,
                 Outcome::Skipped => "skipped: an activity it waits for failed".to_string(),
+                // A collective's coupled flow has no one src or dst: one of its edges lost its path.
+                Outcome::Failed if out.fail_reason[a] == NO_PATH && sc.src()[a] == NONE => {
+                    "no path for one of its edges: every route crosses a link that is down"
+                        .to_string()
+                }
                 Outcome::Failed if out.fail_reason[a] == NO_PATH => format!(
                     "no path from {} to {}: every route crosses a link that is down",
                     fabric.node_name(sc.src()[a]),
@@ -205,9 +210,10 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     };
     for (ci, &c) in constraints.enumerate() {
         let (b, s, p) = (out.carried_bytes[ci], out.busy_s[ci], out.peak_load_Bps[ci]);
+        // A member with no share (down) was not busy, though its bundle was.
         ran.split
             .for_each_link_share(fabric, ci as u32, c, |l, share| {
-                add(l, b * share, s, p * share)
+                add(l, b * share, if share > 0.0 { s } else { 0.0 }, p * share)
             });
     }
     // A link loaded through several constraints at once: its own meter's peak and busy time.

@@ -254,3 +254,31 @@ def test_bad_faults_are_refused_with_the_value_named():
     with pytest.raises(InvalidArgumentError, match="until_s"):
         sc.add_fault(at_s=1.0, links=[0], until_s=0.5)
     assert sc._core.n_faults == 0
+
+
+def test_a_collective_that_loses_its_path_says_so_without_naming_a_switch():
+    """A coupled flow has no one src or dst: its error used to read 'no path from spine1 to
+    spine1', the name of whatever node the internal 'none' id fell on."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    sc = fs.Scenario(fabric, seed=0)
+    sc.add_collective("all_reduce", list(range(0, 32, 8)), "1GiB", algorithm="ring")
+    sc.add_fault(at_s=1e-4, nodes=[fabric.n_gpus])  # the first rank's NIC, every link down
+    flows = sc.run().flows.to_pydict()
+    failed = [e for e, s in zip(flows["error"], flows["status"]) if s == "failed"]
+    assert failed == ["no path for one of its edges: every route crosses a link that is down"] * len(failed)
+    assert failed
+
+
+def test_a_bundle_member_down_before_the_run_is_not_busy():
+    """Sprayed flows over a leaf's uplink bundle with one member down from the start: that
+    member carries nothing and shows no busy time (it showed its bundle's)."""
+    topo = fs.clos(n_hosts=256, switch="sn5600", nic="cx7", routing="adaptive")
+    links = topo.links.to_pydict()
+    leaf0 = links["dst"][0]
+    up = [l for l, s, d in zip(links["link_id"], links["src"], links["dst"]) if s == leaf0 and d >= 256]
+    sc = fs.Scenario(topo.fail(links=[up[0]]), seed=0)
+    for h in range(64):
+        sc.add_flow(h, 64 + h, "10GB")
+    rows = {r["link_id"]: r for r in sc.run().links.to_pylist()}
+    assert rows[up[0]]["bytes_carried"] == 0 and rows[up[0]]["busy_s"] == 0
+    assert rows[up[1]]["busy_s"] > 0 and rows[up[1]]["bytes_carried"] > 0
