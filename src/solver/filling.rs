@@ -3,22 +3,39 @@
 //! an event can affect, with the load of the others subtracted from the capacities.
 
 use super::heap::IndexedHeap;
+use super::sum::CompensatedSum;
 use super::{Incidence, Usage};
 use crate::error::{Error, Result};
 
 /// `Filling::bottleneck` of a flow that stopped at its own rate cap.
 pub const CAPPED: u32 = u32::MAX;
 
+/// A registered constraint's part in the filling.
+#[derive(Debug, Clone, Copy, Default)]
+struct ConstraintSums {
+    /// Capacity left for the subset's flows.
+    residual: CompensatedSum,
+    /// Sum of the unfrozen flows' coefficients.
+    coef_sum: CompensatedSum,
+    /// Number of unfrozen flows: exact, unlike the float sum.
+    n_unfrozen: u32,
+}
+
+impl ConstraintSums {
+    /// The level at which the unfrozen flows fill what is left.
+    #[inline]
+    fn level(&self) -> f64 {
+        self.residual.value() / self.coef_sum.value()
+    }
+}
+
 /// Reusable workspace; `solve` costs O(E log C) over the subset's E usage entries and C
 /// constraints, with no allocation once warmed up.
 #[derive(Debug, Default)]
 pub struct Filling {
-    /// Capacity left for the subset's flows, per constraint (valid while registered).
-    residual: Vec<f64>,
-    /// Sum of the unfrozen flows' coefficients, per constraint.
-    coef_sum: Vec<f64>,
-    /// Number of unfrozen flows, per constraint: exact, unlike the float sum.
-    n_unfrozen: Vec<u32>,
+    /// Per constraint, what freezing a flow updates (valid while registered), together: one
+    /// cache line per constraint touched.
+    sums: Vec<ConstraintSums>,
     /// Position of each registered constraint in `registered` (valid while registered).
     local: Vec<u32>,
     is_registered: Vec<bool>,
@@ -43,10 +60,8 @@ impl Filling {
 
     /// Grows the workspace to at least these sizes.
     pub fn ensure(&mut self, n_constraints: usize, n_flows: usize) {
-        if self.residual.len() < n_constraints {
-            self.residual.resize(n_constraints, 0.0);
-            self.coef_sum.resize(n_constraints, 0.0);
-            self.n_unfrozen.resize(n_constraints, 0);
+        if self.sums.len() < n_constraints {
+            self.sums.resize(n_constraints, ConstraintSums::default());
             self.local.resize(n_constraints, 0);
             self.is_registered.resize(n_constraints, false);
             self.heap.ensure_ids(n_constraints);
@@ -71,9 +86,10 @@ impl Filling {
         self.is_registered[ci] = true;
         self.local[ci] = self.registered.len() as u32;
         self.registered.push(c);
-        self.residual[ci] = residual;
-        self.coef_sum[ci] = 0.0;
-        self.n_unfrozen[ci] = 0;
+        self.sums[ci] = ConstraintSums {
+            residual: CompensatedSum::new(residual),
+            ..ConstraintSums::default()
+        };
     }
 
     /// Max-min fair rates of `subset` (written to `rates[f]`), every flow starting unfrozen.
@@ -123,8 +139,8 @@ impl Filling {
                         u.constraint
                     )));
                 }
-                self.coef_sum[ci] += u.coefficient;
-                self.n_unfrozen[ci] += 1;
+                self.sums[ci].coef_sum.add(u.coefficient);
+                self.sums[ci].n_unfrozen += 1;
             }
         }
         self.capped
@@ -134,7 +150,8 @@ impl Filling {
         self.row_offsets.clear();
         self.row_offsets.resize(n_rows + 1, 0);
         for (i, &c) in self.registered.iter().enumerate() {
-            self.row_offsets[i + 1] = self.row_offsets[i] + self.n_unfrozen[c as usize] as usize;
+            self.row_offsets[i + 1] =
+                self.row_offsets[i] + self.sums[c as usize].n_unfrozen as usize;
         }
         self.row_flows.clear();
         self.row_flows.resize(self.row_offsets[n_rows], 0);
@@ -150,12 +167,12 @@ impl Filling {
             self.row_offsets[i + 1] = self.row_offsets[i];
         }
         self.row_offsets[0] = 0;
-        let (residual, coef_sum, n_unfrozen) = (&self.residual, &self.coef_sum, &self.n_unfrozen);
+        let sums = &self.sums;
         self.heap.extend(
             self.registered
                 .iter()
-                .filter(|&&c| n_unfrozen[c as usize] > 0)
-                .map(|&c| (c, residual[c as usize] / coef_sum[c as usize])),
+                .filter(|&&c| sums[c as usize].n_unfrozen > 0)
+                .map(|&c| (c, sums[c as usize].level())),
         );
         Ok(())
     }
@@ -177,11 +194,11 @@ impl Filling {
                     break None;
                 };
                 let ci = c as usize;
-                if self.n_unfrozen[ci] == 0 {
+                if self.sums[ci].n_unfrozen == 0 {
                     self.heap.remove(c);
                     continue;
                 }
-                let key = self.residual[ci] / self.coef_sum[ci];
+                let key = self.sums[ci].level();
                 if key > stored {
                     self.heap.set(c, key);
                     continue;
@@ -230,9 +247,10 @@ impl Filling {
         } in inc.usage(f)
         {
             let ci = constraint as usize;
-            self.residual[ci] -= coefficient * rate;
-            self.coef_sum[ci] -= coefficient;
-            self.n_unfrozen[ci] -= 1;
+            let sums = &mut self.sums[ci];
+            sums.residual.add(-coefficient * rate);
+            sums.coef_sum.add(-coefficient);
+            sums.n_unfrozen -= 1;
         }
     }
 }

@@ -4,9 +4,11 @@
 
 mod filling;
 mod heap;
+mod sum;
 
 pub use filling::{Filling, CAPPED};
 pub use heap::IndexedHeap;
+pub use sum::CompensatedSum;
 
 use crate::error::{check_non_negative, Error, Result};
 

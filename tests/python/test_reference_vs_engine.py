@@ -12,6 +12,7 @@ problems, all derandomized (the same cases on every run).
 """
 
 from collections import Counter, deque
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -348,6 +349,34 @@ def test_max_min_rates_hand_solved():
     got = fs.max_min_rates(np.array([100.0, 100.0]), np.array([0, 1, 1, 2]),
                            np.array([0, 0, 1, 1]), np.array([2.0, 0.5, 0.5, 1.0]), n_flows=3)
     np.testing.assert_allclose(got, [40.0, 40.0, 80.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-12, 1e-15, 1e-17])
+def test_max_min_rates_keep_a_tiny_coefficient_beside_large_ones(eps):
+    """Found by review: c0 (capacity 1) holds flow 0 at 1; flow 0 also uses c1 (capacity 10)
+    beside flow 1 of coefficient eps, which takes the rest: 9 / eps exactly. A plain running
+    sum of coefficients left 1 + eps - 1 to rounding (10% off at 1e-15, infinite at 1e-17)."""
+    got = fs.max_min_rates(np.array([1.0, 10.0]), np.array([0, 0, 1]), np.array([0, 1, 1]),
+                           np.array([1.0, 1.0, eps]), n_flows=2)
+    assert got[0] == 1.0
+    assert got[1] == pytest.approx(9 / eps, rel=1e-15)
+
+
+def test_max_min_rates_of_many_flows_stay_exact_in_what_remains():
+    """A million flows of coefficient 1/3 on c0, each held at 0.5 by its own group's
+    constraint (1000 flows on each of 1000), leave c0 a remainder that one more flow takes.
+    Running sums of a million thirds left about 1e-6 relative error in it; the exact value
+    (in rationals, from the float inputs) is the reference."""
+    n = 10**6
+    third = 1 / 3
+    cap = np.concatenate([[n / 6 + 1], np.full(1000, 1000 * 0.5)])
+    fi = np.concatenate([np.repeat(np.arange(n), 2), [n]])
+    ci = np.concatenate([np.column_stack([np.zeros(n, np.int64), 1 + np.arange(n) % 1000]).ravel(), [0]])
+    co = np.concatenate([np.tile([third, 1.0], n), [1.0]])
+    got = fs.max_min_rates(cap, fi, ci, co, n_flows=n + 1)
+    assert np.all(got[:n] == 0.5)
+    exact = Fraction(cap[0]) - n * Fraction(0.5) * Fraction(third)
+    assert got[n] == pytest.approx(float(exact), rel=1e-12)
 
 
 @pytest.mark.parametrize("case", range(len(REGRESSIONS)),
