@@ -20,13 +20,12 @@ A swept size is first cut to whole elements, and for the second group to whole b
 from __future__ import annotations
 
 import numbers
-import re
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 from ._checks import finite, number, quantities, shown
 from .exceptions import InvalidArgumentError
-from .units import _NCCL_SUFFIX
+from .units import _NCCL_SUFFIX, _QUANTITY
 
 __all__ = [
     "BUSBW_FACTOR",
@@ -90,21 +89,18 @@ def _check_bytes(name, v) -> float:
     return v
 
 
-_SIZE_FLAG = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S?)")
-
-
 def size_flag_bytes(text: str) -> float:
     """A size as nccl-tests' ``-b``/``-e`` read it (common.cu ``parsesize``): a number and
     an optional suffix of which only the first letter counts, K, M or G in any case as
     powers of 1024, so ``"8MB"`` is 8 MiB, not fabricsim's 8e6 bytes (T for 2^40 is
     fabricsim's, as in :func:`fabricsim.units.size_bytes`)."""
-    m = _SIZE_FLAG.match(text)
-    scale = {"": 1.0, **_NCCL_SUFFIX}.get(m.group(2)) if m else None
+    m = _QUANTITY.match(text)
+    scale = {"": 1.0, **_NCCL_SUFFIX}.get(m.group("unit")[:1]) if m else None
     if scale is None:
         raise InvalidArgumentError(
             f"size {text!r}: expected a number of bytes with an optional K, M, G or T suffix "
             "(powers of 1024, as nccl-tests reads -b and -e)")
-    return float(m.group(1)) * scale
+    return float(m.group("number")) * scale
 
 
 def busbw_factor(op: str, n_ranks: int) -> float:
