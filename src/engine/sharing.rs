@@ -31,7 +31,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::solver::{IndexedHeap, Usage};
+use crate::solver::{CompensatedSum, IndexedHeap, Usage};
 
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate r is
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
@@ -60,10 +60,13 @@ const NO_NODE: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy)]
 struct ConstraintState {
     /// Capacity left for the rising flows: the capacity minus dormant flows at their old
-    /// rates minus frozen awake flows at their new rates.
-    residual: f64,
-    /// Sum of the rising flows' coefficients, and their number (exact, unlike the sum).
-    coef_sum: f64,
+    /// rates minus frozen awake flows at their new rates. Both sums are compensated: flows
+    /// come and go in any order, and what is left after large terms leave must keep its
+    /// own precision (a tiny coefficient beside large ones, a small rest of a busy link).
+    residual: CompensatedSum,
+    /// Sum of the rising flows' coefficients where some coefficient on it is not 1 (read it
+    /// through `coef_sum()`), and their number (exact, unlike the sum).
+    non_unit_coef_sum: CompensatedSum,
     /// A lower bound of its saturation level with its dormant flows counted at
     /// min(rate, level), or 0 (reset whenever a flow on it wakes).
     floor: f64,
@@ -71,6 +74,8 @@ struct ConstraintState {
     /// or infinity.
     faster_at: f64,
     n_rising: u32,
+    /// Every attached flow's coefficient on it is 1, so the coefficient sum is `n_rising`.
+    unit: bool,
     /// Head of its list of woken flows in `Sharing::woken`, or `NO_NODE`.
     woken: u32,
     /// Something changed on it in this re-solve.
@@ -86,11 +91,12 @@ struct ConstraintState {
 impl Default for ConstraintState {
     fn default() -> Self {
         ConstraintState {
-            residual: 0.0,
-            coef_sum: 0.0,
+            residual: CompensatedSum::default(),
+            non_unit_coef_sum: CompensatedSum::default(),
             floor: 0.0,
             faster_at: f64::INFINITY,
             n_rising: 0,
+            unit: true,
             woken: NO_NODE,
             touched: false,
             registered: false,
@@ -104,8 +110,9 @@ impl Default for ConstraintState {
 #[derive(Debug, Clone, Copy)]
 struct ConstraintLoad {
     capacity: f64,
-    /// Kept up to date by the caller (`add_load`).
-    load_Bps: f64,
+    /// Sum of the attached flows' coefficient x rate, kept up to date by the caller
+    /// (`add_load`) over the whole run: compensated, so rounding does not build up in it.
+    load_Bps: CompensatedSum,
     /// An upper bound of the fastest rate on it: raised by `set_rate`, made exact whenever
     /// its flows are scanned.
     top_rate_bound: f64,
@@ -115,6 +122,33 @@ struct ConstraintLoad {
     /// A lower bound of the attached flows' coefficients (exact until one leaves), infinity
     /// when none is attached.
     min_coefficient: f64,
+}
+
+impl ConstraintState {
+    /// Sum of the rising flows' coefficients.
+    #[inline]
+    fn coef_sum(&self) -> f64 {
+        if self.unit {
+            self.n_rising as f64
+        } else {
+            self.non_unit_coef_sum.value()
+        }
+    }
+}
+
+impl ConstraintLoad {
+    /// Capacity minus load, with the load's own rounding error kept.
+    #[inline]
+    fn unused(&self) -> CompensatedSum {
+        let mut unused = CompensatedSum::new(self.capacity);
+        unused.subtract(self.load_Bps);
+        unused
+    }
+
+    #[inline]
+    fn slack(&self) -> f64 {
+        self.unused().value()
+    }
 }
 
 /// A flow's part in the sharing state.
@@ -229,7 +263,7 @@ impl<'a> Sharing<'a> {
                 .iter()
                 .map(|&capacity| ConstraintLoad {
                     capacity,
-                    load_Bps: 0.0,
+                    load_Bps: CompensatedSum::default(),
                     top_rate_bound: 0.0,
                     n_non_unit: 0,
                     min_coefficient: f64::INFINITY,
@@ -301,13 +335,20 @@ impl<'a> Sharing<'a> {
     /// Current load of constraint `c`.
     #[inline]
     pub fn load(&self, c: u32) -> f64 {
-        self.link[c as usize].load_Bps
+        self.link[c as usize].load_Bps.value()
     }
 
-    /// Sets the load of constraint `c` (the caller keeps it up to date).
+    /// Adds `delta_Bps` to the load of constraint `c` (the caller keeps it up to date).
     #[inline]
-    pub fn set_load(&mut self, c: u32, load_Bps: f64) {
-        self.link[c as usize].load_Bps = load_Bps;
+    pub fn add_load(&mut self, c: u32, delta_Bps: f64) {
+        self.link[c as usize].load_Bps.add(delta_Bps);
+    }
+
+    /// Sets the load of constraint `c` to exactly zero (once it is idle, or where rounding
+    /// took it below zero).
+    #[inline]
+    pub fn clear_load(&mut self, c: u32) {
+        self.link[c as usize].load_Bps = CompensatedSum::default();
     }
 
     pub fn n_constraints(&self) -> usize {
@@ -582,7 +623,7 @@ impl<'a> Sharing<'a> {
             self.cs[ci].dirty = false;
             // With no rising flow it stays only if its woken flows froze at once, leaving
             // it overloaded (see `freeze`).
-            if self.cs[ci].n_rising > 0 || self.cs[ci].residual < 0.0 {
+            if self.cs[ci].n_rising > 0 || self.cs[ci].residual.value() < 0.0 {
                 self.heap.set(c, self.saturation_key(ci));
             } else {
                 self.heap.remove(c);
@@ -599,7 +640,7 @@ impl<'a> Sharing<'a> {
         if st.n_rising == 0 {
             st.floor
         } else {
-            (st.residual / st.coef_sum).max(st.floor)
+            (st.residual.value() / st.coef_sum()).max(st.floor)
         }
     }
 
@@ -649,7 +690,8 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = (self.cs[ci].residual + sum_kr) / (self.cs[ci].coef_sum + sum_k);
+            let st = &self.cs[ci];
+            let x = (st.residual.value() + sum_kr) / (st.coef_sum() + sum_k);
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {
@@ -704,15 +746,14 @@ impl<'a> Sharing<'a> {
         }
         for u in self.usage_of(g) {
             let ci = u.constraint as usize;
-            let cap = self.link[ci].capacity;
-            let load = if self.cs[ci].registered {
-                cap - self.cs[ci].residual + level * self.cs[ci].coef_sum
+            let slack = if self.cs[ci].registered {
+                self.cs[ci].residual.value() - level * self.cs[ci].coef_sum()
             } else {
-                self.link[ci].load_Bps
+                self.link[ci].slack()
             };
             // A rising flow with a smaller coefficient than g's would take the slack faster.
             let k_min = self.link[ci].min_coefficient.min(u.coefficient);
-            if cap - load > SATURATED * k_min * r {
+            if slack > SATURATED * k_min * r {
                 continue;
             }
             // The bound often settles it without a scan.
@@ -755,15 +796,17 @@ impl<'a> Sharing<'a> {
             let ci = u.constraint as usize;
             let st = &mut self.cs[ci];
             if !st.registered {
-                let load = &self.link[ci];
                 st.registered = true;
-                st.residual = load.capacity - load.load_Bps;
-                st.coef_sum = 0.0;
+                st.residual = self.link[ci].unused();
+                st.unit = self.link[ci].n_non_unit == 0;
+                st.non_unit_coef_sum = CompensatedSum::default();
                 st.n_rising = 0;
             }
             st.floor = 0.0;
-            st.residual += u.coefficient * old;
-            st.coef_sum += u.coefficient;
+            st.residual.add(u.coefficient * old);
+            if !st.unit {
+                st.non_unit_coef_sum.add(u.coefficient);
+            }
             st.n_rising += 1;
             let next = std::mem::replace(&mut st.woken, self.woken.len() as u32);
             // Waking can lower a key as well as raise it: it is set exactly before the
@@ -787,16 +830,18 @@ impl<'a> Sharing<'a> {
         self.caps.remove(f);
         for u in self.usage_of(f) {
             let st = &mut self.cs[u.constraint as usize];
-            st.residual -= u.coefficient * rate;
+            st.residual.add(-u.coefficient * rate);
             st.n_rising -= 1;
             if st.n_rising > 0 {
-                st.coef_sum -= u.coefficient;
+                if !st.unit {
+                    st.non_unit_coef_sum.add(-u.coefficient);
+                }
                 continue;
             }
-            st.coef_sum = 0.0;
+            st.non_unit_coef_sum = CompensatedSum::default();
             // Overloaded as the stand-in counts it, it has dormant flows faster than the
             // level: it stays until they are dealt with (at a level no lower).
-            if st.residual < 0.0 {
+            if st.residual.value() < 0.0 {
                 st.floor = st.floor.max(rate);
             } else {
                 st.floor = 0.0;

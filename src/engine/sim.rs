@@ -603,7 +603,7 @@ impl<'a> Sim<'a> {
         }
         self.sharing.detach(f);
         let old = self.sharing.rate(f);
-        self.add_load(now, f, -old);
+        self.add_load(now, f, old, 0.0);
         self.sharing.clear_rate(f);
     }
 
@@ -800,7 +800,7 @@ impl<'a> Sim<'a> {
                 )));
             }
             self.finishes.set(f, finish_s);
-            self.add_load(now, f, new - old);
+            self.add_load(now, f, old, new);
             if self.record_rates {
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
@@ -849,9 +849,11 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// Adds `delta_Bps` of flow `f`'s rate to its constraints' loads, closing the interval
-    /// of the old load for the busy-time and peak statistics.
-    fn add_load(&mut self, now: f64, f: u32, delta_Bps: f64) {
+    /// Moves flow `f`'s part of its constraints' loads from its old rate to its new one,
+    /// closing the interval of the old load for the busy-time and peak statistics. The old
+    /// part is taken off as it was put on (k x old, not k x (new - old)), so a flow leaves
+    /// no rounding behind in the load.
+    fn add_load(&mut self, now: f64, f: u32, old_Bps: f64, new_Bps: f64) {
         for u in self.sharing.usage_of(f) {
             let c = u.constraint as usize;
             let stat = &mut self.load_stats[c];
@@ -865,12 +867,17 @@ impl<'a> Sim<'a> {
                 self.touched.push(u.constraint);
                 self.meters.touch(u.constraint);
             }
-            let load = if self.sharing.on[c].is_empty() {
-                0.0 // exact zero, not rounding residue, once the constraint is idle
-            } else {
-                (load + u.coefficient * delta_Bps).max(0.0)
-            };
-            self.sharing.set_load(u.constraint, load);
+            // Exact zero, not rounding residue, once the constraint is idle.
+            if self.sharing.on[c].is_empty() {
+                self.sharing.clear_load(u.constraint);
+                continue;
+            }
+            self.sharing.add_load(u.constraint, u.coefficient * new_Bps);
+            self.sharing
+                .add_load(u.constraint, -(u.coefficient * old_Bps));
+            if self.sharing.load(u.constraint) < 0.0 {
+                self.sharing.clear_load(u.constraint);
+            }
         }
     }
 

@@ -24,6 +24,13 @@ impl CompensatedSum {
         self.sum = t;
     }
 
+    /// Subtracts another compensated sum, keeping its error term too.
+    #[inline]
+    pub fn subtract(&mut self, other: CompensatedSum) {
+        self.add(-other.sum);
+        self.error -= other.error;
+    }
+
     #[inline]
     pub fn value(self) -> f64 {
         self.sum + self.error

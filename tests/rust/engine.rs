@@ -464,3 +464,94 @@ fn thousands_of_flows_ready_at_once_match_the_naive_simulation() {
         assert_close(&format!("activity {a} finish"), out.finish_s[a], w.2);
     }
 }
+
+/// Found by review (as in the solver): flow 0 (held at 1 B/s by c0) also uses c1 (10 B/s)
+/// beside flow 1 of coefficient eps, which takes the rest, 9 / eps, and moves 9 / eps bytes
+/// in 1 s. A plain running sum of c1's coefficients left 1 + eps - 1 to rounding: 10% off at
+/// eps = 1e-15, and zero (an unbounded rate) at 1e-17.
+#[test]
+fn a_tiny_coefficient_beside_a_large_one_takes_exactly_the_rest() {
+    for eps in [1e-6, 1e-12, 1e-15, 1e-17] {
+        let mut acts = Activities::new();
+        acts.add_flow(
+            10.0,
+            &weighted(&[(0, 1.0), (1, 1.0)]),
+            0.0,
+            0.0,
+            f64::INFINITY,
+            &[],
+        )
+        .unwrap();
+        acts.add_flow(
+            9.0 / eps,
+            &weighted(&[(1, eps)]),
+            0.0,
+            0.0,
+            f64::INFINITY,
+            &[],
+        )
+        .unwrap();
+        let out = go(&[1.0, 10.0], &acts);
+        assert_close(&format!("flow 1 at eps {eps}"), out.finish_s[1], 1.0);
+        assert_eq!(out.finish_s[0], 10.0);
+    }
+}
+
+/// Found by review: a constraint's load is a running sum over the whole run. 100 chains of 200
+/// flows come and go on c0 (1e6 B/s), each flow B held at D (about 1e4 - 0.015) by its own
+/// constraint for 1 s, beside X (coefficient 1e-6 on c0), which takes the rest: (1e6 - the
+/// D running) / 1e-6, about 1.5e6. Plain sums left the rounding of every D in c0's load, and
+/// X's rate, a small remainder of it, showed it all (4e-9 relative after 200 s). The D are
+/// multiples of 2^-39 so that the test sums them exactly, in integers.
+#[test]
+fn the_rest_of_a_long_used_constraint_stays_exact() {
+    let (n_chains, n_steps) = (100, 200);
+    let (k_x, unit) = (1e-6, (-39f64).exp2());
+    let mut rng = Rng::new(7);
+    let mut acts = Activities::new();
+    let mut capacity = vec![1e6];
+    let x = acts
+        .add_flow(1e30, &weighted(&[(0, k_x)]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    // sum_units[i]: the D running in step i, in units.
+    let mut sum_units = vec![0i128; n_steps];
+    for _ in 0..n_chains {
+        let mut after = Vec::new();
+        for sum in sum_units.iter_mut() {
+            let units = ((1e4 - 0.01 - 0.01 * rng.next_f64()) / unit).round();
+            *sum += units as i128;
+            let d = units * unit;
+            let c = capacity.len() as u32;
+            capacity.push(d);
+            let b = acts
+                .add_flow(
+                    d,
+                    &weighted(&[(0, 1.0), (c, 1.0)]),
+                    0.0,
+                    0.0,
+                    f64::INFINITY,
+                    &after,
+                )
+                .unwrap();
+            after = vec![b];
+        }
+    }
+    let options = RunOptions {
+        record_rates: true,
+        ..Default::default()
+    };
+    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
+    let x_rates: Vec<f64> = (0..out.rate_change_flow.len())
+        .filter(|&r| out.rate_change_flow[r] == x.index() as u32)
+        .map(|r| out.rate_change_Bps[r])
+        .collect();
+    assert_eq!(x_rates.len(), n_steps + 1);
+    let cap_units = (1e6 / unit) as i128;
+    let mut worst = 0.0f64;
+    for (step, &sum) in sum_units.iter().enumerate() {
+        let want = (cap_units - sum) as f64 * unit / k_x;
+        worst = worst.max((x_rates[step] - want).abs() / want);
+    }
+    assert!(worst < 1e-12, "X's rate is {worst:e} off (relative)");
+    assert_eq!(x_rates[n_steps], 1e6 / k_x);
+}
