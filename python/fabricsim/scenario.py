@@ -310,7 +310,9 @@ class Scenario:
 
         The GIL is released while the core runs. ``progress=True`` draws a progress line on
         stderr; a callable gets ``(n_done, n_activities, sim_time_s)`` now and then.
-        ``record_rates=True`` keeps every rate change (``Result.rate_changes``).
+        ``record_rates=True`` keeps every rate change (``Result.rate_changes``): about n^2/2
+        rows when n flows start together, so a log that outgrows the memory stops the run with
+        :class:`ScenarioTooLargeError`.
         ``verify_rates=True`` re-solves every rate from scratch after every instant and raises
         :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.

@@ -129,6 +129,29 @@ def test_progress_callback_and_stopping():
     assert sc.run().flows.num_rows == n
 
 
+def test_a_rate_change_log_that_outgrows_memory_stops_the_run(monkeypatch):
+    """n flows starting together on one link record n(n+1)/2 rate changes, which the up-front
+    estimate (a row per usage entry) cannot foresee: the log is checked each time it grows."""
+    n = 1000
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    sc.add_flows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.arange(1.0, n + 1))
+    assert sc.run(record_rates=True).rate_changes.num_rows == n * (n + 1) // 2
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(2 << 20))
+    assert sc.run().flows.num_rows == n  # the run fits; its log does not
+    with pytest.raises(fs.ScenarioTooLargeError) as e:
+        sc.run(record_rates=True)
+    # 65,536 rows and their table (44 bytes a row) are over 2 MiB; 32,768 were recorded (20
+    # bytes a row) by the 33rd finish, at 33 x 1001 - 33 x 34 / 2 s.
+    m = re.fullmatch(
+        r"the rate-change log would not fit: growing it past its 32768 rows \(655360 bytes, recorded by "
+        r"simulated time (\S+) s\) needs about .* GiB of memory, but only .* GiB is available; "
+        r"run without record_rates \(.*\)", str(e.value))
+    assert m, str(e.value)
+    assert float(m.group(1)) == pytest.approx(33 * 1001 - 33 * 34 / 2, rel=1e-12)
+    monkeypatch.delenv("FABRICSIM_AVAILABLE_BYTES")
+    assert sc.run(record_rates=True).rate_changes.num_rows == n * (n + 1) // 2
+
+
 def test_huge_topology_is_refused_with_an_estimate():
     with pytest.raises(fs.ScenarioTooLargeError, match="GiB"):
         fs.Topology.from_arrays([0], [1], 1.0, 0.0, n_nodes=4_000_000_000)
