@@ -629,6 +629,45 @@ def test_nccl_tests_arguments_are_checked_before_the_sweep(kwargs, match):
     assert rows == []
 
 
+@pytest.fixture
+def no_runs(monkeypatch):
+    """Scenario.run fails the test: what is checked must be checked before any size runs."""
+    def run(*args, **kwargs):
+        raise AssertionError("ran a size before checking every argument")
+
+    monkeypatch.setattr(fs.Scenario, "run", run)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    # These failed with a TypeError once the first size had run.
+    (dict(on_row=lambda: None), r"on_row=<function .*> cannot be called as on_row\(row\)"),
+    (dict(progress=lambda done: None), r"progress=<function .*> cannot be called as "
+     r"progress\(n_done, n_activities, sim_time_s\)"),
+    (dict(on_start=lambda sizes, extra: None), r"on_start=<function .*> cannot be called as on_start\(sizes\)"),
+    (dict(on_start=5), r"on_start must be None or a callable taking the list of sizes, got int 5"),
+])
+def test_nccl_tests_refuses_before_running_any_size(kwargs, match, no_runs):
+    with pytest.raises(InvalidArgumentError, match=match):
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", "8M", **{"max_bytes": "16M", **kwargs})
+
+
+@pytest.mark.parametrize("argv,error", [
+    (["--op", "foo"], f"op must be one of {', '.join(fs.collectives.OPS)}, got 'foo'"),
+    (["--algorithm", "pat"], "algorithm 'pat' cannot run all_reduce here"),
+    (["--protocol", "ll2"], "protocol must be 'auto' or one of simple, ll128, ll, got 'll2'"),
+    (["--algorithm", "nvls", "--protocol", "ll"], "protocol 'll' cannot run nvls"),
+    (["-b", "8G", "-e", "8M"], "need 0 < min_bytes <= max_bytes < 2**63, got 8589934592.0 and 8388608.0"),
+])
+def test_cli_nccl_tests_prints_only_the_error_for_a_bad_argument(argv, error, capsys, no_runs):
+    # The header came out first, then the error.
+    from fabricsim.cli import main
+
+    assert main(["nccl-tests", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"fabricsim: error: {error}"), captured.err
+
+
 @pytest.mark.parametrize("argv,flag", [
     (["demo", "--size", "1e400"], "--size: size '1e400' is not finite"),
     (["demo", "--link", "fast"], "--link: cannot parse bandwidth 'fast'"),
