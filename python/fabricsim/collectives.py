@@ -1013,6 +1013,13 @@ def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
     return m
 
 
+# nccl-tests bounds no sweep (each of its sizes runs in microseconds), but here each size is a
+# simulation of milliseconds to seconds: 10,000 sizes are more than any plot needs (1% steps
+# over the whole int64 range are 4,390) and still a bounded wait, while a step factor a hair
+# above 1 (1.0000001: 69 million sizes from 8 MiB to 8 GiB) is a slip, not a sweep.
+_MAX_SWEEP_SIZES = 10_000
+
+
 def nccl_tests(
     fabric,
     op: str = "all_reduce",
@@ -1039,7 +1046,7 @@ def nccl_tests(
     nccl-tests does; ``on_start`` gets the list of sizes (bytes, as the rows will have them)
     once every argument is checked, before the first size runs, so that a caller can print a
     header and be sure no bad argument follows it; ``progress`` is passed to each
-    ``Scenario.run``."""
+    ``Scenario.run``. At most 10,000 sizes."""
     from .scenario import Scenario, checked_progress
     from .units import size_bytes as parse_size
 
@@ -1053,6 +1060,13 @@ def nccl_tests(
     factor = real(step_factor)
     if factor is None or not 1 < factor < math.inf:
         raise InvalidArgumentError(f"step_factor must be a finite number > 1, got {shown(step_factor)}")
+    # As many as the loop below takes, but for rounding at the last size.
+    n_sizes = math.floor(math.log(hi * (1 + 1e-12) / lo) / math.log(factor)) + 1
+    if n_sizes > _MAX_SWEEP_SIZES:
+        raise InvalidArgumentError(
+            f"step_factor={shown(step_factor)} from min_bytes={lo:.0f} to max_bytes={hi:.0f} makes {n_sizes} sizes, "
+            f"more than the {_MAX_SWEEP_SIZES} a sweep runs (each size is a simulation)"
+        )
     for name, hook, arg, takes in (("on_row", on_row, "row", "each row (a dict)"),
                                    ("on_start", on_start, "sizes", "the list of sizes")):
         if hook is None:
