@@ -17,7 +17,8 @@ pub enum Error {
     /// Every path (or the given route) crosses a link of zero capacity.
     ZeroCapacityPath(String),
     DependencyCycle(String),
-    /// A scenario too large for this machine, refused before allocating.
+    /// A scenario too large for this machine, refused before allocating (a rate-change log,
+    /// which only the run can size, as it grows).
     TooLarge(String),
     /// The caller asked the run to stop (Ctrl-C).
     Interrupted(String),

@@ -4,8 +4,21 @@
 
 use crate::error::{Error, Result};
 
-/// Bytes of memory the system reports as available (Linux `MemAvailable`), if known.
+/// Environment variable that caps the memory the checks take as available, in bytes (a whole
+/// number): to hold fabricsim to a budget on a shared machine, and to test the refusals
+/// without filling the memory. Unset, or not a whole number: no cap.
+pub const AVAILABLE_BYTES_VAR: &str = "FABRICSIM_AVAILABLE_BYTES";
+
+/// Bytes of memory available: what the system reports (Linux `MemAvailable`), or
+/// `AVAILABLE_BYTES_VAR` if that is lower; None if neither is known.
 pub fn available_bytes() -> Option<u64> {
+    let cap = std::env::var(AVAILABLE_BYTES_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    system_available_bytes().into_iter().chain(cap).min()
+}
+
+fn system_available_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -18,6 +18,7 @@ the parameter and the value.
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import numbers
 import os
@@ -85,6 +86,23 @@ def flag(name: str, value: Any) -> bool:
     """``value`` if it is True or False (a truthy 1, "no" or array is refused, not guessed at)."""
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def callback(name: str, value: Callable, params: tuple[str, ...]) -> Callable:
+    """``value`` (a callable) if it can be called with ``len(params)`` positional arguments,
+    checked now: a wrong signature would otherwise fail only at the first call, mid-run. A
+    callable whose signature cannot be read (some builtins) is taken as it is."""
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
+        return value
+    try:
+        signature.bind(*params)
+    except TypeError as err:
+        raise InvalidArgumentError(
+            f"{name}={value!r} cannot be called as {name}({', '.join(params)}): it takes {signature} ({err})"
+        ) from None
     return value
 
 

@@ -133,15 +133,18 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     else:
         fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)
     extras = ("algorithm", "protocol", "analytical_s")
-    print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
-          f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
-    print(format_header(extras), flush=True)
+
+    def header(sizes: list[int]) -> None:  # once every argument is checked: a bad one prints only its error
+        print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
+              f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
+        print(format_header(extras), flush=True)
 
     def show(row: dict) -> None:  # each size as it finishes, as nccl-tests prints
         print(format_row(row, op=args.op, dtype=args.datatype, extras=extras), flush=True)
 
     table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor, algorithm=args.algorithm,
-                       protocol=args.protocol, dtype=args.datatype, on_row=show, progress=args.progress)
+                       protocol=args.protocol, dtype=args.datatype, on_row=show, on_start=header,
+                       progress=args.progress)
     print(format_footer(table["busbw_Bps"].to_pylist()))
     return 0
 

@@ -75,7 +75,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import nccl_conventions, nccl_model
-from ._checks import integers, parsed, quantities, real, shown
+from ._checks import callback, integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
@@ -1013,6 +1013,13 @@ def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
     return m
 
 
+# nccl-tests bounds no sweep (each of its sizes runs in microseconds), but here each size is a
+# simulation of milliseconds to seconds: 10,000 sizes are more than any plot needs (1% steps
+# over the whole int64 range are 4,390) and still a bounded wait, while a step factor a hair
+# above 1 (1.0000001: 69 million sizes from 8 MiB to 8 GiB) is a slip, not a sweep.
+_MAX_SWEEP_SIZES = 10_000
+
+
 def nccl_tests(
     fabric,
     op: str = "all_reduce",
@@ -1026,6 +1033,7 @@ def nccl_tests(
     dtype: str = "float",
     seed: int = 0,
     on_row: Callable[[dict], Any] | None = None,
+    on_start: Callable[[list[int]], Any] | None = None,
     progress: Any = False,
 ) -> pa.Table:
     """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
@@ -1035,8 +1043,11 @@ def nccl_tests(
     Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
     ``nccl_conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
     row (a dict of those columns) as soon as its size has run, so a caller can print as
-    nccl-tests does; ``progress`` is passed to each ``Scenario.run``."""
-    from .scenario import Scenario
+    nccl-tests does; ``on_start`` gets the list of sizes (bytes, as the rows will have them)
+    once every argument is checked, before the first size runs, so that a caller can print a
+    header and be sure no bad argument follows it; ``progress`` is passed to each
+    ``Scenario.run``. At most 10,000 sizes."""
+    from .scenario import Scenario, checked_progress
     from .units import size_bytes as parse_size
 
     if not isinstance(dtype, str) or dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
@@ -1049,15 +1060,36 @@ def nccl_tests(
     factor = real(step_factor)
     if factor is None or not 1 < factor < math.inf:
         raise InvalidArgumentError(f"step_factor must be a finite number > 1, got {shown(step_factor)}")
-    if on_row is not None and not callable(on_row):
+    # As many as the loop below takes, but for rounding at the last size.
+    n_sizes = math.floor(math.log(hi * (1 + 1e-12) / lo) / math.log(factor)) + 1
+    if n_sizes > _MAX_SWEEP_SIZES:
         raise InvalidArgumentError(
-            f"on_row must be None or a callable taking each row (a dict), got {type(on_row).__name__} {on_row!r}"
+            f"step_factor={shown(step_factor)} from min_bytes={lo:.0f} to max_bytes={hi:.0f} makes {n_sizes} sizes, "
+            f"more than the {_MAX_SWEEP_SIZES} a sweep runs (each size is a simulation)"
         )
+    for name, hook, arg, takes in (("on_row", on_row, "row", "each row (a dict)"),
+                                   ("on_start", on_start, "sizes", "the list of sizes")):
+        if hook is None:
+            continue
+        if not callable(hook):
+            raise InvalidArgumentError(
+                f"{name} must be None or a callable taking {takes}, got {type(hook).__name__} {hook!r}"
+            )
+        callback(name, hook, (arg,))
+    checked_progress(progress)
     comm = communicator(fabric, op, ranks)
-    rows = []
+    sizes = []
     s = lo
     while s <= hi * (1 + 1e-12):
-        size = nccl_conventions.rounded_size_bytes(op, int(s), comm.n, dtype)
+        sizes.append(nccl_conventions.rounded_size_bytes(op, int(s), comm.n, dtype))
+        s *= factor
+    # NCCL's choice can change with the size: every size is resolved before any runs.
+    for size in sizes:
+        resolve_algorithm(op, algorithm, protocol, size, comm)
+    if on_start is not None:
+        on_start(sizes)
+    rows = []
+    for size in sizes:
         sc = Scenario(fabric, seed=seed)
         sc.add_collective(op, comm.ranks if ranks is None else ranks, size, algorithm=algorithm, protocol=protocol)
         r = sc.run(progress=progress).collectives.to_pylist()[0]
@@ -1067,7 +1099,6 @@ def nccl_tests(
         rows.append(row)
         if on_row is not None:
             on_row(row)
-        s *= factor
     return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA)
 
 

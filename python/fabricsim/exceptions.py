@@ -69,7 +69,8 @@ class DependencyCycleError(FabricsimError, ValueError):
 
 
 class ScenarioTooLargeError(FabricsimError, MemoryError):
-    """A scenario too large for this machine, refused before allocating."""
+    """A scenario too large for this machine, refused before allocating (a log of rate
+    changes, which only the run can size, as it grows)."""
 
 
 class RunInterruptedError(FabricsimError):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
-from ._checks import U64, flag, integer, integers, parsed, quantities, shown
+from ._checks import U64, callback, flag, integer, integers, parsed, quantities, shown
 from .exceptions import InvalidArgumentError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -21,6 +21,20 @@ from .units import size_bytes as _size_bytes
 __all__ = ["Scenario"]
 
 ProgressCallback = Callable[[int, int, float], Any]
+_PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
+
+
+def checked_progress(progress: Any) -> bool | ProgressCallback:
+    """``progress`` as ``Scenario.run`` takes it, checked before the run: a bad callback
+    would otherwise fail only at the first report."""
+    if isinstance(progress, bool):
+        return progress
+    if not callable(progress):
+        raise InvalidArgumentError(
+            f"progress must be True, False or a callable taking ({', '.join(_PROGRESS_ARGS)}), "
+            f"got {type(progress).__name__} {progress!r}"
+        )
+    return callback("progress", progress, _PROGRESS_ARGS)
 
 
 _ROUTE_FORMS = (
@@ -310,17 +324,14 @@ class Scenario:
 
         The GIL is released while the core runs. ``progress=True`` draws a progress line on
         stderr; a callable gets ``(n_done, n_activities, sim_time_s)`` now and then.
-        ``record_rates=True`` keeps every rate change (``Result.rate_changes``).
+        ``record_rates=True`` keeps every rate change (``Result.rate_changes``): about n^2/2
+        rows when n flows start together, so a log that outgrows the memory stops the run with
+        :class:`ScenarioTooLargeError`.
         ``verify_rates=True`` re-solves every rate from scratch after every instant and raises
         :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.
         """
-        # Checked before the run: a bad callback would otherwise fail only at the first report.
-        if not (isinstance(progress, bool) or callable(progress)):
-            raise InvalidArgumentError(
-                "progress must be True, False or a callable taking (n_done, n_activities, "
-                f"sim_time_s), got {type(progress).__name__} {progress!r}"
-            )
+        checked_progress(progress)
         flag("record_rates", record_rates)
         flag("verify_rates", verify_rates)
         bar = _ProgressBar() if progress is True else None

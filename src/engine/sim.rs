@@ -18,6 +18,11 @@ const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// Relative change below which a re-solved rate counts as unchanged.
 const RATE_REL_TOL: f64 = 1e-13;
 
+/// Bytes of a recorded rate change: in the log (time, flow, rate), and in the table made from
+/// the log at the end (the flow widened to i64).
+const RATE_ROW_BYTES: usize = 8 + 4 + 8;
+const RATE_TABLE_ROW_BYTES: usize = 8 + 8 + 8;
+
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Keep every rate change as (time_s, flow, rate_Bps) rows.
@@ -802,6 +807,9 @@ impl<'a> Sim<'a> {
             self.finishes.set(f, finish_s);
             self.add_load(now, f, old, new);
             if self.record_rates {
+                if self.out.rate_change_flow.len() == self.out.rate_change_flow.capacity() {
+                    self.grow_rate_log(now)?;
+                }
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
                 self.out.rate_change_Bps.push(new);
@@ -812,6 +820,35 @@ impl<'a> Sim<'a> {
         if self.verify {
             self.verify_against_full_solve(now)?;
         }
+        Ok(())
+    }
+
+    /// Doubles the rate-change log's room if the doubled log, and the table made from it at
+    /// the end, fit in memory. The up-front estimate allows a row per usage entry, but flows
+    /// that start together change about n^2/2 rates; checking only when the log grows costs a
+    /// check per doubling.
+    fn grow_rate_log(&mut self, now: f64) -> Result<()> {
+        let log = &mut self.out;
+        let n_rows = log.rate_change_flow.len();
+        let grown = (2 * n_rows).max(64);
+        crate::memory::check_fits(
+            &format!(
+                "the rate-change log would not fit: growing it past its {n_rows} rows ({} bytes, \
+                 recorded by simulated time {now} s)",
+                n_rows * RATE_ROW_BYTES
+            ),
+            (grown * (RATE_ROW_BYTES + RATE_TABLE_ROW_BYTES)) as f64,
+        )
+        .map_err(|e| match e {
+            Error::TooLarge(m) => Error::TooLarge(format!(
+                "{m}; run without record_rates (the flows table still has every flow's start, \
+                 finish and mean rate)"
+            )),
+            e => e,
+        })?;
+        log.rate_change_time_s.reserve_exact(grown - n_rows);
+        log.rate_change_flow.reserve_exact(grown - n_rows);
+        log.rate_change_Bps.reserve_exact(grown - n_rows);
         Ok(())
     }
 

@@ -129,6 +129,65 @@ def test_progress_callback_and_stopping():
     assert sc.run().flows.num_rows == n
 
 
+@pytest.mark.parametrize("bad", [lambda: None, lambda done: None, lambda done, total, t, unit: None])
+def test_a_progress_callback_of_the_wrong_signature_is_refused_before_the_run(bad):
+    # It was accepted and failed with a TypeError at its first report, mid-run, or never in a
+    # run too short to report.
+    sc = fs.Scenario(line_topology(2))
+    sc.add_flow(0, 1, 10.0)
+    with pytest.raises(fs.InvalidArgumentError, match=re.escape(
+            f"progress={bad!r} cannot be called as progress(n_done, n_activities, sim_time_s)")):
+        sc.run(progress=bad)
+
+
+def test_progress_callbacks_taking_three_arguments_are_called_and_their_errors_surface():
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    n = 5_000
+    sc.add_flows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), 0.5, start_s=np.arange(n, dtype=float))
+    calls = []
+
+    class Recorder:
+        def __call__(self, done, total, t):
+            calls.append("object")
+
+    # max's signature cannot be read (a builtin): it is taken as it is, and takes 3 numbers.
+    for ok in (lambda *a: calls.append("varargs"), lambda done, total, t, unit="s": calls.append("default"),
+               Recorder(), max):
+        assert sc.run(progress=ok).flows.num_rows == n
+    assert {"varargs", "default", "object"} <= set(calls)
+
+    def fails(done, total, t):
+        raise ZeroDivisionError(f"callback failed at {t} s")
+
+    # The callback's own exception, not a panic or a wrapped copy, and the scenario still runs.
+    with pytest.raises(ZeroDivisionError, match="callback failed at"):
+        sc.run(progress=fails)
+    assert sc.run().flows.num_rows == n
+
+
+def test_a_rate_change_log_that_outgrows_memory_stops_the_run(monkeypatch):
+    """n flows starting together on one link record n(n+1)/2 rate changes, which the up-front
+    estimate (a row per usage entry) cannot foresee: the log is checked each time it grows."""
+    n = 1000
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    sc.add_flows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.arange(1.0, n + 1))
+    assert sc.run(record_rates=True).rate_changes.num_rows == n * (n + 1) // 2
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(2 << 20))
+    assert sc.run().flows.num_rows == n  # the run fits; its log does not
+    with pytest.raises(fs.ScenarioTooLargeError) as e:
+        sc.run(record_rates=True)
+    # 65,536 rows and their table (44 bytes a row) are over 2 MiB; 32,768 were recorded (20
+    # bytes a row) by the 33rd finish, at 33 x 1001 - 33 x 34 / 2 s.
+    m = re.fullmatch(
+        r"the rate-change log would not fit: growing it past its 32768 rows \(655360 bytes, recorded by "
+        r"simulated time (\S+) s\) needs about .* GiB of memory, but only .* GiB is available; "
+        r"run without record_rates \(.*\)", str(e.value))
+    assert m, str(e.value)
+    assert float(m.group(1)) == pytest.approx(33 * 1001 - 33 * 34 / 2, rel=1e-12)
+    monkeypatch.delenv("FABRICSIM_AVAILABLE_BYTES")
+    assert sc.run(record_rates=True).rate_changes.num_rows == n * (n + 1) // 2
+
+
 def test_huge_topology_is_refused_with_an_estimate():
     with pytest.raises(fs.ScenarioTooLargeError, match="GiB"):
         fs.Topology.from_arrays([0], [1], 1.0, 0.0, n_nodes=4_000_000_000)

@@ -709,12 +709,12 @@ def test_nccl_tests_runs_the_size_nccl_tests_prints_and_hands_each_row_over_as_i
     """all_gather on 8 GPUs swept at 1000 B: 250 floats, 31 per rank, so nccl-tests runs and
     prints 31 x 8 x 4 = 992 B; algbw is that size over the time."""
     seen = []
-    table = fs.nccl_tests(fs.hgx_h100(), "all_gather", 1000, 10000, 10, on_row=seen.append)
+    table = fs.nccl_tests(fs.hgx_h100(), "all_gather", 1000, 10000, 10, on_row=seen.append, on_start=seen.append)
     assert table["size_bytes"].to_pylist() == [992, 9984]
     assert table["count"].to_pylist() == [31, 312]
     for row in table.to_pylist():
         assert row["algbw_Bps"] * row["time_s"] == pytest.approx(row["size_bytes"], rel=1e-12)
-    assert seen == table.to_pylist()
+    assert seen == [[992, 9984], *table.to_pylist()]  # the sizes first
 
 
 def test_nccl_tests_refuses_a_bad_dtype_before_running_anything(monkeypatch):

@@ -629,6 +629,66 @@ def test_nccl_tests_arguments_are_checked_before_the_sweep(kwargs, match):
     assert rows == []
 
 
+@pytest.fixture
+def no_runs(monkeypatch):
+    """Scenario.run fails the test: what is checked must be checked before any size runs."""
+    def run(*args, **kwargs):
+        raise AssertionError("ran a size before checking every argument")
+
+    monkeypatch.setattr(fs.Scenario, "run", run)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    # 69 million sizes; the sweep ran them one after another.
+    (dict(max_bytes="8G", step_factor=1.0000001), r"step_factor=1.0000001 from min_bytes=8388608 to "
+     r"max_bytes=8589934592 makes 69314722 sizes, more than the 10000 a sweep runs"),
+    # These failed with a TypeError once the first size had run.
+    (dict(on_row=lambda: None), r"on_row=<function .*> cannot be called as on_row\(row\)"),
+    (dict(progress=lambda done: None), r"progress=<function .*> cannot be called as "
+     r"progress\(n_done, n_activities, sim_time_s\)"),
+    (dict(on_start=lambda sizes, extra: None), r"on_start=<function .*> cannot be called as on_start\(sizes\)"),
+    (dict(on_start=5), r"on_start must be None or a callable taking the list of sizes, got int 5"),
+])
+def test_nccl_tests_refuses_before_running_any_size(kwargs, match, no_runs):
+    with pytest.raises(InvalidArgumentError, match=match):
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", "8M", **{"max_bytes": "16M", **kwargs})
+
+
+def test_nccl_tests_runs_up_to_10000_sizes():
+    class Started(Exception):
+        pass
+
+    def start(sizes):
+        raise Started(len(sizes))
+
+    # 2**40 lies between the 10,000th and the 10,001st size of the first factor, and between
+    # the 10,001st and the 10,002nd of the second.
+    with pytest.raises(Started) as e:
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", 1, 2**40, 2 ** (40 / 9999.5), on_start=start)
+    assert e.value.args == (10000,)
+    with pytest.raises(InvalidArgumentError, match="makes 10001 sizes, more than the 10000 a sweep runs"):
+        fs.nccl_tests(fs.hgx_h100(), "all_reduce", 1, 2**40, 2 ** (40 / 10000.5), on_start=start)
+
+
+@pytest.mark.parametrize("argv,error", [
+    (["--op", "foo"], f"op must be one of {', '.join(fs.collectives.OPS)}, got 'foo'"),
+    (["--algorithm", "pat"], "algorithm 'pat' cannot run all_reduce here"),
+    (["--protocol", "ll2"], "protocol must be 'auto' or one of simple, ll128, ll, got 'll2'"),
+    (["--algorithm", "nvls", "--protocol", "ll"], "protocol 'll' cannot run nvls"),
+    (["-b", "8G", "-e", "8M"], "need 0 < min_bytes <= max_bytes < 2**63, got 8589934592.0 and 8388608.0"),
+    (["-f", "1.0000001"], "step_factor=1.0000001 from min_bytes=8388608 to max_bytes=8589934592 makes "
+     "69314722 sizes, more than the 10000 a sweep runs"),
+])
+def test_cli_nccl_tests_prints_only_the_error_for_a_bad_argument(argv, error, capsys, no_runs):
+    # The header came out first, then the error; -f 1.0000001 ran 69 million sizes.
+    from fabricsim.cli import main
+
+    assert main(["nccl-tests", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"fabricsim: error: {error}"), captured.err
+
+
 @pytest.mark.parametrize("argv,flag", [
     (["demo", "--size", "1e400"], "--size: size '1e400' is not finite"),
     (["demo", "--link", "fast"], "--link: cannot parse bandwidth 'fast'"),
