@@ -180,12 +180,22 @@ def test_a_rate_change_log_that_outgrows_memory_stops_the_run(monkeypatch):
     # bytes a row) by the 33rd finish, at 33 x 1001 - 33 x 34 / 2 s.
     m = re.fullmatch(
         r"the rate-change log would not fit: growing it past its 32768 rows \(655360 bytes, recorded by "
-        r"simulated time (\S+) s\) needs about .* GiB of memory, but only .* GiB is available; "
+        r"simulated time (\S+) s\) needs about 2.8 MiB of memory, but only 2.0 MiB is available; "
         r"run without record_rates \(.*\)", str(e.value))
     assert m, str(e.value)
     assert float(m.group(1)) == pytest.approx(33 * 1001 - 33 * 34 / 2, rel=1e-12)
     monkeypatch.delenv("FABRICSIM_AVAILABLE_BYTES")
     assert sc.run(record_rates=True).rate_changes.num_rows == n * (n + 1) // 2
+
+
+@pytest.mark.parametrize("budget", ["2G", "-1", "1.5e9", ""])
+def test_a_memory_budget_that_is_not_a_whole_number_of_bytes_is_refused(monkeypatch, budget):
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    sc.add_flow(0, 1, 1.0)
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", budget)
+    with pytest.raises(fs.InvalidArgumentError,
+                       match=re.escape(f'FABRICSIM_AVAILABLE_BYTES must be a whole number of bytes, got "{budget}"')):
+        sc.run()
 
 
 def test_huge_topology_is_refused_with_an_estimate():
