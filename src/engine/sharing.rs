@@ -684,14 +684,16 @@ impl<'a> Sharing<'a> {
         // than y of k * (rate - y). Solved for y with the dormant flows faster than the last
         // solution, until none is slower: the solutions only rise, to the one sought.
         let x = loop {
-            let (mut sum_kr, mut sum_k) = (0.0, 0.0);
+            // The residual plus the faster flows' k x rate is the small rest of large terms:
+            // summed in the residual's own compensated sum, not after rounding it.
+            let st = &self.cs[ci];
+            let (mut room, mut sum_k) = (st.residual, 0.0);
             for &(r, k, _) in &self.scratch {
-                sum_kr += k * r;
+                room.add(k * r);
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let st = &self.cs[ci];
-            let x = (st.residual.value() + sum_kr) / (st.coef_sum() + sum_k);
+            let x = room.value() / (st.coef_sum() + sum_k);
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {

@@ -555,3 +555,63 @@ fn the_rest_of_a_long_used_constraint_stays_exact() {
     assert!(worst < 1e-12, "X's rate is {worst:e} off (relative)");
     assert_eq!(x_rates[n_steps], 1e6 / k_x);
 }
+
+/// Review reproducer: `saturate` adds the faster dormant flows' k x rate back to
+/// `residual.value()` (rounded to the size of the flows' whole load, its compensation
+/// dropped) in a plain sum, so the level where they drop to is a small remainder of large
+/// terms computed in plain floats. D0..D3 (0.35, 0.3, 0.1, 0.1 B/s, each held by its own
+/// constraint) and S (3e-12 B/s) share c0 (1 B/s); X arrives at t = 1 with coefficient 2^36
+/// on c0, held at R = 2^-36 - 2^-69 by c5, so that k x R = 1 - 2^-33 exactly. The D drop to
+/// (1 - k R - 3e-12) / 4 = 2.8353830456733703e-11 (S keeps its rate); the engine gives
+/// 2.8353791536872563e-11, 1.4e-6 off.
+#[test]
+fn dormant_flows_that_drop_to_a_tiny_rest_get_it_exactly() {
+    let k = 2f64.powi(36);
+    let r = 2f64.powi(-36) - 2f64.powi(-69);
+    assert_eq!(k * r, 1.0 - 2f64.powi(-33));
+    let d_rates = [0.35, 0.3, 0.1, 0.1];
+    let s_rate = 3e-12;
+    let mut capacity = vec![1.0];
+    let mut acts = Activities::new();
+    let mut ds = Vec::new();
+    for &d in d_rates.iter().chain(&[s_rate]) {
+        let c = capacity.len() as u32;
+        capacity.push(d);
+        ds.push(
+            acts.add_flow(1e30, &on(&[0, c]), 0.0, 0.0, f64::INFINITY, &[])
+                .unwrap(),
+        );
+    }
+    ds.pop(); // S
+    let c_x = capacity.len() as u32;
+    capacity.push(r);
+    acts.add_flow(r, &weighted(&[(0, k), (c_x, 1.0)]), 0.0, 1.0, f64::INFINITY, &[])
+        .unwrap();
+    let options = RunOptions {
+        record_rates: true,
+        ..Default::default()
+    };
+    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
+    let want = (2f64.powi(-33) - s_rate) / 4.0;
+    for d in ds {
+        let at_1: Vec<f64> = (0..out.rate_change_flow.len())
+            .filter(|&i| {
+                out.rate_change_flow[i] == d.index() as u32 && out.rate_change_time_s[i] == 1.0
+            })
+            .map(|i| out.rate_change_Bps[i])
+            .collect();
+        assert_eq!(at_1.len(), 1);
+        assert_close(&format!("rate of D{} from t = 1", d.index()), at_1[0], want);
+    }
+    // The full solve the engine checks itself against (verify) agrees with the exact value.
+    let e = run(
+        &capacity,
+        &acts,
+        &RunOptions {
+            verify: true,
+            ..Default::default()
+        },
+        &mut |_| true,
+    );
+    assert!(e.is_ok(), "{e:?}");
+}
