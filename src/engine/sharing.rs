@@ -340,8 +340,8 @@ impl<'a> Sharing<'a> {
 
     /// Adds `delta_Bps` to the load of constraint `c` (the caller keeps it up to date).
     #[inline]
-    pub fn add_load(&mut self, c: u32, delta_Bps: f64) {
-        self.link[c as usize].load_Bps.add(delta_Bps);
+    pub fn add_load(&mut self, c: u32, k: f64, rate_Bps: f64) {
+        self.link[c as usize].load_Bps.add_product(k, rate_Bps);
     }
 
     /// Sets the load of constraint `c` to exactly zero (once it is idle, or where rounding
@@ -689,7 +689,7 @@ impl<'a> Sharing<'a> {
             let st = &self.cs[ci];
             let (mut room, mut sum_k) = (st.residual, 0.0);
             for &(r, k, _) in &self.scratch {
-                room.add(k * r);
+                room.add_product(k, r);
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
@@ -805,7 +805,7 @@ impl<'a> Sharing<'a> {
                 st.n_rising = 0;
             }
             st.floor = 0.0;
-            st.residual.add(u.coefficient * old);
+            st.residual.add_product(u.coefficient, old);
             if !st.unit {
                 st.non_unit_coef_sum.add(u.coefficient);
             }
@@ -832,7 +832,7 @@ impl<'a> Sharing<'a> {
         self.caps.remove(f);
         for u in self.usage_of(f) {
             let st = &mut self.cs[u.constraint as usize];
-            st.residual.add(-u.coefficient * rate);
+            st.residual.add_product(-u.coefficient, rate);
             st.n_rising -= 1;
             if st.n_rising > 0 {
                 if !st.unit {

@@ -909,9 +909,8 @@ impl<'a> Sim<'a> {
                 self.sharing.clear_load(u.constraint);
                 continue;
             }
-            self.sharing.add_load(u.constraint, u.coefficient * new_Bps);
-            self.sharing
-                .add_load(u.constraint, -(u.coefficient * old_Bps));
+            self.sharing.add_load(u.constraint, u.coefficient, new_Bps);
+            self.sharing.add_load(u.constraint, -u.coefficient, old_Bps);
             if self.sharing.load(u.constraint) < 0.0 {
                 self.sharing.clear_load(u.constraint);
             }

@@ -248,7 +248,7 @@ impl Filling {
         {
             let ci = constraint as usize;
             let sums = &mut self.sums[ci];
-            sums.residual.add(-coefficient * rate);
+            sums.residual.add_product(-coefficient, rate);
             sums.coef_sum.add(-coefficient);
             sums.n_unfrozen -= 1;
         }

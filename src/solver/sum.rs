@@ -24,6 +24,16 @@ impl CompensatedSum {
         self.sum = t;
     }
 
+    /// Adds the product `a * b` exactly (its rounding, from an FMA, goes to the error term):
+    /// a rest left beside a flow of coefficient k != 1 then keeps its own precision.
+    #[inline]
+    pub fn add_product(&mut self, a: f64, b: f64) {
+        let p = a * b;
+        let rounding = a.mul_add(b, -p);
+        self.add(p);
+        self.error += rounding;
+    }
+
     /// Subtracts another compensated sum, keeping its error term too.
     #[inline]
     pub fn subtract(&mut self, other: CompensatedSum) {

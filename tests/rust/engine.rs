@@ -615,3 +615,34 @@ fn dormant_flows_that_drop_to_a_tiny_rest_get_it_exactly() {
     );
     assert!(e.is_ok(), "{e:?}");
 }
+
+/// Review reproducer: loads and residuals are compensated sums of rounded products k x r, so
+/// the rest after a flow of coefficient k != 1 keeps the product's rounding (up to 2^-54 of
+/// the capacity). X (coefficient 3 on c0 of 1 B/s, held at R = fl((1 - 3 x 2^-31) / 3) by c1)
+/// leaves 1 - 3R (exactly, about 1.4e-9) to Y (coefficient 2^-32 on c0), whose rate is
+/// (1 - 3R) x 2^32.
+#[test]
+fn the_rest_beside_a_coefficient_of_three_keeps_the_products_rounding_out() {
+    let r = (1.0 - 3.0 * 2f64.powi(-31)) / 3.0;
+    let p = 3.0 * r;
+    let p_err = 3f64.mul_add(r, -p); // 3R = p + p_err exactly
+    assert!(p_err != 0.0);
+    let want = ((1.0 - p) - p_err) * 2f64.powi(32);
+    let mut acts = Activities::new();
+    acts.add_flow(1e30, &weighted(&[(0, 3.0), (1, 1.0)]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let y = acts
+        .add_flow(1e30, &weighted(&[(0, 2f64.powi(-32))]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let options = RunOptions {
+        record_rates: true,
+        ..Default::default()
+    };
+    let out = run(&[1.0, r], &acts, &options, &mut |_| true).unwrap();
+    let i = out
+        .rate_change_flow
+        .iter()
+        .position(|&f| f == y.index() as u32)
+        .unwrap();
+    assert_close("Y's rate", out.rate_change_Bps[i], want);
+}
