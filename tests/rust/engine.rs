@@ -646,3 +646,46 @@ fn the_rest_beside_a_coefficient_of_three_keeps_the_products_rounding_out() {
         .unwrap();
     assert_close("Y's rate", out.rate_change_Bps[i], want);
 }
+
+/// Review: the "k x old, not k x delta" part of ef482d4. F (coefficient 0.3 on c0) changes
+/// rate 2 x 1000 times (a chain of G on c1 takes 1e7..4.9e8 of c1's 1e9 in turn); B holds c0's
+/// big part and X (coefficient 1e-6) takes the rest, 50 B/s once F runs alone again.
+/// k x (new - old) leaves each change's product rounding in c0's load.
+#[test]
+fn a_flow_whose_rate_changes_leaves_no_rounding_in_the_load() {
+    let (c0, c1, k_f, k_x, rest) = (1e10, 1e9, 0.3, 1e-9, 50.0);
+    let b = c0 - rest - 3e8; // 3e8: what F's 0.3 x 1e9 stands for below
+    let mut rng = Rng::new(11);
+    let mut acts = Activities::new();
+    let mut capacity = vec![c0, c1, b];
+    acts.add_flow(1e30, &weighted(&[(0, k_f), (1, 1.0)]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(1e30, &on(&[0, 2]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let x = acts
+        .add_flow(1e30, &weighted(&[(0, k_x)]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let mut after = Vec::new();
+    for _ in 0..1000 {
+        let g = 1e7 + 4.8e8 * rng.next_f64();
+        let c = capacity.len() as u32;
+        capacity.push(g);
+        after = vec![acts
+            .add_flow(g, &on(&[1, c]), 0.0, 0.0, f64::INFINITY, &after)
+            .unwrap()];
+    }
+    let options = RunOptions {
+        record_rates: true,
+        ..Default::default()
+    };
+    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
+    let last = (0..out.rate_change_flow.len())
+        .rev()
+        .find(|&i| out.rate_change_flow[i] == x.index() as u32)
+        .unwrap();
+    // F runs alone at 1e9: X's rate is (c0 - b - 0.3 x 1e9) / k_x, 0.3 x 1e9 taken exactly.
+    let f_part = k_f * c1;
+    let f_part_err = k_f.mul_add(c1, -f_part);
+    let want = ((c0 - b - f_part) - f_part_err) / k_x;
+    assert_close("X's last rate", out.rate_change_Bps[last], want);
+}
