@@ -585,8 +585,15 @@ fn dormant_flows_that_drop_to_a_tiny_rest_get_it_exactly() {
     ds.pop(); // S
     let c_x = capacity.len() as u32;
     capacity.push(r);
-    acts.add_flow(r, &weighted(&[(0, k), (c_x, 1.0)]), 0.0, 1.0, f64::INFINITY, &[])
-        .unwrap();
+    acts.add_flow(
+        r,
+        &weighted(&[(0, k), (c_x, 1.0)]),
+        0.0,
+        1.0,
+        f64::INFINITY,
+        &[],
+    )
+    .unwrap();
     let options = RunOptions {
         record_rates: true,
         ..Default::default()
@@ -629,10 +636,24 @@ fn the_rest_beside_a_coefficient_of_three_keeps_the_products_rounding_out() {
     assert!(p_err != 0.0);
     let want = ((1.0 - p) - p_err) * 2f64.powi(32);
     let mut acts = Activities::new();
-    acts.add_flow(1e30, &weighted(&[(0, 3.0), (1, 1.0)]), 0.0, 0.0, f64::INFINITY, &[])
-        .unwrap();
+    acts.add_flow(
+        1e30,
+        &weighted(&[(0, 3.0), (1, 1.0)]),
+        0.0,
+        0.0,
+        f64::INFINITY,
+        &[],
+    )
+    .unwrap();
     let y = acts
-        .add_flow(1e30, &weighted(&[(0, 2f64.powi(-32))]), 0.0, 0.0, f64::INFINITY, &[])
+        .add_flow(
+            1e30,
+            &weighted(&[(0, 2f64.powi(-32))]),
+            0.0,
+            0.0,
+            f64::INFINITY,
+            &[],
+        )
         .unwrap();
     let options = RunOptions {
         record_rates: true,
@@ -658,8 +679,15 @@ fn a_flow_whose_rate_changes_leaves_no_rounding_in_the_load() {
     let mut rng = Rng::new(11);
     let mut acts = Activities::new();
     let mut capacity = vec![c0, c1, b];
-    acts.add_flow(1e30, &weighted(&[(0, k_f), (1, 1.0)]), 0.0, 0.0, f64::INFINITY, &[])
-        .unwrap();
+    acts.add_flow(
+        1e30,
+        &weighted(&[(0, k_f), (1, 1.0)]),
+        0.0,
+        0.0,
+        f64::INFINITY,
+        &[],
+    )
+    .unwrap();
     acts.add_flow(1e30, &on(&[0, 2]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
     let x = acts
