@@ -25,13 +25,16 @@ impl CompensatedSum {
     }
 
     /// Adds the product `a * b` exactly (its rounding, from an FMA, goes to the error term):
-    /// a rest left beside a flow of coefficient k != 1 then keeps its own precision.
+    /// a rest left beside a flow of coefficient k != 1 then keeps its own precision. With
+    /// `a` = +-1, the usual coefficient, the product is exact and the FMA (a libm call where
+    /// the build does not target FMA hardware) is skipped.
     #[inline]
     pub fn add_product(&mut self, a: f64, b: f64) {
         let p = a * b;
-        let rounding = a.mul_add(b, -p);
+        if a.abs() != 1.0 {
+            self.error += a.mul_add(b, -p);
+        }
         self.add(p);
-        self.error += rounding;
     }
 
     /// Subtracts another compensated sum, keeping its error term too.
