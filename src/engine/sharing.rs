@@ -70,9 +70,6 @@ struct ConstraintState {
     /// A lower bound of its saturation level with its dormant flows counted at
     /// min(rate, level), or 0 (reset whenever a flow on it wakes).
     floor: f64,
-    /// The level it was put off to, with its faster dormant flows in `Sharing::faster`,
-    /// or infinity.
-    faster_at: f64,
     n_rising: u32,
     /// Every attached flow's coefficient on it is 1, so the coefficient sum is `n_rising`.
     unit: bool,
@@ -86,6 +83,9 @@ struct ConstraintState {
     dirty: bool,
     /// Flows left it since the last re-solve.
     left_any: bool,
+    /// Its flows were scanned for faster dormant ones in this re-solve: they are in
+    /// `Sharing::faster`.
+    scanned: bool,
 }
 
 impl Default for ConstraintState {
@@ -94,7 +94,7 @@ impl Default for ConstraintState {
             residual: CompensatedSum::default(),
             non_unit_coef_sum: CompensatedSum::default(),
             floor: 0.0,
-            faster_at: f64::INFINITY,
+            scanned: false,
             n_rising: 0,
             unit: true,
             woken: NO_NODE,
@@ -210,9 +210,11 @@ pub(crate) struct Sharing<'a> {
     in_region: Vec<bool>,
     /// Flows re-solved (woken) by the last call (their new rate is in `solved`).
     pub region: Vec<u32>,
-    /// Dormant flows to check when the level reaches their rate (its bits: rates are
-    /// positive), lowest first; a flow woken meanwhile is skipped when it comes up.
-    checks: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Dormant flows to check when the level reaches their rate, lowest first (ties by id);
+    /// a flow woken meanwhile is skipped when it comes up. Each is one integer, the rate's
+    /// bits (rates are positive, so they order as the rates do) above the flow's id:
+    /// compared in one step where a (rate, id) pair took two.
+    checks: BinaryHeap<Reverse<u128>>,
     /// Rising flows with a rate cap, keyed by it.
     caps: IndexedHeap,
     /// Constraints with rising flows, keyed by a lower bound of their saturation level.
@@ -225,8 +227,9 @@ pub(crate) struct Sharing<'a> {
     /// Constraints where something changed in this re-solve (`touched` flags them).
     constraints: Vec<u32>,
     scratch: Vec<(f64, f64, u32)>,
-    /// Per constraint put off to level `ConstraintState::faster_at`, its dormant flows
-    /// faster than that (rate, coefficient, flow), so that taking it again needs no scan.
+    /// Per constraint scanned in this re-solve (`ConstraintState::scanned`), its dormant
+    /// flows faster than the level it was first saturated at (rate, coefficient, flow),
+    /// less those since woken or overtaken: taking it again, at any level, needs no scan.
     faster: Vec<Vec<(f64, f64, u32)>>,
     /// Flows woken on each constraint in this re-solve (some may have frozen since), as
     /// lists linked from `ConstraintState::woken` through this arena (flow, next): the flows
@@ -550,8 +553,8 @@ impl<'a> Sharing<'a> {
             st.left_any = false;
             st.woken = NO_NODE;
             // Read only where it was set: the vector's header is another cache line.
-            if st.faster_at != f64::INFINITY {
-                st.faster_at = f64::INFINITY;
+            if st.scanned {
+                st.scanned = false;
                 self.faster[ci].clear();
             }
         }
@@ -584,7 +587,7 @@ impl<'a> Sharing<'a> {
             let check = self
                 .checks
                 .peek()
-                .map(|&Reverse((bits, g))| (f64::from_bits(bits), g));
+                .map(|&Reverse(key)| (f64::from_bits((key >> 32) as u64), key as u32));
             let cap = self.caps.peek();
             match (check, cap, top) {
                 (Some((r, g)), _, _) if r <= key && cap.is_none_or(|(x, _)| r <= x) => {
@@ -652,17 +655,18 @@ impl<'a> Sharing<'a> {
         let ci = c as usize;
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
-        if self.cs[ci].faster_at <= level {
-            // Taken again where it was put off: the flows then faster than that level are
-            // all the dormant flows that can be faster now.
-            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.cs[ci].faster_at = f64::INFINITY;
+        if self.cs[ci].scanned {
+            // Scanned earlier in this re-solve, at a lower level: the dormant flows then
+            // faster than that are all that can be faster now (the level only rises, and a
+            // woken flow never turns dormant again), so none of its other flows is read.
             let in_region = &self.in_region;
-            self.scratch
-                .retain(|&(r, _, g)| r > above && !in_region[g as usize]);
+            self.faster[ci].retain(|&(r, _, g)| r > above && !in_region[g as usize]);
+            self.scratch.extend_from_slice(&self.faster[ci]);
         } else if self.link[ci].top_rate_bound > above {
             // Often no flow on it is that fast: then there is nothing to scan for.
+            self.cs[ci].scanned = true;
             let unit = self.link[ci].n_non_unit == 0;
+            let faster = &mut self.faster[ci];
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
@@ -672,9 +676,10 @@ impl<'a> Sharing<'a> {
                     } else {
                         self.usage[self.span[g].0 + s.entry as usize].coefficient
                     };
-                    self.scratch.push((s.rate, k, s.flow));
+                    faster.push((s.rate, k, s.flow));
                 }
             }
+            self.scratch.extend_from_slice(faster);
         }
         if self.scratch.is_empty() {
             self.freeze_on(c, level);
@@ -709,9 +714,6 @@ impl<'a> Sharing<'a> {
         if x > level * (1.0 + 1e-12) {
             self.cs[ci].floor = x;
             self.heap.set(c, x);
-            self.faster[ci].clear();
-            std::mem::swap(&mut self.scratch, &mut self.faster[ci]);
-            self.cs[ci].faster_at = x;
             return Ok(());
         }
         // They really drop to this level, and freeze here with the rising flows.
@@ -767,9 +769,17 @@ impl<'a> Sharing<'a> {
         None
     }
 
-    /// Whether a dormant flow on constraint `ci` is faster than `bound`; makes
-    /// `top_rate_bound` exact when there is none.
+    /// Whether a dormant flow on constraint `ci` is faster than `bound` (at or above the
+    /// level); a scan of its flows makes `top_rate_bound` exact when there is none.
     fn faster_dormant(&mut self, ci: usize, bound: f64) -> bool {
+        if self.cs[ci].scanned {
+            // Its list holds every dormant flow faster than the level now (`saturate`),
+            // and `bound` is above it.
+            let in_region = &self.in_region;
+            return self.faster[ci]
+                .iter()
+                .any(|&(r, _, g)| r > bound && !in_region[g as usize]);
+        }
         let mut top = 0.0f64;
         for s in &self.on[ci] {
             if s.rate > bound && !self.in_region[s.flow as usize] {
@@ -855,11 +865,18 @@ impl<'a> Sharing<'a> {
     /// The first change on constraint `c` in this re-solve, at `level`: the dormant flows
     /// it holds as their bottleneck may lose it, so each is checked when the level reaches
     /// its rate.
+    #[inline]
     fn touch(&mut self, c: u32, level: f64) {
-        let ci = c as usize;
-        if self.cs[ci].touched {
-            return;
+        // Most calls (every wake touches all its flow's constraints) find it touched: that
+        // test is inlined, the first touch is not.
+        if !self.cs[c as usize].touched {
+            self.touch_first(c, level);
         }
+    }
+
+    #[inline(never)]
+    fn touch_first(&mut self, c: u32, level: f64) {
+        let ci = c as usize;
         self.cs[ci].touched = true;
         self.constraints.push(c);
         // Stale entries are dropped on the way.
@@ -879,7 +896,8 @@ impl<'a> Sharing<'a> {
             debug_assert!(!self.in_region[g as usize]);
             if st.rate >= level && !st.queued {
                 st.queued = true;
-                self.checks.push(Reverse((st.rate.to_bits(), g)));
+                let key = (u128::from(st.rate.to_bits()) << 32) | u128::from(g);
+                self.checks.push(Reverse(key));
             }
         }
         self.held[ci].truncate(kept);
