@@ -110,8 +110,8 @@ impl Default for ConstraintState {
 #[derive(Debug, Clone, Copy)]
 struct ConstraintLoad {
     capacity: f64,
-    /// Sum of the attached flows' coefficient x rate, kept up to date by the caller
-    /// (`add_load`) over the whole run: compensated, so rounding does not build up in it.
+    /// Sum of the attached flows' coefficient x rate, kept up to date over the whole run:
+    /// compensated, so rounding does not build up in it.
     load_Bps: CompensatedSum,
     /// An upper bound of the fastest rate on it: raised by `set_rate`, made exact whenever
     /// its flows are scanned.
@@ -148,6 +148,17 @@ impl ConstraintLoad {
     #[inline]
     fn slack(&self) -> f64 {
         self.unused().value()
+    }
+
+    /// Moves a flow's part of the load from k x `old_Bps` to k x `new_Bps`. The old part is
+    /// taken off as it was put on (not k x the difference), so a flow leaves no rounding
+    /// behind.
+    #[inline]
+    fn move_load(&mut self, k: f64, old_Bps: f64, new_Bps: f64) {
+        // Compensated, it stays the sum of what the flows on it put on, to its own rounding:
+        // never below 0 by more than that, so no clamp is needed.
+        self.load_Bps.add_product(k, new_Bps);
+        self.load_Bps.add_product(-k, old_Bps);
     }
 }
 
@@ -341,19 +352,6 @@ impl<'a> Sharing<'a> {
         self.link[c as usize].load_Bps.value()
     }
 
-    /// Adds `delta_Bps` to the load of constraint `c` (the caller keeps it up to date).
-    #[inline]
-    pub fn add_load(&mut self, c: u32, k: f64, rate_Bps: f64) {
-        self.link[c as usize].load_Bps.add_product(k, rate_Bps);
-    }
-
-    /// Sets the load of constraint `c` to exactly zero (once it is idle, or where rounding
-    /// took it below zero).
-    #[inline]
-    pub fn clear_load(&mut self, c: u32) {
-        self.link[c as usize].load_Bps = CompensatedSum::default();
-    }
-
     pub fn n_constraints(&self) -> usize {
         self.link.len()
     }
@@ -376,27 +374,27 @@ impl<'a> Sharing<'a> {
         self.fs[f as usize].solved
     }
 
-    /// Zeroes the rate of a detached flow.
-    pub fn clear_rate(&mut self, f: u32) {
-        self.fs[f as usize].rate = 0.0;
-    }
-
-    /// Sets the rate of attached flow `f`.
-    pub fn set_rate(&mut self, f: u32, rate: f64) {
-        self.fs[f as usize].rate = rate;
+    /// Sets the rate of attached flow `f`, moving its part of each constraint's load with it.
+    /// `before_change(c, load_Bps)` sees each of its constraints with the load before.
+    pub fn set_rate(&mut self, f: u32, rate: f64, mut before_change: impl FnMut(u32, f64)) {
+        let old = std::mem::replace(&mut self.fs[f as usize].rate, rate);
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             self.on[ci][self.pos[base + k] as usize].rate = rate;
-            let bound = &mut self.link[ci].top_rate_bound;
-            *bound = bound.max(rate);
+            let link = &mut self.link[ci];
+            before_change(u.constraint, link.load_Bps.value());
+            link.top_rate_bound = link.top_rate_bound.max(rate);
+            link.move_load(u.coefficient, old, rate);
         }
     }
 
-    /// Takes a flow off its constraints, noting its departure for the next `resolve`, which
-    /// reads its current rate now: the caller may zero it afterwards.
-    pub fn detach(&mut self, f: u32) {
+    /// Takes a flow off its constraints, and its load off theirs, noting its departure for
+    /// the next `resolve`; its rate becomes 0. `before_change(c, load_Bps)` sees each of its
+    /// constraints with the load before.
+    pub fn detach(&mut self, f: u32, mut before_change: impl FnMut(u32, f64)) {
         let base = self.span[f as usize].0;
+        let old = std::mem::replace(&mut self.fs[f as usize].rate, 0.0);
         self.fs[f as usize].attached = false;
         self.set_bottleneck(f, NO_BOTTLENECK);
         for (k, u) in self.usage_of(f).iter().enumerate() {
@@ -407,11 +405,17 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
+            let link = &mut self.link[ci];
+            before_change(u.constraint, link.load_Bps.value());
             if u.coefficient != 1.0 {
-                self.link[ci].n_non_unit -= 1;
+                link.n_non_unit -= 1;
             }
             if list.is_empty() {
-                self.link[ci].min_coefficient = f64::INFINITY;
+                link.min_coefficient = f64::INFINITY;
+                // Exact zero, not rounding residue, once the constraint is idle.
+                link.load_Bps = CompensatedSum::default();
+            } else {
+                link.move_load(u.coefficient, old, 0.0);
             }
             // The flows held there may speed up (they are checked at their rates).
             if !self.cs[ci].left_any {

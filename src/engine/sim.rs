@@ -220,6 +220,28 @@ struct LoadStat {
     touched: bool,
 }
 
+/// Constraint `c`'s load is about to change from `load_Bps`: closes the interval of that
+/// load for the busy-time statistics, and lists `c` for the peaks read at the instant's end.
+fn load_changes(
+    stats: &mut [LoadStat],
+    touched: &mut Vec<u32>,
+    meters: &mut MeterRun,
+    now: f64,
+    c: u32,
+    load_Bps: f64,
+) {
+    let stat = &mut stats[c as usize];
+    if load_Bps > 0.0 {
+        stat.busy_s += now - stat.since_s;
+    }
+    stat.since_s = now;
+    if !stat.touched {
+        stat.touched = true;
+        touched.push(c);
+        meters.touch(c);
+    }
+}
+
 /// A flow's bytes left at a time (since when it has moved at its current rate).
 #[derive(Debug, Clone, Copy)]
 struct BytesLeft {
@@ -249,7 +271,7 @@ struct Sim<'a> {
     /// a rate change reads and writes both).
     left: Vec<BytesLeft>,
     sharing: Sharing<'a>,
-    /// Busy-time and peak statistics per constraint, in one struct since `add_load`
+    /// Busy-time and peak statistics per constraint, in one struct since `load_changes`
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
@@ -606,10 +628,10 @@ impl<'a> Sim<'a> {
         for u in self.sharing.usage_of(f) {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
-        self.sharing.detach(f);
-        let old = self.sharing.rate(f);
-        self.add_load(now, f, old, 0.0);
-        self.sharing.clear_rate(f);
+        let (stats, touched, meters) = (&mut self.load_stats, &mut self.touched, &mut self.meters);
+        self.sharing.detach(f, |c, load_Bps| {
+            load_changes(stats, touched, meters, now, c, load_Bps)
+        });
     }
 
     /// Whether `a` has neither finished, failed nor been skipped.
@@ -796,7 +818,11 @@ impl<'a> Sim<'a> {
             };
             self.left[fi] = self.left[fi].at(since, old);
             let bytes_left = self.left[fi].bytes;
-            self.sharing.set_rate(f, new);
+            let (stats, touched, meters) =
+                (&mut self.load_stats, &mut self.touched, &mut self.meters);
+            self.sharing.set_rate(f, new, |c, load_Bps| {
+                load_changes(stats, touched, meters, now, c, load_Bps)
+            });
             let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
@@ -805,7 +831,6 @@ impl<'a> Sim<'a> {
                 )));
             }
             self.finishes.set(f, finish_s);
-            self.add_load(now, f, old, new);
             if self.record_rates {
                 if self.out.rate_change_flow.len() == self.out.rate_change_flow.capacity() {
                     self.grow_rate_log(now)?;
@@ -884,37 +909,6 @@ impl<'a> Sim<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Moves flow `f`'s part of its constraints' loads from its old rate to its new one,
-    /// closing the interval of the old load for the busy-time and peak statistics. The old
-    /// part is taken off as it was put on (k x old, not k x (new - old)), so a flow leaves
-    /// no rounding behind in the load.
-    fn add_load(&mut self, now: f64, f: u32, old_Bps: f64, new_Bps: f64) {
-        for u in self.sharing.usage_of(f) {
-            let c = u.constraint as usize;
-            let stat = &mut self.load_stats[c];
-            let load = self.sharing.load(u.constraint);
-            if load > 0.0 {
-                stat.busy_s += now - stat.since_s;
-            }
-            stat.since_s = now;
-            if !stat.touched {
-                stat.touched = true;
-                self.touched.push(u.constraint);
-                self.meters.touch(u.constraint);
-            }
-            // Exact zero, not rounding residue, once the constraint is idle.
-            if self.sharing.on[c].is_empty() {
-                self.sharing.clear_load(u.constraint);
-                continue;
-            }
-            self.sharing.add_load(u.constraint, u.coefficient, new_Bps);
-            self.sharing.add_load(u.constraint, -u.coefficient, old_Bps);
-            if self.sharing.load(u.constraint) < 0.0 {
-                self.sharing.clear_load(u.constraint);
-            }
-        }
     }
 
     /// Peaks are read once every change of an instant is in: a flow that speeds up before
