@@ -4,21 +4,27 @@
 
 use crate::error::{Error, Result};
 
-/// Environment variable that caps the memory the checks take as available, in bytes (a whole
-/// number): to hold fabricsim to a budget on a shared machine, and to test the refusals
-/// without filling the memory. Anything but a whole number is refused by the checks.
+/// Environment variable that caps the memory the checks take as free, in bytes (a whole
+/// number): to test the refusals without filling the memory, or to keep fabricsim's large
+/// allocations under a size on a shared machine. Each check compares its own allocation with
+/// the cap, as it does with the system's free memory: it is not a budget for the whole
+/// process. Anything but a whole number is refused by the checks.
 pub const AVAILABLE_BYTES_VAR: &str = "FABRICSIM_AVAILABLE_BYTES";
 
 /// Bytes of memory available: what the system reports (Linux `MemAvailable`), or
 /// `AVAILABLE_BYTES_VAR` if that is lower; None if neither is known.
 pub fn available_bytes() -> Result<Option<u64>> {
-    let cap = match std::env::var(AVAILABLE_BYTES_VAR) {
-        Ok(v) => Some(v.trim().parse::<u64>().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "{AVAILABLE_BYTES_VAR} must be a whole number of bytes, got {v:?}"
-            ))
-        })?),
-        Err(_) => None,
+    let cap = match std::env::var_os(AVAILABLE_BYTES_VAR) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "{AVAILABLE_BYTES_VAR} must be a whole number of bytes, got {v:?}"
+                    ))
+                })?,
+        ),
     };
     Ok(system_available_bytes().into_iter().chain(cap).min())
 }
@@ -45,13 +51,15 @@ pub fn check_fits(what: &str, estimate_bytes: f64) -> Result<()> {
     Ok(())
 }
 
-/// GiB to one decimal, or MiB below 1 GiB (a budget of a few MiB would read "0.0 GiB").
+/// GiB or MiB to one decimal, or bytes below 1 MiB (a small budget would read "0.0 GiB").
 fn shown_bytes(bytes: f64) -> String {
-    let gib = bytes / (1u64 << 30) as f64;
-    if gib >= 1.0 {
-        format!("{gib:.1} GiB")
+    let (gib, mib) = ((1u64 << 30) as f64, (1u64 << 20) as f64);
+    if bytes >= gib {
+        format!("{:.1} GiB", bytes / gib)
+    } else if bytes >= mib {
+        format!("{:.1} MiB", bytes / mib)
     } else {
-        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
+        format!("{bytes:.0} bytes")
     }
 }
 

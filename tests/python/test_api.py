@@ -8,6 +8,7 @@ import sys
 
 import ast
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -195,6 +196,22 @@ def test_a_memory_budget_that_is_not_a_whole_number_of_bytes_is_refused(monkeypa
     monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", budget)
     with pytest.raises(fs.InvalidArgumentError,
                        match=re.escape(f'FABRICSIM_AVAILABLE_BYTES must be a whole number of bytes, got "{budget}"')):
+        sc.run()
+
+
+def test_a_memory_budget_that_is_not_text_is_refused_not_ignored(monkeypatch):
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    sc.add_flow(0, 1, 1.0)
+    monkeypatch.setitem(os.environb, b"FABRICSIM_AVAILABLE_BYTES", b"0\xff")
+    with pytest.raises(fs.InvalidArgumentError, match="FABRICSIM_AVAILABLE_BYTES must be a whole number of bytes"):
+        sc.run()
+
+
+def test_a_refusal_under_a_small_budget_reads_in_bytes(monkeypatch):
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    sc.add_flow(0, 1, 1.0)
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", "100")
+    with pytest.raises(fs.ScenarioTooLargeError, match=r"needs about \d+ bytes of memory, but only 100 bytes is available"):
         sc.run()
 
 
