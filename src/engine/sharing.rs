@@ -134,6 +134,18 @@ impl ConstraintState {
             self.non_unit_coef_sum.value()
         }
     }
+
+    /// Sets up the filling state at the first wake on it in this re-solve.
+    #[inline]
+    fn register(&mut self, load: &ConstraintLoad) {
+        if !self.registered {
+            self.registered = true;
+            self.residual = load.unused();
+            self.unit = load.n_non_unit == 0;
+            self.non_unit_coef_sum = CompensatedSum::default();
+            self.n_rising = 0;
+        }
+    }
 }
 
 impl ConstraintLoad {
@@ -723,7 +735,7 @@ impl<'a> Sharing<'a> {
         // They really drop to this level, and freeze here with the rising flows.
         for i in 0..self.scratch.len() {
             let g = self.scratch[i].2;
-            self.rise(g, level)?;
+            self.drop_to(g, level, c);
         }
         self.freeze_on(c, level);
         Ok(())
@@ -795,29 +807,29 @@ impl<'a> Sharing<'a> {
         false
     }
 
-    /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
-    fn rise(&mut self, f: u32, level: f64) -> crate::Result<()> {
-        let fi = f as usize;
+    /// Puts flow `f` in the region re-solved, at `level`.
+    #[inline]
+    fn wake(&mut self, f: u32, level: f64) {
         // Its constraints are touched while it still counts as dormant there.
         for u in self.usage_of(f) {
             self.touch(u.constraint, level);
         }
-        if !self.in_region[fi] {
-            self.in_region[fi] = true;
+        if !self.in_region[f as usize] {
+            self.in_region[f as usize] = true;
             self.region.push(f);
         }
+    }
+
+    /// Wakes flow `f` (an arrival, or a dormant flow) at `level`: it rises from there.
+    fn rise(&mut self, f: u32, level: f64) -> crate::Result<()> {
+        let fi = f as usize;
+        self.wake(f, level);
         self.fs[fi].rising = true;
         let old = self.fs[fi].rate;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
             let st = &mut self.cs[ci];
-            if !st.registered {
-                st.registered = true;
-                st.residual = self.link[ci].unused();
-                st.unit = self.link[ci].n_non_unit == 0;
-                st.non_unit_coef_sum = CompensatedSum::default();
-                st.n_rising = 0;
-            }
+            st.register(&self.link[ci]);
             st.floor = 0.0;
             st.residual.add_product(u.coefficient, old);
             if !st.unit {
@@ -837,6 +849,37 @@ impl<'a> Sharing<'a> {
             self.caps.set(f, self.rate_cap[fi].max(level));
         }
         Ok(())
+    }
+
+    /// Wakes dormant flow `g` and freezes it at once at `level`, with bottleneck `c`: a rise
+    /// and a freeze without what the freeze undoes. Its share on its other constraints only
+    /// shrinks (from its old rate to `level`), so their keys and floors stay lower bounds.
+    fn drop_to(&mut self, g: u32, level: f64, c: u32) {
+        let gi = g as usize;
+        self.wake(g, level);
+        self.fs[gi].solved = level;
+        let old = self.fs[gi].rate;
+        for u in self.usage_of(g) {
+            let ci = u.constraint as usize;
+            let st = &mut self.cs[ci];
+            st.register(&self.link[ci]);
+            st.residual.add_product(u.coefficient, old);
+            st.residual.add_product(-u.coefficient, level);
+            if st.n_rising > 0 {
+                continue;
+            }
+            // As in `freeze` when the last rising flow leaves.
+            if st.residual.value() < 0.0 {
+                st.floor = st.floor.max(level);
+                if !self.heap.contains(u.constraint) {
+                    self.heap.set(u.constraint, st.floor);
+                }
+            } else {
+                st.floor = 0.0;
+                self.heap.remove(u.constraint);
+            }
+        }
+        self.set_bottleneck(g, c);
     }
 
     /// Freezes rising flow `f` at `rate`, taking its share off its constraints.
