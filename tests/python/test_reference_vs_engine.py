@@ -363,6 +363,21 @@ def test_max_min_rates_keep_a_tiny_coefficient_beside_large_ones(eps):
     assert got[1] == pytest.approx(9 / eps, rel=1e-15)
 
 
+@pytest.mark.parametrize("eps", [1e-6, 1e-12, 1e-15, 1e-17])
+def test_runs_keep_a_tiny_coefficient_beside_large_ones(eps):
+    """The same through a run: x crosses link 0 (1 B/s) and link 1 (10 B/s), where a coupled
+    flow y of coefficient eps takes the rest, 9 / eps, and moves 0.09 / eps bytes in 0.01 s.
+    With a plain running sum of coefficients in the re-solve, y's rate was 8e-11 off at 1e-6,
+    10% at 1e-15, and the run failed with an infinite rate at 1e-17."""
+    m = Model([0, 1], [1, 2], [1.0, 10.0], [0.0, 0.0])
+    m.flow(0, 2, 1.0)
+    y = m.coupled([[1, 2, eps]], 0.09 / eps, usage=[(1, eps)])
+    res = m.run()
+    assert res.rate_changes.to_pylist()[1]["rate_Bps"] == pytest.approx(9 / eps, rel=1e-15)
+    assert res.flows["finish_s"].to_pylist()[y] == pytest.approx(0.01, rel=1e-12)
+    compare_to_reference(m, res)
+
+
 def test_max_min_rates_of_many_flows_stay_exact_in_what_remains():
     """A million flows of coefficient 1/3 on c0, each held at 0.5 by its own group's
     constraint (1000 flows on each of 1000), leave c0 a remainder that one more flow takes.

@@ -358,6 +358,47 @@ fn freed_slack_is_shared_with_a_flow_of_a_much_larger_coefficient() {
     assert_close("R", out.finish_s[1], out.finish_s[0]);
 }
 
+/// Found by a fuzz run with small coefficients: A (coefficient 1000 on c5) transfers alone
+/// at 1e-3 B/s; at t = 3, C (1000 on c1, 1 on c5) and B (1e-6 on c1) arrive. c5 saturates
+/// first, at 1/1001 for A and C, and B takes what C leaves of c1: (1 - 1000/1001) / 1e-6 =
+/// 1e6/1001 B/s. A plain sum of coefficients left B's on c1 as 1000.000001 - 1000, 2.5e-9
+/// off, and its rate with it (the full solve of `go` caught it).
+#[test]
+fn a_tiny_coefficient_left_beside_a_large_one_that_froze_keeps_its_rate() {
+    let mut acts = Activities::new();
+    let capacity = [1.0; 6];
+    let a = acts
+        .add_flow(3.0, &weighted(&[(5, 1000.0)]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let b = acts
+        .add_flow(2.0, &weighted(&[(1, 1e-6)]), 1.0, 2.0, f64::INFINITY, &[])
+        .unwrap();
+    let c = acts
+        .add_flow(
+            7.5,
+            &weighted(&[(1, 1000.0), (5, 1.0)]),
+            1.0,
+            2.0,
+            f64::INFINITY,
+            &[],
+        )
+        .unwrap();
+    let out = go(&capacity, &acts);
+    let first_rate = |f: ActivityId| {
+        let k = out.rate_change_flow.iter().position(|&g| g == f.0).unwrap();
+        out.rate_change_Bps[k]
+    };
+    assert!(
+        (first_rate(b) / (1e6 / 1001.0) - 1.0).abs() <= 1e-13,
+        "{}",
+        first_rate(b)
+    );
+    // B: 2 B at 1e6/1001. A: 2.997 B left at 1/1001. C: 2.997 B by then, 4.503 B alone at 1e-3.
+    assert_close("B", out.finish_s[b.index()], 3.0 + 2.0 * 1001.0 / 1e6);
+    assert_close("A", out.finish_s[a.index()], 3.0 + 2.997 * 1001.0);
+    assert_close("C", out.finish_s[c.index()], 3.0 + 2.997 * 1001.0 + 4.503e3);
+}
+
 /// More seeds than the default run (cargo test --release -- --ignored).
 #[test]
 #[ignore]
