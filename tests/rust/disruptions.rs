@@ -4,7 +4,8 @@
 mod common;
 
 use common::{
-    assert_close, naive_run_disrupted, on, random_dag, random_usage, weighted, RandomDag, TwoTier,
+    assert_close, naive_run_disrupted, on, random_dag_with, random_usage_with, weighted, RandomDag,
+    TwoTier, COEFFICIENTS, MIXED_COEFFICIENTS,
 };
 use fabricsim::engine::{
     run_with_disruptions, Activities, Disruption, Outcome, RunOptions, RunOutput, NO_FAILURE,
@@ -343,7 +344,17 @@ struct Case {
 }
 
 fn random_case(rng: &mut Rng, max_constraints: u64, max_activities: u64) -> Case {
-    let dag = random_dag(rng, max_constraints, max_activities, true);
+    random_case_with(rng, max_constraints, max_activities, &COEFFICIENTS)
+}
+
+/// `random_case` with usage coefficients (reroutes' too) drawn from `coefficients`.
+fn random_case_with(
+    rng: &mut Rng,
+    max_constraints: u64,
+    max_activities: u64,
+    coefficients: &[f64],
+) -> Case {
+    let dag = random_dag_with(rng, max_constraints, max_activities, true, coefficients);
     let n_c = dag.capacity.len();
     let mut disruptions = Vec::new();
     for _ in 0..rng.below(5) {
@@ -358,7 +369,7 @@ fn random_case(rng: &mut Rng, max_constraints: u64, max_activities: u64) -> Case
         if !dag.flows.is_empty() {
             for _ in 0..rng.below(4) {
                 let f = dag.flows[rng.below(dag.flows.len() as u64) as usize];
-                let new = (rng.below(4) != 0).then(|| random_usage(rng, n_c));
+                let new = (rng.below(4) != 0).then(|| random_usage_with(rng, n_c, coefficients));
                 reroutes.push((f, new));
             }
         }
@@ -372,10 +383,27 @@ fn random_case(rng: &mut Rng, max_constraints: u64, max_activities: u64) -> Case
 }
 
 fn check_against_naive(seed: u64, n_cases: usize, max_constraints: u64, max_activities: u64) {
+    check_against_naive_with(
+        seed,
+        n_cases,
+        max_constraints,
+        max_activities,
+        &COEFFICIENTS,
+    );
+}
+
+fn check_against_naive_with(
+    seed: u64,
+    n_cases: usize,
+    max_constraints: u64,
+    max_activities: u64,
+    coefficients: &[f64],
+) {
     let mut rng = Rng::new(seed);
     let mut seen = [0usize; 3];
     for case in 0..n_cases {
-        let Case { dag, disruptions } = random_case(&mut rng, max_constraints, max_activities);
+        let Case { dag, disruptions } =
+            random_case_with(&mut rng, max_constraints, max_activities, coefficients);
         let RandomDag {
             capacity,
             acts,
@@ -403,6 +431,13 @@ fn check_against_naive(seed: u64, n_cases: usize, max_constraints: u64, max_acti
 #[test]
 fn random_disrupted_runs_match_the_naive_simulation() {
     check_against_naive(21, 400, 6, 14);
+}
+
+/// Coefficients of coupled flows (pipeline fractions, and 1e-6: a flow a million times
+/// faster than one of 1 beside it), with disruptions.
+#[test]
+fn random_disrupted_runs_with_tiny_and_mixed_coefficients_match_the_naive_simulation() {
+    check_against_naive_with(25, 400, 6, 14, &MIXED_COEFFICIENTS);
 }
 
 /// Many flows per constraint, so re-solves touch only part of the flows.

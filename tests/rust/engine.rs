@@ -2,7 +2,10 @@
 
 mod common;
 
-use common::{assert_close, naive_run, on, random_dag, weighted, RandomDag, TwoTier};
+use common::{
+    assert_close, naive_run, on, random_dag_with, weighted, RandomDag, TwoTier, COEFFICIENTS,
+    MIXED_COEFFICIENTS,
+};
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
@@ -190,6 +193,22 @@ fn larger_random_runs_match_the_naive_simulation() {
 }
 
 fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: u64) {
+    random_runs_with(
+        seed,
+        n_cases,
+        max_constraints,
+        max_activities,
+        &COEFFICIENTS,
+    );
+}
+
+fn random_runs_with(
+    seed: u64,
+    n_cases: usize,
+    max_constraints: u64,
+    max_activities: u64,
+    coefficients: &[f64],
+) {
     let mut rng = Rng::new(seed);
     for case in 0..n_cases {
         let RandomDag {
@@ -197,7 +216,13 @@ fn random_runs(seed: u64, n_cases: usize, max_constraints: u64, max_activities: 
             acts,
             deps,
             ..
-        } = random_dag(&mut rng, max_constraints, max_activities, false);
+        } = random_dag_with(
+            &mut rng,
+            max_constraints,
+            max_activities,
+            false,
+            coefficients,
+        );
         let n = acts.len();
         let out = go(&capacity, &acts);
         let want = naive_run(&capacity, &acts, &deps);
@@ -397,6 +422,47 @@ fn a_tiny_coefficient_left_beside_a_large_one_that_froze_keeps_its_rate() {
     assert_close("B", out.finish_s[b.index()], 3.0 + 2.0 * 1001.0 / 1e6);
     assert_close("A", out.finish_s[a.index()], 3.0 + 2.997 * 1001.0);
     assert_close("C", out.finish_s[c.index()], 3.0 + 2.997 * 1001.0 + 4.503e3);
+}
+
+/// Random DAGs whose usage mixes `MIXED_COEFFICIENTS`, against the naive simulation (which
+/// looped forever on this seed until it ended transfers by time, not by bytes left).
+/// Larger cases (`random_runs_with(1002, 40, 10, 60, ..)`) still meet the limit that
+/// `a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_of_their_load` shows.
+#[test]
+fn random_runs_with_tiny_and_mixed_coefficients_match_the_naive_simulation() {
+    random_runs_with(1, 300, 6, 14, &MIXED_COEFFICIENTS);
+}
+
+/// A known limit of the incremental re-solve, found by a fuzz run: a flow's rate is as
+/// exact as the residual of its bottleneck, capacity minus the load of the dormant flows
+/// there, which carries about one rounding of the capacity per flow. A flow whose own load
+/// there is a tiny share s of the capacity (coefficient x rate / capacity) is then off by
+/// about 1e-16 / s relative, where a full solve (every flow rising together) is exact.
+/// Here on one constraint of 1 B/s, B (coefficient 1000) and A (2) are dormant at
+/// 1/1002.000001 B/s when D (1e-6, after C) arrives at t = 3007.998: D should get that rate
+/// too, and gets one 1.6e-8 off (its share is 1e-9; 2.2e-8 before loads and residuals were
+/// compensated sums: the rounding is in the dormant rates themselves). Finish times move
+/// only 3e-12 here, but `go`'s full solve at every instant fails. Coefficients 1e-6
+/// beside flows of 1 and 1/3 reach 1.1e-8 (seed 1002 of the mixed-coefficient runs).
+#[test]
+#[ignore = "known engine limit: a flow with a tiny share of its bottleneck gets a rate off by ~1e-16 / share"]
+fn a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_of_their_load() {
+    let mut acts = Activities::new();
+    let k = |c: f64| weighted(&[(0, c)]);
+    acts.add_flow(3.0, &k(2.0), 0.0, 3.0, f64::INFINITY, &[])
+        .unwrap(); // A
+    let c = acts
+        .add_flow(3.0, &k(1e-6), 0.0, 2.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(7.5, &k(1000.0), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap(); // B
+    acts.add_flow(3.0, &k(1e-6), 0.0, 0.0, f64::INFINITY, &[c])
+        .unwrap(); // D
+    let out = go(&[1.0], &acts);
+    let want = naive_run(&[1.0], &acts, &[(3, 1)]);
+    for (a, w) in want.iter().enumerate() {
+        assert_close(&format!("activity {a} finish"), out.finish_s[a], w.2);
+    }
 }
 
 /// More seeds than the default run (cargo test --release -- --ignored).
