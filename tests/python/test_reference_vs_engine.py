@@ -3,7 +3,8 @@
 Random directed graphs (capacities over nine orders of magnitude, latencies including 0),
 random flows with explicit routes (random walks, crossing each link at most once), automatic
 (ECMP) routes and coupled flows (edges whose routes add up, so coefficients other than 1 on a
-link), sizes including 0, start times, dependencies in a random topological
+link: halves, pipeline fractions such as 1/3 and 7/8, and tiny and large ones, 1e-6 and 1e3,
+that may meet on one link), sizes including 0, start times, dependencies in a random topological
 order (some through add_dependency, pointing to later ids), delays and rate caps. Every run also
 goes through the invariants of helpers.check_invariants.
 
@@ -44,7 +45,12 @@ durations = st.one_of(st.just(0.0), st.integers(1, 16).map(lambda k: k / 4),
                       st.floats(0, 5, allow_subnormal=False))
 capacities = st.builds(lambda e, m: m * 10.0 ** e, st.integers(3, 12), mantissas)  # solver
 tags = st.one_of(st.none(), st.sampled_from(["a", "grad", "mlp.fwd"]))
-coefficients = st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0, 0.25])
+# A coupled flow's edge coefficients: small integers and halves; pipeline fractions (a ring
+# edge's 2(N-1)/N, a tree's (N-1)/N, 1/k for k paths); tiny and large ones, so that one link
+# may carry coefficients nine orders of magnitude apart.
+coefficients = st.one_of(st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0, 0.25]),
+                         st.sampled_from([1 / 3, 2 / 3, 7 / 8, 1 / 7, 14 / 8, 3 / 5]),
+                         st.sampled_from([1e-6, 3e-6, 1e3]))
 
 
 def reachable(n, src, dst, start):
@@ -232,16 +238,21 @@ def dense_scenarios(draw):
     dst = [1, 1, 2, 0, 0, 2]
     cap = [base * draw(st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.1])) for _ in src]
     lat = [0.0] * len(src)
-    # None: a coupled flow around the triangle, twice over 0 -> 1 (link 0 or 1, by ECMP).
-    routes = [[0], [1], [2], [0, 2], [1, 2], [5], [0, 3, 5], [5, 4, 0], None, [3]]
+    # Integers: coupled flows, their edges routed by ECMP: around the triangle, twice over
+    # 0 -> 1 (link 0 or 1); a millionth of a flow over 0 -> 1 -> 2; pipeline fractions;
+    # a thousand segments over link 5 (0 -> 2), beside flows of 1 and of a millionth there.
+    coupled = [[[0, 1, 2.0], [1, 2, 1.0], [2, 0, 1.0]], [[0, 1, 1e-6], [1, 2, 1e-6]],
+               [[1, 2, 1 / 3], [2, 0, 2 / 3], [0, 1, 7 / 8]], [[0, 2, 1e3]], [[0, 2, 1e-6]]]
+    routes = [[0], [1], [2], [0, 2], [1, 2], [5], [0, 3, 5], [5, 4, 0], 0, [3], 1, 2, 3, 4]
     ends = {0: (0, 1), 1: (0, 1), 2: (1, 2), 3: (0, 2), 4: (0, 2), 5: (0, 2), 6: (0, 2),
             7: (0, 1), 9: (1, 0)}
     acts = []
     for i in range(draw(st.integers(5, 30))):
         r = draw(st.integers(0, len(routes) - 1))
         jitter = draw(st.sampled_from([1.0, 1.0, 1 + 1e-13, 1 + 2e-12, 1 + 1e-9]))
-        path = (dict(kind="flow", src=ends[r][0], dst=ends[r][1], route=routes[r]) if routes[r]
-                else dict(kind="coupled", edges=[[0, 1, 2.0], [1, 2, 1.0], [2, 0, 1.0]], latency=0.0))
+        path = (dict(kind="flow", src=ends[r][0], dst=ends[r][1], route=routes[r])
+                if isinstance(routes[r], list)
+                else dict(kind="coupled", edges=coupled[routes[r]], latency=0.0))
         acts.append(dict(
             **path,
             bytes=base * draw(st.sampled_from([1.0, 2.0, 1.0, 0.5, 5.0, 1e-3])) * jitter,
@@ -280,6 +291,16 @@ def test_generator_covers_the_cases():
         flows = [a for a in spec["acts"] if a["kind"] == "flow"]
         seen["coupled flow, coefficients add or are not 1"] += any(
             len(a["edges"]) > 1 or a["edges"][0][2] != 1 for a in spec["acts"] if a["kind"] == "coupled")
+        edge_coefficients = [e[2] for a in spec["acts"] if a["kind"] == "coupled" for e in a["edges"]]
+        seen["coefficient not a multiple of 1/8"] += any(c * 8 % 1 != 0 for c in edge_coefficients)
+        seen["coefficient 1e-6 or less"] += any(c <= 3e-6 for c in edge_coefficients)
+        # Routes are chosen when flows are added: what shares a link is known from the model.
+        on_link = {}
+        for a in build(spec).acts:
+            for link, c in getattr(a, "usage", ()):
+                on_link.setdefault(link, []).append(c)
+        seen["coefficients 1e5 apart on one link"] += any(
+            max(cs) >= 1e5 * min(cs) for cs in on_link.values())
         seen["add_dependency to a later id"] += any(a["later"] for a in spec["acts"])
         seen["3+ auto routes"] += sum(a["route"] is None for a in flows) >= 3
         seen["zero bytes"] += any(a["bytes"] == 0 for a in flows)
@@ -291,9 +312,10 @@ def test_generator_covers_the_cases():
         seen["8+ flows"] += sum(a["kind"] in ("flow", "coupled") for a in spec["acts"]) >= 8
 
     collect()
-    for feature in ["coupled flow, coefficients add or are not 1", "add_dependency to a later id", "3+ auto routes",
-                    "zero bytes", "rate cap", "delay", "zero latency link", "caps 1e6 apart",
-                    "8+ flows"]:
+    for feature in ["coupled flow, coefficients add or are not 1", "coefficient not a multiple of 1/8",
+                    "coefficient 1e-6 or less", "coefficients 1e5 apart on one link",
+                    "add_dependency to a later id", "3+ auto routes", "zero bytes", "rate cap",
+                    "delay", "zero latency link", "caps 1e6 apart", "8+ flows"]:
         assert seen[feature] >= 5, (feature, dict(seen))
 
 
