@@ -7,7 +7,9 @@ is written the way the design states it, with no incremental bookkeeping and no 
   raise the level until the first constraint saturates (``sum(coefficient * rate) ==
   capacity``) or the first per-flow cap is reached; freeze the flows concerned; repeat.
 * ``simulate_reference`` is an event-driven fluid simulation of a DAG of flows and delays that
-  recomputes the *full* max-min allocation of all transferring flows at every event.
+  recomputes the *full* max-min allocation of all transferring flows at every event, under
+  faults (``RefFault``): capacities and usage lists that change at given times, failing the
+  flows left on a link that is down or with no path, and skipping what waits for them.
 
 Both work in floats (events closer than ``TIE_REL`` relative are handled together, as the engine
 does) or, with ``exact=True``, in exact rational arithmetic (``fractions.Fraction``), where ties
@@ -171,12 +173,24 @@ class RefDelay:
 
 
 @dataclass
+class RefFault:
+    """From ``time_s`` on, each link of ``capacity`` ({link: bytes/s}, 0 = down) has that
+    capacity and each flow of ``usage`` ({flow id: usage list, or None: no path}) that list."""
+
+    time_s: float
+    capacity: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
+
+
+@dataclass
 class RefResult:
-    """Per activity (index = activity id): ready_s, start_s (= ready_s for delays), finish_s.
+    """Per activity (index = activity id): ready_s, start_s (= ready_s for delays), finish_s,
+    failed_s and status ("done", "failed" or "skipped"); a time an activity never reached is
+    None (a failed flow has no finish_s; a skipped activity has no time at all).
 
     ``intervals`` is the list of ``(t0, t1, {flow_id: rate_Bps})`` between consecutive events
     with at least one flow transferring; rates are constant on each.
-    ``link_bytes`` is, per link, the sum over flows of coefficient * bytes.
+    ``link_bytes`` is, per link, the sum over flows of coefficient * bytes moved while on it.
     """
 
     ready_s: list
@@ -184,10 +198,13 @@ class RefResult:
     finish_s: list
     intervals: list = field(default_factory=list)
     link_bytes: list = field(default_factory=list)
+    failed_s: list = field(default_factory=list)
+    status: list = field(default_factory=list)
 
     @property
     def makespan_s(self):
-        return max(self.finish_s) if self.finish_s else 0.0
+        ends = [t for t in self.finish_s + self.failed_s if t is not None]
+        return max(ends) if ends else 0.0
 
     def rate_at(self, flow_id, t):
         """Rate of a flow at time t (0 outside its transfer)."""
@@ -213,21 +230,33 @@ def route_latency(route, latency_s):
     return total
 
 
-def simulate_reference(capacity, activities, *, exact=False):
+def simulate_reference(capacity, activities, faults=(), *, exact=False):
     """Event-driven fluid simulation of a DAG of RefFlow / RefDelay (ids = list positions).
 
     capacity: per link (constraint), bytes/s.
-    Semantics (DESIGN.md section 1, docs/python-api.md):
+    faults: RefFault list: capacities and usage lists that change at a time (link failures,
+        repairs, degradations, and the reroutes that come with them).
+    Semantics (DESIGN.md section 1, docs/python-api.md, Scenario.add_fault):
       ready_s  = max(start_s, finish_s of every dependency)
-      flow:  transfer starts at ready_s + latency_s; zero-byte flows finish right then;
-             otherwise bytes drain at the max-min fair rate of all transferring flows,
-             recomputed from scratch at every event.
+      flow:  transfer starts at ready_s + latency_s (the latency of its first path, whatever
+             reroutes come later); zero-byte flows finish right then (they never transfer, so
+             no fault touches them); otherwise bytes drain at the max-min fair rate of all
+             transferring flows under the capacities and usage lists in force, recomputed
+             from scratch at every event.
       delay: finishes at ready_s + duration_s.
+      faults: take effect in time order (input order among equal times: the last word on a
+             link or a flow counts), after the finishes, ready times, transfer starts and delay
+             ends of their instant. Then every transferring flow (one whose transfer started
+             in this instant too) that has no path, or uses a link of capacity 0, fails: it
+             never finishes, and every activity that waits for it, directly or not, is
+             skipped. A flow that has not started yet takes its new usage list and meets the
+             same test when its transfer starts.
     Events within TIE_REL (relative) of the next event are handled with it (floats only):
     timers (ready, transfer start, delay end) keep their own times, which are exact formulas;
     a transfer that ends within the instant ends at the instant's time, when the others' rates
     change; a transfer that starts within the instant but after its time drains from its own
-    start time, so that no transfer ever ends before it starts.
+    start time, so that no transfer ever ends before it starts; faults within the instant
+    take effect at its time.
     Raises ValueError on a dependency cycle.
     """
     n = len(activities)
@@ -247,14 +276,36 @@ def simulate_reference(capacity, activities, *, exact=False):
             dependents[d].append(i)
     n_deps_left = [len(ds) for ds in deps]
 
+    cap_now = [_num(c, exact) for c in capacity]
+    usage = [list(a.usage) if isinstance(a, RefFlow) else None for a in activities]
+    pending = sorted(faults, key=lambda x: x.time_s)  # stable: input order among equal times
+    for x in pending:
+        for link in x.capacity:
+            if not 0 <= link < len(capacity):
+                raise ValueError(f"fault at {x.time_s} names unknown link {link}")
+        for f in x.usage:
+            if not isinstance(activities[f], RefFlow):
+                raise ValueError(f"fault at {x.time_s} reroutes activity {f}, not a flow")
+
     ready = [None] * n
     start = [None] * n
     finish = [None] * n
+    failed = [None] * n
+    status = [None] * n
     timers = []  # (time, kind, activity): kind in "ready", "start", "delay_end"
     remaining = {}  # transferring flow -> bytes still to move
     since = {}      # transferring flow -> time from which `remaining` drains at its rate
+    on_usage = {}   # transferring flow -> bytes it had left when it took its usage list
     rates = {}
     intervals = []
+    link_bytes = [zero] * len(capacity)
+
+    def credit(f, left_now):
+        """Puts what flow f moved on its current usage list since it took it on the links."""
+        moved = on_usage[f] - left_now
+        for link, c in usage[f] or ():
+            link_bytes[link] += _num(c, exact) * moved
+        on_usage[f] = left_now
 
     def schedule_ready(i):
         a = activities[i]
@@ -265,10 +316,24 @@ def simulate_reference(capacity, activities, *, exact=False):
 
     def complete(i, t_done):
         finish[i] = t_done
+        status[i] = "done"
         for j in dependents[i]:
             n_deps_left[j] -= 1
             if n_deps_left[j] == 0:
                 schedule_ready(j)
+
+    def fail(f, t_fail):
+        failed[f] = t_fail
+        status[f] = "failed"
+        credit(f, remaining.pop(f))
+        del since[f], on_usage[f]
+        rates.pop(f, None)
+        todo = list(dependents[f])
+        while todo:
+            j = todo.pop()
+            if status[j] is None:
+                status[j] = "skipped"
+                todo.extend(dependents[j])
 
     def fire(t_event, kind, i):
         a = activities[i]
@@ -285,6 +350,7 @@ def simulate_reference(capacity, activities, *, exact=False):
                 complete(i, t_event)
             else:
                 remaining[i] = _num(a.bytes, exact)
+                on_usage[i] = remaining[i]
                 # A transfer start handled with an earlier instant still starts at its own
                 # time: it cannot finish (or move bytes) before it.
                 since[i] = t_event
@@ -301,6 +367,8 @@ def simulate_reference(capacity, activities, *, exact=False):
     while True:
         candidates = [tm for tm, _, _ in timers]
         candidates += [since[f] + remaining[f] / rates[f] for f in remaining]
+        if pending:
+            candidates.append(_num(pending[0].time_s, exact))
         if not candidates:
             break
         t_next = min(candidates)
@@ -319,9 +387,8 @@ def simulate_reference(capacity, activities, *, exact=False):
                 since[f] = t_next
         t = t_next
         for f in done_now:
-            del remaining[f]
-            del since[f]
-            del rates[f]
+            credit(f, zero)
+            del remaining[f], since[f], rates[f], on_usage[f]
             complete(f, t)
 
         # Fire every timer due now, including those that become due as a cascade
@@ -333,32 +400,41 @@ def simulate_reference(capacity, activities, *, exact=False):
             for x in due:
                 timers.remove(x)
             for tm, kind, i in sorted(due, key=lambda x: (x[0], x[2], x[1])):
-                fire(tm, kind, i)
+                if status[i] is None:
+                    fire(tm, kind, i)
+
+        # Then the faults of this instant, and the failures they cause.
+        while pending and _num(pending[0].time_s, exact) <= horizon:
+            x = pending.pop(0)
+            for link, c in x.capacity.items():
+                cap_now[link] = _num(c, exact)
+            for f, new in x.usage.items():
+                if status[f] is not None:
+                    continue  # over: done, failed or skipped
+                if f in remaining:
+                    credit(f, remaining[f])
+                usage[f] = None if new is None else list(new)
+        for f in sorted(remaining):
+            if usage[f] is None or any(cap_now[link] == 0 for link, c in usage[f] if c != 0):
+                fail(f, t)
 
         # Full recomputation of the max-min allocation of the transferring flows.
         active = sorted(remaining)
+        rates = {}
         if active:
-            n_links = len(capacity)
             new = max_min_reference(
-                capacity,
-                [activities[f].usage for f in active],
+                cap_now,
+                [usage[f] for f in active],
                 [activities[f].max_rate_Bps for f in active],
                 exact=exact,
             )
-            rates = {}
             for f, r in zip(active, new):
                 if not (r > 0 and r != math.inf):
-                    raise ValueError(f"flow {f} gets rate {r} (links: {n_links})")
+                    raise ValueError(f"flow {f} gets rate {r} (links: {len(capacity)})")
                 rates[f] = r
 
-    undone = [i for i in range(n) if finish[i] is None]
+    undone = [i for i in range(n) if status[i] is None]
     if undone:
         raise ValueError(f"dependency cycle among activities {undone}")
 
-    link_bytes = [zero] * len(capacity)
-    for a in activities:
-        if isinstance(a, RefFlow):
-            for link, c in a.usage:
-                link_bytes[link] += _num(c, exact) * _num(a.bytes, exact)
-
-    return RefResult(ready, start, finish, intervals, link_bytes)
+    return RefResult(ready, start, finish, intervals, link_bytes, failed, status)
