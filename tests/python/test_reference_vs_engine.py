@@ -5,11 +5,13 @@ random flows with explicit routes (random walks, crossing each link at most once
 (ECMP) routes and coupled flows (edges whose routes add up, so coefficients other than 1 on a
 link: halves, pipeline fractions such as 1/3 and 7/8, and tiny and large ones, 1e-6 and 1e3,
 that may meet on one link), sizes including 0, start times, dependencies in a random topological
-order (some through add_dependency, pointing to later ids), delays and rate caps. Every run also
-goes through the invariants of helpers.check_invariants.
+order (some through add_dependency, pointing to later ids), delays, rate caps and faults
+(Scenario.add_fault: links down or degraded at a time, some repaired; the reference takes the
+capacities in force and the paths routing chooses on what is left). Every run also goes
+through the invariants of helpers.check_invariants.
 
-Examples: 400 (main) + 100 (larger) + 200 (chains) + 200 (dense) scenarios, 300 solver
-problems, all derandomized (the same cases on every run).
+Examples: 400 (main) + 100 (larger) + 200 (chains) + 200 (dense) + 200 (faults on a
+leaf-spine) scenarios, 300 solver problems, all derandomized (the same cases on every run).
 """
 
 from collections import Counter, deque
@@ -48,6 +50,8 @@ tags = st.one_of(st.none(), st.sampled_from(["a", "grad", "mlp.fwd"]))
 # A coupled flow's edge coefficients: small integers and halves; pipeline fractions (a ring
 # edge's 2(N-1)/N, a tree's (N-1)/N, 1/k for k paths); tiny and large ones, so that one link
 # may carry coefficients nine orders of magnitude apart.
+fault_times = st.one_of(st.just(0.0), st.integers(1, 16).map(lambda k: k / 8),
+                        st.floats(0, 3, allow_subnormal=False))
 coefficients = st.one_of(st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0, 0.25]),
                          st.sampled_from([1 / 3, 2 / 3, 7 / 8, 1 / 7, 14 / 8, 3 / 5]),
                          st.sampled_from([1e-6, 3e-6, 1e3]))
@@ -147,8 +151,19 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
                 kind = "delay"
         if kind == "delay":
             acts.append(dict(kind="delay", duration=draw(durations), **common))
+    # Faults: links down or degraded from a time (one that other events fall on, or any),
+    # some repaired later; flows routed by the fabric are routed again on what is left.
+    faults = []
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2, 3]))):
+        at = draw(fault_times)
+        faults.append(dict(
+            at=at, links=sorted(set(draw(st.lists(st.integers(0, len(src) - 1), min_size=1,
+                                                   max_size=2)))),
+            factor=draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 0.25, 1.0])),
+            until=draw(st.one_of(st.none(), st.none(), fault_times.map(lambda t: at + t)
+                                 .filter(lambda u: u > at)))))
     seed = draw(st.integers(0, 2**32 - 1))
-    return dict(n=n, src=src, dst=dst, cap=cap, lat=lat, acts=acts, seed=seed)
+    return dict(n=n, src=src, dst=dst, cap=cap, lat=lat, acts=acts, seed=seed, faults=faults)
 
 
 def build(spec):
@@ -167,23 +182,27 @@ def build(spec):
     for i, a in enumerate(spec["acts"]):
         for j in a["later"]:
             m.dependency(i, j)
+    for x in spec.get("faults", ()):
+        m.fault(x["at"], x["links"], x["factor"], until_s=x["until"])
     return m
 
 
-@settings(max_examples=400, **SETTINGS)
-@given(scenarios())
-def test_engine_matches_reference(spec):
+def engine_matches_reference(spec):
     m = build(spec)
     res = m.run()               # invariants are checked inside
     compare_to_reference(m, res)
 
 
+@settings(max_examples=400, **SETTINGS)
+@given(scenarios())
+def test_engine_matches_reference(spec):
+    engine_matches_reference(spec)
+
+
 @settings(max_examples=100, **SETTINGS)
 @given(scenarios(max_nodes=7, max_links=16, max_acts=30))
 def test_engine_matches_reference_larger(spec):
-    m = build(spec)
-    res = m.run()
-    compare_to_reference(m, res)
+    engine_matches_reference(spec)
 
 
 @st.composite
@@ -265,20 +284,83 @@ def dense_scenarios(draw):
                 seed=draw(st.integers(0, 2**32 - 1)))
 
 
+@st.composite
+def faulty_scenarios(draw):
+    """A small leaf-spine fabric (hosts 0-3, two per leaf, leaves 4-5, spines 6-8, cables
+    both ways) under faults: leaf-spine links down or degraded and repaired, so that ECMP
+    moves flows and coupled flows to other spines mid-transfer; a leaf's every uplink or a
+    host's link down, so that flows fail or have no path when they would start."""
+    base = 10.0 ** draw(st.integers(3, 12))
+    src, dst = [], []
+    for host in range(4):
+        src += [host, 4 + host // 2]
+        dst += [4 + host // 2, host]
+    for leaf in (4, 5):
+        for spine in range(6, 6 + draw(st.integers(2, 3))):
+            src += [leaf, spine]
+            dst += [spine, leaf]
+    uplinks = {leaf: [l for l in range(len(src)) if src[l] == leaf and dst[l] >= 6] for leaf in (4, 5)}
+    cap = [base * draw(st.sampled_from([1.0, 1.0, 2.0, 0.5])) for _ in src]
+    lat = [draw(st.sampled_from([0.0, 0.0, 1e-6])) for _ in src]
+    hosts = st.integers(0, 3)
+    acts = []
+    for i in range(draw(st.integers(2, 16))):
+        common = dict(start_s=draw(st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0])),
+                      after=sorted(set(draw(st.lists(st.integers(0, i - 1), max_size=2)))) if i else [],
+                      later=[], tag=None, bytes=base * draw(st.sampled_from([0.0, 0.5, 1.0, 2.0, 1e-3])),
+                      max_rate=(base * draw(st.sampled_from([0.25, 1.0])) if draw(st.integers(0, 4)) == 0
+                                else None))
+        kind = draw(st.sampled_from(["auto", "auto", "auto", "coupled", "route", "delay"]))
+        a, b = draw(hosts), draw(hosts)
+        if kind == "delay" or a == b:
+            common.pop("bytes")
+            common.pop("max_rate")
+            acts.append(dict(kind="delay", duration=draw(st.sampled_from([0.0, 0.5, 1.0])), **common))
+        elif kind == "coupled":
+            edges = [[a, b, draw(coefficients)]]
+            c = draw(hosts)
+            if c != b:
+                edges.append([b, c, draw(coefficients)])
+            acts.append(dict(kind="coupled", edges=edges, latency=0.0, **common))
+        elif kind == "route":  # through spine 6, kept by faults
+            la, lb = 4 + a // 2, 4 + b // 2
+            hops = [(a, la)] + ([(la, 6), (6, lb)] if la != lb else []) + [(lb, b)]
+            route = [next(l for l in range(len(src)) if (src[l], dst[l]) == hop) for hop in hops]
+            acts.append(dict(kind="flow", src=a, dst=b, route=route, **common))
+        else:
+            acts.append(dict(kind="flow", src=a, dst=b, route=None, **common))
+    faults = []
+    for _ in range(draw(st.integers(1, 4))):
+        what = draw(st.sampled_from(["uplink", "uplink", "uplink", "leaf", "host"]))
+        if what == "uplink":
+            links = [draw(st.sampled_from(uplinks[4] + uplinks[5]))]
+        elif what == "leaf":
+            links = uplinks[draw(st.sampled_from([4, 5]))]
+        else:
+            links = [draw(st.integers(0, 7))]
+        at = draw(fault_times)
+        faults.append(dict(at=at, links=links, factor=draw(st.sampled_from([0.0, 0.0, 0.5, 0.25])),
+                           until=draw(st.one_of(st.none(), st.sampled_from([at + 0.25, at + 1.0])))))
+    return dict(n=9, src=src, dst=dst, cap=cap, lat=lat, acts=acts, faults=faults,
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(faulty_scenarios())
+def test_engine_matches_reference_with_faults(spec):
+    engine_matches_reference(spec)
+
+
 @settings(max_examples=200, **SETTINGS)
 @given(chain_scenarios())
 def test_engine_matches_reference_chains(spec):
-    m = build(spec)
-    res = m.run()
-    compare_to_reference(m, res)
+    engine_matches_reference(spec)
 
 
 @settings(max_examples=200, **SETTINGS)
 @given(dense_scenarios())
 def test_engine_matches_reference_dense(spec):
-    m = build(spec)
-    res = m.run()
-    compare_to_reference(m, res)
+    engine_matches_reference(spec)
 
 
 def test_generator_covers_the_cases():
@@ -317,6 +399,35 @@ def test_generator_covers_the_cases():
                     "add_dependency to a later id", "3+ auto routes", "zero bytes", "rate cap",
                     "delay", "zero latency link", "caps 1e6 apart", "8+ flows"]:
         assert seen[feature] >= 5, (feature, dict(seen))
+
+
+def test_fault_generator_covers_the_cases():
+    """faulty_scenarios (and scenarios, some of whose cases have faults) really fail flows,
+    skip what waits for them, move transfers to other paths and degrade and repair links."""
+    seen = Counter()
+
+    def count(spec):
+        m = build(spec)
+        ref = m.reference()
+        seen["flow failed"] += "failed" in ref.status
+        seen["activity skipped"] += "skipped" in ref.status
+        seen["link degraded"] += any(0 < f < 1 for _, _, f in m.faults)
+        seen["link repaired"] += any(x["until"] is not None for x in spec["faults"])
+        moved = False
+        for x in m.ref_faults():
+            for f, u in x.usage.items():
+                a = ref.start_s[f] is not None and ref.finish_s[f] is not None
+                moved |= a and u != m.acts[f].usage and ref.start_s[f] < x.time_s < ref.finish_s[f]
+        seen["transfer rerouted, then done"] += moved
+
+    for strategy, n, features in [
+            (faulty_scenarios(), 200, ["flow failed", "activity skipped", "link degraded",
+                                       "link repaired", "transfer rerouted, then done"]),
+            (scenarios(), 100, ["flow failed", "link degraded", "link repaired"])]:
+        seen.clear()
+        settings(max_examples=n, **SETTINGS)(given(strategy)(count))()
+        for feature in features:
+            assert seen[feature] >= 5, (feature, dict(seen))
 
 
 # ---------------------------------------------------------------------- the solver alone
@@ -421,6 +532,4 @@ def test_max_min_rates_of_many_flows_stay_exact_in_what_remains():
                          ids=[f"regression{k}" for k in range(len(REGRESSIONS))])
 def test_engine_matches_reference_regressions(case):
     what, spec = REGRESSIONS[case]
-    m = build(spec)
-    res = m.run()
-    compare_to_reference(m, res)
+    engine_matches_reference(spec)
