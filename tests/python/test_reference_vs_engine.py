@@ -50,7 +50,11 @@ tags = st.one_of(st.none(), st.sampled_from(["a", "grad", "mlp.fwd"]))
 # A coupled flow's edge coefficients: small integers and halves; pipeline fractions (a ring
 # edge's 2(N-1)/N, a tree's (N-1)/N, 1/k for k paths); tiny and large ones, so that one link
 # may carry coefficients nine orders of magnitude apart.
+# On the grid of start times (simultaneous with other events), a hair off it (within the
+# engine's 1e-12 instant, or just outside), or anywhere.
 fault_times = st.one_of(st.just(0.0), st.integers(1, 16).map(lambda k: k / 8),
+                        st.builds(lambda k, j: k / 8 * j, st.integers(1, 16),
+                                  st.sampled_from([1 + 1e-13, 1 - 1e-13, 1 + 3e-12])),
                         st.floats(0, 3, allow_subnormal=False))
 coefficients = st.one_of(st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0, 0.25]),
                          st.sampled_from([1 / 3, 2 / 3, 7 / 8, 1 / 7, 14 / 8, 3 / 5]),
