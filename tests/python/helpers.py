@@ -52,6 +52,13 @@ def small_switches(rates):
 REL = 1e-9          # relative tolerance of every comparison with the engine
 ABS_T = 1e-15       # absolute slack on times (for values that are exactly zero)
 RESOLUTION = 1e-12  # the engine's event resolution, relative in time (docs/python-api.md)
+# The engine's re-solve holds each constraint's load as a running float sum, right to some
+# hundred roundings of its capacity; a flow whose own load there is a tiny share of it (a
+# coefficient of 1e-6 beside flows of 1) has a rate right only to that divided by its
+# coefficient (tests/rust/engine.rs, a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_
+# of_their_load). Rates may be off by LOAD_RESOLUTION x capacity / coefficient at the flow's
+# bottleneck on top of REL: nothing for a share above 1e-4, 1e-7 relative at a share of 1e-6.
+LOAD_RESOLUTION = 1e-13
 
 
 def close(a, b, rel=REL, abs_=ABS_T):
@@ -184,6 +191,12 @@ class Model:
         chosen again on the fabric in force (Scenario.add_fault: routed again as on the failed
         fabric, with the same flow ids and seed; None where no path is left). Flows given a
         route keep it."""
+        key = (len(self.acts), len(self.faults))
+        if getattr(self, "_ref_faults", (None, None))[0] != key:
+            self._ref_faults = (key, self._ref_faults_now())
+        return self._ref_faults[1]
+
+    def _ref_faults_now(self):
         out = []
         factor = {}
         for time_s in sorted({t for t, _, _ in self.faults}):
@@ -250,6 +263,18 @@ def add_coupled_flow(sc, edges, size_bytes, latency_s=0.0, start_s=0.0, after=()
         list(after), tag, max_rate_Bps)
     links, coefs = sc.usage_of(fid)
     return fid, sorted(zip((int(x) for x in links), (float(c) for c in coefs)))
+
+
+def fair_rates(capacity, usage, caps):
+    """Max-min fair rates (the reference's) and, per flow, the absolute slack its engine rate
+    has on top of REL: LOAD_RESOLUTION x capacity / coefficient at its bottleneck."""
+    held = []
+    rates = max_min_reference(capacity, usage, caps, bottleneck=held)
+    slack = []
+    for u, b in zip(usage, held):
+        k = sum(c for link, c in u if link == b) if b is not None else 0
+        slack.append(LOAD_RESOLUTION * capacity[b] / k if k else 0.0)
+    return rates, slack
 
 
 def check_route_is_walk(model, src, dst, links):
@@ -521,11 +546,11 @@ def check_invariants(model, res, fairness=True):
                     peak_long[link] = max(peak_long[link], load[link] / model.capacity[link])
         if fairness and now and long_enough:
             ids = [f for f, _ in now]
-            want = max_min_reference(capacity, [usage[f] for f in ids],
+            want, slack = fair_rates(capacity, [usage[f] for f in ids],
                                      [model.max_rate[f] for f in ids])
-            for (f, r), w in zip(now, want):
+            for (f, r), w, x in zip(now, want, slack):
                 assert_close(r, w, f"flow {f} rate on [{a_t}, {b_t}] vs max-min of the "
-                             f"transferring set {ids}")
+                             f"transferring set {ids}", abs_=ABS_T + x)
 
     # Loads less than one time resolution apart may be counted as simultaneous by the engine
     # (they belong to one instant), so the upper bound on a peak sums every flow's highest
@@ -601,11 +626,17 @@ def compare_to_reference(model, res, ref=None):
             same_time(delays[col][k], getattr(ref, col)[d], f"delay {d} {col}")
     # Rates at the middle of every reference interval long enough to be unambiguous.
     segs = flow_segments(model, res)
+    force = InForce(model)
     for t0, t1, rates in ref.intervals:
         if t1 - t0 <= 1e-6 * max(abs(t1), 1e-300):
             continue
         mid = 0.5 * (t0 + t1)
+        ids = sorted(rates)
+        _, slack = fair_rates(force.capacity(mid), [force.usage(f, mid) for f in ids],
+                              [model.max_rate[f] for f in ids])
+        slack = dict(zip(ids, slack))
         for f in model.flow_ids:
             got = next((r for a, b, r in segs.get(f, []) if a <= mid < b), 0.0)
-            assert_close(got, rates.get(f, 0.0), f"rate of flow {f} at t={mid}")
+            assert_close(got, rates.get(f, 0.0), f"rate of flow {f} at t={mid}",
+                         abs_=ABS_T + slack.get(f, 0.0))
     return ref

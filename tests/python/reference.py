@@ -40,7 +40,7 @@ def _num(x, exact):
 # --------------------------------------------------------------------------------------------
 
 
-def max_min_reference(capacity, usage, caps=None, *, exact=False):
+def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=None):
     """Weighted max-min fair rates by progressive filling.
 
     capacity: capacity of each constraint, bytes/s (>= 0).
@@ -49,6 +49,8 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False):
         must be >= 0; zero entries are ignored.
     caps: None, or one entry per flow: a rate cap in bytes/s, or None / inf for no cap.
     exact: compute in exact rational arithmetic (returns Fractions).
+    bottleneck: None, or a list that gets, per flow, the constraint that froze it (the
+        lowest-numbered one saturating then), or None if its cap did (or nothing bounds it).
 
     Returns the list of rates, bytes/s. A flow with no constraint and no cap gets ``inf``.
     """
@@ -94,6 +96,7 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False):
             frozen[f] = True
 
     level = zero
+    held_by = {}  # flow -> the constraint that froze it
     while not all(frozen):
         # The level at which each constraint with unfrozen flows saturates.
         sat_level = {}
@@ -120,11 +123,12 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False):
         threshold = new_level + tie * abs(new_level)
 
         to_freeze = set()
-        for c, s in sat_level.items():
+        for c, s in sorted(sat_level.items()):
             if s <= threshold:
                 for f in range(n_flows):
                     if not frozen[f] and c in coef[f]:
                         to_freeze.add(f)
+                        held_by.setdefault(f, c)
         for f, cp in cap_level.items():
             if cp <= threshold:
                 to_freeze.add(f)
@@ -133,6 +137,8 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False):
             rate[f] = new_level
             frozen[f] = True
         level = new_level
+    if bottleneck is not None:
+        bottleneck[:] = [held_by.get(f) for f in range(n_flows)]
     return rate
 
 

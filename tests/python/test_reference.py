@@ -35,7 +35,9 @@ def test_maxmin_single_link_equal_share():
 def test_maxmin_parking_lot():
     # Links 10, 20, 40; long flow over all three, one short per link.
     usage = [[(0, 1), (1, 1), (2, 1)], [(0, 1)], [(1, 1)], [(2, 1)]]
-    assert max_min_reference([10, 20, 40], usage) == [5, 5, 15, 35]
+    held = []
+    assert max_min_reference([10, 20, 40], usage, bottleneck=held) == [5, 5, 15, 35]
+    assert held == [0, 0, 1, 2]
 
 
 def test_maxmin_coefficients():
@@ -61,7 +63,9 @@ def test_maxmin_repeated_entries_add_up():
 
 def test_maxmin_caps():
     # Cap 10 frees the rest of the link for the other flow.
-    assert max_min_reference([100], [[(0, 1)], [(0, 1)]], [10, None]) == [10, 90]
+    held = []
+    assert max_min_reference([100], [[(0, 1)], [(0, 1)]], [10, None], bottleneck=held) == [10, 90]
+    assert held == [None, 0]
     # A cap above the fair share changes nothing.
     assert max_min_reference([100], [[(0, 1)], [(0, 1)]], [60, math.inf]) == [50, 50]
     # A flow with a cap and no constraint.
