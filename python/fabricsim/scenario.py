@@ -293,7 +293,7 @@ class Scenario:
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
         the failed members. A transferring flow moves with the bytes it has left; one left
         without any path fails then, and one that has not started fails when it would start
-        unless a repair comes first. Failures show in the flows table (``status``,
+        unless a repair comes first (a zero-byte flow moves nothing, so it never fails). Failures show in the flows table (``status``,
         ``failed_s``, ``error``) and skip what waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
         ids, factor = _fault(self.topology, links, nodes, planes, factor)

@@ -11,7 +11,9 @@
 //!   transferring flow rerouted to no path (`None`) fails then; a waiting one waits without a
 //!   path and fails when its transfer would start, unless a later reroute gives it one.
 //! * A flow that transfers, or starts to, on a constraint of capacity 0 fails then (it could
-//!   never finish); a zero-byte flow never transfers and so never fails this way.
+//!   never finish).
+//! * A zero-byte flow never transfers, so it fails in neither way: it is done when its
+//!   latency is over, down links or no path.
 //! * A failed flow has no finish time; every activity that waits for it, directly or not, is
 //!   skipped: it never runs and all its times are NaN. The run itself completes; the output
 //!   says per activity `Outcome`, `failed_s` and `fail_reason`.

@@ -282,3 +282,17 @@ def test_a_bundle_member_down_before_the_run_is_not_busy():
     rows = {r["link_id"]: r for r in sc.run().links.to_pylist()}
     assert rows[up[0]]["bytes_carried"] == 0 and rows[up[0]]["busy_s"] == 0
     assert rows[up[1]]["busy_s"] > 0 and rows[up[1]]["bytes_carried"] > 0
+
+
+def test_a_zero_byte_flow_with_no_path_is_done_after_its_latency():
+    """A zero-byte flow moves nothing, so a fault that leaves it no path does not fail it, as
+    a flow of bytes waiting for its transfer would (found by the reference comparison, where
+    the docs said otherwise). 0 -> 1 -> 2 with 0.5 s on the second link, down from 1 s to 2.5 s."""
+    topo = fs.Topology.from_arrays([0, 1], [1, 2], 10.0, [0.0, 0.5])
+    sc = fs.Scenario(topo)
+    empty = sc.add_flow(0, 2, 0.0, start_s=1.2)
+    full = sc.add_flow(0, 2, 1.0, start_s=1.2)
+    sc.add_fault(at_s=1.0, links=[1], until_s=2.5)
+    r = rows(sc.run())
+    assert r[empty]["status"] == "done" and r[empty]["finish_s"] == pytest.approx(1.7, rel=1e-12)
+    assert r[full]["status"] == "failed" and r[full]["failed_s"] == pytest.approx(1.7, rel=1e-12)
