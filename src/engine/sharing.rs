@@ -157,11 +157,6 @@ impl ConstraintLoad {
         unused
     }
 
-    #[inline]
-    fn slack(&self) -> f64 {
-        self.unused().value()
-    }
-
     /// Moves a flow's part of the load from k x `old_Bps` to k x `new_Bps`. The old part is
     /// taken off as it was put on (not k x the difference), so a flow leaves no rounding
     /// behind.
@@ -769,7 +764,7 @@ impl<'a> Sharing<'a> {
             let slack = if self.cs[ci].registered {
                 self.cs[ci].residual.value() - level * self.cs[ci].coef_sum()
             } else {
-                self.link[ci].slack()
+                self.link[ci].unused().value()
             };
             // A rising flow with a smaller coefficient than g's would take the slack faster.
             let k_min = self.link[ci].min_coefficient.min(u.coefficient);

@@ -9,7 +9,6 @@ use common::{
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
-use fabricsim::solver::Usage;
 use fabricsim::Error;
 
 /// Runs with rate recording and with every instant checked against a full re-solve.
@@ -286,10 +285,6 @@ fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
 fn arrivals_on_links_filled_by_earlier_flows_agree_with_full_solves() {
     let (hosts_per_leaf, leaves, spines) = (32usize, 16usize, 16usize);
     let hosts = hosts_per_leaf * leaves;
-    let link = |i: usize| Usage {
-        constraint: i as u32,
-        coefficient: 1.0,
-    };
     let capacity = vec![12.5e9; 2 * hosts + 2 * leaves * spines];
     let mut rng = Rng::new(0);
     let mut acts = Activities::new();
@@ -299,14 +294,14 @@ fn arrivals_on_links_filled_by_earlier_flows_agree_with_full_solves() {
         let bytes = (1e4f64.ln() + rng.next_f64() * 1e4f64.ln()).exp().round();
         let s = rng.below(spines as u64) as usize;
         let (la, lb) = (a / hosts_per_leaf, b / hosts_per_leaf);
-        let mut route = vec![link(a)];
+        let mut route = vec![a as u32];
         if la != lb {
-            route.push(link(2 * hosts + la * spines + s));
-            route.push(link(2 * hosts + leaves * spines + s * leaves + lb));
+            route.push((2 * hosts + la * spines + s) as u32);
+            route.push((2 * hosts + leaves * spines + s * leaves + lb) as u32);
         }
-        route.push(link(hosts + b));
+        route.push((hosts + b) as u32);
         let latency = route.len() as f64 * 1e-6;
-        acts.add_flow(bytes, &route, latency, 0.0, f64::INFINITY, &[])
+        acts.add_flow(bytes, &on(&route), latency, 0.0, f64::INFINITY, &[])
             .unwrap();
     }
     let out = go(&capacity, &acts);
@@ -318,14 +313,8 @@ fn arrivals_on_links_filled_by_earlier_flows_agree_with_full_solves() {
 #[test]
 fn near_tie_with_a_capped_flow_is_resolved_on_departure() {
     let mut acts = Activities::new();
-    let u = |k: f64| {
-        [Usage {
-            constraint: 0,
-            coefficient: k,
-        }]
-    };
-    acts.add_flow(1.5, &u(1.0), 0.0, 0.0, 0.25, &[]).unwrap();
-    acts.add_flow(6.0, &u(3.0), 1.0, 0.0, f64::INFINITY, &[])
+    acts.add_flow(1.5, &on(&[0]), 0.0, 0.0, 0.25, &[]).unwrap();
+    acts.add_flow(6.0, &weighted(&[(0, 3.0)]), 1.0, 0.0, f64::INFINITY, &[])
         .unwrap();
     let out = go(&[1.0 - 1e-12], &acts);
     // Flow 1 gets about 0.25 from t=1 to t=6 (1.25 B), then 1/3 alone: 4.75 B take 14.25 s.
@@ -339,19 +328,14 @@ fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
     let n = 999u32;
     let mut acts = Activities::new();
     let mut capacity = vec![1.0];
-    let entry = |c: u32| Usage {
-        constraint: c,
-        coefficient: 1.0,
-    };
     for i in 0..n {
         capacity.push(0.99e-3);
-        acts.add_flow(1e6, &[entry(0), entry(1 + i)], 0.0, 0.0, f64::INFINITY, &[])
+        acts.add_flow(1e6, &on(&[0, 1 + i]), 0.0, 0.0, f64::INFINITY, &[])
             .unwrap();
     }
-    acts.add_flow(1e6, &[entry(0)], 0.0, 0.0, f64::INFINITY, &[])
+    acts.add_flow(1e6, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
-    acts.add_flow(1.0, &[entry(1)], 0.0, 1.0, 5e-10, &[])
-        .unwrap();
+    acts.add_flow(1.0, &on(&[1]), 0.0, 1.0, 5e-10, &[]).unwrap();
     // `go` checks every instant against a full solve.
     let out = go(&capacity, &acts);
     assert!(out.finish_s.iter().all(|t| t.is_finite()));
@@ -364,18 +348,11 @@ fn small_slack_on_a_busy_constraint_frees_its_fastest_flow() {
 #[test]
 fn freed_slack_is_shared_with_a_flow_of_a_much_larger_coefficient() {
     let mut acts = Activities::new();
-    let on_link = |k: f64| {
-        [Usage {
-            constraint: 0,
-            coefficient: k,
-        }]
-    };
-    acts.add_flow(1e9, &on_link(5001.0), 0.0, 0.0, f64::INFINITY, &[])
+    acts.add_flow(1e9, &weighted(&[(0, 5001.0)]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
-    acts.add_flow(1e9, &on_link(1.0), 0.0, 0.0, f64::INFINITY, &[])
+    acts.add_flow(1e9, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
-    acts.add_flow(0.05, &on_link(1.0), 0.0, 0.0, 0.05, &[])
-        .unwrap();
+    acts.add_flow(0.05, &on(&[0]), 0.0, 0.0, 0.05, &[]).unwrap();
     // `go` checks every instant against a full solve.
     let out = go(&[1e9], &acts);
     let (before, after) = ((1e9 - 0.05) / 5002.0, 1e9 / 5002.0);
