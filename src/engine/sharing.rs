@@ -381,25 +381,24 @@ impl<'a> Sharing<'a> {
         self.fs[f as usize].solved
     }
 
-    /// Sets the rate of attached flow `f`, moving its part of each constraint's load with it.
-    /// `before_change(c, load_Bps)` sees each of its constraints with the load before.
-    pub fn set_rate(&mut self, f: u32, rate: f64, mut before_change: impl FnMut(u32, f64)) {
+    /// Sets the rate of attached flow `f`, moving its part of each constraint's load with it;
+    /// `changed(c)` sees each of its constraints.
+    pub fn set_rate(&mut self, f: u32, rate: f64, mut changed: impl FnMut(u32)) {
         let old = std::mem::replace(&mut self.fs[f as usize].rate, rate);
         let base = self.span[f as usize].0;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
             self.on[ci][self.pos[base + k] as usize].rate = rate;
             let link = &mut self.link[ci];
-            before_change(u.constraint, link.load_Bps.value());
+            changed(u.constraint);
             link.top_rate_bound = link.top_rate_bound.max(rate);
             link.move_load(u.coefficient, old, rate);
         }
     }
 
     /// Takes a flow off its constraints, and its load off theirs, noting its departure for
-    /// the next `resolve`; its rate becomes 0. `before_change(c, load_Bps)` sees each of its
-    /// constraints with the load before.
-    pub fn detach(&mut self, f: u32, mut before_change: impl FnMut(u32, f64)) {
+    /// the next `resolve`; its rate becomes 0. `changed(c)` sees each of its constraints.
+    pub fn detach(&mut self, f: u32, mut changed: impl FnMut(u32)) {
         let base = self.span[f as usize].0;
         let old = std::mem::replace(&mut self.fs[f as usize].rate, 0.0);
         self.fs[f as usize].attached = false;
@@ -412,8 +411,8 @@ impl<'a> Sharing<'a> {
             if let Some(moved) = list.get(p) {
                 self.pos[self.span[moved.flow as usize].0 + moved.entry as usize] = p as u32;
             }
+            changed(u.constraint);
             let link = &mut self.link[ci];
-            before_change(u.constraint, link.load_Bps.value());
             if u.coefficient != 1.0 {
                 link.n_non_unit -= 1;
             }

@@ -211,7 +211,9 @@ impl Events {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct LoadStat {
-    /// Start of the interval of the current load.
+    /// Start of the current busy interval: a constraint is busy while it carries a transfer
+    /// (coefficients and rates are > 0), so the interval opens and closes only when its
+    /// first flow attaches and its last detaches, not at every rate change.
     since_s: f64,
     busy_s: f64,
     peak_Bps: f64,
@@ -220,25 +222,14 @@ struct LoadStat {
     touched: bool,
 }
 
-/// Constraint `c`'s load is about to change from `load_Bps`: closes the interval of that
-/// load for the busy-time statistics, and lists `c` for the peaks read at the instant's end.
-fn load_changes(
-    stats: &mut [LoadStat],
-    touched: &mut Vec<u32>,
-    meters: &mut MeterRun,
-    now: f64,
-    c: u32,
-    load_Bps: f64,
-) {
+/// Lists constraint `c`, whose load changes in this instant, for the peaks and meters read
+/// at the instant's end.
+#[inline]
+fn load_changes(stats: &mut [LoadStat], touched: &mut Vec<u32>, c: u32) {
     let stat = &mut stats[c as usize];
-    if load_Bps > 0.0 {
-        stat.busy_s += now - stat.since_s;
-    }
-    stat.since_s = now;
     if !stat.touched {
         stat.touched = true;
         touched.push(c);
-        meters.touch(c);
     }
 }
 
@@ -628,10 +619,15 @@ impl<'a> Sim<'a> {
         for u in self.sharing.usage_of(f) {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
         }
-        let (stats, touched, meters) = (&mut self.load_stats, &mut self.touched, &mut self.meters);
-        self.sharing.detach(f, |c, load_Bps| {
-            load_changes(stats, touched, meters, now, c, load_Bps)
-        });
+        let (stats, touched) = (&mut self.load_stats, &mut self.touched);
+        self.sharing.detach(f, |c| load_changes(stats, touched, c));
+        for u in self.sharing.usage_of(f) {
+            let ci = u.constraint as usize;
+            if self.sharing.on[ci].is_empty() {
+                let stat = &mut self.load_stats[ci];
+                stat.busy_s += now - stat.since_s;
+            }
+        }
     }
 
     /// Whether `a` has neither finished, failed nor been skipped.
@@ -790,6 +786,13 @@ impl<'a> Sim<'a> {
     /// Re-solves rates after flows left or `arrived` at `now`, and moves every flow whose
     /// rate changed onto its new finish time.
     fn reshare(&mut self, now: f64, arrived: &[u32]) -> Result<()> {
+        for &f in arrived {
+            for u in self.sharing.usage_of(f) {
+                if self.sharing.on[u.constraint as usize].is_empty() {
+                    self.load_stats[u.constraint as usize].since_s = now;
+                }
+            }
+        }
         self.sharing.resolve(arrived)?;
         let region = std::mem::take(&mut self.sharing.region);
         for &f in &region {
@@ -818,11 +821,8 @@ impl<'a> Sim<'a> {
             };
             self.left[fi] = self.left[fi].at(since, old);
             let bytes_left = self.left[fi].bytes;
-            let (stats, touched, meters) =
-                (&mut self.load_stats, &mut self.touched, &mut self.meters);
-            self.sharing.set_rate(f, new, |c, load_Bps| {
-                load_changes(stats, touched, meters, now, c, load_Bps)
-            });
+            let (stats, touched) = (&mut self.load_stats, &mut self.touched);
+            self.sharing.set_rate(f, new, |c| load_changes(stats, touched, c));
             let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
@@ -918,6 +918,7 @@ impl<'a> Sim<'a> {
             let stat = &mut self.load_stats[c as usize];
             stat.touched = false;
             stat.peak_Bps = stat.peak_Bps.max(self.sharing.load(c));
+            self.meters.touch(c);
         }
         self.touched.clear();
         let sharing = &self.sharing;
