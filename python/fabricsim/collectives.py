@@ -156,7 +156,8 @@ def fabric_view(topology) -> FabricView:
     sharp = False
     if "scale_out" in st:
         so = st["scale_out"]
-        net = float(so["link_Bps"]) * int(so["planes"]) * float(sum(so["endpoint_links"]))
+        # endpoint_links holds each plane's links, so its sum already counts the planes.
+        net = float(so["link_Bps"]) * float(sum(so["endpoint_links"]))
         if st["n_gpus"] > 0 and "nic" in parts:
             net = min(net, min(float(parts["nic"]["host_Bps"]), float(gpu["pcie_Bps"])))
         sharp = bool(parts["switch"]["sharp"]) and parts["switch"]["protocol"] == "infiniband"

@@ -416,6 +416,22 @@ def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes
         assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
 
 
+def test_a_nic_split_over_planes_counts_each_plane_once():
+    """CX-8 on Spectrum-4 Ethernet runs 800 Gb/s as 2 planes of 400GbE: a GPU reaches the
+    scale-out fabric at 2 x 50 GB/s x the Ethernet efficiency, not twice that (the view
+    multiplied the per-plane links, already summed over the planes, by the planes again, and
+    the PCIe cap hid it at 128 GB/s). With adaptive routing a ring of one GPU per domain
+    sprays over both planes; NCCL's Simple ring all-reduce over 2 nodes of one GPU:
+    1.4 (8.4 + 2 x 14) us."""
+    fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600", routing="adaptive")
+    assert fabric.structure["scale_out"]["planes"] == 2
+    net_Bps = 2 * 400e9 / 8 * catalog.part("ethernet").value
+    want = 1.4 * (8.4 + 2 * 14) * 1e-6 + GiB / net_Bps
+    _, row = one(fabric, "all_reduce", [0, 72], GiB, algorithm="ring")
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+
+
 # ---- tree and hierarchical on domains holding different numbers of ranks ----------------------
 # NCCL runs both on any layout: each node's tree chain is its own ranks, the channels (and the
 # CollNet/NVLS heads) are the fewest any node has, and its latency takes the integer
