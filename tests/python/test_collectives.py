@@ -597,6 +597,27 @@ def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
 
 
+def test_collectives_on_a_pcie_server_run_at_each_gpus_pcie_link():
+    """pcie_server has no NVLink domain and no scale-out Clos: its GPUs talk over the PCIe
+    tree, measured as on a plain topology (each GPU's injection, here its Gen5 x16 link at
+    64 GB/s). They used to meet a zero NIC rate: NCCL's model refused 'net_Bps=0' and the
+    all-to-all divided by it. The ring 0 -> 1 -> ... -> 7 -> 0 crosses each PCIe link and
+    the socket link at most once each way, so it runs at 64 GB/s; alpha: NCCL's Simple ring
+    all-reduce over 8 one-GPU nodes, 1.4 (8.4 + 14 x 14) us."""
+    fabric = fs.pcie_server()
+    want = 1.4 * (8.4 + 14 * 14) * 1e-6 + 2 * 7 / 8 * GiB / 64e9
+    _, row = one(fabric, "all_reduce", range(8), GiB, algorithm="ring")
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    # Each GPU sends 7/8 S through its own PCIe link (the shared uplinks are contention),
+    # after the p2p alpha and the wire latency from GPU 0 to GPU 7: five 1 us links (GPU,
+    # PCIe switch, CPU, the other CPU, PCIe switch, GPU).
+    t = fs.estimate(fabric, "all_to_all", GiB).time_s
+    assert t == pytest.approx(8.4e-6 + 14e-6 + 5e-6 + 7 / 8 * GiB / 64e9, rel=1e-9)
+    with pytest.raises(UnknownNodeError, match="rank 9 is not a GPU of this fabric"):
+        fs.estimate(fabric, "all_reduce", GiB, [0, 9])
+
+
 # Quantum-2 adds 150 ns per switch crossed; NICs and PCIe add none (catalog). A route between
 # GPUs of two domains crosses 1 switch on a shared leaf, 3 through a spine, 5 through a core.
 Q2_SWITCH_S = 150e-9
