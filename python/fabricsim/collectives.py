@@ -117,7 +117,8 @@ class FabricView:
     #: The fabric has a scale-out Clos: where a rank's NIC sits there (its leaf and pod) tells
     #: a communicator its farthest pair without trying them all.
     scale_out: bool = False
-    #: A plain topology's injection bandwidth per node (sum of its out-links), else None.
+    #: A plain topology's (or a PCIe server's) injection bandwidth per node (sum of its
+    #: out-links), else None.
     injection_Bps: np.ndarray | None = None
     #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
     #: bytes, built so far: sweeps reuse them.
@@ -156,7 +157,8 @@ def fabric_view(topology) -> FabricView:
     sharp = False
     if "scale_out" in st:
         so = st["scale_out"]
-        net = float(so["link_Bps"]) * int(so["planes"]) * float(sum(so["endpoint_links"]))
+        # endpoint_links holds each plane's links, so its sum already counts the planes.
+        net = float(so["link_Bps"]) * float(sum(so["endpoint_links"]))
         if st["n_gpus"] > 0 and "nic" in parts:
             net = min(net, min(float(parts["nic"]["host_Bps"]), float(gpu["pcie_Bps"])))
         sharp = bool(parts["switch"]["sharp"]) and parts["switch"]["protocol"] == "infiniband"
@@ -168,9 +170,9 @@ def fabric_view(topology) -> FabricView:
         n_rank_nodes = None
     intra = 0.0
     injection = None
-    if n_rank_nodes is not None:
+    if "domain" in st or "scale_out" in st:
         intra = core.path_latency_s(0, 1) if gpd > 1 else 0.0
-    else:
+    else:  # a plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)

@@ -66,7 +66,9 @@ DTYPE_SIZE_BYTES: Mapping[str, int] = MappingProxyType({
 REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")  # common.cu test_opnames
 
 _PER_RANK_BLOCK_OPS = ("all_gather", "reduce_scatter", "all_to_all")  # S = count x n x size
-_REDUCING_OPS = ("all_reduce", "reduce_scatter", "reduce")
+# The ops whose rows print the redop: the reducing ones, and sendrecv, which loops over the
+# ops as they do (sendrecv.cu RunTest) though it reduces nothing; the others print "none".
+_REDOP_OPS = ("all_reduce", "reduce_scatter", "reduce", "send_recv")
 _ROOTED_OPS = ("broadcast", "reduce")
 
 
@@ -203,7 +205,7 @@ def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum
         f = finite(v)
         if f is None or f < 0:
             raise InvalidArgumentError(f"column {c} holds {shown(v)}: expected finite numbers >= 0")
-    opname = redop if op in _REDUCING_OPS else "none"
+    opname = redop if op in _REDOP_OPS else "none"
     rootstr = f"{root if op in _ROOTED_OPS else -1:6d}"
     algbw, busbw = row["algbw_Bps"] / 1e9, row["busbw_Bps"] / 1e9
     # fabricsim has one result per size: it fills both the out-of-place and in-place halves.
@@ -232,8 +234,8 @@ def format_table(table, *, op: str, dtype: str = "float", redop: str = "sum", ro
     and optionally ``algorithm, protocol, analytical_s``, printed as extra columns on the right.
     fabricsim has one result per size: it fills both the out-of-place and the in-place columns,
     and ``#wrong`` reads "N/A", as nccl-tests prints it when data checking is off (``-c 0``).
-    ``redop`` is printed for the reducing ops (all_reduce, reduce_scatter, reduce), "none" for the
-    others; ``root`` for broadcast and reduce, -1 for the others. Ends with nccl-tests' summary
+    ``redop`` is printed for the reducing ops (all_reduce, reduce_scatter, reduce) and send_recv
+    (as nccl-tests' sendrecv prints it), "none" for the others; ``root`` for broadcast and reduce, -1 for the others. Ends with nccl-tests' summary
     lines, the average busbw over the rows in GB/s. :func:`format_header`, :func:`format_row`
     and :func:`format_footer` print the same a line at a time.
     """

@@ -416,6 +416,22 @@ def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes
         assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
 
 
+def test_a_nic_split_over_planes_counts_each_plane_once():
+    """CX-8 on Spectrum-4 Ethernet runs 800 Gb/s as 2 planes of 400GbE: a GPU reaches the
+    scale-out fabric at 2 x 50 GB/s x the Ethernet efficiency, not twice that (the view
+    multiplied the per-plane links, already summed over the planes, by the planes again, and
+    the PCIe cap hid it at 128 GB/s). With adaptive routing a ring of one GPU per domain
+    sprays over both planes; NCCL's Simple ring all-reduce over 2 nodes of one GPU:
+    1.4 (8.4 + 2 x 14) us."""
+    fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600", routing="adaptive")
+    assert fabric.structure["scale_out"]["planes"] == 2
+    net_Bps = 2 * 400e9 / 8 * catalog.part("ethernet").value
+    want = 1.4 * (8.4 + 2 * 14) * 1e-6 + GiB / net_Bps
+    _, row = one(fabric, "all_reduce", [0, 72], GiB, algorithm="ring")
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+
+
 # ---- tree and hierarchical on domains holding different numbers of ranks ----------------------
 # NCCL runs both on any layout: each node's tree chain is its own ranks, the channels (and the
 # CollNet/NVLS heads) are the fewest any node has, and its latency takes the integer
@@ -579,6 +595,27 @@ def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     host0 = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"])]
     assert len(host0) == 2 and all(l["bytes_carried"] == pytest.approx(GiB, rel=1e-12) for l in host0)
     assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
+
+
+def test_collectives_on_a_pcie_server_run_at_each_gpus_pcie_link():
+    """pcie_server has no NVLink domain and no scale-out Clos: its GPUs talk over the PCIe
+    tree, measured as on a plain topology (each GPU's injection, here its Gen5 x16 link at
+    64 GB/s). They used to meet a zero NIC rate: NCCL's model refused 'net_Bps=0' and the
+    all-to-all divided by it. The ring 0 -> 1 -> ... -> 7 -> 0 crosses each PCIe link and
+    the socket link at most once each way, so it runs at 64 GB/s; alpha: NCCL's Simple ring
+    all-reduce over 8 one-GPU nodes, 1.4 (8.4 + 14 x 14) us."""
+    fabric = fs.pcie_server()
+    want = 1.4 * (8.4 + 14 * 14) * 1e-6 + 2 * 7 / 8 * GiB / 64e9
+    _, row = one(fabric, "all_reduce", range(8), GiB, algorithm="ring")
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    # Each GPU sends 7/8 S through its own PCIe link (the shared uplinks are contention),
+    # after the p2p alpha and the wire latency from GPU 0 to GPU 7: five 1 us links (GPU,
+    # PCIe switch, CPU, the other CPU, PCIe switch, GPU).
+    t = fs.estimate(fabric, "all_to_all", GiB).time_s
+    assert t == pytest.approx(8.4e-6 + 14e-6 + 5e-6 + 7 / 8 * GiB / 64e9, rel=1e-9)
+    with pytest.raises(UnknownNodeError, match="rank 9 is not a GPU of this fabric"):
+        fs.estimate(fabric, "all_reduce", GiB, [0, 9])
 
 
 # Quantum-2 adds 150 ns per switch crossed; NICs and PCIe add none (catalog). A route between

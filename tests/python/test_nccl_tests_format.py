@@ -113,6 +113,11 @@ def test_redop_root_and_type_columns():
     assert gather[2:5] == ["bfloat16", "none", "-1"]
     reduce = format_table(t, op="reduce", redop="max").split("\n")[4].split()
     assert reduce[2:5] == ["float", "max", "0"]
+    # sendrecv.cu runs TimeTest with the op's name, as the reducing tests do: "sum" by default.
+    sendrecv = format_table(t, op="send_recv").split("\n")[4].split()
+    assert sendrecv[2:5] == ["float", "sum", "-1"]
+    alltoall = format_table(t, op="all_to_all").split("\n")[4].split()
+    assert alltoall[2:5] == ["float", "none", "-1"]
 
 
 def test_extra_columns_on_the_right_align_with_their_headers():
