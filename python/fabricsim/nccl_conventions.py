@@ -235,8 +235,9 @@ def format_table(table, *, op: str, dtype: str = "float", redop: str = "sum", ro
     fabricsim has one result per size: it fills both the out-of-place and the in-place columns,
     and ``#wrong`` reads "N/A", as nccl-tests prints it when data checking is off (``-c 0``).
     ``redop`` is printed for the reducing ops (all_reduce, reduce_scatter, reduce) and send_recv
-    (as nccl-tests' sendrecv prints it), "none" for the others; ``root`` for broadcast and reduce, -1 for the others. Ends with nccl-tests' summary
-    lines, the average busbw over the rows in GB/s. :func:`format_header`, :func:`format_row`
+    (as nccl-tests' sendrecv prints it), "none" for the others; ``root`` for broadcast and
+    reduce, -1 for the others. Ends with nccl-tests' summary lines, the average busbw over the
+    rows in GB/s. :func:`format_header`, :func:`format_row`
     and :func:`format_footer` print the same a line at a time.
     """
     _check_layout(op, dtype, redop, root)
