@@ -313,7 +313,8 @@ class Scenario:
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
-        """Link ids a flow crosses, in path order."""
+        """Link ids a flow crosses, in path order; empty for a delay and for a sprayed flow
+        (adaptive routing), which has no single path (:meth:`usage_of` gives what it loads)."""
         return self._core.route_of(integer("flow_id", flow_id))
 
     def run(
