@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Iterable
@@ -299,8 +300,10 @@ class Scenario:
         ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = parsed("at_s", _duration_s, at_s)
         until = None if until_s is None else parsed("until_s", _duration_s, until_s)
-        if until is not None and not until > at:
-            raise InvalidArgumentError(f"until_s must come after at_s={at!r}, got {until!r}")
+        # Checked whole before the fault is added: an until_s the core refuses after the fault
+        # went in (inf) left the links down for the whole run.
+        if until is not None and not at < until < math.inf:
+            raise InvalidArgumentError(f"until_s must be a finite time after at_s={at!r}, got {until!r}")
         self._core.add_fault(at, ids, factor)
         if until is not None:
             self._core.add_fault(until, ids, 1.0)
@@ -310,7 +313,8 @@ class Scenario:
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
-        """Link ids a flow crosses, in path order."""
+        """Link ids a flow crosses, in path order; empty for a delay and for a sprayed flow
+        (adaptive routing), which has no single path (:meth:`usage_of` gives what it loads)."""
         return self._core.route_of(integer("flow_id", flow_id))
 
     def run(

@@ -96,6 +96,11 @@ pub fn route(
         clos_route(f, &placed, src, dst, key, seed, modes[1], out)
             .map_err(|_| no_path(f, src, dst))?;
         out.link(f, down);
+        if modes[1] == Mode::Spray {
+            // Sprayed, the flow has no one path (`Routed::links`): its host links alone, with
+            // nothing between them, would read as a path that is none.
+            out.links.clear();
+        }
         return Ok(true);
     }
     if let Some(placed) = f.scale_out_placed_opt() {

@@ -132,6 +132,23 @@ pub struct FabricSpec {
     pub scale_out_mode: Mode,
 }
 
+/// Refuses, before anything is allocated, a fabric of `n_nodes` nodes, `n_links` links and
+/// `n_bundles` bundles (counted in u64, so that no product wraps) beyond the 2^32 ids
+/// fabricsim numbers them with or the memory available.
+pub(crate) fn check_fabric_size(n_nodes: u64, n_links: u64, n_bundles: u64) -> Result<()> {
+    if n_nodes >= u32::MAX as u64 || n_links + n_bundles >= u32::MAX as u64 {
+        return Err(Error::TooLarge(format!(
+            "the fabric would have {n_nodes} nodes and {n_links} links plus {n_bundles} \
+             bundles, beyond the 2^32 ids fabricsim numbers them with"
+        )));
+    }
+    crate::memory::check_fits(
+        &format!("a fabric of {n_nodes} nodes and {n_links} links"),
+        // Link arrays, both adjacency rows, node kinds and bundle capacities.
+        40.0 * n_links as f64 + 17.0 * n_nodes as f64 + 8.0 * n_bundles as f64,
+    )
+}
+
 impl Fabric {
     /// A fabric with no structure: every route is searched on the graph.
     pub fn generic(topology: Topology) -> Fabric {
@@ -219,17 +236,7 @@ impl Fabric {
         let n_nodes = n_gpus + n_nics + dom_nodes + out_nodes;
         let n_links = dom_links + nic_links + out_links;
         let n_bundles = dom_bundles + out_bundles;
-        if n_nodes >= u32::MAX as u64 || n_links + n_bundles >= u32::MAX as u64 {
-            return Err(Error::TooLarge(format!(
-                "the fabric would have {n_nodes} nodes and {n_links} links plus {n_bundles} \
-                 bundles, beyond the 2^32 ids fabricsim numbers them with"
-            )));
-        }
-        crate::memory::check_fits(
-            &format!("a fabric of {n_nodes} nodes and {n_links} links"),
-            // Link arrays, both adjacency rows, node kinds and bundle capacities.
-            40.0 * n_links as f64 + 17.0 * n_nodes as f64 + 8.0 * n_bundles as f64,
-        )?;
+        check_fabric_size(n_nodes, n_links, n_bundles)?;
         let n_links = n_links as usize;
         let mut src = Vec::with_capacity(n_links);
         let mut dst = Vec::with_capacity(n_links);

@@ -3,7 +3,7 @@
 //! layer takes them from the hardware catalog.
 
 use super::clos::ClosParams;
-use super::fabric::{ClosLinks, Fabric, FabricSpec, Mode, NodeKind};
+use super::fabric::{check_fabric_size, ClosLinks, Fabric, FabricSpec, Mode, NodeKind};
 use super::Topology;
 use crate::error::{Error, Result};
 
@@ -191,7 +191,16 @@ pub fn pcie_server(
             "{n_switches} PCIe switches cannot be split evenly over {n_cpus} CPUs"
         )));
     }
-    let n_nics = n_switches * nics_per_switch;
+    // Counted wide: NICs per switch times switches can pass 2^32 (it wrapped to a fabric
+    // with no NICs), and a server too large must be refused before its arrays are built.
+    let n_nics = n_switches as u64 * nics_per_switch as u64;
+    let n_cables = n_gpus as u64 + n_nics + n_switches as u64 + (n_cpus as u64 - 1);
+    check_fabric_size(
+        n_gpus as u64 + n_nics + n_switches as u64 + n_cpus as u64,
+        2 * n_cables,
+        0,
+    )?;
+    let n_nics = n_nics as u32;
     let mut kind = vec![NodeKind::Gpu; n_gpus as usize];
     kind.extend(std::iter::repeat_n(NodeKind::Nic, n_nics as usize));
     let switch_base = kind.len() as u32;

@@ -585,6 +585,23 @@ def test_scenario_flows_take_the_route_of_their_key():
         assert sc.route_of(fid) == topo.route(a, b, key=int(fid), seed=99)
 
 
+def test_a_sprayed_flow_has_no_single_route_across_domains_or_within_one():
+    """route_of is a path or nothing: a flow sprayed over the scale-out Clos listed only its
+    GPU-NIC links, which join no path (one sprayed within a domain listed none)."""
+    topo = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    sc = fs.Scenario(topo, routing="adaptive")
+    across, within = sc.add_flow(0, 9, 1e6), sc.add_flow(0, 1, 1e6)
+    assert sc.route_of(across) == [] and sc.route_of(within) == []
+    # Its GPU-NIC links, the ends of the ECMP path, are still in what it loads.
+    path = topo.route(0, 9)
+    src, dst, _ = link_arrays(topo)
+    assert (src[path[0]], dst[path[-1]]) == (0, 9)
+    links, _ = sc.usage_of(across)
+    assert {path[0], path[-1]} <= set(links)
+    ecmp = fs.Scenario(topo, routing="ecmp")
+    assert ecmp.route_of(ecmp.add_flow(0, 9, 1e6)) == path
+
+
 # ---- 4. ECMP collisions against adaptive routing --------------------------------------------
 
 

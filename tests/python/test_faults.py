@@ -253,6 +253,9 @@ def test_bad_faults_are_refused_with_the_value_named():
         sc.add_fault(at_s=0.0)
     with pytest.raises(InvalidArgumentError, match="until_s"):
         sc.add_fault(at_s=1.0, links=[0], until_s=0.5)
+    # An until_s that only the repair's own check refused left the fault in, down for good.
+    with pytest.raises(InvalidArgumentError, match="until_s must be a finite time after at_s=0.0, got inf"):
+        sc.add_fault(at_s=0.0, links=[0], until_s=float("inf"))
     assert sc._core.n_faults == 0
 
 

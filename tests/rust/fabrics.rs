@@ -379,3 +379,23 @@ fn a_pcie_server_records_its_nics() {
     }
     assert_ne!(f.kind(12), NodeKind::Nic);
 }
+
+/// A PCIe server whose NICs pass the 2^32 ids is refused before it is built: 2 switches of
+/// 2^31 NICs each wrapped to a server with no NICs, accepted; 2 of 2^32 - 1 wrapped to
+/// 2^32 - 2 NICs, whose arrays filled the memory until the process was killed.
+#[test]
+fn a_pcie_server_too_large_for_its_ids_is_refused_before_it_is_built() {
+    for (nics_per_switch, n_nodes) in [(1u32 << 31, (1u64 << 32) + 6), (u32::MAX, 8589934596)] {
+        let e = pcie_server(2, 1, nics_per_switch, 2, 64e9, 50e9, 100e9, 1e-6).unwrap_err();
+        let Error::TooLarge(msg) = e else {
+            panic!("{nics_per_switch} NICs per switch: expected TooLarge, got {e:?}")
+        };
+        assert!(
+            msg.starts_with(&format!("the fabric would have {n_nodes} nodes and ")),
+            "{msg}"
+        );
+    }
+    // As many GPUs as there are ids.
+    let e = pcie_server(u32::MAX, u32::MAX, 0, 1, 64e9, 50e9, 100e9, 1e-6).unwrap_err();
+    assert!(matches!(e, Error::TooLarge(_)), "{e:?}");
+}
