@@ -731,7 +731,7 @@ class Builder:
         try:
             begin = core.add_delay(0.0, start_s, after, label)
             end, analytical = self._build(op, algo, proto, comm, float(size_bytes), begin, label, sizes)
-        except Exception:
+        except BaseException:  # Ctrl-C too: half a collective would run without its row
             core.truncate(first)
             self.edge_bytes_per_byte = {f: w for f, w in self.edge_bytes_per_byte.items() if f < first}
             raise

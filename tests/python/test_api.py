@@ -356,3 +356,27 @@ def test_finish_beyond_double_precision_is_an_error_not_inf():
     sc.add_flow(0, 1, 1e300)
     with pytest.raises(fs.InvalidArgumentError, match="double precision"):
         sc.run()
+
+
+def test_ctrl_c_while_a_collective_is_built_leaves_the_scenario_as_it_was(monkeypatch):
+    # Only an Exception undid a partly built collective: a KeyboardInterrupt left its first
+    # delay and flows in the scenario, run without a row in the collectives table.
+    from fabricsim.collectives import Builder
+
+    fabric = fs.hgx_h100()
+    sc = fs.Scenario(fabric)
+    sc.add_collective("all_reduce", fabric.gpus, "1GiB", algorithm="ring")
+    before = sc.run()
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Builder, "_coupled", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sc.add_collective("all_reduce", fabric.gpus, "1GiB", algorithm="ring")
+    monkeypatch.undo()
+    assert sc.n_activities == before.flows.num_rows + before.delays.num_rows
+    after = sc.run()
+    for name in ("flows", "delays", "links", "collectives"):
+        assert getattr(after, name).equals(getattr(before, name)), name
+    assert after.summary.bytes_moved == before.summary.bytes_moved
