@@ -172,14 +172,27 @@ class Topology:
         # ``name`` is the caller's parameter, for the error message.
         if self._label_index is not None:
             try:
-                return self._label_index[node]
+                i = self._label_index[node]
             except (KeyError, TypeError):
                 raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
+            # A dict finds the label 1 for True and for 1.0: a label is found by a number of
+            # its own kind, as ids are (never a bool, never a float).
+            if _number_kind(node) != _number_kind(self._labels[i]):
+                raise UnknownNodeError(
+                    f"{name}: no node labelled {node!r} in this topology ({node!r} is of type "
+                    f"{type(node).__name__}, the label equal to it of type {type(self._labels[i]).__name__})"
+                )
+            return i
         return integer(name, node)
 
     def _nodes(self, name: str, nodes: Any) -> np.ndarray:
         if self._label_index is None:
             return integers(name, nodes)
+        # As integers() takes ids: a str is one label, not its letters.
+        if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable) or getattr(nodes, "ndim", 1) == 0:
+            raise InvalidArgumentError(
+                f"{name} must be a sequence of nodes (labels of this topology), got {type(nodes).__name__} {shown(nodes)}"
+            )
         return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
@@ -474,6 +487,15 @@ class _NodeNames:
 
     def __getitem__(self, i: int) -> str:
         return self._core.node_names([integer("node", i)])[0]
+
+
+def _number_kind(x: Any) -> str | None:
+    """"bool", "integer" or "real" for a number, None for any other label."""
+    if isinstance(x, (bool, np.bool_)):
+        return "bool"
+    if isinstance(x, numbers.Integral):
+        return "integer"
+    return "real" if isinstance(x, numbers.Real) else None
 
 
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:

@@ -778,3 +778,37 @@ def test_integer_checks_show_huge_ints_briefly():
     with pytest.raises(InvalidArgumentError, match=r"^n_hosts must be an integer in \[1, 2\*\*32\), got "
                        r"100000000000\.\.\. \(an int of 5001 digits\)$"):
         fs.clos(n_hosts=10**5000)
+
+
+@pytest.mark.parametrize("bad,shown", [(True, "True"), (np.True_, "np.True_"), (1.0, "1.0"), (np.float64(0.0), "np.float64(0.0)")])
+def test_a_label_is_found_by_itself_not_by_a_bool_or_float_equal_to_it(bad, shown):
+    # A dict finds the label 1 for True and 1.0, 0 for False: a flag or a computed float was
+    # taken for a node of a graph labelled by ints (from_networkx's usual 0..n-1).
+    topo = fs.Topology.from_arrays([0, 1, 1, 2], [1, 0, 2, 1], 1.0, node_names=[10, 1, 0])
+    sc = fs.Scenario(topo)
+    with pytest.raises(UnknownNodeError, match=rf"^src: no node labelled {re.escape(shown)} in this topology \("
+                       rf"{re.escape(shown)} is of type {type(bad).__name__}, the label equal to it of type int\)$"):
+        sc.add_flow(bad, 10, 1.0)
+    with pytest.raises(UnknownNodeError, match=rf"^dst\[1\]: no node labelled {re.escape(shown)}"):
+        sc.add_flows([1, 0], [10, bad], 1.0)
+    assert sc.add_flow(np.int64(1), 10, 1.0) == 0 and topo.node_id(np.int32(0)) == 2
+    assert sc.n_activities == 1
+    flags = fs.Topology.from_arrays([0], [1], 1.0, node_names=[False, True])
+    assert flags.node_id(True) == 1
+    with pytest.raises(UnknownNodeError, match=r"^node: no node labelled 1 in this topology \(1 is of type int, the "
+                       r"label equal to it of type bool\)$"):
+        flags.node_id(1)
+
+
+@pytest.mark.parametrize("nodes,shown", [("ab", "str 'ab'"), (0, "int 0"), (np.int64(2), "int64 np.int64(2)"), (np.array("a"), "ndarray array('a', dtype='<U1')")])
+def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
+    # A string was read letter by letter (add_flows("ab", "bc", ...) made flows a->b and b->c),
+    # an int failed with "'int' object is not iterable".
+    topo = fs.Topology.from_arrays([0, 1, 1, 2], [1, 0, 2, 1], 1.0, node_names=["a", "b", "c"])
+    sc = fs.Scenario(topo)
+    with pytest.raises(InvalidArgumentError, match=rf"^src must be a sequence of nodes \(labels of this topology\), "
+                       rf"got {re.escape(shown)}$"):
+        sc.add_flows(nodes, ["b", "c"], 1.0)
+    with pytest.raises(InvalidArgumentError, match=rf"^nodes must be a sequence of nodes .*got {re.escape(shown)}$"):
+        topo.node_ids(nodes)
+    assert sc.add_flows(("a", "b"), iter(["b", "c"]), 1.0).tolist() == [0, 1]
