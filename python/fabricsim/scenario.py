@@ -119,6 +119,8 @@ class Scenario:
     hop), for the scale-out tier, or a dict ``{"scale_up": ..., "scale_out": ...}`` per tier.
     By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
+    "adaptive" for a tier the topology does not have (any tier of a plain topology or a PCIe
+    server) is refused: there flows are hashed onto one shortest path.
     """
 
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None) -> None:
@@ -140,6 +142,15 @@ class Scenario:
         for tier, mode in tiers.items():
             if mode is not None and (not isinstance(mode, str) or mode not in ("ecmp", "adaptive")):
                 raise InvalidArgumentError(f"routing of {tier} must be 'ecmp' or 'adaptive', got {mode!r}")
+        # Spreading needs a structure to spread over; without one every flow is hashed onto
+        # one shortest path whatever the routing says (which then read "adaptive").
+        structure = topology._core.structure()
+        for tier, part, what in (("scale_up", "domain", "NVLink domains"), ("scale_out", "scale_out", "scale-out Clos")):
+            if tiers.get(tier) == "adaptive" and part not in structure:
+                raise InvalidArgumentError(
+                    f"routing of {tier} must be 'ecmp' or None here, got 'adaptive': this topology has no "
+                    f"{what} to spread flows over, so each flow is hashed onto one shortest path"
+                )
         self._core = _core.Scenario(
             topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
         )

@@ -812,3 +812,18 @@ def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     with pytest.raises(InvalidArgumentError, match=rf"^nodes must be a sequence of nodes .*got {re.escape(shown)}$"):
         topo.node_ids(nodes)
     assert sc.add_flows(("a", "b"), iter(["b", "c"]), 1.0).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("make,routing,tier,what", [
+    (lambda: fs.Topology.from_arrays([0, 1, 0, 2], [1, 3, 2, 3], 1.0), "adaptive", "scale_out", "scale-out Clos"),
+    (lambda: fs.pcie_server(), {"scale_up": "adaptive"}, "scale_up", "NVLink domains"),
+    (lambda: fs.hgx_h100(), "adaptive", "scale_out", "scale-out Clos"),
+])
+def test_adaptive_routing_needs_a_structure_to_spread_over(make, routing, tier, what):
+    # Accepted and reported by Scenario.routing, while every flow was hashed onto one path:
+    # on two parallel paths a flow took 1 s, not the 0.5 s that spreading gives.
+    topo = make()
+    with pytest.raises(InvalidArgumentError, match=rf"^routing of {tier} must be 'ecmp' or None here, got 'adaptive': "
+                       rf"this topology has no {what} to spread flows over"):
+        fs.Scenario(topo, routing=routing)
+    assert fs.Scenario(topo, routing="ecmp").routing["scale_out"] == "ecmp"
