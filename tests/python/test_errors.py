@@ -827,3 +827,12 @@ def test_adaptive_routing_needs_a_structure_to_spread_over(make, routing, tier, 
                        rf"this topology has no {what} to spread flows over"):
         fs.Scenario(topo, routing=routing)
     assert fs.Scenario(topo, routing="ecmp").routing["scale_out"] == "ecmp"
+
+
+def test_a_pcie_server_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
+    # Checked only by the topology after every array was built: 2**31 GPUs, one per switch,
+    # were killed by the operating system instead.
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 20))
+    with pytest.raises(fs.ScenarioTooLargeError, match=r"^a fabric of 200001 nodes and 400000 links needs about "
+                       r"18\.5 MiB of memory, but only 1\.0 MiB is available$"):
+        fs.pcie_server(n_gpus=100_000, gpus_per_switch=1, nics_per_switch=0, n_cpus=1)
