@@ -125,8 +125,10 @@ class Result:
     def summary(self) -> Summary:
         links = self.links
         top = links.take(
+            # Ties by link id, so which of many equally busy links show is not left to chance.
             pc.select_k_unstable(
-                links, k=min(5, links.num_rows), sort_keys=[("mean_utilization", "descending")]
+                links, k=min(5, links.num_rows),
+                sort_keys=[("mean_utilization", "descending"), ("link_id", "ascending")],
             )
         ).select(["link_id", "src", "dst", "mean_utilization", "peak_utilization", "bytes_carried"])
         def count(table: pa.Table, status: str) -> int:

@@ -453,6 +453,10 @@ def check_invariants(model, res, fairness=True):
     assert summary.n_flows == len(fids) and summary.n_delays == len(dids), "summary counts"
     assert_close(summary.bytes_moved, sum(model.acts[f].bytes for f in fids if status[f] == "done"),
                  "summary.bytes_moved (flows done)")
+    lk = res.links.to_pydict()
+    busiest = sorted(range(len(lk["link_id"])), key=lambda i: (-lk["mean_utilization"][i], lk["link_id"][i]))[:5]
+    assert summary.busiest_links["link_id"].to_pylist() == [lk["link_id"][i] for i in busiest], \
+        "summary.busiest_links: the five highest mean utilizations, ties by link id"
 
     # ---- rates: per flow, from rate_changes
     segs, instants = flow_segments(model, res, with_instants=True)
