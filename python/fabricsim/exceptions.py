@@ -20,6 +20,7 @@ __all__ = [
     "DependencyCycleError",
     "ScenarioTooLargeError",
     "RunInterruptedError",
+    "ScenarioRunningError",
     "InternalError",
 ]
 
@@ -75,6 +76,10 @@ class ScenarioTooLargeError(FabricsimError, MemoryError):
 
 class RunInterruptedError(FabricsimError):
     """A run stopped early on request."""
+
+
+class ScenarioRunningError(FabricsimError, RuntimeError):
+    """A scenario changed while it runs (from a progress callback or another thread)."""
 
 
 class InternalError(FabricsimError, RuntimeError):

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _core
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, shown
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
 from .results import Result
 from .units import duration_s as _duration_s
@@ -155,6 +155,15 @@ class Scenario:
             topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
         )
         self._collectives = None
+        self._n_runs = 0  # under way: a progress callback may run it again
+
+    def _refuse_while_running(self, what: str) -> None:
+        # The core is borrowed by the run: PyO3 would refuse with a bare "Already borrowed".
+        if self._n_runs:
+            raise ScenarioRunningError(
+                f"{what} was called while the scenario runs (from its progress callback or another "
+                "thread): change a scenario before run() or after it returns"
+            )
 
     @property
     def routing(self) -> dict[str, str]:
@@ -193,6 +202,7 @@ class Scenario:
         path from src to dst crossing each link at most once (default: ECMP over shortest
         paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string, or None) labels it in the
         results."""
+        self._refuse_while_running("add_flow")
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),
@@ -226,6 +236,7 @@ class Scenario:
         always read as compressed rows, so give per-flow routes as a list.
         Every flow waits for every activity in ``after`` and carries ``tag`` (a string, or None).
         All or nothing: if one element is bad, none is added and the error names it."""
+        self._refuse_while_running("add_flows")
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
@@ -251,6 +262,7 @@ class Scenario:
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``,
         labelled ``tag`` (a string, or None) in the results."""
+        self._refuse_while_running("add_delay")
         return self._core.add_delay(
             parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), _tag(tag)
         )
@@ -278,6 +290,7 @@ class Scenario:
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
         the op) labels its flows and delays in the results."""
+        self._refuse_while_running("add_collective")
         from .collectives import Builder, collective_size, communicator
 
         if self._collectives is None:
@@ -305,9 +318,11 @@ class Scenario:
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
         the failed members. A transferring flow moves with the bytes it has left; one left
         without any path fails then, and one that has not started fails when it would start
-        unless a repair comes first (a zero-byte flow moves nothing, so it never fails). Failures show in the flows table (``status``,
-        ``failed_s``, ``error``) and skip what waits for them; the run completes.
+        unless a repair comes first (a zero-byte flow moves nothing, so it never fails).
+        Failures show in the flows table (``status``, ``failed_s``, ``error``) and skip what
+        waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
+        self._refuse_while_running("add_fault")
         ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = parsed("at_s", _duration_s, at_s)
         until = None if until_s is None else parsed("until_s", _duration_s, until_s)
@@ -321,6 +336,7 @@ class Scenario:
 
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
+        self._refuse_while_running("add_dependency")
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
@@ -351,9 +367,11 @@ class Scenario:
         flag("verify_rates", verify_rates)
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
+        self._n_runs += 1
         try:
             raw = self._core.run(record_rates, callback, verify_rates)
         finally:
+            self._n_runs -= 1
             if bar is not None:
                 bar.close()
         from .collectives import Builder

@@ -380,3 +380,37 @@ def test_ctrl_c_while_a_collective_is_built_leaves_the_scenario_as_it_was(monkey
     for name in ("flows", "delays", "links", "collectives"):
         assert getattr(after, name).equals(getattr(before, name)), name
     assert after.summary.bytes_moved == before.summary.bytes_moved
+
+
+def test_busiest_links_break_ties_by_link_id():
+    # Eight equally busy links (one flow each way on a line): which five show was left to
+    # the selection's internal order (3, 4, 1, 0, 2), not the links' ids.
+    sc = fs.Scenario(line_topology(5))
+    for a in range(4):
+        sc.add_flow(a, a + 1, 1000.0)
+        sc.add_flow(a + 1, a, 1000.0)
+    top = sc.run().summary.busiest_links
+    assert top["link_id"].to_pylist() == [0, 1, 2, 3, 4]
+    assert top["mean_utilization"].to_pylist() == [1.0] * 5
+
+
+def test_changing_a_scenario_while_it_runs_is_refused_by_name():
+    # From a progress callback the core is borrowed by the run: PyO3 refused with a bare
+    # "RuntimeError: Already borrowed".
+    sc = fs.Scenario(line_topology(3))
+    for i in range(200):
+        sc.add_flow(0, 2, 1000.0 + i)  # 200 instants: the callback is called every 64
+    refused = []
+
+    def progress(n_done, n_total, time_s):
+        for name, call in [("add_flow", lambda: sc.add_flow(0, 1, 1.0)), ("add_delay", lambda: sc.add_delay(1.0)),
+                           ("add_dependency", lambda: sc.add_dependency(0, 1)),
+                           ("add_fault", lambda: sc.add_fault(at_s=1.0, links=[0]))]:
+            with pytest.raises(fs.ScenarioRunningError, match=rf"^{name} was called while the scenario runs "):
+                call()
+        refused.append(n_done)
+
+    res = sc.run(progress=progress)
+    assert refused and res.flows.num_rows == 200 and sc.n_activities == 200
+    assert isinstance(fs.ScenarioRunningError("x"), RuntimeError)
+    assert sc.add_flow(0, 1, 1.0) == 200  # allowed again once the run returns
