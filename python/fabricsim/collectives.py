@@ -40,7 +40,10 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
   communicator's farthest pair (the flows pay it); halving-doubling's steps do too. Where a
   rank also has nearer peers (or a step only near pairs), its NIC starts sooner and the flow
-  result can be up to the difference in wire latency (0.3 us per switch tier) below it.
+  result can be up to the difference in wire latency (0.3 us per switch tier) below it. On a
+  plain topology (no structure to say which pair is farthest, and searching every pair costs
+  n^2 routes) the first and last rank stand for the farthest pair, so a flow over a longer
+  route comes out above the analytical time by the difference.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
