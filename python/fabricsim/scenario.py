@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Callable
@@ -22,6 +24,21 @@ from .units import size_bytes as _size_bytes
 __all__ = ["Scenario"]
 
 ProgressCallback = Callable[[int, int, float], Any]
+
+
+def _change(method: Callable) -> Callable:
+    """A method that changes the scenario: refused while it runs, and done whole before a run
+    can start (the lock), so that a run started by another thread cannot come between the
+    check and the core's calls (PyO3's bare "Already borrowed", half a collective left in)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._refuse_while_running(name)
+            return method(self, *args, **kwargs)
+
+    return changing
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
 
 
@@ -156,6 +173,8 @@ class Scenario:
         )
         self._collectives = None
         self._n_runs = 0  # under way: a progress callback may run it again
+        # Held by a change for its whole length and to count a run in or out (_change).
+        self._lock = threading.RLock()
 
     def _refuse_while_running(self, what: str) -> None:
         # The core is borrowed by the run: PyO3 would refuse with a bare "Already borrowed".
@@ -185,6 +204,7 @@ class Scenario:
     def n_activities(self) -> int:
         return self._core.n_activities
 
+    @_change
     def add_flow(
         self,
         src: Any,
@@ -202,7 +222,6 @@ class Scenario:
         path from src to dst crossing each link at most once (default: ECMP over shortest
         paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string, or None) labels it in the
         results."""
-        self._refuse_while_running("add_flow")
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),
@@ -215,6 +234,7 @@ class Scenario:
             None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
         )
 
+    @_change
     def add_flows(
         self,
         src: Any,
@@ -236,7 +256,6 @@ class Scenario:
         always read as compressed rows, so give per-flow routes as a list.
         Every flow waits for every activity in ``after`` and carries ``tag`` (a string, or None).
         All or nothing: if one element is bad, none is added and the error names it."""
-        self._refuse_while_running("add_flows")
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
@@ -252,6 +271,7 @@ class Scenario:
             _after(after),
         )
 
+    @_change
     def add_delay(
         self,
         duration_s: float | str,
@@ -262,11 +282,11 @@ class Scenario:
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``,
         labelled ``tag`` (a string, or None) in the results."""
-        self._refuse_while_running("add_delay")
         return self._core.add_delay(
             parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), _tag(tag)
         )
 
+    @_change
     def add_collective(
         self,
         op: str,
@@ -290,7 +310,6 @@ class Scenario:
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
         the op) labels its flows and delays in the results."""
-        self._refuse_while_running("add_collective")
         from .collectives import Builder, collective_size, communicator
 
         if self._collectives is None:
@@ -299,6 +318,7 @@ class Scenario:
         return self._collectives.add(op, ranks, size, algorithm, _after(after), parsed("start_s", _duration_s, start_s),
                                      _tag(tag), sizes, protocol)
 
+    @_change
     def add_fault(
         self,
         *,
@@ -322,7 +342,6 @@ class Scenario:
         Failures show in the flows table (``status``, ``failed_s``, ``error``) and skip what
         waits for them; the run completes.
         Flows given an explicit ``route`` keep it (and fail on a down link)."""
-        self._refuse_while_running("add_fault")
         ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = parsed("at_s", _duration_s, at_s)
         until = None if until_s is None else parsed("until_s", _duration_s, until_s)
@@ -334,9 +353,9 @@ class Scenario:
         if until is not None:
             self._core.add_fault(until, ids, 1.0)
 
+    @_change
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
-        self._refuse_while_running("add_dependency")
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
@@ -367,11 +386,13 @@ class Scenario:
         flag("verify_rates", verify_rates)
         bar = _ProgressBar() if progress is True else None
         callback = bar if bar is not None else (progress or None)
-        self._n_runs += 1
+        with self._lock:  # not while another thread is changing it
+            self._n_runs += 1
         try:
             raw = self._core.run(record_rates, callback, verify_rates)
         finally:
-            self._n_runs -= 1
+            with self._lock:
+                self._n_runs -= 1
             if bar is not None:
                 bar.close()
         from .collectives import Builder

@@ -10,6 +10,7 @@ import ast
 import inspect
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -414,3 +415,42 @@ def test_changing_a_scenario_while_it_runs_is_refused_by_name():
     assert refused and res.flows.num_rows == 200 and sc.n_activities == 200
     assert isinstance(fs.ScenarioRunningError("x"), RuntimeError)
     assert sc.add_flow(0, 1, 1.0) == 200  # allowed again once the run returns
+
+
+def test_a_run_started_by_another_thread_waits_for_a_change_under_way(monkeypatch):
+    # The check that no run is under way came before the core's calls: a run another thread
+    # started between them made the collective's next call fail with PyO3's bare "Already
+    # borrowed", and the undo too, leaving its first delay in the scenario without a row.
+    import threading
+    from fabricsim import collectives
+
+    sc = fs.Scenario(line_topology(3))
+    for i in range(200):
+        sc.add_flow(0, 2, 1000.0 + i)
+    building, running = threading.Event(), threading.Event()
+    build = collectives.Builder._build
+
+    def slow_build(self, *args, **kwargs):
+        building.set()
+        running.wait(1.0)  # the other thread's run, if it could start now
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(collectives.Builder, "_build", slow_build)
+    results = []
+
+    def progress(*_):
+        running.set()
+        time.sleep(0.2)
+
+    def run_when_building():
+        building.wait(5.0)
+        results.append(sc.run(progress=progress))
+
+    other = threading.Thread(target=run_when_building)
+    other.start()
+    try:
+        end = sc.add_collective("all_reduce", [0, 1, 2], 1e6, algorithm="ring")
+    finally:
+        other.join()
+    assert len(results) == 1 and results[0].collectives["collective_id"].to_pylist() == [end]
+    assert sc.run().collectives.num_rows == 1
