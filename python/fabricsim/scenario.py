@@ -39,6 +39,8 @@ def _change(method: Callable) -> Callable:
             return method(self, *args, **kwargs)
 
     return changing
+
+
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
 
 
