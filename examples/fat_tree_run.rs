@@ -21,8 +21,8 @@
 #![allow(non_snake_case)]
 
 use fabricsim::engine::{run, Activities, RunOptions};
-use fabricsim::rng::Rng;
 use fabricsim::ids::ActivityId;
+use fabricsim::rng::Rng;
 use fabricsim::solver::{IndexedHeap, Usage};
 
 const N_LEAVES: usize = 16;

@@ -822,7 +822,8 @@ impl<'a> Sim<'a> {
             self.left[fi] = self.left[fi].at(since, old);
             let bytes_left = self.left[fi].bytes;
             let (stats, touched) = (&mut self.load_stats, &mut self.touched);
-            self.sharing.set_rate(f, new, |c| load_changes(stats, touched, c));
+            self.sharing
+                .set_rate(f, new, |c| load_changes(stats, touched, c));
             let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(

@@ -1,7 +1,7 @@
 //! Slow, obviously-right references shared by the integration tests.
 #![allow(dead_code)]
 
-use fabricsim::engine::{Activities, Disruption, Kind, Outcome};
+use fabricsim::engine::{Activities, Disruption, Kind, Outcome, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
 use fabricsim::solver::Usage;
@@ -271,6 +271,14 @@ fn plain(usage: &[Usage]) -> Vec<(usize, f64)> {
     usage
         .iter()
         .map(|u| (u.constraint as usize, u.coefficient))
+        .collect()
+}
+
+/// The rows of `f` in the rate table, as (time, rate).
+pub fn rates_of(out: &RunOutput, f: ActivityId) -> Vec<(f64, f64)> {
+    (0..out.rate_change_flow.len())
+        .filter(|&i| out.rate_change_flow[i] == f.0)
+        .map(|i| (out.rate_change_time_s[i], out.rate_change_Bps[i]))
         .collect()
 }
 

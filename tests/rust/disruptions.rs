@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    assert_close, naive_run_disrupted, on, random_dag_with, random_usage_with, weighted, RandomDag,
-    TwoTier, COEFFICIENTS, MIXED_COEFFICIENTS,
+    assert_close, naive_run_disrupted, on, random_dag_with, random_usage_with, rates_of, weighted,
+    RandomDag, TwoTier, COEFFICIENTS, MIXED_COEFFICIENTS,
 };
 use fabricsim::engine::{
     run_with_disruptions, Activities, Disruption, Outcome, RunOptions, RunOutput, NO_FAILURE,
@@ -41,14 +41,6 @@ fn go(capacity: &[f64], acts: &Activities, disruptions: &[Disruption]) -> RunOut
         ..Default::default()
     };
     run_with_disruptions(capacity, acts, disruptions, &options, &mut |_| true).unwrap()
-}
-
-/// The rows of `f` in the rate table, as (time, rate).
-fn rates_of(out: &RunOutput, f: ActivityId) -> Vec<(f64, f64)> {
-    (0..out.rate_change_flow.len())
-        .filter(|&i| out.rate_change_flow[i] == f.0)
-        .map(|i| (out.rate_change_time_s[i], out.rate_change_Bps[i]))
-        .collect()
 }
 
 /// Bytes a flow moved by `until`, integrating its rate rows.

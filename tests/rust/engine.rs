@@ -3,8 +3,8 @@
 mod common;
 
 use common::{
-    assert_close, naive_run, on, random_dag_with, weighted, RandomDag, TwoTier, COEFFICIENTS,
-    MIXED_COEFFICIENTS,
+    assert_close, naive_run, on, random_dag_with, rates_of, weighted, RandomDag, TwoTier,
+    COEFFICIENTS, MIXED_COEFFICIENTS,
 };
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
@@ -16,6 +16,15 @@ fn go(capacity: &[f64], acts: &Activities) -> RunOutput {
     let options = RunOptions {
         record_rates: true,
         verify: true,
+        ..Default::default()
+    };
+    run(capacity, acts, &options, &mut |_| true).unwrap()
+}
+
+/// Runs with rate recording only, without checking each instant against a full re-solve.
+fn recorded(capacity: &[f64], acts: &Activities) -> RunOutput {
+    let options = RunOptions {
+        record_rates: true,
         ..Default::default()
     };
     run(capacity, acts, &options, &mut |_| true).unwrap()
@@ -386,10 +395,7 @@ fn a_tiny_coefficient_left_beside_a_large_one_that_froze_keeps_its_rate() {
         )
         .unwrap();
     let out = go(&capacity, &acts);
-    let first_rate = |f: ActivityId| {
-        let k = out.rate_change_flow.iter().position(|&g| g == f.0).unwrap();
-        out.rate_change_Bps[k]
-    };
+    let first_rate = |f: ActivityId| rates_of(&out, f)[0].1;
     assert!(
         (first_rate(b) / (1e6 / 1001.0) - 1.0).abs() <= 1e-13,
         "{}",
@@ -620,15 +626,8 @@ fn the_rest_of_a_long_used_constraint_stays_exact() {
             after = vec![b];
         }
     }
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
-    let x_rates: Vec<f64> = (0..out.rate_change_flow.len())
-        .filter(|&r| out.rate_change_flow[r] == x.index() as u32)
-        .map(|r| out.rate_change_Bps[r])
-        .collect();
+    let out = recorded(&capacity, &acts);
+    let x_rates: Vec<f64> = rates_of(&out, x).iter().map(|&(_, r)| r).collect();
     assert_eq!(x_rates.len(), n_steps + 1);
     let cap_units = (1e6 / unit) as i128;
     let mut worst = 0.0f64;
@@ -678,18 +677,13 @@ fn dormant_flows_that_drop_to_a_tiny_rest_get_it_exactly() {
         &[],
     )
     .unwrap();
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
+    let out = recorded(&capacity, &acts);
     let want = (2f64.powi(-33) - s_rate) / 4.0;
     for d in ds {
-        let at_1: Vec<f64> = (0..out.rate_change_flow.len())
-            .filter(|&i| {
-                out.rate_change_flow[i] == d.index() as u32 && out.rate_change_time_s[i] == 1.0
-            })
-            .map(|i| out.rate_change_Bps[i])
+        let at_1: Vec<f64> = rates_of(&out, d)
+            .into_iter()
+            .filter(|&(t, _)| t == 1.0)
+            .map(|(_, r)| r)
             .collect();
         assert_eq!(at_1.len(), 1);
         assert_close(&format!("rate of D{} from t = 1", d.index()), at_1[0], want);
@@ -739,17 +733,8 @@ fn the_rest_beside_a_coefficient_of_three_keeps_the_products_rounding_out() {
             &[],
         )
         .unwrap();
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(&[1.0, r], &acts, &options, &mut |_| true).unwrap();
-    let i = out
-        .rate_change_flow
-        .iter()
-        .position(|&f| f == y.index() as u32)
-        .unwrap();
-    assert_close("Y's rate", out.rate_change_Bps[i], want);
+    let out = recorded(&[1.0, r], &acts);
+    assert_close("Y's rate", rates_of(&out, y)[0].1, want);
 }
 
 /// Review: the "k x old, not k x delta" part of ef482d4. F (coefficient 0.3 on c0) changes
@@ -786,18 +771,11 @@ fn a_flow_whose_rate_changes_leaves_no_rounding_in_the_load() {
             .add_flow(g, &on(&[1, c]), 0.0, 0.0, f64::INFINITY, &after)
             .unwrap()];
     }
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
-    let last = (0..out.rate_change_flow.len())
-        .rev()
-        .find(|&i| out.rate_change_flow[i] == x.index() as u32)
-        .unwrap();
+    let out = recorded(&capacity, &acts);
+    let last = rates_of(&out, x).last().unwrap().1;
     // F runs alone at 1e9: X's rate is (c0 - b - 0.3 x 1e9) / k_x, 0.3 x 1e9 taken exactly.
     let f_part = k_f * c1;
     let f_part_err = k_f.mul_add(c1, -f_part);
     let want = ((c0 - b - f_part) - f_part_err) / k_x;
-    assert_close("X's last rate", out.rate_change_Bps[last], want);
+    assert_close("X's last rate", last, want);
 }
