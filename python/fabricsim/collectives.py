@@ -59,7 +59,10 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
 * ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/m`` per rail,
   NVLS all-gather. As NCCL's NVLS with CollNet, the first ``m`` ranks of each domain are the
   heads (connect.cc: minHeadNum): every rank sends ``S`` into its NVSwitches, each head takes
-  back its reduced ``S/m`` and later multicasts the result, which every rank receives.
+  back its reduced ``S/m`` and later multicasts the result, which every rank receives. Its
+  alpha is NCCL's for NVLS across nodes (one NVLink and one network step, 43 us), as NCCL
+  runs it as one algorithm; ``hierarchical``, which NCCL has no counterpart of, pays its
+  three phases' alphas.
 
 ``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
 (algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
@@ -395,16 +398,12 @@ def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str 
         return _p2p_latency_s(d > 1)
     if algo == "halving_doubling":
         return 0.0
-    if algo in ("hierarchical", "nvls_sharp"):
-        intra = "ring" if algo == "hierarchical" else "nvls"
-        inter = "ring" if algo == "hierarchical" else "sharp"
+    if algo == "hierarchical":  # NCCL has no such algorithm: its phases' latencies add up
         one, rail = _phases(comm)
-        k = one.n
-        phases = [("reduce_scatter", intra, one, k, 1), ("all_reduce", inter, rail, d, d),
-                  ("all_gather", intra, one, k, 1)]
-        if intra == "nvls":  # NCCL's NVLS latency does not depend on the op
-            phases = [("all_reduce", "nvls", one, k, 1), phases[1], ("all_reduce", "nvls", one, k, 1)]
-        return sum(_nccl_latency_s(o, a, size_bytes, c, n, nn) for o, a, c, n, nn in phases)
+        phases = [("reduce_scatter", one, one.n, 1), ("all_reduce", rail, d, d), ("all_gather", one, one.n, 1)]
+        return sum(_nccl_latency_s(o, "ring", size_bytes, c, n, nn) for o, c, n, nn in phases)
+    # NVLS+SHARP is NCCL's NVLS algorithm across nodes, whose latency NCCL models as a whole
+    # (one intra-node and one network latency), not as three collectives in a row.
     return _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d, protocol)
 
 
