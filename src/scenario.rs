@@ -863,8 +863,16 @@ fn route_on(
     Ok(())
 }
 
+/// Flow key of edge `i` of coupled flow `id`: `1 << 63 | id << 32 | i`. A plain flow's key
+/// is its id (below 2^32), so the high bit keeps coupled edges from hashing as plain flows
+/// do (coupled flow 0's edge i would otherwise take plain flow i's path); keys are distinct
+/// for ids below 2^31, more flows than memory holds.
+pub fn coupled_key(id: u32, i: u32) -> u64 {
+    1 << 63 | (id as u64) << 32 | i as u64
+}
+
 /// Routes every edge of a coupled flow on `fabric` and combines them into `usage` (fabric
-/// constraints, merged). Edge i of flow `id` hashes as flow key `id << 32 | i`.
+/// constraints, merged). Edge i of flow `id` hashes with key `coupled_key(id, i)`.
 fn route_coupled(
     fabric: &Fabric,
     router: &mut Router,
@@ -876,7 +884,7 @@ fn route_coupled(
 ) -> Result<()> {
     usage.clear();
     for (i, &(s, d, coef)) in recipe.edges.iter().enumerate() {
-        let key = (id as u64) << 32 | i as u64;
+        let key = coupled_key(id, i as u32);
         route_on(
             fabric,
             router,

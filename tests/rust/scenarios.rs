@@ -7,22 +7,27 @@ use std::sync::Arc;
 use fabricsim::engine::{run_with_disruptions, RunOptions};
 use fabricsim::ids::{LinkId, NodeId};
 use fabricsim::rng::Rng;
-use fabricsim::scenario::{Route, Scenario};
+use fabricsim::scenario::{Combine, Route, Scenario};
 use fabricsim::topology::fabric::{Fabric, Mode};
 use fabricsim::topology::generators::{clos, ScaleOutParams};
 
 /// 32 hosts with one 50 GB/s link in each of two planes, sprayed: every host's two links
 /// form a bundle, and so do a leaf's links to the spines of its plane.
 fn two_plane_clos() -> Arc<Fabric> {
+    clos_of(2, Mode::Spray)
+}
+
+/// 32 hosts on 8-port switches (4 hosts a leaf), one 50 GB/s link per plane.
+fn clos_of(planes: u32, mode: Mode) -> Arc<Fabric> {
     let so = ScaleOutParams {
         tiers: 2,
-        planes: 2,
+        planes,
         radix: 8,
         oversubscription: [1.0, 1.0],
         link_Bps: 50e9,
         switch_latency_s: 1e-7,
         nic_latency_s: 0.0,
-        mode: Mode::Spray,
+        mode,
     };
     Arc::new(clos(32, &so).unwrap())
 }
@@ -121,4 +126,47 @@ fn a_fault_on_host_links_alone_spreads_nothing_and_a_pinned_member_is_spread() {
     .unwrap();
     let ran = sc.run(&RunOptions::default(), &mut never_stop).unwrap();
     assert_eq!(ran.split.spread_links, vec![up.min(down), up.max(down)]);
+}
+
+/// Adds a coupled flow of 1 MB over `edges` (each carrying the flow's bytes once).
+fn add_coupled(sc: &mut Scenario, edges: &[(u32, u32)]) -> fabricsim::ids::ActivityId {
+    let edges = edges.iter().map(|&(s, d)| (s, d, 1.0)).collect();
+    sc.add_coupled_flow(
+        edges,
+        Combine::Sum,
+        Vec::new(),
+        1e6,
+        0.0,
+        0.0,
+        &[],
+        None,
+        f64::INFINITY,
+    )
+    .unwrap()
+}
+
+fn add_plain(sc: &mut Scenario, src: u32, dst: u32) -> fabricsim::ids::ActivityId {
+    let (src, dst) = (NodeId(src), NodeId(dst));
+    sc.add_flow(src, dst, 1e6, 0.0, &[], Route::Ecmp, None, f64::INFINITY)
+        .unwrap()
+}
+
+#[test]
+fn a_coupled_flows_edges_do_not_hash_as_the_plain_flows_of_the_same_ids() {
+    // Coupled flow 0's edge 0 hashed with key 0, exactly as plain flow 0: over every seed the
+    // two took one path. Between two leaves of a single-plane Clos there are 4 spines.
+    let fabric = clos_of(1, Mode::Ecmp);
+    let differ = (0..32u64)
+        .filter(|&seed| {
+            let mut coupled = Scenario::new(Arc::clone(&fabric), seed);
+            let mut plain = Scenario::new(Arc::clone(&fabric), seed);
+            let a = add_coupled(&mut coupled, &[(0, 31)]);
+            let b = add_plain(&mut plain, 0, 31);
+            // A coupled flow's usage is sorted by constraint, a plain flow's in path order.
+            let mut path = plain.usage_of(b);
+            path.sort_by_key(|u| u.0);
+            coupled.usage_of(a) != path
+        })
+        .count();
+    assert!(differ >= 16, "only {differ} of 32 seeds route them apart");
 }
