@@ -2,7 +2,8 @@
 //!
 //! ECMP path choice uses a fixed, documented hash (not `std`'s randomly seeded hasher):
 //! at node `u`, a flow with key `k` in a scenario with seed `s` takes equal-cost candidate
-//! number `ecmp_hash(s, k, u) % n_candidates`, candidates ordered by link id.
+//! number `ecmp_hash(s, k, u) % n_candidates`, candidates ordered by link id. A collective's
+//! edge split over planes hashes in plane `p` with key `plane_key(k, p)`.
 
 /// SplitMix64 finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 #[inline]
@@ -17,6 +18,13 @@ pub fn splitmix64(mut z: u64) -> u64 {
 #[inline]
 pub fn ecmp_hash(seed: u64, key: u64, node: u64) -> u64 {
     splitmix64(splitmix64(seed ^ splitmix64(key)) ^ node)
+}
+
+/// The key a flow of key `key` hashes with inside plane `plane` when it is split over the
+/// planes: unrelated from plane to plane, so the planes' paths are independent hashes.
+#[inline]
+pub fn plane_key(key: u64, plane: u32) -> u64 {
+    splitmix64(key ^ splitmix64(plane as u64))
 }
 
 /// A small seeded generator (SplitMix64 stream) for the few random choices the library makes.

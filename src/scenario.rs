@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::engine::{self, Activities, Disruption, Kind, Progress, RunOptions, RunOutput};
 use crate::error::{Error, Result};
 use crate::ids::{ActivityId, LinkId, NodeId};
-use crate::routing::structured::{self, Routed};
+use crate::routing::structured::{self, Routed, Traffic};
 use crate::routing::{check_route, Router};
 use crate::solver::Usage;
 use crate::topology::fabric::{Fabric, Mode};
@@ -212,7 +212,8 @@ pub struct Scenario {
 /// Where a flow's path comes from.
 pub enum Route<'r> {
     /// From the fabric's structure where it has one (ECMP or spraying per tier), else ECMP
-    /// over shortest paths; hashed on the flow's id and the scenario seed.
+    /// over shortest paths; hashed on the flow's id and the scenario seed. One connection:
+    /// under ECMP on one port of one plane.
     Ecmp,
     /// The given links, checked to form a path from src to dst.
     Links(&'r [LinkId]),
@@ -315,7 +316,17 @@ impl Scenario {
                 let modes = self.modes;
                 let seed = self.seed;
                 let found = self.route_or_nominal(|fabric, router| {
-                    route_on(fabric, router, src, dst, id, seed, modes, &mut routed)
+                    route_on(
+                        fabric,
+                        router,
+                        Traffic::Connection,
+                        src,
+                        dst,
+                        id,
+                        seed,
+                        modes,
+                        &mut routed,
+                    )
                 });
                 let found = found.map(|nominal_only| unrouted = nominal_only);
                 (PathChoice::Routed(modes), found)
@@ -438,7 +449,8 @@ impl Scenario {
     /// edges' routes, each scaled by the edge's coefficient and combined by `combine`, plus
     /// `engines` (scenario constraints from `add_engine`). `latency_s` is the algorithm's
     /// latency term, waited before the transfer; `rate_cap_Bps` caps its rate (infinity for
-    /// none). Routes follow the scenario's modes; faults route the edges again.
+    /// none). Routes follow the scenario's modes, an edge striped over the planes of a tier
+    /// routed by ECMP (`route_coupled`); faults route the edges again.
     #[allow(clippy::too_many_arguments)]
     pub fn add_coupled_flow(
         &mut self,
@@ -744,6 +756,7 @@ impl Scenario {
                         route_on(
                             &fabric,
                             &mut router,
+                            Traffic::Connection,
                             src,
                             dst,
                             a as u64,
@@ -840,6 +853,7 @@ impl Scenario {
 fn route_on(
     fabric: &Fabric,
     router: &mut Router,
+    traffic: Traffic,
     src: NodeId,
     dst: NodeId,
     key: u64,
@@ -847,7 +861,7 @@ fn route_on(
     modes: [Mode; 2],
     routed: &mut Routed,
 ) -> Result<()> {
-    if !structured::route(fabric, src.0, dst.0, key, seed, modes, routed)? {
+    if !structured::route(fabric, src.0, dst.0, key, seed, modes, traffic, routed)? {
         routed.clear();
         for l in router.route(
             fabric.topology(),
@@ -863,8 +877,18 @@ fn route_on(
     Ok(())
 }
 
+/// Flow key of edge `i` of coupled flow `id`: `1 << 63 | id << 32 | i`. A plain flow's key
+/// is its id (below 2^32), so the high bit keeps coupled edges from hashing as plain flows
+/// do (coupled flow 0's edge i would otherwise take plain flow i's path); keys are distinct
+/// for ids below 2^31, more flows than memory holds.
+pub fn coupled_key(id: u32, i: u32) -> u64 {
+    1 << 63 | (id as u64) << 32 | i as u64
+}
+
 /// Routes every edge of a coupled flow on `fabric` and combines them into `usage` (fabric
-/// constraints, merged). Edge i of flow `id` hashes as flow key `id << 32 | i`.
+/// constraints, merged). Edge i of flow `id` hashes with key `coupled_key(id, i)` and is
+/// striped over the planes of a tier routed by ECMP (`Traffic::Channels`): it stands
+/// for NCCL channels, which are striped over the NIC's ports.
 fn route_coupled(
     fabric: &Fabric,
     router: &mut Router,
@@ -876,10 +900,11 @@ fn route_coupled(
 ) -> Result<()> {
     usage.clear();
     for (i, &(s, d, coef)) in recipe.edges.iter().enumerate() {
-        let key = (id as u64) << 32 | i as u64;
+        let key = coupled_key(id, i as u32);
         route_on(
             fabric,
             router,
+            Traffic::Channels,
             NodeId(s),
             NodeId(d),
             key,

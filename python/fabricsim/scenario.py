@@ -134,7 +134,9 @@ class Scenario:
     activities can wait for with ``after=``. ``seed`` drives ECMP hashing.
 
     ``routing`` overrides how flows cross a generated fabric: "ecmp" (each flow hashed onto
-    one path; collisions are real) or "adaptive" (spread evenly over every equal-cost next
+    one path; collisions are real; a collective's ring or tree edge is split over the planes
+    of a multi-plane fabric, as NCCL stripes its channels over the NIC's ports, and hashed
+    within each) or "adaptive" (spread evenly over every equal-cost next
     hop), for the scale-out tier, or a dict ``{"scale_up": ..., "scale_out": ...}`` per tier.
     By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).

@@ -17,7 +17,7 @@ use crate::engine::{Progress, RunOptions};
 use crate::error::Error;
 use crate::export::{self, Column, Table};
 use crate::ids::{ActivityId, LinkId};
-use crate::routing::structured::{self, Routed};
+use crate::routing::structured::{self, Routed, Traffic};
 use crate::routing::Router;
 use crate::scenario::{self as sc, Route};
 use crate::solver;
@@ -98,7 +98,8 @@ impl Topology {
         let (s, d) = (t.node("src", src)?, t.node("dst", dst)?);
         let mut routed = Routed::default();
         let modes = [Mode::Ecmp, Mode::Ecmp];
-        if structured::route(f, s.0, d.0, key, seed, modes, &mut routed)? {
+        let connection = Traffic::Connection;
+        if structured::route(f, s.0, d.0, key, seed, modes, connection, &mut routed)? {
             return Ok(routed.links);
         }
         let mut router = Router::new();
@@ -236,7 +237,9 @@ impl Topology {
                 let (mut cs, mut ks) = (Vec::new(), Vec::new());
                 for i in 0..src.len() {
                     let (s, d) = (t.node("src", src[i])?, t.node("dst", dst[i])?);
-                    if !structured::route(f, s.0, d.0, i as u64, seed, [m, m], &mut routed)? {
+                    let (key, connection) = (i as u64, Traffic::Connection);
+                    if !structured::route(f, s.0, d.0, key, seed, [m, m], connection, &mut routed)?
+                    {
                         let path = router.route(t, f.link_capacity_Bps(), s, d, i as u64, seed)?;
                         cs.extend(path.iter().map(|l| l.0 as i64));
                         ks.extend(std::iter::repeat_n(1.0, path.len()));

@@ -7,6 +7,13 @@
 //! * Spray (adaptive routing, NVLink): the flow is split evenly over every equal-cost next
 //!   hop, which in a symmetric Clos is exactly a set of pooled bundles (DESIGN section 3);
 //!   across planes the split follows each plane's share of the endpoint's links.
+//! * Striped ECMP (`Traffic::Channels`, a collective's edge): the edge stands for NCCL channels,
+//!   which NCCL stripes over the NIC's ports (a CX-8 in multi-plane mode splits over the
+//!   planes itself), so on a tier routed by ECMP it splits over the planes as a sprayed flow
+//!   does (same shares, healthy or faulty) and is hashed onto one path within each plane,
+//!   with a key of that plane's own (`rng::plane_key`). A plain flow is one connection, hashed
+//!   onto one port: ECMP picks its first hop among the uplinks of every plane. On a
+//!   single-plane Clos the two are the same.
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
@@ -16,7 +23,7 @@
 //! endpoints have lost the down members' capacity. When no up-down path survives, the flow has no route.
 
 use crate::error::{Error, Result};
-use crate::rng::ecmp_hash;
+use crate::rng::{self, ecmp_hash};
 use crate::solver::Usage;
 use crate::topology::clos::ClosShape;
 use crate::topology::fabric::{Fabric, Mode, Placed};
@@ -54,8 +61,27 @@ impl Routed {
     }
 }
 
+/// What a route carries, which decides how ECMP treats a multi-plane tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// One connection, hashed onto one port of one plane.
+    Connection,
+    /// A collective's edge, standing for NCCL channels striped over the endpoint's ports: split
+    /// over the planes and hashed within each (module docs).
+    Channels,
+}
+
+/// How a route crosses one tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Ecmp,
+    EcmpPerPlane,
+    Spray,
+}
+
 /// Routes `src -> dst` from the fabric's structure into `out`. Returns Ok(false) when the
 /// pair is not covered by the structure (the caller then searches the graph).
+#[allow(clippy::too_many_arguments)]
 pub fn route(
     f: &Fabric,
     src: u32,
@@ -63,8 +89,14 @@ pub fn route(
     key: u64,
     seed: u64,
     modes: [Mode; 2],
+    traffic: Traffic,
     out: &mut Routed,
 ) -> Result<bool> {
+    let tiers = modes.map(|m| match (m, traffic) {
+        (Mode::Ecmp, Traffic::Connection) => Tier::Ecmp,
+        (Mode::Ecmp, Traffic::Channels) => Tier::EcmpPerPlane,
+        (Mode::Spray, _) => Tier::Spray,
+    });
     out.clear();
     if src == dst {
         return Err(Error::SameEndpoints(format!(
@@ -77,7 +109,7 @@ pub fn route(
         if let (Some((da, ea)), Some((db, eb))) = (f.gpu_domain(src), f.gpu_domain(dst)) {
             if da == db {
                 let placed = f.domain(da);
-                clos_route(f, &placed, ea, eb, key, seed, modes[0], out)
+                clos_route(f, &placed, ea, eb, key, seed, tiers[0], out)
                     .map_err(|_| no_path(f, src, dst))?;
                 return Ok(true);
             }
@@ -93,11 +125,11 @@ pub fn route(
             return Err(no_path(f, src, dst));
         }
         out.link(f, up);
-        clos_route(f, &placed, src, dst, key, seed, modes[1], out)
+        let one_path = clos_route(f, &placed, src, dst, key, seed, tiers[1], out)
             .map_err(|_| no_path(f, src, dst))?;
         out.link(f, down);
-        if modes[1] == Mode::Spray {
-            // Sprayed, the flow has no one path (`Routed::links`): its host links alone, with
+        if !one_path {
+            // Split, the flow has no one path (`Routed::links`): its host links alone, with
             // nothing between them, would read as a path that is none.
             out.links.clear();
         }
@@ -107,7 +139,7 @@ pub fn route(
         let range = placed.endpoint_base..placed.endpoint_base + placed.shape.n_endpoints;
         if range.contains(&src) && range.contains(&dst) {
             let (a, b) = (src - placed.endpoint_base, dst - placed.endpoint_base);
-            clos_route(f, &placed, a, b, key, seed, modes[1], out)
+            clos_route(f, &placed, a, b, key, seed, tiers[1], out)
                 .map_err(|_| no_path(f, src, dst))?;
             return Ok(true);
         }
@@ -185,6 +217,8 @@ impl Alive<'_> {
     }
 }
 
+/// Routes endpoint `a` to `b` of a placed Clos into `out`; Ok(true) when the route is one
+/// path (`Routed::links`).
 #[allow(clippy::too_many_arguments)]
 fn clos_route(
     f: &Fabric,
@@ -193,18 +227,25 @@ fn clos_route(
     b: u32,
     key: u64,
     seed: u64,
-    mode: Mode,
+    tier: Tier,
     out: &mut Routed,
-) -> std::result::Result<(), NoPath> {
+) -> std::result::Result<bool, NoPath> {
     let alive = Alive {
         s: placed.shape,
         base: placed.link_base,
         caps: f.link_capacity_Bps(),
         faulty: placed.faulty,
     };
-    match mode {
-        Mode::Ecmp => ecmp(f, placed, &alive, a, b, key, seed, out),
-        Mode::Spray => spray(f, placed, &alive, a, b, out),
+    let planes = placed.shape.planes;
+    match tier {
+        // One plane leaves nothing to split: striped ECMP is plain ECMP there, bit for bit.
+        Tier::EcmpPerPlane if planes > 1 => {
+            ecmp_per_plane(f, placed, &alive, a, b, key, seed, out).map(|()| false)
+        }
+        Tier::Ecmp | Tier::EcmpPerPlane => {
+            ecmp(f, placed, &alive, 0..planes, a, b, key, seed, out).map(|()| true)
+        }
+        Tier::Spray => spray(f, placed, &alive, a, b, out).map(|()| false),
     }
 }
 
@@ -217,11 +258,13 @@ fn pick(candidates: &[u32], seed: u64, key: u64, node: u32) -> std::result::Resu
     }
 }
 
+/// ECMP from endpoint `a` to `b`, its first hop among the uplinks of `planes`.
 #[allow(clippy::too_many_arguments)]
 fn ecmp(
     f: &Fabric,
     placed: &Placed,
     alive: &Alive,
+    planes: std::ops::Range<u32>,
     a: u32,
     b: u32,
     key: u64,
@@ -232,8 +275,8 @@ fn ecmp(
     let lb_ = placed.link_base;
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
     let mut cand: Vec<u32> = Vec::with_capacity(64);
-    // Endpoint: any uplink of any plane from whose leaf the destination is reachable.
-    for p in 0..s.planes {
+    // Endpoint: any uplink of those planes from whose leaf the destination is reachable.
+    for p in planes {
         if alive.faulty && !alive.leaf_reaches(p, la, b) {
             continue;
         }
@@ -328,6 +371,97 @@ fn ecmp(
     Ok(())
 }
 
+/// ECMP for a collective's edge on a multi-plane Clos: each plane takes the part of the edge
+/// a sprayed flow would (`PlaneShares`) on one path hashed with the plane's own key, so the
+/// planes' paths are independent. Latency is one path's (all planes' are alike).
+#[allow(clippy::too_many_arguments)]
+fn ecmp_per_plane(
+    f: &Fabric,
+    placed: &Placed,
+    alive: &Alive,
+    a: u32,
+    b: u32,
+    key: u64,
+    seed: u64,
+    out: &mut Routed,
+) -> std::result::Result<(), NoPath> {
+    let s = placed.shape;
+    let shares = PlaneShares::new(f, placed, alive, a, b)?;
+    let links_before = out.links.len();
+    let mut path_latency_s = None;
+    for p in 0..s.planes {
+        let share = shares.of(s, p);
+        if share == 0.0 {
+            continue;
+        }
+        let first = out.usage.len();
+        let plane_key = rng::plane_key(key, p);
+        ecmp(f, placed, alive, p..p + 1, a, b, plane_key, seed, out)?;
+        for u in &mut out.usage[first..] {
+            u.coefficient *= share;
+        }
+        out.latency_s = *path_latency_s.get_or_insert(out.latency_s);
+    }
+    // Split over planes, the edge has no one path.
+    out.links.truncate(links_before);
+    Ok(())
+}
+
+/// Capacity in force of endpoint `e`'s links in plane `p`, up or down.
+fn plane_Bps(f: &Fabric, placed: &Placed, p: u32, e: u32, down: bool) -> f64 {
+    let s = placed.shape;
+    let caps = f.link_capacity_Bps();
+    (0..s.endpoint_links[p as usize])
+        .map(|k| caps[(placed.link_base + s.endpoint_link(p, e, k, down)) as usize])
+        .sum()
+}
+
+/// Each plane's part of a flow from endpoint `a` to `b` split over the planes (sprayed, or a
+/// collective's edge under striped ECMP). On a faulty Clos: in proportion to the smaller of
+/// the source's and the destination's capacity in each plane that still reaches the
+/// destination (the most the ends pass, and never less than with a degraded link down),
+/// computed once (a reachability check can be long); on a healthy one, the endpoint's share
+/// of links, with no search and no allocation.
+struct PlaneShares {
+    faulty: Vec<f64>,
+}
+
+impl PlaneShares {
+    fn new(
+        f: &Fabric,
+        placed: &Placed,
+        alive: &Alive,
+        a: u32,
+        b: u32,
+    ) -> std::result::Result<PlaneShares, NoPath> {
+        if !alive.faulty {
+            return Ok(PlaneShares { faulty: Vec::new() });
+        }
+        let s = placed.shape;
+        let la = s.leaf_of(a);
+        let reach: Vec<f64> = (0..s.planes)
+            .map(|p| match alive.leaf_reaches(p, la, b) {
+                true => plane_Bps(f, placed, p, a, false).min(plane_Bps(f, placed, p, b, true)),
+                false => 0.0,
+            })
+            .collect();
+        let total_Bps: f64 = reach.iter().sum();
+        if !(total_Bps > 0.0) {
+            return Err(NoPath);
+        }
+        Ok(PlaneShares {
+            faulty: reach.iter().map(|c| c / total_Bps).collect(),
+        })
+    }
+
+    fn of(&self, s: &ClosShape, p: u32) -> f64 {
+        match self.faulty.get(p as usize) {
+            Some(&share) => share,
+            None => s.endpoint_links[p as usize] as f64 / s.links_per_endpoint() as f64,
+        }
+    }
+}
+
 fn spray(
     f: &Fabric,
     placed: &Placed,
@@ -340,37 +474,9 @@ fn spray(
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
     let mut latency_s: f64 = 0.0;
     let lat = |l: u32| f.topology().latency_s()[(placed.link_base + l) as usize];
-    // Capacity in force of a link, and of an endpoint's links in a plane.
     let capacity = |l: u32| f.link_capacity_Bps()[(placed.link_base + l) as usize];
-    let plane_Bps = |p: u32, e: u32, down: bool| -> f64 {
-        (0..s.endpoint_links[p as usize])
-            .map(|k| capacity(s.endpoint_link(p, e, k, down)))
-            .sum()
-    };
-    // Each plane's part of the flow. On a faulty Clos: in proportion to the smaller of the
-    // source's and the destination's capacity in each plane that still reaches the
-    // destination (the most the ends pass, and never less than with a degraded link down),
-    // computed once (a reachability check can be long); on a healthy one, the endpoint's
-    // share of links, with no search and no allocation.
-    let faulty_shares: Vec<f64> = if alive.faulty {
-        let reach: Vec<f64> = (0..s.planes)
-            .map(|p| match alive.leaf_reaches(p, la, b) {
-                true => plane_Bps(p, a, false).min(plane_Bps(p, b, true)),
-                false => 0.0,
-            })
-            .collect();
-        let total_Bps: f64 = reach.iter().sum();
-        if !(total_Bps > 0.0) {
-            return Err(NoPath);
-        }
-        reach.iter().map(|c| c / total_Bps).collect()
-    } else {
-        Vec::new()
-    };
-    let share = |p: u32| match faulty_shares.get(p as usize) {
-        Some(&share) => share,
-        None => s.endpoint_links[p as usize] as f64 / s.links_per_endpoint() as f64,
-    };
+    let shares = PlaneShares::new(f, placed, alive, a, b)?;
+    let share = |p: u32| shares.of(s, p);
     // On a healthy Clos every flow splits over the planes alike, in proportion to the
     // endpoint's links, and an endpoint's bundle pooling its links in every plane stands for
     // them. After a fault, flows split differently (a plane cut beyond the first switch
@@ -381,7 +487,7 @@ fn spray(
         Some(bundle) if !alive.faulty => out.bundle(f, placed.bundle_base + bundle, 1.0),
         _ => {
             for p in (0..s.planes).filter(|&p| share(p) > 0.0) {
-                let in_plane_Bps = plane_Bps(p, e, down);
+                let in_plane_Bps = plane_Bps(f, placed, p, e, down);
                 for k in 0..s.endpoint_links[p as usize] {
                     let l = s.endpoint_link(p, e, k, down);
                     if capacity(l) > 0.0 {

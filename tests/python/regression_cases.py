@@ -2,8 +2,10 @@
 discrepancy between the engine and the reference, replayed on every run.
 
 Flows found with routes that crossed a link twice, which routes may no longer do, are coupled
-flows here with the same usage (the edges' order picks the same parallel links under ECMP, and
-Model.coupled checks the usage)."""
+flows here with the same usage (the edges' order and the case's seed pick the same parallel
+links under ECMP, and Model.coupled checks the usage). Where the seed routes nothing else (no
+plain flow without a route), it was moved to the next that gives the recorded usage when
+coupled flows got keys of their own."""
 
 # (what went wrong, scenario)
 CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.6903153153149297, 2.6913679468949296]',
@@ -221,7 +223,7 @@ CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.690315315314
    'dst': [1, 1, 2, 0, 0, 2],
    'lat': [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
    'n': 3,
-   'seed': 2,
+   'seed': 3,
    'src': [0, 0, 1, 1, 2, 0]}),
  ('an older build gave non-max-min rates: flow 21 rate on [2.8000000000001, 3.16666666667]',
   {'acts': [{'after': [],
@@ -488,7 +490,7 @@ CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.690315315314
    'dst': [1, 1, 2, 0, 0, 2],
    'lat': [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
    'n': 3,
-   'seed': 4628,
+   'seed': 4633,
    'src': [0, 0, 1, 1, 2, 0]}),
  ('an older build gave non-max-min rates: flow 16 rate on [2.507422969187675, 2.75]',
   {'acts': [{'after': [],
@@ -785,7 +787,7 @@ CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.690315315314
    'dst': [1, 1, 2, 0, 0, 2],
    'lat': [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
    'n': 3,
-   'seed': 1389,
+   'seed': 1391,
    'src': [0, 0, 1, 1, 2, 0]}),
  ('peak_utilization counted loads of one instant together',
   {'acts': [{'after': [],

@@ -431,20 +431,68 @@ def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes
         assert link["bytes_carried"] == pytest.approx(nic_bytes, rel=1e-12)
 
 
-def test_a_nic_split_over_planes_counts_each_plane_once():
+@pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
+def test_a_nic_split_over_planes_counts_each_plane_once(routing):
     """CX-8 on Spectrum-4 Ethernet runs 800 Gb/s as 2 planes of 400GbE: a GPU reaches the
     scale-out fabric at 2 x 50 GB/s x the Ethernet efficiency, not twice that (the view
     multiplied the per-plane links, already summed over the planes, by the planes again, and
-    the PCIe cap hid it at 128 GB/s). With adaptive routing a ring of one GPU per domain
-    sprays over both planes; NCCL's Simple ring all-reduce over 2 nodes of one GPU:
-    1.4 (8.4 + 2 x 14) us."""
-    fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600", routing="adaptive")
+    the PCIe cap hid it at 128 GB/s). A ring of one GPU per domain uses both planes: sprayed,
+    or under ECMP striped over them as NCCL stripes its channels over the NIC's ports (each
+    edge hashed onto one plane took twice as long). NCCL's Simple ring all-reduce over 2
+    nodes of one GPU: 1.4 (8.4 + 2 x 14) us."""
+    fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600")
     assert fabric.structure["scale_out"]["planes"] == 2
     net_Bps = 2 * 400e9 / 8 * catalog.part("ethernet").value
     want = 1.4 * (8.4 + 2 * 14) * 1e-6 + GiB / net_Bps
-    _, row = one(fabric, "all_reduce", [0, 72], GiB, algorithm="ring")
+    _, row = one(fabric, "all_reduce", [0, 72], GiB, algorithm="ring", routing=routing)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["contention_s"] == pytest.approx(0.0, abs=1e-9 * want)
+
+
+def _nic_uplinks(fabric, gpu):
+    """GPU `gpu`'s NIC's link up into each scale-out plane."""
+    src = fabric.links["src"].to_numpy()
+    nic = fabric.n_gpus + gpu
+    return [next(l for l in fabric._core.links_of_plane(p) if src[l] == nic) for p in range(2)]
+
+
+def test_an_ecmp_ring_edge_takes_half_of_each_plane_and_the_surviving_plane_after_a_fault():
+    """Under ECMP each edge of a ring over 2 nodes of one GPU puts half its load on each
+    plane's uplink of the sending NIC (a plain flow is one connection, on one plane). With
+    rank 0's plane-1 uplink down the edge takes plane 0 alone, as a sprayed flow does, and
+    the ring runs at one plane's rate; failed mid-run, the rest goes at that rate."""
+    fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600")
+    plane_Bps = 400e9 / 8 * catalog.part("ethernet").value
+    alpha_s = 1.4 * (8.4 + 2 * 14) * 1e-6
+    up = _nic_uplinks(fabric, 0)
+
+    def usage_on_uplinks(fab, routing, add):
+        sc = fs.Scenario(fab, routing=routing)
+        flow = add(sc)
+        constraints, coefficients = sc.usage_of(flow)
+        on = dict(zip(constraints, coefficients))
+        return [on.get(link, 0.0) for link in up]
+
+    def ring(sc):
+        last = sc.add_collective("all_reduce", [0, 72], GiB, algorithm="ring")
+        # The ring's one coupled flow, between its start and end barriers.
+        return next(a for a in range(last + 1) if sc.usage_of(a)[0])
+
+    assert usage_on_uplinks(fabric, "ecmp", ring) == [0.5, 0.5]
+    assert sorted(usage_on_uplinks(fabric, "ecmp", lambda sc: sc.add_flow(0, 72, GiB))) == [0.0, 1.0]
+    broken = fabric.fail(links=[up[1]])
+    sprayed = usage_on_uplinks(broken, "adaptive", lambda sc: sc.add_flow(0, 72, GiB))
+    assert usage_on_uplinks(broken, "ecmp", ring) == sprayed == [1.0, 0.0]
+    _, row = one(broken, "all_reduce", [0, 72], GiB, algorithm="ring", routing="ecmp")
+    assert duration(row) == pytest.approx(alpha_s + GiB / plane_Bps, rel=1e-9)
+    # Down at t_fault mid-transfer: half the rate from then on.
+    sc = fs.Scenario(fabric, routing="ecmp")
+    sc.add_collective("all_reduce", [0, 72], GiB, algorithm="ring")
+    t_fault = alpha_s + 0.25 * GiB / (2 * plane_Bps)
+    sc.add_fault(at_s=t_fault, links=[up[1]])
+    row = sc.run().collectives.to_pylist()[0]
+    assert duration(row) == pytest.approx(t_fault + 0.75 * GiB / plane_Bps, rel=1e-9)
 
 
 # ---- tree and hierarchical on domains holding different numbers of ranks ----------------------

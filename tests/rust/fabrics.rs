@@ -4,7 +4,7 @@
 
 use fabricsim::ids::{LinkId, NodeId};
 use fabricsim::rng::Rng;
-use fabricsim::routing::structured::{route, Routed};
+use fabricsim::routing::structured::{route, Routed, Traffic};
 use fabricsim::routing::{check_route, Router};
 use fabricsim::topology::fabric::{Fabric, Mode, NodeKind};
 use fabricsim::topology::generators::{
@@ -161,7 +161,7 @@ fn structured_ecmp_equals_the_generic_router() {
             let (a, b) = pair(&c, &mut rng);
             let (key, seed) = (rng.next_u64(), rng.next_u64());
             assert!(
-                route(f, a, b, key, seed, ECMP, &mut out).unwrap(),
+                route(f, a, b, key, seed, ECMP, Traffic::Connection, &mut out).unwrap(),
                 "{}: {a}->{b} structured",
                 c.name
             );
@@ -186,7 +186,7 @@ fn ecmp_uses_every_spine_over_many_keys() {
     let mut out = Routed::default();
     let mut seen = std::collections::BTreeSet::new();
     for key in 0..200 {
-        route(&f, 0, 31, key, 3, ECMP, &mut out).unwrap();
+        route(&f, 0, 31, key, 3, ECMP, Traffic::Connection, &mut out).unwrap();
         seen.insert(spine_of(&out.links));
     }
     assert_eq!(
@@ -224,7 +224,10 @@ fn ecmp_after_faults_takes_valid_surviving_paths() {
                 let (a, b) = pair(&c, &mut rng);
                 let (key, seed) = (rng.next_u64(), rng.next_u64());
                 let graph = router.route(f.topology(), &caps, NodeId(a), NodeId(b), key, seed);
-                match (route(&f, a, b, key, seed, ECMP, &mut out), graph) {
+                match (
+                    route(&f, a, b, key, seed, ECMP, Traffic::Connection, &mut out),
+                    graph,
+                ) {
                     (Ok(found), Ok(graph)) => {
                         assert!(found, "{}: {a}->{b}", c.name);
                         let links = ids(&out.links);
@@ -278,7 +281,7 @@ fn a_downed_spine_is_avoided_and_its_pairs_still_route() {
         if a == b {
             continue;
         }
-        assert!(route(&g, a, b, key, 1, ECMP, &mut out).unwrap());
+        assert!(route(&g, a, b, key, 1, ECMP, Traffic::Connection, &mut out).unwrap());
         assert!(
             out.links.iter().all(|l| !links.contains(l)),
             "route {:?} crosses the downed spine",
@@ -329,7 +332,7 @@ fn spraying_splits_over_surviving_planes_by_their_links() {
     let spray = [Mode::Spray, Mode::Spray];
     let mut out = Routed::default();
     // Hosts 0 and 63 sit on different leaves: per plane one leaf-up and one leaf-down bundle.
-    route(&f, 0, 63, 0, 0, spray, &mut out).unwrap();
+    route(&f, 0, 63, 0, 0, spray, Traffic::Connection, &mut out).unwrap();
     // Coefficients of the bundles (constraints after the links) in the usage list.
     let n = f.n_links() as u32;
     let bundle_shares = |out: &Routed| -> Vec<f64> {
@@ -353,7 +356,7 @@ fn spraying_splits_over_surviving_planes_by_their_links() {
         .map(|l| placed.link_base + l)
         .collect();
     let g = f.with_link_factors(&plane1, 0.0).unwrap();
-    route(&g, 0, 63, 0, 0, spray, &mut out).unwrap();
+    route(&g, 0, 63, 0, 0, spray, Traffic::Connection, &mut out).unwrap();
     let shares = bundle_shares(&out);
     assert_eq!(shares, vec![1.0, 1.0], "{:?}", out.usage);
     // On a faulty Clos the endpoints are not pooled: each end's plane-0 link carries it all.

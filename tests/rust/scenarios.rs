@@ -7,22 +7,28 @@ use std::sync::Arc;
 use fabricsim::engine::{run_with_disruptions, RunOptions};
 use fabricsim::ids::{LinkId, NodeId};
 use fabricsim::rng::Rng;
-use fabricsim::scenario::{Route, Scenario};
+use fabricsim::routing::structured::{self, Routed, Traffic};
+use fabricsim::scenario::{Combine, Route, Scenario};
 use fabricsim::topology::fabric::{Fabric, Mode};
 use fabricsim::topology::generators::{clos, ScaleOutParams};
 
 /// 32 hosts with one 50 GB/s link in each of two planes, sprayed: every host's two links
 /// form a bundle, and so do a leaf's links to the spines of its plane.
 fn two_plane_clos() -> Arc<Fabric> {
+    clos_of(2, Mode::Spray)
+}
+
+/// 32 hosts on 8-port switches (4 hosts a leaf), one 50 GB/s link per plane.
+fn clos_of(planes: u32, mode: Mode) -> Arc<Fabric> {
     let so = ScaleOutParams {
         tiers: 2,
-        planes: 2,
+        planes,
         radix: 8,
         oversubscription: [1.0, 1.0],
         link_Bps: 50e9,
         switch_latency_s: 1e-7,
         nic_latency_s: 0.0,
-        mode: Mode::Spray,
+        mode,
     };
     Arc::new(clos(32, &so).unwrap())
 }
@@ -121,4 +127,153 @@ fn a_fault_on_host_links_alone_spreads_nothing_and_a_pinned_member_is_spread() {
     .unwrap();
     let ran = sc.run(&RunOptions::default(), &mut never_stop).unwrap();
     assert_eq!(ran.split.spread_links, vec![up.min(down), up.max(down)]);
+}
+
+/// Adds a coupled flow of 1 MB over `edges` (each carrying the flow's bytes once).
+fn add_coupled(sc: &mut Scenario, edges: &[(u32, u32)]) -> fabricsim::ids::ActivityId {
+    let edges = edges.iter().map(|&(s, d)| (s, d, 1.0)).collect();
+    sc.add_coupled_flow(
+        edges,
+        Combine::Sum,
+        Vec::new(),
+        1e6,
+        0.0,
+        0.0,
+        &[],
+        None,
+        f64::INFINITY,
+    )
+    .unwrap()
+}
+
+fn add_plain(sc: &mut Scenario, src: u32, dst: u32) -> fabricsim::ids::ActivityId {
+    let (src, dst) = (NodeId(src), NodeId(dst));
+    sc.add_flow(src, dst, 1e6, 0.0, &[], Route::Ecmp, None, f64::INFINITY)
+        .unwrap()
+}
+
+/// Coefficient of `link` in a usage list (0 when unused).
+fn coefficient(usage: &[(u32, f64)], link: u32) -> f64 {
+    usage.iter().find(|u| u.0 == link).map_or(0.0, |u| u.1)
+}
+
+#[test]
+fn under_ecmp_a_coupled_rings_edges_split_evenly_over_the_planes_and_a_flow_takes_one() {
+    // NCCL stripes a ring's channels over both ports of a two-plane NIC: each edge puts half
+    // of its coefficient on each plane's uplink of its source and downlink of its
+    // destination (the hosts sit on four different leaves). A plain flow is one connection,
+    // hashed onto one port.
+    let fabric = clos_of(2, Mode::Ecmp);
+    let hosts = [0u32, 9, 18, 27];
+    for seed in 0..8 {
+        let mut sc = Scenario::new(Arc::clone(&fabric), seed);
+        let ring: Vec<(u32, u32)> = (0..4).map(|i| (hosts[i], hosts[(i + 1) % 4])).collect();
+        let ring = add_coupled(&mut sc, &ring);
+        let usage = sc.usage_of(ring);
+        let topo = fabric.topology();
+        for &h in &hosts {
+            let up = uplinks(&fabric, h);
+            assert_eq!(up.len(), 2);
+            let down: Vec<u32> = (0..topo.n_links() as u32)
+                .filter(|&l| topo.link_dst()[l as usize] == h)
+                .collect();
+            for l in up.iter().chain(&down) {
+                assert_eq!(
+                    coefficient(&usage, *l),
+                    0.5,
+                    "seed {seed}, host {h}, link {l}"
+                );
+            }
+        }
+        // Every edge crosses the spines in each plane once at half its coefficient: the
+        // usage sums to 4 edges x 4 links x 2 planes x 0.5.
+        let total: f64 = usage.iter().map(|u| u.1).sum();
+        assert_eq!(total, 16.0, "seed {seed}");
+        let flow = add_plain(&mut sc, 0, 9);
+        let flow = sc.usage_of(flow);
+        let on_up: Vec<f64> = uplinks(&fabric, 0)
+            .iter()
+            .map(|&l| coefficient(&flow, l))
+            .collect();
+        assert!(
+            on_up == [1.0, 0.0] || on_up == [0.0, 1.0],
+            "seed {seed}: {on_up:?}"
+        );
+    }
+}
+
+#[test]
+fn a_coupled_edge_splits_over_the_planes_of_a_faulty_clos_as_a_sprayed_flow_does() {
+    // Host 0's plane-1 uplink down, or at a third: the edge's planes take what spraying
+    // gives them (all on plane 0; then 1 : 1/3 of the ends' capacity).
+    for factor in [0.0, 1.0 / 3.0] {
+        let plane1_up = uplinks(&clos_of(2, Mode::Ecmp), 0)[1];
+        let on = |mode: Mode| {
+            let fabric = clos_of(2, mode).with_link_factors(&[plane1_up], factor);
+            let mut sc = Scenario::new(Arc::new(fabric.unwrap()), 3);
+            let id = match mode {
+                Mode::Ecmp => add_coupled(&mut sc, &[(0, 9)]),
+                Mode::Spray => add_plain(&mut sc, 0, 9),
+            };
+            let usage = sc.usage_of(id);
+            let up = uplinks(sc.fabric(), 0);
+            [coefficient(&usage, up[0]), coefficient(&usage, up[1])]
+        };
+        let (edge, sprayed) = (on(Mode::Ecmp), on(Mode::Spray));
+        assert_eq!(edge, sprayed, "factor {factor}");
+        let want = [1.0 / (1.0 + factor), factor / (1.0 + factor)];
+        assert!(
+            (0..2).all(|p| (edge[p] - want[p]).abs() < 1e-15),
+            "factor {factor}: {edge:?}"
+        );
+    }
+}
+
+#[test]
+fn striped_routing_is_plain_routing_on_a_single_plane_clos_bit_for_bit() {
+    // One plane leaves nothing to stripe: the same links, coefficients and latency.
+    let fabric = clos_of(1, Mode::Ecmp);
+    let modes = [Mode::Ecmp, Mode::Ecmp];
+    let bits = |r: &Routed| {
+        let usage: Vec<(u32, u64)> = r
+            .usage
+            .iter()
+            .map(|u| (u.constraint, u.coefficient.to_bits()))
+            .collect();
+        (usage, r.links.clone(), r.latency_s.to_bits())
+    };
+    let (mut plain, mut striped) = (Routed::default(), Routed::default());
+    for key in 0..64u64 {
+        let (src, dst) = ((key % 32) as u32, ((key * 7 + 5) % 32) as u32);
+        if src == dst {
+            continue;
+        }
+        for (traffic, out) in [
+            (Traffic::Connection, &mut plain),
+            (Traffic::Channels, &mut striped),
+        ] {
+            assert!(structured::route(&fabric, src, dst, key, 1, modes, traffic, out).unwrap());
+        }
+        assert_eq!(bits(&plain), bits(&striped), "key {key}");
+    }
+}
+
+#[test]
+fn a_coupled_flows_edges_do_not_hash_as_the_plain_flows_of_the_same_ids() {
+    // Coupled flow 0's edge 0 hashed with key 0, exactly as plain flow 0: over every seed the
+    // two took one path. Between two leaves of a single-plane Clos there are 4 spines.
+    let fabric = clos_of(1, Mode::Ecmp);
+    let differ = (0..32u64)
+        .filter(|&seed| {
+            let mut coupled = Scenario::new(Arc::clone(&fabric), seed);
+            let mut plain = Scenario::new(Arc::clone(&fabric), seed);
+            let a = add_coupled(&mut coupled, &[(0, 31)]);
+            let b = add_plain(&mut plain, 0, 31);
+            // A coupled flow's usage is sorted by constraint, a plain flow's in path order.
+            let mut path = plain.usage_of(b);
+            path.sort_by_key(|u| u.0);
+            coupled.usage_of(a) != path
+        })
+        .count();
+    assert!(differ >= 16, "only {differ} of 32 seeds route them apart");
 }
