@@ -221,9 +221,9 @@ class Scenario:
     ) -> int:
         """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
         ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids, a
-        path from src to dst crossing each link at most once (default: ECMP over shortest
-        paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string, or None) labels it in the
-        results."""
+        path from src to dst crossing each link at most once and reaching dst only at its end
+        (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string,
+        or None) labels it in the results."""
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),

@@ -384,6 +384,19 @@ def test_route_crossing_a_link_twice_is_refused():
     still_usable(m)
 
 
+def test_route_going_on_from_its_destination_is_refused():
+    # Links 0 and 3 both go 0 -> 1. Route 0, 1, 3 (0 -> 1 -> 0 -> 1) crosses no link twice
+    # but is at node 1 after link 0: it was accepted, loading links 1 and 3 for nothing.
+    m = Model([0, 1, 1, 0], [1, 0, 2, 1], [100.0] * 4, [0.0] * 4)
+    with pytest.raises(InvalidArgumentError, match=r"^route reaches its destination node 1 at link 0 \(position 0\) "
+                       r"and goes on for 2 more links: a route must end where it first reaches its destination$"):
+        m.sc.add_flow(0, 1, 10.0, route=[0, 1, 3])
+    with pytest.raises(InvalidArgumentError, match=r"^element 1: route reaches its destination node 1 at link 0 "):
+        m.sc.add_flows([0, 0], [1, 1], 10.0, routes=[[3], [0, 1, 3]])
+    assert m.sc.n_activities == 0
+    still_usable(m)
+
+
 @pytest.mark.parametrize("form", ["lists", "rows"])
 def test_add_flows_route_crossing_a_link_twice_is_refused(form):
     # The same check in the vectorised path, naming the element; nothing is added.
