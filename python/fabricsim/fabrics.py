@@ -8,13 +8,13 @@ carry node labels, which are then accepted wherever a node is expected.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, one_value, parsed, quantities, real, shown
+from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, many, one_value, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
@@ -23,11 +23,7 @@ __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain
 
 def _labels(labels: Any) -> list[Hashable]:
     """Node labels as a list, each hashable (they are looked up by value)."""
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise InvalidArgumentError(
-            f"node_names must be a sequence of labels, one per node, got {type(labels).__name__} {shown(labels)}"
-        )
-    out = list(labels)
+    out = list(many("node_names", labels, "a sequence of labels, one per node"))
     for i, label in enumerate(out):
         if not isinstance(label, Hashable):
             raise InvalidArgumentError(f"node_names[{i}] must be a hashable label (a str, int, tuple, ...), got {label!r}")
@@ -188,11 +184,7 @@ class Topology:
     def _nodes(self, name: str, nodes: Any) -> np.ndarray:
         if self._label_index is None:
             return integers(name, nodes)
-        # As integers() takes ids: a str is one label, not its letters.
-        if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable) or getattr(nodes, "ndim", 1) == 0:
-            raise InvalidArgumentError(
-                f"{name} must be a sequence of nodes (labels of this topology), got {type(nodes).__name__} {shown(nodes)}"
-            )
+        many(name, nodes, "a sequence of nodes (labels of this topology)")
         return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:

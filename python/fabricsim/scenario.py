@@ -248,9 +248,10 @@ class Scenario:
         routes: Any = None,
         after: int | Iterable[int] = (),
     ) -> np.ndarray:
-        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes;
-        ``size_bytes`` and ``start_s`` one value for every flow or one per flow, each a number
-        or a unit string ("1GiB", "5us"), as in :meth:`add_flow`.
+        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes
+        (not sets: flow i goes from ``src[i]`` to ``dst[i]``); ``size_bytes`` and ``start_s``
+        one value for every flow or one per flow, each a number or a unit string ("1GiB",
+        "5us"), as in :meth:`add_flow`.
 
         ``routes`` is None (ECMP), one list of link ids per flow (``[[0, 2], [1, 3]]``), or
         compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and

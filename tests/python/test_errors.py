@@ -827,6 +827,29 @@ def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     assert sc.add_flows(("a", "b"), iter(["b", "c"]), 1.0).tolist() == [0, 1]
 
 
+@pytest.mark.parametrize("labels", [None, ["a", "b", "c"]])
+@pytest.mark.parametrize("unordered", [set, frozenset, lambda xs: dict.fromkeys(xs).keys(), dict.fromkeys])
+def test_many_nodes_are_not_a_set(labels, unordered):
+    # A set was taken in its arbitrary order, so add_flows paired its nodes with dst's at
+    # random (a set of labels iterates in an order that changes from run to run).
+    topo = fs.Topology.from_arrays([0, 1, 1, 2], [1, 0, 2, 1], 1.0, node_names=labels)
+    a, b, c = (0, 1, 2) if labels is None else labels
+    sc = fs.Scenario(topo)
+    kind = type(unordered([a, b])).__name__
+    with pytest.raises(InvalidArgumentError, match=rf"^src must be a sequence of .*, got a {kind} of 2, whose order "
+                       r"is arbitrary: give a list, tuple or 1-D array$"):
+        sc.add_flows(unordered([a, b]), [b, c], 1.0)
+    with pytest.raises(InvalidArgumentError, match=rf"^dst must be a sequence of .*, got a {kind} of 2, "):
+        sc.add_flows([a, b], unordered([b, c]), 1.0)
+    with pytest.raises(InvalidArgumentError, match=rf"^nodes must be a sequence of .*, got a {kind} of 3, "):
+        topo.node_ids(unordered([a, b, c]))
+    assert sc.n_activities == 0
+    assert sc.add_flows((a, b), (x for x in [b, c]), 1.0).tolist() == [0, 1]  # a generator has an order
+    with pytest.raises(InvalidArgumentError, match=rf"^node_names must be a sequence of labels, one per node, got a "
+                       rf"{kind} of 3, "):
+        fs.Topology.from_arrays([0, 1], [1, 2], 1.0, node_names=unordered(["a", "b", "c"]))
+
+
 @pytest.mark.parametrize("make,routing,tier,what", [
     (lambda: fs.Topology.from_arrays([0, 1, 0, 2], [1, 3, 2, 3], 1.0), "adaptive", "scale_out", "scale-out Clos"),
     (lambda: fs.pcie_server(), {"scale_up": "adaptive"}, "scale_up", "NVLink domains"),
