@@ -172,11 +172,11 @@ class Topology:
             except (KeyError, TypeError):
                 raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
             # A dict finds the label 1 for True and for 1.0: a label is found by a number of
-            # its own kind, as ids are (never a bool, never a float).
+            # its own kind, as ids are (never a bool, never a float), also within a tuple.
             if _number_kind(node) != _number_kind(self._labels[i]):
                 raise UnknownNodeError(
                     f"{name}: no node labelled {node!r} in this topology ({node!r} is of type "
-                    f"{type(node).__name__}, the label equal to it of type {type(self._labels[i]).__name__})"
+                    f"{_type_name(node)}, the label equal to it of type {_type_name(self._labels[i])})"
                 )
             return i
         return integer(name, node)
@@ -481,13 +481,23 @@ class _NodeNames:
         return self._core.node_names([integer("node", i)])[0]
 
 
-def _number_kind(x: Any) -> str | None:
-    """"bool", "integer" or "real" for a number, None for any other label."""
+def _number_kind(x: Any) -> Any:
+    """"bool", "integer" or "real" for a number, None for any other label, and for a tuple
+    those of its elements (a dict finds the label (1, 2) for (1.0, 2) and (True, 2) too)."""
+    if isinstance(x, tuple):
+        return tuple(map(_number_kind, x))
     if isinstance(x, (bool, np.bool_)):
         return "bool"
     if isinstance(x, numbers.Integral):
         return "integer"
     return "real" if isinstance(x, numbers.Real) else None
+
+
+def _type_name(x: Any) -> str:
+    """``x``'s type, with its elements' for a tuple: tuple[float, int]."""
+    if isinstance(x, tuple):
+        return f"tuple[{', '.join(map(_type_name, x))}]"
+    return type(x).__name__
 
 
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:

@@ -813,6 +813,23 @@ def test_a_label_is_found_by_itself_not_by_a_bool_or_float_equal_to_it(bad, show
         flags.node_id(1)
 
 
+@pytest.mark.parametrize("bad,kinds", [((1.0, 2), "tuple[float, int]"), ((True, 2), "tuple[bool, int]"),
+                                       (("a", (2, np.float64(3.0))), "tuple[str, tuple[int, float64]]")])
+def test_a_tuple_label_is_found_by_elements_of_their_own_kind(bad, kinds):
+    # A dict finds the label (1, 2) for (1.0, 2) and (True, 2): the kind rule held for a number
+    # label but not for the numbers inside a tuple (NetworkX grid graphs are labelled so).
+    topo = fs.Topology.from_arrays([0, 1, 2], [1, 2, 0], 1.0, node_names=[(1, 2), ("a", (2, 3)), (0, 0)])
+    label = next(x for x in topo.node_names if x == bad)
+    with pytest.raises(UnknownNodeError, match=rf"^node: no node labelled {re.escape(repr(bad))} in this topology \("
+                       rf"{re.escape(repr(bad))} is of type {re.escape(kinds)}, the label equal to it of type "):
+        topo.node_id(bad)
+    sc = fs.Scenario(topo)
+    with pytest.raises(UnknownNodeError, match=r"^src\[0\]: no node labelled "):
+        sc.add_flows([bad], [(0, 0)], 1.0)
+    assert sc.n_activities == 0
+    assert topo.node_id(label) == topo.node_names.index(label)
+
+
 @pytest.mark.parametrize("nodes,shown", [("ab", "str 'ab'"), (0, "int 0"), (np.int64(2), "int64 np.int64(2)"), (np.array("a"), "ndarray array('a', dtype='<U1')")])
 def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     # A string was read letter by letter (add_flows("ab", "bc", ...) made flows a->b and b->c),
