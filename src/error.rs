@@ -71,6 +71,17 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// `x` for a message: the shortest text that reads back as `x` for 0 and magnitudes in
+/// [1e-4, 1e15), exponent form outside (`{}` writes 1e300 with all its 301 digits, 1e-300
+/// with 300 zeros), NaN and inf as such.
+pub fn shown(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 /// Checks that `value` (named `what`) is finite and >= 0. `what` is formatted only for a
 /// bad value: a per-element name (`format_args!`) costs nothing on millions of good ones.
 pub fn check_non_negative(what: impl std::fmt::Display, value: f64) -> Result<()> {
@@ -78,7 +89,46 @@ pub fn check_non_negative(what: impl std::fmt::Display, value: f64) -> Result<()
         Ok(())
     } else {
         Err(Error::InvalidArgument(format!(
-            "{what} must be a finite number >= 0, got {value}"
+            "{what} must be a finite number >= 0, got {}",
+            shown(value)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_in_messages_are_short_at_any_magnitude() {
+        let cases = [
+            (1e300, "1e300"),
+            (-1e-300, "-1e-300"),
+            (2.5e-7, "2.5e-7"),
+            (1e15, "1e15"),
+            (999999999999999.9, "999999999999999.9"),
+            (1e-4, "0.0001"),
+            (0.1, "0.1"),
+            (1.0, "1"),
+            (0.0, "0"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-inf"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(shown(x), want);
+            assert_eq!(shown(x).parse::<f64>().unwrap().to_bits(), x.to_bits());
+        }
+        // Before, -1e300 printed with 301 digits and -1e-300 with 300 zeros.
+        let e = check_non_negative("capacity_Bps of link 3", -1e300).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "capacity_Bps of link 3 must be a finite number >= 0, got -1e300"
+        );
+        let e = crate::solver::max_min_rates(vec![1.0], &[0], &[0], &[1.0], 1, Some(vec![-1e-300]))
+            .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "rate cap of flow 0 must be > 0 (inf for none), got -1e-300"
+        );
     }
 }

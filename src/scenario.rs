@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::engine::{self, Activities, Disruption, Kind, Progress, RunOptions, RunOutput};
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::ids::{ActivityId, LinkId, NodeId};
 use crate::routing::structured::{self, Routed, Traffic};
 use crate::routing::{check_route, Router};
@@ -428,7 +428,8 @@ impl Scenario {
     pub fn add_engine(&mut self, capacity_Bps: f64) -> Result<u32> {
         if !(capacity_Bps.is_finite() && capacity_Bps > 0.0) {
             return Err(Error::InvalidArgument(format!(
-                "engine capacity_Bps must be a finite number > 0, got {capacity_Bps}"
+                "engine capacity_Bps must be a finite number > 0, got {}",
+                shown(capacity_Bps)
             )));
         }
         self.engine_capacity.push(capacity_Bps);

@@ -13,6 +13,9 @@ signed integers and the core then names any id it does not have (``UnknownNodeEr
 its siblings), counts of what the core numbers in 32 bits cross as 32-bit unsigned ones,
 hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused here, naming
 the parameter and the value.
+
+Many values (ids, nodes, labels) come in an order of their own: a sequence, a 1-D array or an
+iterator, never a set or mapping, whose order is arbitrary.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import inspect
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -127,6 +130,21 @@ def one_value(value: Any) -> bool:
         return False
 
 
+def many(name: str, values: Any, expected: str) -> Any:
+    """``values`` if it is many values in an order of their own (a sequence, a 1-D array, an
+    iterator), else an error saying ``name`` must be ``expected``. One value is refused (a str
+    is one: read letter by letter it would be many), and so is a set or mapping: its order is
+    arbitrary, so values paired by position (a flow's src and dst) would pair up arbitrarily."""
+    if isinstance(values, (Set, Mapping)):
+        raise InvalidArgumentError(
+            f"{name} must be {expected}, got a {type(values).__name__} of {len(values)}, whose order is "
+            f"arbitrary: give a list, tuple or 1-D array"
+        )
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable) or getattr(values, "ndim", 1) == 0:
+        raise InvalidArgumentError(f"{name} must be {expected}, got {type(values).__name__} {shown(values)}")
+    return values
+
+
 def _expected(bounds: tuple[int, int]) -> str:
     return f"an integer in [{_show(bounds[0])}, {_show(bounds[1])})"
 
@@ -153,11 +171,7 @@ def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool
     also takes a single integer, as a sequence of one."""
     if one and isinstance(values, (int, np.integer, np.bool_)):
         return np.array([integer(name, values, bounds)], dtype=np.int64)
-    if isinstance(values, (str, bytes)) or not isinstance(values, (np.ndarray, Iterable)):
-        raise InvalidArgumentError(
-            f"{name} must be {'an integer or ' if one else ''}a sequence of integers, "
-            f"got {type(values).__name__} {shown(values)}"
-        )
+    many(name, values, f"{'an integer or ' if one else ''}a sequence of integers")
     items = values if isinstance(values, (np.ndarray, list, tuple)) else list(values)
     try:
         arr = np.asarray(items)

@@ -8,13 +8,13 @@ carry node labels, which are then accepted wherever a node is expected.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from . import _core
-from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, one_value, parsed, quantities, real, shown
+from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, many, one_value, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 from .units import bandwidth_Bps, duration_s
 
@@ -23,11 +23,7 @@ __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain
 
 def _labels(labels: Any) -> list[Hashable]:
     """Node labels as a list, each hashable (they are looked up by value)."""
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise InvalidArgumentError(
-            f"node_names must be a sequence of labels, one per node, got {type(labels).__name__} {shown(labels)}"
-        )
-    out = list(labels)
+    out = list(many("node_names", labels, "a sequence of labels, one per node"))
     for i, label in enumerate(out):
         if not isinstance(label, Hashable):
             raise InvalidArgumentError(f"node_names[{i}] must be a hashable label (a str, int, tuple, ...), got {label!r}")
@@ -176,11 +172,11 @@ class Topology:
             except (KeyError, TypeError):
                 raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
             # A dict finds the label 1 for True and for 1.0: a label is found by a number of
-            # its own kind, as ids are (never a bool, never a float).
+            # its own kind, as ids are (never a bool, never a float), also within a tuple.
             if _number_kind(node) != _number_kind(self._labels[i]):
                 raise UnknownNodeError(
                     f"{name}: no node labelled {node!r} in this topology ({node!r} is of type "
-                    f"{type(node).__name__}, the label equal to it of type {type(self._labels[i]).__name__})"
+                    f"{_type_name(node)}, the label equal to it of type {_type_name(self._labels[i])})"
                 )
             return i
         return integer(name, node)
@@ -188,11 +184,7 @@ class Topology:
     def _nodes(self, name: str, nodes: Any) -> np.ndarray:
         if self._label_index is None:
             return integers(name, nodes)
-        # As integers() takes ids: a str is one label, not its letters.
-        if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable) or getattr(nodes, "ndim", 1) == 0:
-            raise InvalidArgumentError(
-                f"{name} must be a sequence of nodes (labels of this topology), got {type(nodes).__name__} {shown(nodes)}"
-            )
+        many(name, nodes, "a sequence of nodes (labels of this topology)")
         return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
@@ -489,13 +481,23 @@ class _NodeNames:
         return self._core.node_names([integer("node", i)])[0]
 
 
-def _number_kind(x: Any) -> str | None:
-    """"bool", "integer" or "real" for a number, None for any other label."""
+def _number_kind(x: Any) -> Any:
+    """"bool", "integer" or "real" for a number, None for any other label, and for a tuple
+    those of its elements (a dict finds the label (1, 2) for (1.0, 2) and (True, 2) too)."""
+    if isinstance(x, tuple):
+        return tuple(map(_number_kind, x))
     if isinstance(x, (bool, np.bool_)):
         return "bool"
     if isinstance(x, numbers.Integral):
         return "integer"
     return "real" if isinstance(x, numbers.Real) else None
+
+
+def _type_name(x: Any) -> str:
+    """``x``'s type, with its elements' for a tuple: tuple[float, int]."""
+    if isinstance(x, tuple):
+        return f"tuple[{', '.join(map(_type_name, x))}]"
+    return type(x).__name__
 
 
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:

@@ -223,9 +223,9 @@ class Scenario:
     ) -> int:
         """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
         ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids, a
-        path from src to dst crossing each link at most once (default: ECMP over shortest
-        paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string, or None) labels it in the
-        results."""
+        path from src to dst crossing each link at most once and reaching dst only at its end
+        (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string,
+        or None) labels it in the results."""
         topo = self.topology
         return self._core.add_flow(
             topo._node("src", src),
@@ -250,9 +250,10 @@ class Scenario:
         routes: Any = None,
         after: int | Iterable[int] = (),
     ) -> np.ndarray:
-        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes;
-        ``size_bytes`` and ``start_s`` one value for every flow or one per flow, each a number
-        or a unit string ("1GiB", "5us"), as in :meth:`add_flow`.
+        """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes
+        (not sets: flow i goes from ``src[i]`` to ``dst[i]``); ``size_bytes`` and ``start_s``
+        one value for every flow or one per flow, each a number or a unit string ("1GiB",
+        "5us"), as in :meth:`add_flow`.
 
         ``routes`` is None (ECMP), one list of link ids per flow (``[[0, 2], [1, 3]]``), or
         compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and

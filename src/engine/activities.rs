@@ -2,7 +2,7 @@
 //! constraints after waiting its latency; a delay just takes time. Both wait for their
 //! dependencies and their earliest start.
 
-use crate::error::{check_non_negative, Error, Result};
+use crate::error::{check_non_negative, shown, Error, Result};
 use crate::ids::ActivityId;
 use crate::solver::Usage;
 
@@ -103,7 +103,8 @@ impl Activities {
         check_non_negative("start_s", start_s)?;
         if !(rate_cap_Bps > 0.0) {
             return Err(Error::InvalidArgument(format!(
-                "max_rate_Bps must be > 0 (or None), got {rate_cap_Bps}"
+                "max_rate_Bps must be > 0 (or None), got {}",
+                shown(rate_cap_Bps)
             )));
         }
         check_usage(usage, bytes, rate_cap_Bps)?;
@@ -228,7 +229,8 @@ pub(crate) fn check_usage(usage: &[Usage], bytes: f64, rate_cap_Bps: f64) -> Res
         if !(u.coefficient.is_finite() && u.coefficient > 0.0) {
             return Err(Error::InvalidArgument(format!(
                 "usage coefficient on constraint {} must be finite and > 0, got {}",
-                u.constraint, u.coefficient
+                u.constraint,
+                shown(u.coefficient)
             )));
         }
     }

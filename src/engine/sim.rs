@@ -7,7 +7,7 @@ use super::activities::{Activities, Kind};
 use super::disruption::{Disruption, Schedule, Step};
 use super::meters::{MeterRun, Meters};
 use super::sharing::Sharing;
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::solver::IndexedHeap;
 use crate::solver::Usage;
 use crate::units::SAME_INSTANT_REL;
@@ -591,7 +591,8 @@ impl<'a> Sim<'a> {
                 };
                 if !progress(&p) {
                     return Err(Error::Interrupted(format!(
-                        "run stopped at simulated time {now} s with {} of {} activities over",
+                        "run stopped at simulated time {} s with {} of {} activities over",
+                        shown(now),
                         self.n_over,
                         self.acts.len()
                     )));
@@ -803,8 +804,10 @@ impl<'a> Sim<'a> {
             // too, and would stay attached with no finish time.
             if !(new > 0.0 && new.is_finite()) {
                 return Err(Error::InvalidArgument(format!(
-                    "flow {f} got rate {new} B/s at {now} s: capacities and coefficients this \
-                     far apart overflow or underflow double precision"
+                    "flow {f} got rate {} B/s at {} s: capacities and coefficients this \
+                     far apart overflow or underflow double precision",
+                    shown(new),
+                    shown(now)
                 )));
             }
             // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
@@ -827,8 +830,11 @@ impl<'a> Sim<'a> {
             let finish_s = since + bytes_left / new;
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
-                    "flow {f} would finish at {finish_s} s ({bytes_left} bytes left at {new} B/s): \
-                     beyond what double precision holds"
+                    "flow {f} would finish at {} s ({} bytes left at {} B/s): beyond what \
+                     double precision holds",
+                    shown(finish_s),
+                    shown(bytes_left),
+                    shown(new)
                 )));
             }
             self.finishes.set(f, finish_s);
@@ -860,8 +866,9 @@ impl<'a> Sim<'a> {
         crate::memory::check_fits(
             &format!(
                 "the rate-change log would not fit: growing it past its {n_rows} rows ({} bytes, \
-                 recorded by simulated time {now} s)",
-                n_rows * RATE_ROW_BYTES
+                 recorded by simulated time {} s)",
+                n_rows * RATE_ROW_BYTES,
+                shown(now)
             ),
             (grown * (RATE_ROW_BYTES + RATE_TABLE_ROW_BYTES)) as f64,
         )
@@ -903,9 +910,10 @@ impl<'a> Sim<'a> {
         for (i, &f) in active.iter().enumerate() {
             if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
                 return Err(Error::Internal(format!(
-                    "at {now} s flow {f} has rate {} but a full solve gives {}",
-                    rate(f),
-                    full[i]
+                    "at {} s flow {f} has rate {} but a full solve gives {}",
+                    shown(now),
+                    shown(rate(f)),
+                    shown(full[i])
                 )));
             }
         }

@@ -140,8 +140,9 @@ fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
 }
 
 /// Checks that `links` is a path from `src` to `dst` over links of positive capacity that
-/// crosses no link twice: a loop back over a link is a routing loop, not a route, and would
-/// silently double the flow's load on that link.
+/// crosses no link twice and reaches `dst` only at its end: a loop back over a link, or on
+/// from `dst`, is a routing loop, not a route, and would silently load links the flow has no
+/// need of. A node visited twice over distinct links (a hairpin) is accepted.
 pub fn check_route(
     topo: &Topology,
     capacity_Bps: &[f64],
@@ -195,6 +196,20 @@ pub fn check_route(
             "route crosses link {link} twice, at positions {first} and {second}: a route from \
              node {} to node {} must cross each link at most once (no loop)",
             src.0, dst.0
+        )));
+    }
+    // A route that reaches dst and goes on delivers the flow there: what follows is a loop
+    // that would still load its links (and add their latency).
+    if let Some(i) = links[..links.len() - 1]
+        .iter()
+        .position(|l| topo.link_dst()[l.index()] == dst.0)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "route reaches its destination node {} at link {} (position {i}) and goes on for \
+             {} more links: a route must end where it first reaches its destination",
+            dst.0,
+            links[i].0,
+            links.len() - 1 - i
         )));
     }
     for &l in links {
@@ -285,6 +300,18 @@ mod tests {
         .unwrap()
     }
 
+    /// 0 <-> 1 <-> 2: links 0 (0 -> 1), 1 (1 -> 2), 2 (1 -> 0), 3 (2 -> 1).
+    fn both_ways() -> Topology {
+        Topology::from_links(
+            3,
+            vec![0, 1, 1, 2],
+            vec![1, 2, 0, 1],
+            vec![1.0; 4],
+            vec![0.0; 4],
+        )
+        .unwrap()
+    }
+
     fn message(r: Result<()>) -> String {
         match r {
             Err(Error::InvalidArgument(m)) => m,
@@ -336,17 +363,10 @@ mod tests {
             "{m}"
         );
         // Once around a long ring is fine, and so is a node visited twice over distinct links
-        // (a hairpin through a switch): only a link crossed twice is a loop in the load.
+        // (a hairpin through a switch) that is not the destination.
         let links: Vec<u32> = (0..39).collect();
         check_route(&t, t.capacity_Bps(), NodeId(0), NodeId(39), &ids(&links)).unwrap();
-        let both_ways = Topology::from_links(
-            3,
-            vec![0, 1, 1, 2],
-            vec![1, 2, 0, 1],
-            vec![1.0; 4],
-            vec![0.0; 4],
-        )
-        .unwrap();
+        let both_ways = both_ways();
         // 0 -> 1 -> 0 -> 1 over links 0, 2, 0 repeats link 0; 1 -> 2 -> 1 -> 0 does not.
         assert!(check_route(
             &both_ways,
@@ -364,6 +384,27 @@ mod tests {
             &ids(&[1, 3, 2]),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_route_going_on_from_its_destination_is_refused() {
+        let t = both_ways();
+        let ids = |v: &[u32]| v.iter().map(|&l| LinkId(l)).collect::<Vec<_>>();
+        // 0 -> 1 -> 2 -> 1 crosses no link twice but is at node 1 after its first link.
+        let m = message(check_route(
+            &t,
+            t.capacity_Bps(),
+            NodeId(0),
+            NodeId(1),
+            &ids(&[0, 1, 3]),
+        ));
+        assert_eq!(
+            m,
+            "route reaches its destination node 1 at link 0 (position 0) and goes on for 2 \
+             more links: a route must end where it first reaches its destination"
+        );
+        // 1 -> 0 -> 1 -> 2: back through its source, not its destination, is still a route.
+        check_route(&t, t.capacity_Bps(), NodeId(1), NodeId(2), &ids(&[2, 0, 1])).unwrap();
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub use filling::{Filling, CAPPED};
 pub use heap::IndexedHeap;
 pub use sum::CompensatedSum;
 
-use crate::error::{check_non_negative, Error, Result};
+use crate::error::{check_non_negative, shown, Error, Result};
 
 /// One entry of a flow's usage list: its rate `r` puts `coefficient * r` on `constraint`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -92,7 +92,8 @@ impl Problem {
                 for (f, &cap) in v.iter().enumerate() {
                     if !(cap > 0.0) {
                         return Err(Error::InvalidArgument(format!(
-                            "rate cap of flow {f} must be > 0 (inf for none), got {cap}"
+                            "rate cap of flow {f} must be > 0 (inf for none), got {}",
+                            shown(cap)
                         )));
                     }
                 }
@@ -115,7 +116,8 @@ impl Problem {
             }
             if !(k.is_finite() && k > 0.0) {
                 return Err(Error::InvalidArgument(format!(
-                    "coefficient[{e}] must be a finite number > 0, got {k}"
+                    "coefficient[{e}] must be a finite number > 0, got {}",
+                    shown(k)
                 )));
             }
             flow_count[f as usize + 1] += 1;

@@ -34,7 +34,7 @@
 //! uplinks and downlinks over all planes, each leaf's uplinks and downlinks, each pod's
 //! links to and from the cores. Every link belongs to at most one bundle.
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 
 /// Sizes of a Clos, before layout.
 #[derive(Debug, Clone)]
@@ -96,7 +96,8 @@ fn bad(msg: String) -> Error {
 fn split_ports(radix: u32, oversubscription: f64, tier: &str) -> Result<(u32, u32)> {
     if !(oversubscription.is_finite() && oversubscription >= 1.0) {
         return Err(bad(format!(
-            "oversubscription of the {tier} tier must be a finite ratio >= 1 (down:up), got {oversubscription}"
+            "oversubscription of the {tier} tier must be a finite ratio >= 1 (down:up), got {}",
+            shown(oversubscription)
         )));
     }
     let up = (radix as f64 / (1.0 + oversubscription)).floor() as u32;

@@ -464,19 +464,16 @@ impl Fabric {
         }
         f.has_faults = has_faults;
         f.faulty_placed = Arc::new(faulty_placed);
+        // Each bundle a link of `links` is in, summed once from its members: a bundle whose
+        // members all fail sums to 0, so 0 cannot mark "not summed yet" (that re-summed it
+        // once per member, members^2 for a whole plane).
         let mut bundles = (*self.bundle_capacity).clone();
-        for &l in links {
-            if let Some(b) = f.bundle_of_link(l) {
-                bundles[b as usize] = 0.0; // summed afresh below
-            }
-        }
-        for &l in links {
-            if let Some(b) = f.bundle_of_link(l) {
-                if bundles[b as usize] == 0.0 {
-                    let (placed, local) = f.placed_bundle(b);
-                    bundles[b as usize] = f.bundle_sum(&placed, local);
-                }
-            }
+        let mut touched: Vec<u32> = links.iter().filter_map(|&l| f.bundle_of_link(l)).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        for b in touched {
+            let (placed, local) = f.placed_bundle(b);
+            bundles[b as usize] = f.bundle_sum(&placed, local);
         }
         f.bundle_capacity = Arc::new(bundles);
         Ok(f)

@@ -5,7 +5,7 @@
 use super::clos::ClosParams;
 use super::fabric::{check_fabric_size, ClosLinks, Fabric, FabricSpec, Mode, NodeKind};
 use super::Topology;
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 
 /// A scale-up domain of GPUs wired to NVSwitch chips.
 #[derive(Debug, Clone)]
@@ -40,7 +40,8 @@ fn positive(what: &str, x: f64) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidArgument(format!(
-            "{what} must be a finite number > 0, got {x}"
+            "{what} must be a finite number > 0, got {}",
+            shown(x)
         )))
     }
 }

@@ -1,11 +1,11 @@
 """Scenarios (in the format of test_reference_vs_engine.scenarios) that once exposed a
 discrepancy between the engine and the reference, replayed on every run.
 
-Flows found with routes that crossed a link twice, which routes may no longer do, are coupled
-flows here with the same usage (the edges' order and the case's seed pick the same parallel
-links under ECMP, and Model.coupled checks the usage). Where the seed routes nothing else (no
-plain flow without a route), it was moved to the next that gives the recorded usage when
-coupled flows got keys of their own."""
+Flows found with routes that crossed a link twice, or went on from their destination, which
+routes may no longer do, are coupled flows here with the same usage and latency (the edges'
+order and the case's seed pick the same parallel links under ECMP, and Model.coupled checks
+the usage). Where the seed routes nothing else (no plain flow without a route), it was moved
+to the next that gives the recorded usage when coupled flows got keys of their own."""
 
 # (what went wrong, scenario)
 CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.6903153153149297, 2.6913679468949296]',
@@ -910,14 +910,14 @@ CASES = [('an older build gave non-max-min rates: flow 5 rate on [2.690315315314
              'tag': None},
             {'after': [10],
              'bytes': 200000000000.0,
-             'dst': 3,
-             'kind': 'flow',
+             'edges': [[1, 3, 1.0], [4, 1, 1.0], [3, 1, 1.0], [1, 4, 1.0], [4, 3, 1.0]],
+             'kind': 'coupled',
+             'latency': 0.1,
              'later': [],
              'max_rate': None,
-             'route': [7, 12, 4, 8, 10],
-             'src': 4,
              'start_s': 0.04086065862888334,
-             'tag': None},
+             'tag': None,
+             'usage': [[4, 1.0], [7, 1.0], [8, 1.0], [10, 1.0], [12, 1.0]]},
             {'after': [],
              'bytes': 0.0,
              'dst': 4,

@@ -384,6 +384,19 @@ def test_route_crossing_a_link_twice_is_refused():
     still_usable(m)
 
 
+def test_route_going_on_from_its_destination_is_refused():
+    # Links 0 and 3 both go 0 -> 1. Route 0, 1, 3 (0 -> 1 -> 0 -> 1) crosses no link twice
+    # but is at node 1 after link 0: it was accepted, loading links 1 and 3 for nothing.
+    m = Model([0, 1, 1, 0], [1, 0, 2, 1], [100.0] * 4, [0.0] * 4)
+    with pytest.raises(InvalidArgumentError, match=r"^route reaches its destination node 1 at link 0 \(position 0\) "
+                       r"and goes on for 2 more links: a route must end where it first reaches its destination$"):
+        m.sc.add_flow(0, 1, 10.0, route=[0, 1, 3])
+    with pytest.raises(InvalidArgumentError, match=r"^element 1: route reaches its destination node 1 at link 0 "):
+        m.sc.add_flows([0, 0], [1, 1], 10.0, routes=[[3], [0, 1, 3]])
+    assert m.sc.n_activities == 0
+    still_usable(m)
+
+
 @pytest.mark.parametrize("form", ["lists", "rows"])
 def test_add_flows_route_crossing_a_link_twice_is_refused(form):
     # The same check in the vectorised path, naming the element; nothing is added.
@@ -800,6 +813,23 @@ def test_a_label_is_found_by_itself_not_by_a_bool_or_float_equal_to_it(bad, show
         flags.node_id(1)
 
 
+@pytest.mark.parametrize("bad,kinds", [((1.0, 2), "tuple[float, int]"), ((True, 2), "tuple[bool, int]"),
+                                       (("a", (2, np.float64(3.0))), "tuple[str, tuple[int, float64]]")])
+def test_a_tuple_label_is_found_by_elements_of_their_own_kind(bad, kinds):
+    # A dict finds the label (1, 2) for (1.0, 2) and (True, 2): the kind rule held for a number
+    # label but not for the numbers inside a tuple (NetworkX grid graphs are labelled so).
+    topo = fs.Topology.from_arrays([0, 1, 2], [1, 2, 0], 1.0, node_names=[(1, 2), ("a", (2, 3)), (0, 0)])
+    label = next(x for x in topo.node_names if x == bad)
+    with pytest.raises(UnknownNodeError, match=rf"^node: no node labelled {re.escape(repr(bad))} in this topology \("
+                       rf"{re.escape(repr(bad))} is of type {re.escape(kinds)}, the label equal to it of type "):
+        topo.node_id(bad)
+    sc = fs.Scenario(topo)
+    with pytest.raises(UnknownNodeError, match=r"^src\[0\]: no node labelled "):
+        sc.add_flows([bad], [(0, 0)], 1.0)
+    assert sc.n_activities == 0
+    assert topo.node_id(label) == topo.node_names.index(label)
+
+
 @pytest.mark.parametrize("nodes,shown", [("ab", "str 'ab'"), (0, "int 0"), (np.int64(2), "int64 np.int64(2)"), (np.array("a"), "ndarray array('a', dtype='<U1')")])
 def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     # A string was read letter by letter (add_flows("ab", "bc", ...) made flows a->b and b->c),
@@ -812,6 +842,29 @@ def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     with pytest.raises(InvalidArgumentError, match=rf"^nodes must be a sequence of nodes .*got {re.escape(shown)}$"):
         topo.node_ids(nodes)
     assert sc.add_flows(("a", "b"), iter(["b", "c"]), 1.0).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("labels", [None, ["a", "b", "c"]])
+@pytest.mark.parametrize("unordered", [set, frozenset, lambda xs: dict.fromkeys(xs).keys(), dict.fromkeys])
+def test_many_nodes_are_not_a_set(labels, unordered):
+    # A set was taken in its arbitrary order, so add_flows paired its nodes with dst's at
+    # random (a set of labels iterates in an order that changes from run to run).
+    topo = fs.Topology.from_arrays([0, 1, 1, 2], [1, 0, 2, 1], 1.0, node_names=labels)
+    a, b, c = (0, 1, 2) if labels is None else labels
+    sc = fs.Scenario(topo)
+    kind = type(unordered([a, b])).__name__
+    with pytest.raises(InvalidArgumentError, match=rf"^src must be a sequence of .*, got a {kind} of 2, whose order "
+                       r"is arbitrary: give a list, tuple or 1-D array$"):
+        sc.add_flows(unordered([a, b]), [b, c], 1.0)
+    with pytest.raises(InvalidArgumentError, match=rf"^dst must be a sequence of .*, got a {kind} of 2, "):
+        sc.add_flows([a, b], unordered([b, c]), 1.0)
+    with pytest.raises(InvalidArgumentError, match=rf"^nodes must be a sequence of .*, got a {kind} of 3, "):
+        topo.node_ids(unordered([a, b, c]))
+    assert sc.n_activities == 0
+    assert sc.add_flows((a, b), (x for x in [b, c]), 1.0).tolist() == [0, 1]  # a generator has an order
+    with pytest.raises(InvalidArgumentError, match=rf"^node_names must be a sequence of labels, one per node, got a "
+                       rf"{kind} of 3, "):
+        fs.Topology.from_arrays([0, 1], [1, 2], 1.0, node_names=unordered(["a", "b", "c"]))
 
 
 @pytest.mark.parametrize("make,routing,tier,what", [

@@ -1,7 +1,8 @@
 """The Rust engine against the pure-Python reference (tests/python/reference.py) on random cases.
 
 Random directed graphs (capacities over nine orders of magnitude, latencies including 0),
-random flows with explicit routes (random walks, crossing each link at most once), automatic
+random flows with explicit routes (random walks, crossing each link at most once and ending
+where they first reach their destination), automatic
 (ECMP) routes and coupled flows (edges whose routes add up, so coefficients other than 1 on a
 link: halves, pipeline fractions such as 1/3 and 7/8, and tiny and large ones, 1e-6 and 1e3,
 that may meet on one link), sizes including 0, start times, dependencies in a random topological
@@ -121,14 +122,13 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
                 if not onwards():
                     break
                 walk.append(draw(st.sampled_from(onwards())))
-            while dst[walk[-1]] == src[first] and onwards() and len(walk) < 10:
-                walk.append(draw(st.sampled_from(onwards())))
-            if dst[walk[-1]] == src[first]:
-                kind = "delay"
-            else:
-                acts.append(dict(kind="flow", src=src[first], dst=dst[walk[-1]], route=walk,
-                                 bytes=base * draw(size_factors),
-                                 max_rate=rate_cap(), **common))
+            # The longest start of the walk that ends neither at its source nor at a node it
+            # reached before: a route ends where it first reaches its destination.
+            nodes = [dst[link] for link in walk]
+            end = max(j for j, v in enumerate(nodes) if v != src[first] and v not in nodes[:j])
+            walk = walk[:end + 1]
+            acts.append(dict(kind="flow", src=src[first], dst=dst[walk[-1]], route=walk,
+                             bytes=base * draw(size_factors), max_rate=rate_cap(), **common))
         if kind == "auto":
             s = draw(st.integers(0, n - 1))
             targets = sorted(reachable(n, src, dst, s) - {s})
