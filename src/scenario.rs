@@ -56,12 +56,35 @@ pub enum Combine {
     Max,
 }
 
-/// One coupled flow's recipe (DESIGN.md section 2): edges (src, dst, bytes per byte of the
-/// flow), routed with `modes`, combined, plus usage of scenario constraints (reduction
-/// engines) in fabric-constraint numbering.
+/// Which part of its route an edge of a coupled flow loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leg {
+    /// The whole route.
+    Whole,
+    /// From the source into the network: the route less its links into the destination. A
+    /// GPU sending into the switches that reduce (NVLS), where a whole edge to a peer would
+    /// also load the peer's links with what only the switches receive.
+    Up,
+    /// From the network to the destination: the route less its links out of the source (the
+    /// switches sending a GPU the result).
+    Down,
+}
+
+/// One edge of a coupled flow: `coefficient` bytes per byte of the flow on `leg` of the route
+/// from `src` to `dst`.
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    pub src: u32,
+    pub dst: u32,
+    pub coefficient: f64,
+    pub leg: Leg,
+}
+
+/// One coupled flow's recipe (DESIGN.md section 2): edges, routed with `modes`, combined,
+/// plus usage of scenario constraints (reduction engines) in fabric-constraint numbering.
 #[derive(Debug, Clone)]
 pub struct Coupled {
-    pub edges: Vec<(u32, u32, f64)>,
+    pub edges: Vec<Edge>,
     pub combine: Combine,
     pub engines: Vec<Usage>,
     modes: [Mode; 2],
@@ -455,7 +478,7 @@ impl Scenario {
     #[allow(clippy::too_many_arguments)]
     pub fn add_coupled_flow(
         &mut self,
-        edges: Vec<(u32, u32, f64)>,
+        edges: Vec<Edge>,
         combine: Combine,
         engines: Vec<Usage>,
         bytes: f64,
@@ -472,10 +495,11 @@ impl Scenario {
         }
         crate::error::check_non_negative("latency_s of a coupled flow", latency_s)?;
         let n_fabric = self.fabric.n_constraints();
-        for (i, &(s, d, coef)) in edges.iter().enumerate() {
+        for (i, e) in edges.iter().enumerate() {
             let topo = self.fabric.topology();
-            topo.node("src", s as i64)?;
-            topo.node("dst", d as i64)?;
+            topo.node("src", e.src as i64)?;
+            topo.node("dst", e.dst as i64)?;
+            let coef = e.coefficient;
             if !(coef.is_finite() && coef > 0.0) {
                 return Err(Error::InvalidArgument(format!(
                     "edge {i} of a coupled flow has coefficient {coef}; expected a finite number > 0"
@@ -889,7 +913,9 @@ pub fn coupled_key(id: u32, i: u32) -> u64 {
 /// Routes every edge of a coupled flow on `fabric` and combines them into `usage` (fabric
 /// constraints, merged). Edge i of flow `id` hashes with key `coupled_key(id, i)` and is
 /// striped over the planes of a tier routed by ECMP (`Traffic::Channels`): it stands
-/// for NCCL channels, which are striped over the NIC's ports.
+/// for NCCL channels, which are striped over the NIC's ports. An `Up` or `Down` edge keeps
+/// only its leg of the route (`Leg`; a route of one link has no links between, so its legs
+/// are empty).
 fn route_coupled(
     fabric: &Fabric,
     router: &mut Router,
@@ -900,23 +926,35 @@ fn route_coupled(
     usage: &mut Vec<Usage>,
 ) -> Result<()> {
     usage.clear();
-    for (i, &(s, d, coef)) in recipe.edges.iter().enumerate() {
+    let (link_src, link_dst) = (fabric.topology().link_src(), fabric.topology().link_dst());
+    for (i, e) in recipe.edges.iter().enumerate() {
         let key = coupled_key(id, i as u32);
         route_on(
             fabric,
             router,
             Traffic::Channels,
-            NodeId(s),
-            NodeId(d),
+            NodeId(e.src),
+            NodeId(e.dst),
             key,
             seed,
             recipe.modes,
             routed,
         )?;
-        usage.extend(routed.usage.iter().map(|u| Usage {
-            constraint: u.constraint,
-            coefficient: u.coefficient * coef,
-        }));
+        let on_leg = |c: u32| match e.leg {
+            Leg::Whole => true,
+            Leg::Up => !fabric.any_link_of(c, |l| link_dst[l as usize] == e.dst),
+            Leg::Down => !fabric.any_link_of(c, |l| link_src[l as usize] == e.src),
+        };
+        usage.extend(
+            routed
+                .usage
+                .iter()
+                .filter(|u| on_leg(u.constraint))
+                .map(|u| Usage {
+                    constraint: u.constraint,
+                    coefficient: u.coefficient * e.coefficient,
+                }),
+        );
     }
     usage.sort_unstable_by_key(|u| u.constraint);
     let mut w = 0;

@@ -752,11 +752,11 @@ class Builder:
 
     # -- flow construction ---------------------------------------------------------------------
 
-    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag) -> int:
+    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None) -> int:
         coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
         flow = self.sc._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
-            coef, combine, engines, nbytes, latency, 0.0, [after], tag,
+            coef, combine, engines, nbytes, latency, 0.0, [after], tag, None, legs,
         )
         self.edge_bytes_per_byte[flow] = float(coef.sum())
         return flow
@@ -806,19 +806,22 @@ class Builder:
     def _nvls(self, ranks, S, up, down, latency, after, tag) -> int:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
         receives ``down`` bytes per byte of S (numbers, or one per rank; links count them
-        once: combine="max"). Edges run between each rank and ranks[0], whose own up and down
-        coefficients swap; an edge carrying nothing is left out."""
+        once: combine="max"). Each rank's up leg is the part of its route to a peer (ranks[0],
+        or ranks[1] for ranks[0] itself) short of the peer, its down leg the part of the
+        peer's route to it past the peer: the switches, not the peer, receive and send. A
+        leg carrying nothing is left out."""
         v = fabric_view(self.sc.topology)
-        p0, rest = int(ranks[0]), ranks[1:]
+        n = len(ranks)
         capacity = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
-        engine = self._engine(("nvls", p0 // v.gpus_per_domain), capacity)
-        up, down = np.broadcast_to(up, len(ranks)), np.broadcast_to(down, len(ranks))
-        src = np.concatenate([rest, np.full(len(rest), p0)])
-        dst = np.concatenate([np.full(len(rest), p0), rest])
-        coef = np.concatenate([up[1:], down[1:]])
+        engine = self._engine(("nvls", int(ranks[0]) // v.gpus_per_domain), capacity)
+        up, down = np.broadcast_to(up, n), np.broadcast_to(down, n)
+        peer = np.where(np.arange(n) == 0, ranks[1], ranks[0])
+        src, dst = np.concatenate([ranks, peer]), np.concatenate([peer, ranks])
+        coef = np.concatenate([up, down])
         keep = coef > 0
+        legs = np.array(["up"] * n + ["down"] * n)[keep].tolist()
         return self._coupled(src[keep], dst[keep], coef[keep], "max", [(engine, float(np.maximum(up, down).sum()))],
-                             S, latency, after, tag)
+                             S, latency, after, tag, legs)
 
     def _sharp(self, ranks, S, latency, after, tag) -> int:
         """Up and down the scale-out aggregation tree: every link carries S once."""

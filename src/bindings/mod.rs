@@ -811,9 +811,10 @@ impl Scenario {
     }
 
     /// A coupled flow: edge i from `edge_src[i]` to `edge_dst[i]` carries `edge_coef[i]`
-    /// bytes per byte of the flow; routes add (`combine="sum"`) or reduce (`"max"`);
-    /// `max_rate_Bps` caps its rate.
-    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None))]
+    /// bytes per byte of the flow on its leg of the route (`edge_leg[i]`: "whole", "up" into
+    /// the network, or "down" out of it; all "whole" if None); routes add (`combine="sum"`)
+    /// or reduce (`"max"`); `max_rate_Bps` caps its rate.
+    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None, edge_leg=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_coupled_flow(
         &mut self,
@@ -828,6 +829,7 @@ impl Scenario {
         after: Ids,
         tag: Option<String>,
         max_rate_Bps: Option<f64>,
+        edge_leg: Option<Vec<String>>,
     ) -> PyResult<u32> {
         let (src, dst) = (slice("edge_src", &edge_src)?, slice("edge_dst", &edge_dst)?);
         let coef = slice("edge_coef", &edge_coef)?;
@@ -850,11 +852,33 @@ impl Scenario {
                     )))
                 }
             };
+            if let Some(legs) = edge_leg.as_ref().filter(|l| l.len() != src.len()) {
+                return Err(Error::InvalidArgument(format!(
+                    "edge_leg must have one entry per edge ({}), got {}",
+                    src.len(),
+                    legs.len()
+                )));
+            }
             let topo = Arc::clone(s.topology());
             let mut edges = Vec::with_capacity(src.len());
             for i in 0..src.len() {
                 let (a, b) = (topo.node("src", src[i])?, topo.node("dst", dst[i])?);
-                edges.push((a.0, b.0, coef[i]));
+                let leg = match edge_leg.as_ref().map(|l| l[i].as_str()) {
+                    None | Some("whole") => sc::Leg::Whole,
+                    Some("up") => sc::Leg::Up,
+                    Some("down") => sc::Leg::Down,
+                    Some(other) => {
+                        return Err(Error::InvalidArgument(format!(
+                            "edge_leg[{i}] must be 'whole', 'up' or 'down', got {other:?}"
+                        )))
+                    }
+                };
+                edges.push(sc::Edge {
+                    src: a.0,
+                    dst: b.0,
+                    coefficient: coef[i],
+                    leg,
+                });
             }
             let engines = engines
                 .iter()

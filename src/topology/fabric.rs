@@ -552,6 +552,18 @@ impl Fabric {
             .for_each_member(local, |l| f(placed.link_base + l));
     }
 
+    /// Whether `is(link)` holds for a link constraint `c` stands for: itself, or a member of
+    /// the bundle it is.
+    pub fn any_link_of(&self, c: u32, mut is: impl FnMut(u32) -> bool) -> bool {
+        let n = self.n_links() as u32;
+        if c < n {
+            return is(c);
+        }
+        let mut any = false;
+        self.for_each_bundle_member(c - n, |l| any = any || is(l));
+        any
+    }
+
     /// A readable name: `gpu12`, `nic12`, `d3.nvswitch4`, `p1.leaf7`, `spine2`, `core9`.
     pub fn node_name(&self, node: u32) -> String {
         let k = self

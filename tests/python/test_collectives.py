@@ -583,6 +583,29 @@ def test_uneven_domains_load_each_gpu_link_as_derived(algo, nvlink_sent):
         assert nic == pytest.approx(GiB / 3 if gpu % 8 < 3 else 0.0, rel=1e-12, abs=1e-6), gpu
 
 
+def test_nvls_loads_each_gpus_own_up_and_down_links_even_the_first_ranks():
+    """NVLS+SHARP on 3 + 5 ranks, 3 heads per domain: in the reduce-scatter every GPU sends S
+    up into the NVSwitches and a head receives its S/3 back; the all-gather mirrors it. The
+    first rank, GPU 0, once stood in the middle of the other ranks' edges, so its up link
+    took what they received and its down link what they sent (S/3 up, S down)."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+
+    def usage(sc, fid):
+        links, coefs = sc.usage_of(fid)
+        return dict(zip(links, coefs))
+
+    probe = fs.Scenario(fabric)
+    to = {(a, b): set(usage(probe, probe.add_flow(a, b, 1.0))) for a, b in [(0, 1), (0, 2), (1, 0), (2, 0)]}
+    (up0,), (down0,) = to[0, 1] & to[0, 2], to[1, 0] & to[2, 0]
+
+    sc = fs.Scenario(fabric)
+    sc.add_collective("all_reduce", THREE_PLUS_FIVE, GiB, algorithm="nvls_sharp")
+    through_gpu0 = [u for u in (usage(sc, f) for f in range(sc.n_activities)) if up0 in u]
+    reduce_scatter, all_gather = through_gpu0[0], through_gpu0[-1]
+    assert (reduce_scatter[up0], reduce_scatter[down0]) == pytest.approx((1.0, 1 / 3), rel=1e-12)
+    assert (all_gather[up0], all_gather[down0]) == pytest.approx((1 / 3, 1.0), rel=1e-12)
+
+
 @pytest.mark.parametrize("ranks, chain_edges", [
     ([0, 1, 2, 8, 9, 10], 4),          # k = m = 3: every GPU heads one chain, ends another: 2m - 2
     ([0, 1, 2, 8, 9, 10, 11], 5),      # k = m + 1: GPUs 10 and 11 each end only one: 2m - 1

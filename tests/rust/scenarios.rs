@@ -8,7 +8,7 @@ use fabricsim::engine::{run_with_disruptions, RunOptions};
 use fabricsim::ids::{LinkId, NodeId};
 use fabricsim::rng::Rng;
 use fabricsim::routing::structured::{self, Routed, Traffic};
-use fabricsim::scenario::{Combine, Route, Scenario};
+use fabricsim::scenario::{Combine, Edge, Leg, Route, Scenario};
 use fabricsim::topology::fabric::{Fabric, Mode};
 use fabricsim::topology::generators::{clos, ScaleOutParams};
 
@@ -131,7 +131,21 @@ fn a_fault_on_host_links_alone_spreads_nothing_and_a_pinned_member_is_spread() {
 
 /// Adds a coupled flow of 1 MB over `edges` (each carrying the flow's bytes once).
 fn add_coupled(sc: &mut Scenario, edges: &[(u32, u32)]) -> fabricsim::ids::ActivityId {
-    let edges = edges.iter().map(|&(s, d)| (s, d, 1.0)).collect();
+    let whole: Vec<_> = edges.iter().map(|&(s, d)| (s, d, Leg::Whole)).collect();
+    add_legs(sc, &whole)
+}
+
+/// Adds a coupled flow of 1 MB over `edges`, each carrying the flow's bytes once on its leg.
+fn add_legs(sc: &mut Scenario, edges: &[(u32, u32, Leg)]) -> fabricsim::ids::ActivityId {
+    let edges = edges
+        .iter()
+        .map(|&(src, dst, leg)| Edge {
+            src,
+            dst,
+            coefficient: 1.0,
+            leg,
+        })
+        .collect();
     sc.add_coupled_flow(
         edges,
         Combine::Sum,
@@ -276,4 +290,45 @@ fn a_coupled_flows_edges_do_not_hash_as_the_plain_flows_of_the_same_ids() {
         })
         .count();
     assert!(differ >= 16, "only {differ} of 32 seeds route them apart");
+}
+
+#[test]
+fn an_up_leg_stops_short_of_its_destination_and_a_down_leg_starts_past_its_source() {
+    // Host 0 to host 9 (another leaf) over one plane, routed alike in each scenario (same
+    // flow id, edge and seed): the up leg is the route less host 9's downlink, the down leg
+    // the route less host 0's uplink, and together they make the whole route.
+    for mode in [Mode::Ecmp, Mode::Spray] {
+        let fabric = clos_of(1, mode);
+        let topo = fabric.topology();
+        let constraints = |leg| {
+            let mut sc = Scenario::new(Arc::clone(&fabric), 7);
+            let f = add_legs(&mut sc, &[(0, 9, leg)]);
+            let usage = sc.usage_of(f);
+            assert!(usage.iter().all(|u| u.1 == 1.0), "{usage:?}");
+            usage.iter().map(|u| u.0).collect::<Vec<u32>>()
+        };
+        let (whole, up, down) = (
+            constraints(Leg::Whole),
+            constraints(Leg::Up),
+            constraints(Leg::Down),
+        );
+        let ends_at =
+            |c: u32, node: u32| fabric.any_link_of(c, |l| topo.link_dst()[l as usize] == node);
+        let starts_at =
+            |c: u32, node: u32| fabric.any_link_of(c, |l| topo.link_src()[l as usize] == node);
+        let (into_9, out_of_0): (Vec<u32>, Vec<u32>) = (
+            whole.iter().copied().filter(|&c| ends_at(c, 9)).collect(),
+            whole.iter().copied().filter(|&c| starts_at(c, 0)).collect(),
+        );
+        assert_eq!((into_9.len(), out_of_0.len()), (1, 1), "{mode:?}");
+        let less =
+            |of: &[u32], c: u32| of.iter().copied().filter(|&x| x != c).collect::<Vec<u32>>();
+        assert_eq!(up, less(&whole, into_9[0]), "{mode:?}");
+        assert_eq!(down, less(&whole, out_of_0[0]), "{mode:?}");
+        assert_eq!(
+            whole.len(),
+            4,
+            "{mode:?}: host, leaf-spine, spine-leaf, host"
+        );
+    }
 }
