@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         # Python flushes stdout again at exit; point it at /dev/null so that cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:  # e.g. --parquet in a directory that cannot be made or written
+        print(f"fabricsim: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
