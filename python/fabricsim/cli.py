@@ -60,7 +60,8 @@ def demo_scenario(
         if value < 1:
             raise InvalidArgumentError(f"the demo needs at least 1 of {name}, got {value}")
     if n_leaves * hosts_per_leaf < 2:
-        raise InvalidArgumentError("the demo needs at least 2 hosts")
+        raise InvalidArgumentError(
+            f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
     topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     n_hosts = n_leaves * hosts_per_leaf
     sc = Scenario(topo, seed=seed)

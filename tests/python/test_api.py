@@ -248,6 +248,8 @@ def test_demo_runs_and_reports(capsys):
     assert "permutation" in out and "incast" in out and "busiest links" in out
     assert cli.main(["demo", "--spines", "0"]) == 2
     assert "at least 1 of spines" in capsys.readouterr().err
+    assert cli.main(["demo", "--leaves", "1", "--hosts-per-leaf", "1"]) == 2
+    assert "at least 2 hosts, got 1 leaves x 1 hosts per leaf" in capsys.readouterr().err
 
 
 def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
