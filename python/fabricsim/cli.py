@@ -60,7 +60,8 @@ def demo_scenario(
         if value < 1:
             raise InvalidArgumentError(f"the demo needs at least 1 of {name}, got {value}")
     if n_leaves * hosts_per_leaf < 2:
-        raise InvalidArgumentError("the demo needs at least 2 hosts")
+        raise InvalidArgumentError(
+            f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
     topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     n_hosts = n_leaves * hosts_per_leaf
     sc = Scenario(topo, seed=seed)
@@ -196,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         # Python flushes stdout again at exit; point it at /dev/null so that cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:  # e.g. --parquet in a directory that cannot be made or written
+        print(f"fabricsim: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -111,19 +111,28 @@ class _ProgressBar:
 
     def __init__(self) -> None:
         self._last = 0.0
+        self._n_total = 0
 
     def __call__(self, n_done: int, n_total: int, time_s: float) -> None:
         now = time.monotonic()
         if now - self._last < 0.25:
             return
         self._last = now
-        share = n_done / n_total if n_total else 1.0
+        self._n_total = n_total
+        self._write(n_done, time_s)
+
+    def _write(self, n_done: int, time_s: float) -> None:
+        share = n_done / self._n_total if self._n_total else 1.0
         bar = "#" * int(share * 30)
-        sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} of {n_total} activities, sim time {time_s:.6g} s")
+        sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {time_s:.6g} s")
         sys.stderr.flush()
 
-    def close(self) -> None:
+    def close(self, makespan_s: float | None) -> None:
+        """Ends the line; a run that finished (``makespan_s``) shows as complete, not as it
+        stood at its last report."""
         if self._last:
+            if makespan_s is not None:
+                self._write(self._n_total, makespan_s)
             sys.stderr.write("\n")
 
 
@@ -393,13 +402,14 @@ class Scenario:
         callback = bar if bar is not None else (progress or None)
         with self._lock:  # not while another thread is changing it
             self._n_runs += 1
+        raw = None
         try:
             raw = self._core.run(record_rates, callback, verify_rates)
         finally:
             with self._lock:
                 self._n_runs -= 1
             if bar is not None:
-                bar.close()
+                bar.close(None if raw is None else raw["makespan_s"])
         from .collectives import Builder
 
         builder = self._collectives or Builder(self)

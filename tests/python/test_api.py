@@ -110,6 +110,19 @@ def test_sizes_times_and_rates_take_the_same_forms_everywhere():
     assert sc.n_activities == 2
 
 
+def test_the_progress_bar_ends_at_100_percent_when_the_run_finishes(capsys):
+    # It stayed at its last report (every 0.25 s), e.g. "9.7% of 1281 activities", after
+    # `fabricsim demo --progress` had finished.
+    sc = fs.Scenario(line_topology(2, capacity_Bps=1.0))
+    n = 5_000  # one after another: enough instants for a report
+    sc.add_flows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), 0.5, start_s=np.arange(n, dtype=float))
+    res = sc.run(progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and "\r" in err, repr(err)
+    last = err.rstrip("\n").rsplit("\r", 1)[1]
+    assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {res.makespan_s:.6g} s"
+
+
 def test_progress_callback_and_stopping():
     topo = line_topology(2, capacity_Bps=1.0)
     sc = fs.Scenario(topo)
@@ -235,6 +248,8 @@ def test_demo_runs_and_reports(capsys):
     assert "permutation" in out and "incast" in out and "busiest links" in out
     assert cli.main(["demo", "--spines", "0"]) == 2
     assert "at least 1 of spines" in capsys.readouterr().err
+    assert cli.main(["demo", "--leaves", "1", "--hosts-per-leaf", "1"]) == 2
+    assert "at least 2 hosts, got 1 leaves x 1 hosts per leaf" in capsys.readouterr().err
 
 
 def test_output_piped_into_a_reader_that_stops_early_ends_quietly():

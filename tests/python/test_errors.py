@@ -605,6 +605,16 @@ def test_cli_parquet_needs_a_directory(capsys):
     assert "fabricsim: error: directory must be a path" in capsys.readouterr().err
 
 
+def test_cli_parquet_in_a_directory_it_cannot_make_is_an_error_not_a_traceback(tmp_path, capsys):
+    from fabricsim.cli import main
+
+    # A file where the directory should be: os.makedirs' FileExistsError escaped as a traceback.
+    (tmp_path / "taken").write_text("")
+    assert main(["demo", "--leaves", "1", "--hosts-per-leaf", "2", "--parquet", str(tmp_path / "taken")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fabricsim: error: ") and str(tmp_path / "taken") in err, err
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: fs.estimate(None, "all_reduce", 8.0), r"fabric must be a fabricsim.Topology .*got NoneType None"),
     (lambda: fs.nccl_tests("hgx-h100"), r"fabric must be a fabricsim.Topology .*got str 'hgx-h100'"),

@@ -35,3 +35,19 @@ def test_first_scenario_runs(tmp_path, monkeypatch, capsys):
     namespace["duckdb"] = duckdb
     exec(line.replace("duckdb.sql(", "top = duckdb.sql("), namespace)
     assert namespace["top"].limit(1).fetchall()[0][4] == 2**30 + 256 * 2**20
+
+
+def test_results_table_lists_every_column():
+    # The flows, delays and collectives rows lacked status, failed_s, error and a collectives
+    # row at all.
+    import fabricsim as fs
+
+    documented = {
+        m.group(1): [c.strip() for c in m.group(2).split(",")]
+        for m in re.finditer(r"^\| `(\w+)`[^|]*\| `([^`]+)` \|$", README.read_text(), flags=re.M)
+    }
+    sc = fs.Scenario(fs.hgx_h100())
+    sc.add_collective("all_reduce", range(8), "1MiB")
+    res = sc.run(record_rates=True)
+    for name in ("flows", "delays", "links", "collectives", "rate_changes"):
+        assert documented.get(name) == getattr(res, name).column_names, name
