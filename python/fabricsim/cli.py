@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import __version__
+from . import __version__, _core
 from ._checks import parsed
 from .exceptions import FabricsimError, InvalidArgumentError
 from .fabrics import Topology
@@ -32,17 +32,23 @@ def leaf_spine(
     leaf-spine pair. Oversubscription is hosts_per_leaf : n_spines."""
     n_hosts = n_leaves * hosts_per_leaf
     leaf0, spine0 = n_hosts, n_hosts + n_leaves
-    pairs = [(h, leaf0 + h // hosts_per_leaf) for h in range(n_hosts)]
-    pairs += [(leaf0 + l, spine0 + s) for l in range(n_leaves) for s in range(n_spines)]
-    a = np.array(pairs, dtype=np.int64)
-    src = np.concatenate([a[:, 0], a[:, 1]])
-    dst = np.concatenate([a[:, 1], a[:, 0]])
+    hosts = np.arange(n_hosts, dtype=np.int64)
+    # Cable ends: each host to its leaf, then each leaf to every spine.
+    a = np.concatenate([hosts, leaf0 + np.repeat(np.arange(n_leaves, dtype=np.int64), n_spines)])
+    b = np.concatenate([leaf0 + hosts // hosts_per_leaf, spine0 + np.tile(np.arange(n_spines, dtype=np.int64), n_leaves)])
+    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
     names = (
         [f"host{h}" for h in range(n_hosts)]
         + [f"leaf{i}" for i in range(n_leaves)]
         + [f"spine{i}" for i in range(n_spines)]
     )
     return Topology.from_arrays(src, dst, link_Bps, latency_s, node_names=names)
+
+
+# Memory of the demo, measured with demo_scenario at 10^6 to 10^7 links (peak RSS growth),
+# rounded up: per link (arrays, the core's topology), per node (its name), per host (its
+# flows, with their routes).
+_DEMO_BYTES_PER_LINK, _DEMO_BYTES_PER_NODE, _DEMO_BYTES_PER_HOST = 80, 200, 400
 
 
 def demo_scenario(
@@ -62,8 +68,15 @@ def demo_scenario(
     if n_leaves * hosts_per_leaf < 2:
         raise InvalidArgumentError(
             f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
-    topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     n_hosts = n_leaves * hosts_per_leaf
+    n_links = 2 * (n_hosts + n_leaves * n_spines)
+    _core.check_fits(
+        f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
+        f"({n_links} links, {n_hosts} flows and more)",
+        _DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * (n_hosts + n_leaves + n_spines)
+        + _DEMO_BYTES_PER_HOST * n_hosts,
+    )
+    topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     sc = Scenario(topo, seed=seed)
     rng = np.random.default_rng(seed)
     compute = sc.add_delay(compute_s, tag="compute")
@@ -130,6 +143,7 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     from .nccl_conventions import format_footer, format_header, format_row
 
     if args.nodes == 1:
+        fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
         fabric = fabrics._preset(args.fabric, None)
     else:
         fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)

@@ -1105,6 +1105,13 @@ fn max_min_rates<'py>(
     Ok(rates.into_pyarray(py))
 }
 
+/// Raises ScenarioTooLargeError if `estimate_bytes` of memory for `what` is more than is
+/// available (the check the core makes before its own large allocations).
+#[pyfunction]
+fn check_fits(what: &str, estimate_bytes: f64) -> PyResult<()> {
+    guard(|| crate::memory::check_fits(what, estimate_bytes))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Topology>()?;
@@ -1115,6 +1122,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_cluster, m)?)?;
     m.add_function(wrap_pyfunction!(build_pcie_server, m)?)?;
     m.add_function(wrap_pyfunction!(clos_shape_check, m)?)?;
+    m.add_function(wrap_pyfunction!(check_fits, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -615,6 +615,30 @@ def test_cli_parquet_in_a_directory_it_cannot_make_is_an_error_not_a_traceback(t
     assert err.startswith("fabricsim: error: ") and str(tmp_path / "taken") in err, err
 
 
+def test_cli_demo_too_large_for_memory_is_refused_before_it_is_built(capsys, monkeypatch):
+    """100 million spines made Python lists of 400 million cables (tens of GB) before any
+    check; the demo now estimates its memory first."""
+    from fabricsim.cli import main
+
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    assert main(["demo", "--spines", "100000000"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fabricsim: error: the demo's 4 leaves x 8 hosts per leaf and 100000000 spines "
+                          "(800000064 links, 32 flows and more) needs about "), err
+    assert err.rstrip().endswith("but only 1.0 GiB is available"), err
+    assert main(["demo", "--spines", "4"]) == 0  # the default sizes fit in far less
+
+
+def test_cli_nccl_tests_on_one_node_still_refuses_an_unknown_scale_out(capsys, no_runs):
+    from fabricsim.cli import main
+
+    assert main(["nccl-tests", "--scale-out", "quantum-9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fabricsim: error: no catalog part named 'quantum-9'"), err
+    assert main(["nccl-tests", "--scale-out", "cx8"]) == 2
+    assert "--scale-out must be a switch from the catalog, got 'cx8', a nic" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: fs.estimate(None, "all_reduce", 8.0), r"fabric must be a fabricsim.Topology .*got NoneType None"),
     (lambda: fs.nccl_tests("hgx-h100"), r"fabric must be a fabricsim.Topology .*got str 'hgx-h100'"),
