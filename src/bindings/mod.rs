@@ -86,6 +86,13 @@ fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
 type Int64Array<'py> = Bound<'py, PyArray1<i64>>;
 
 /// A directed graph of links with capacities (bytes/s) and latencies (s).
+/// Usage lists of many flows as arrays: (offsets, constraint ids, coefficients).
+type UsageColumns<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
 #[pyclass(module = "fabricsim._core", frozen)]
 pub struct Topology {
     inner: Arc<Fabric>,
@@ -212,11 +219,7 @@ impl Topology {
         dst: PyReadonlyArray1<'_, i64>,
         seed: u64,
         mode: &str,
-    ) -> PyResult<(
-        Bound<'py, PyArray1<i64>>,
-        Bound<'py, PyArray1<i64>>,
-        Bound<'py, PyArray1<f64>>,
-    )> {
+    ) -> PyResult<UsageColumns<'py>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let f = &self.inner;
         let (o, c, k) = py.allow_threads(|| {

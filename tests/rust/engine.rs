@@ -231,24 +231,23 @@ fn random_runs_with(
             false,
             coefficients,
         );
-        let n = acts.len();
         let out = go(&capacity, &acts);
         let want = naive_run(&capacity, &acts, &deps);
-        for a in 0..n {
+        for (a, want) in want.iter().enumerate() {
             assert_close(
                 &format!("case {case} activity {a} ready"),
                 out.ready_s[a],
-                want[a].0,
+                want.0,
             );
             assert_close(
                 &format!("case {case} activity {a} start"),
                 out.start_s[a],
-                want[a].1,
+                want.1,
             );
             assert_close(
                 &format!("case {case} activity {a} finish"),
                 out.finish_s[a],
-                want[a].2,
+                want.2,
             );
         }
     }

@@ -174,7 +174,7 @@ fn structured_ecmp_equals_the_generic_router() {
                 "{}: {a}->{b} key {key} seed {seed}",
                 c.name
             );
-            check_route(f.topology(), &caps, NodeId(a), NodeId(b), &want).unwrap();
+            check_route(f.topology(), &caps, NodeId(a), NodeId(b), want).unwrap();
         }
     }
 }
