@@ -120,8 +120,11 @@ def describe(fabric: Any) -> Description:
         n = out["n_endpoints"]
         injection = n * nic_Bps / 2
         plane_Bps = parts["plane_Bps"]
-        leaf_up = out["planes"] * out["n_leaves"] * out["leaf_up"] * plane_Bps / 2
-        add("bandwidth", "bisection, leaf tier", min(injection, leaf_up), "B/s")
+        if out["tiers"] == 1:  # one switch per plane: nothing but the hosts' own links to cut
+            add("bandwidth", "bisection, one switch", injection, "B/s")
+        else:
+            leaf_up = out["planes"] * out["n_leaves"] * out["leaf_up"] * plane_Bps / 2
+            add("bandwidth", "bisection, leaf tier", min(injection, leaf_up), "B/s")
         if out["n_cores"]:
             spine_up = out["planes"] * out["n_spines"] * out["spine_up"] * plane_Bps / 2
             add("bandwidth", "bisection, spine tier", min(injection, spine_up), "B/s")

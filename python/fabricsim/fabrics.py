@@ -328,7 +328,8 @@ def _scale_out_spec(
     eff = _efficiency(efficiency, sw["protocol"], "efficiency")
     capacity_Bps = float(sw["ports"]) * float(sw["port_Bps"])
     plane_options = [planes] if planes is not None else [p for p in (1, 2, 4, 8) if p <= max(1, nic_p["max_planes"])]
-    tier_options = [tiers] if tiers is not None else [2, 3]
+    # One tier is one switch per plane: nothing above it to oversubscribe.
+    tier_options = [tiers] if tiers is not None else [1, 2, 3] if over == (1.0, 1.0) else [2, 3]
     errors = []
     for p in plane_options:
         p = integer("planes", p, COUNT)
@@ -349,10 +350,15 @@ def _scale_out_spec(
         radix = int(capacity_Bps / plane_Bps + 1e-9)
         for t in tier_options:
             params = dict(
-                tiers=integer("tiers", t, (2, COUNT[1])), planes=p, radix=radix, oversubscription=over,
+                tiers=integer("tiers", t, COUNT), planes=p, radix=radix, oversubscription=over,
                 link_Bps=plane_Bps * eff, switch_latency_s=float(sw["latency_s"]),
                 nic_latency_s=float(nic_p["latency_s"]), routing=routing,
             )
+            if params["tiers"] == 1 and over != (1.0, 1.0):
+                raise InvalidArgumentError(
+                    f"oversubscription {oversubscription!r} needs uplinks, but a Clos of 1 tier is one "
+                    "switch per plane with none; give tiers=2 or more"
+                )
             fits = _clos_fits(n_endpoints, rails, params)
             if fits is None:
                 if params["tiers"] == 2 and over[1] != 1.0:
@@ -568,8 +574,8 @@ def clos(
 ) -> Fabric:
     """A fat-tree of ``n_hosts`` hosts (one NIC each) built from catalog switches.
 
-    ``tiers`` (2 or 3) and ``planes`` (the NIC's rate split over that many parallel fabrics,
-    raising the switch radix) default to the fewest that hold every host. ``oversubscription``
+    ``tiers`` (1, one switch per plane; 2 or 3) and ``planes`` (the NIC's rate split over that
+    many parallel fabrics, raising the switch radix) default to the fewest that hold every host. ``oversubscription``
     is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
     (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
     or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""

@@ -3,7 +3,8 @@
 //!
 //! One shape describes an NVSwitch domain (tier 1: one switch chip per plane, every endpoint
 //! wired to it, as in HGX and NVL72), an NVLink domain spread over racks (tier 2), or a
-//! rail-optimised scale-out fat-tree (tiers 2 and 3, any number of planes).
+//! rail-optimised scale-out fat-tree (one switch per plane where the endpoints fit its ports,
+//! else tiers 2 and 3; any number of planes).
 //!
 //! *Placement.* Endpoint `e` belongs to group `D = e / rails` at rail `i = e % rails`
 //! (rail-optimised: NIC i of every domain on the same leaf). A leaf takes `endpoints_per_leaf`

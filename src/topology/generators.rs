@@ -78,12 +78,6 @@ fn scale_out_spec(
     if s.planes == 0 {
         return Err(Error::InvalidArgument("planes must be >= 1, got 0".into()));
     }
-    if s.tiers < 2 {
-        return Err(Error::InvalidArgument(format!(
-            "a scale-out Clos has 2 or 3 tiers, got {}",
-            s.tiers
-        )));
-    }
     Ok((
         ClosParams {
             n_endpoints,

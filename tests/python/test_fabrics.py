@@ -173,6 +173,37 @@ def test_full_two_tier_clos_closed_forms(switch, nic, planes, k):
     assert so(fs.clos(n_hosts=n + 1, switch=switch, nic=nic, planes=planes))["tiers"] == 3
 
 
+def test_hosts_that_fit_one_switch_get_one_tier():
+    """32 hosts on 64-port QM9700s: one switch and no spine, where two tiers built a spine
+    joined to the one leaf by 32 parallel cables (and counted their optics)."""
+    topo = fs.clos(n_hosts=32, switch="quantum-2", nic="cx7")
+    s = so(topo)
+    assert (s["tiers"], s["n_leaves"], s["n_spines"], s["leaf_up"]) == (1, 1, 0, 0)
+    assert (topo.n_nodes, topo.n_links) == (33, 64)
+    assert (count_kind(topo, "leaf"), count_kind(topo, "spine")) == (1, 0)
+    quantities = described(topo)
+    assert quantities["scale-out cables"] == 32
+    assert quantities["bisection, one switch"] == 32 * 50e9 / 2  # non-blocking: half the hosts' links
+    # A flow goes up to the switch and down: two flows into one host share its link.
+    sc = fs.Scenario(topo, routing="ecmp")
+    sc.add_flow(0, 5, 1e9)
+    sc.add_flow(1, 5, 1e9)
+    route = sc.route_of(0)
+    assert [(topo.links["src"][l].as_py(), topo.links["dst"][l].as_py()) for l in route] == [(0, 32), (32, 5)]
+    latency_s = sum(topo.links["latency_s"][l].as_py() for l in route)
+    assert sc.run().makespan_s == pytest.approx(latency_s + 2e9 / s["link_Bps"], rel=1e-12)
+    # 64 hosts fill the switch; 65 need two tiers, and so does an oversubscribed leaf tier.
+    assert so(fs.clos(n_hosts=64, switch="quantum-2", nic="cx7"))["tiers"] == 1
+    assert so(fs.clos(n_hosts=65, switch="quantum-2", nic="cx7"))["tiers"] == 2
+    assert so(fs.clos(n_hosts=32, switch="quantum-2", nic="cx7", oversubscription="2:1"))["tiers"] == 2
+    with pytest.raises(InvalidArgumentError, match=r"oversubscription 2 needs uplinks, but a Clos of 1 tier"):
+        fs.clos(n_hosts=32, switch="quantum-2", nic="cx7", tiers=1, oversubscription=2)
+    with pytest.raises(InvalidArgumentError, match="a single 64-port switch cannot take 65 endpoints"):
+        fs.clos(n_hosts=65, switch="quantum-2", nic="cx7", tiers=1)
+    # Four HGX H100 servers' 32 NICs on one QM9700.
+    assert so(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", nic="cx7"))["tiers"] == 1
+
+
 def test_connectx8_runs_ethernet_as_two_400g_planes():
     """ConnectX-8 has no 800GbE port (2 x 400GbE), though an SN5600 port runs 800GbE: on
     Ethernet it takes two planes of 400 Gb/s; on XDR InfiniBand one plane of 800 Gb/s."""
@@ -860,7 +891,7 @@ def test_a_flow_from_a_node_to_itself_is_refused(make):
             InvalidArgumentError,
             "no adaptive routing",
         ),
-        (lambda: fs.clos(n_hosts=64, switch="quantum-2", nic="cx7", tiers=1), InvalidArgumentError, "tiers"),
+        (lambda: fs.clos(n_hosts=64, switch="quantum-2", nic="cx7", tiers=0), InvalidArgumentError, "tiers"),
         (lambda: fs.clos(n_hosts=0, switch="quantum-2", nic="cx7"), InvalidArgumentError, "n_hosts"),
         (lambda: fs.nvl72(gpu="h100"), InvalidArgumentError, "'gb200' or 'gb300', got 'h100'"),
         (
