@@ -901,6 +901,29 @@ def test_many_nodes_are_not_a_set(labels, unordered):
         fs.Topology.from_arrays([0, 1], [1, 2], 1.0, node_names=unordered(["a", "b", "c"]))
 
 
+def test_a_set_is_taken_where_order_means_nothing():
+    # Refusing sets as many nodes (their order pairs src with dst) also refused them for the
+    # activities a flow waits for and the links, nodes and planes a fault takes down, whose
+    # order means nothing: after={a, b} and fail(links={...}) worked before and failed since.
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="sn5600")
+    as_list, as_set = fs.Scenario(fabric), fs.Scenario(fabric)
+    for sc, group in ((as_list, list), (as_set, set)):
+        a, b = sc.add_delay(1e-3), sc.add_delay(2e-3)
+        sc.add_flow(0, 8, 1e6, after=group([a, b]))
+        sc.add_collective("all_reduce", [0, 8], 1e6, algorithm="ring", after=group([a, b]))
+        sc.add_fault(at_s=2.5e-3, links=group([0, 1]), until_s=3e-3)
+    ran_list, ran_set = as_list.run(), as_set.run()
+    assert ran_set.flows.equals(ran_list.flows)
+    assert ran_set.flows["ready_s"].to_pylist()[0] == 2e-3  # it waited for both
+    for kw in ({"links": [0, 1]}, {"nodes": [0, 8]}, {"planes": [0]}):
+        (name, ids), = kw.items()
+        failed = fabric.fail(**kw).links
+        assert not failed.equals(fabric.links) and fabric.fail(**{name: set(ids)}).links.equals(failed), name
+    # Mappings stay refused: iterated, they give their keys.
+    with pytest.raises(InvalidArgumentError, match=r"^after must be .*, got a dict of 1, whose order is arbitrary"):
+        as_set.add_flow(0, 8, 1e6, after={0: 1})
+
+
 @pytest.mark.parametrize("make,routing,tier,what", [
     (lambda: fs.Topology.from_arrays([0, 1, 0, 2], [1, 3, 2, 3], 1.0), "adaptive", "scale_out", "scale-out Clos"),
     (lambda: fs.pcie_server(), {"scale_up": "adaptive"}, "scale_up", "NVLink domains"),
