@@ -14,6 +14,7 @@ from fabricsim.exceptions import (
     InternalError,
     InvalidArgumentError,
     SameEndpointsError,
+    ScenarioTooLargeError,
     UnknownActivityError,
     UnknownLinkError,
     UnknownNodeError,
@@ -899,6 +900,19 @@ def test_many_nodes_are_not_a_set(labels, unordered):
     with pytest.raises(InvalidArgumentError, match=rf"^node_names must be a sequence of labels, one per node, got a "
                        rf"{kind} of 3, "):
         fs.Topology.from_arrays([0, 1], [1, 2], 1.0, node_names=unordered(["a", "b", "c"]))
+
+
+def test_huge_and_tiny_floats_in_core_messages_are_shown_short(monkeypatch):
+    # These messages printed their float with {}: 1e300 with all its 301 digits.
+    with pytest.raises(InvalidArgumentError, match=r"a 144-port leaf switch at 1e300:1 has no up ports left"):
+        fs.clos(n_hosts=64, oversubscription=1e300)
+    sc = fs.Scenario(fs.hgx_h100())
+    src, dst = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    with pytest.raises(InvalidArgumentError, match=r"^engine usage \(0, -1e-300\): expected an engine id"):
+        sc._core.add_coupled_flow(src, dst, np.ones(1), "max", [(0, -1e-300)], 1.0, 0.0)
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    with pytest.raises(ScenarioTooLargeError, match=r"^x needs about 9.3e290 GiB of memory, but only 1.0 GiB is "):
+        fs._core.check_fits("x", 1e300)
 
 
 def test_a_set_is_taken_where_order_means_nothing():
