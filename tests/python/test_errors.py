@@ -628,6 +628,13 @@ def test_cli_demo_too_large_for_memory_is_refused_before_it_is_built(capsys, mon
                           "(800000064 links, 32 flows and more) needs about "), err
     assert err.rstrip().endswith("but only 1.0 GiB is available"), err
     assert main(["demo", "--spines", "4"]) == 0  # the default sizes fit in far less
+    capsys.readouterr()
+    # More spines than a double holds: the estimate raised OverflowError, a traceback.
+    huge = "1" + "0" * 400
+    assert main(["demo", "--spines", huge]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"fabricsim: error: the demo's 4 leaves x 8 hosts per leaf and {huge} spines "), err
+    assert err.rstrip().endswith("needs about inf GiB of memory, but only 1.0 GiB is available"), err
 
 
 def test_cli_nccl_tests_on_one_node_still_refuses_an_unknown_scale_out(capsys, no_runs):
