@@ -51,10 +51,13 @@ pub fn check_fits(what: &str, estimate_bytes: f64) -> Result<()> {
     Ok(())
 }
 
-/// GiB or MiB to one decimal, or bytes below 1 MiB (a small budget would read "0.0 GiB").
+/// GiB or MiB to one decimal, or bytes below 1 MiB (a small budget would read "0.0 GiB"); GiB
+/// in exponent form from 1e15 GiB (`{:.1}` wrote an estimate of 1e300 bytes with 292 digits).
 fn shown_bytes(bytes: f64) -> String {
     let (gib, mib) = ((1u64 << 30) as f64, (1u64 << 20) as f64);
-    if bytes >= gib {
+    if bytes >= 1e15 * gib {
+        format!("{:.1e} GiB", bytes / gib)
+    } else if bytes >= gib {
         format!("{:.1} GiB", bytes / gib)
     } else if bytes >= mib {
         format!("{:.1} MiB", bytes / mib)
@@ -77,5 +80,15 @@ mod tests {
             );
         }
         check_fits("a test", 1.0).unwrap();
+    }
+
+    #[test]
+    fn sizes_are_short_at_any_magnitude() {
+        // 1e300 bytes came out as 931322574615478... GiB, 292 digits.
+        assert_eq!(shown_bytes(1e300), "9.3e290 GiB");
+        assert_eq!(shown_bytes(f64::INFINITY), "inf GiB");
+        assert_eq!(shown_bytes(1.5 * (1u64 << 30) as f64), "1.5 GiB");
+        assert_eq!(shown_bytes(3.0 * (1u64 << 20) as f64), "3.0 MiB");
+        assert_eq!(shown_bytes(512.0), "512 bytes");
     }
 }

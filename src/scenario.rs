@@ -502,7 +502,8 @@ impl Scenario {
             let coef = e.coefficient;
             if !(coef.is_finite() && coef > 0.0) {
                 return Err(Error::InvalidArgument(format!(
-                    "edge {i} of a coupled flow has coefficient {coef}; expected a finite number > 0"
+                    "edge {i} of a coupled flow has coefficient {}; expected a finite number > 0",
+                    shown(coef)
                 )));
             }
         }

@@ -15,7 +15,8 @@ hash keys and seeds as 64-bit unsigned ones. Whatever does not fit is refused he
 the parameter and the value.
 
 Many values (ids, nodes, labels) come in an order of their own: a sequence, a 1-D array or an
-iterator, never a set or mapping, whose order is arbitrary.
+iterator, never a set or mapping, whose order is arbitrary. Where order means nothing (the
+activities a flow waits for, the links, nodes or planes a fault takes down) a set is taken too.
 """
 
 from __future__ import annotations
@@ -130,12 +131,13 @@ def one_value(value: Any) -> bool:
         return False
 
 
-def many(name: str, values: Any, expected: str) -> Any:
+def many(name: str, values: Any, expected: str, *, ordered: bool = True) -> Any:
     """``values`` if it is many values in an order of their own (a sequence, a 1-D array, an
     iterator), else an error saying ``name`` must be ``expected``. One value is refused (a str
     is one: read letter by letter it would be many), and so is a set or mapping: its order is
-    arbitrary, so values paired by position (a flow's src and dst) would pair up arbitrarily."""
-    if isinstance(values, (Set, Mapping)):
+    arbitrary, so values paired by position (a flow's src and dst) would pair up arbitrarily.
+    ``ordered=False`` (values whose order means nothing, such as dependencies) takes a set."""
+    if isinstance(values, Mapping) or (ordered and isinstance(values, Set)):
         raise InvalidArgumentError(
             f"{name} must be {expected}, got a {type(values).__name__} of {len(values)}, whose order is "
             f"arbitrary: give a list, tuple or 1-D array"
@@ -165,13 +167,15 @@ def integer(name: str, value: Any, bounds: tuple[int, int] = I64) -> int:
     return int(value)
 
 
-def integers(name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool = False) -> np.ndarray:
+def integers(
+    name: str, values: Any, bounds: tuple[int, int] = I64, *, one: bool = False, ordered: bool = True
+) -> np.ndarray:
     """``values`` (a sequence or a 1-D array) as a contiguous int64 array, if every element is
     an integer within ``bounds``; the first bad element is named by its index. ``one=True``
-    also takes a single integer, as a sequence of one."""
+    also takes a single integer, as a sequence of one; ``ordered=False`` also a set (`many`)."""
     if one and isinstance(values, (int, np.integer, np.bool_)):
         return np.array([integer(name, values, bounds)], dtype=np.int64)
-    many(name, values, f"{'an integer or ' if one else ''}a sequence of integers")
+    many(name, values, f"{'an integer or ' if one else ''}a sequence of integers", ordered=ordered)
     items = values if isinstance(values, (np.ndarray, list, tuple)) else list(values)
     try:
         arr = np.asarray(items)

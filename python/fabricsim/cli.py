@@ -8,6 +8,7 @@ incast into one host), and prints what happened and which links were the bottlen
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -70,11 +71,13 @@ def demo_scenario(
             f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
     n_hosts = n_leaves * hosts_per_leaf
     n_links = 2 * (n_hosts + n_leaves * n_spines)
+    estimate = (_DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * (n_hosts + n_leaves + n_spines)
+                + _DEMO_BYTES_PER_HOST * n_hosts)
     _core.check_fits(
         f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
         f"({n_links} links, {n_hosts} flows and more)",
-        _DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * (n_hosts + n_leaves + n_spines)
-        + _DEMO_BYTES_PER_HOST * n_hosts,
+        # The counts are Python ints of any size; one past double range is infinitely large.
+        float(estimate) if estimate < sys.float_info.max else math.inf,
     )
     topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     sc = Scenario(topo, seed=seed)

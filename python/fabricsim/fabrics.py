@@ -181,10 +181,10 @@ class Topology:
             return i
         return integer(name, node)
 
-    def _nodes(self, name: str, nodes: Any) -> np.ndarray:
+    def _nodes(self, name: str, nodes: Any, *, ordered: bool = True) -> np.ndarray:
         if self._label_index is None:
-            return integers(name, nodes)
-        many(name, nodes, "a sequence of nodes (labels of this topology)")
+            return integers(name, nodes, ordered=ordered)
+        many(name, nodes, "a sequence of nodes (labels of this topology)", ordered=ordered)
         return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
@@ -513,12 +513,15 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         raise InvalidArgumentError(
             f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
         )
-    ids = integers("links", links, one=True).tolist()
+    # Which links, nodes or planes fail has no order: sets of them are fine.
+    ids = integers("links", links, one=True, ordered=False).tolist()
     # One node (an id, or a label) or many.
-    node_list = topo._nodes("nodes", [nodes] if one_value(nodes) else nodes).tolist()
+    # (NumPy reads a set as one value, but a set is never a label: labels are hashable.)
+    one = one_value(nodes) and isinstance(nodes, Hashable)
+    node_list = topo._nodes("nodes", [nodes] if one else nodes, ordered=False).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)
-    for p in integers("planes", planes, one=True).tolist():
+    for p in integers("planes", planes, one=True, ordered=False).tolist():
         ids += topo._core.links_of_plane(p)
     if not ids:
         raise InvalidArgumentError("name at least one link, node or plane to fail")

@@ -103,7 +103,8 @@ def _tag(tag: Any) -> str | None:
 
 def _after(after: int | Iterable[int]) -> np.ndarray:
     # An int64 array: the core reads it in bulk (an all-to-all's end waits on millions of flows).
-    return integers("after", after, one=True)
+    # Which activities to wait for has no order: a set of them is fine.
+    return integers("after", after, one=True, ordered=False)
 
 
 class _ProgressBar:

@@ -888,7 +888,8 @@ impl Scenario {
                 .map(|&(c, w)| {
                     if c < 0 || c > u32::MAX as i64 || !(w.is_finite() && w > 0.0) {
                         return Err(Error::InvalidArgument(format!(
-                            "engine usage ({c}, {w}): expected an engine id and a coefficient > 0"
+                            "engine usage ({c}, {}): expected an engine id and a coefficient > 0",
+                            crate::error::shown(w)
                         )));
                     }
                     Ok(crate::solver::Usage {

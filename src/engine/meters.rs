@@ -3,7 +3,7 @@
 //! is the peak of their sum, which the constraints' own peaks (reached at different times)
 //! cannot give.
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 
 /// Meter m is the sum of weight x load over `terms[offsets[m]..offsets[m + 1]]`, each term a
 /// (constraint, weight).
@@ -59,8 +59,9 @@ impl<'a> MeterRun<'a> {
         for (m, &(c, weight)) in (0..n).flat_map(|m| meters.terms(m).iter().map(move |t| (m, t))) {
             if c as usize >= n_constraints || !(weight.is_finite() && weight >= 0.0) {
                 return Err(Error::InvalidArgument(format!(
-                    "meter {m} has term ({c}, {weight}): expected a constraint below \
-                     {n_constraints} and a finite weight >= 0"
+                    "meter {m} has term ({c}, {}): expected a constraint below \
+                     {n_constraints} and a finite weight >= 0",
+                    shown(weight)
                 )));
             }
             of_offsets[c as usize + 1] += 1;
@@ -123,5 +124,22 @@ impl<'a> MeterRun<'a> {
             self.peak_Bps[m] = self.peak_Bps[m].max(sum);
         }
         self.touched.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_weight_is_shown_short() {
+        // {} wrote -1e300 with all its 301 digits.
+        let mut meters = Meters::default();
+        meters.push([(0, -1e300)]);
+        let e = MeterRun::new(&meters, 1).err().unwrap();
+        assert_eq!(
+            e.message(),
+            "meter 0 has term (0, -1e300): expected a constraint below 1 and a finite weight >= 0"
+        );
     }
 }

@@ -105,7 +105,8 @@ fn split_ports(radix: u32, oversubscription: f64, tier: &str) -> Result<(u32, u3
     let down = (up as f64 * oversubscription + 1e-9).floor() as u32;
     if up == 0 || down == 0 {
         return Err(bad(format!(
-            "a {radix}-port {tier} switch at {oversubscription}:1 has no {} ports left",
+            "a {radix}-port {tier} switch at {}:1 has no {} ports left",
+            shown(oversubscription),
             if up == 0 { "up" } else { "down" }
         )));
     }
@@ -748,5 +749,15 @@ mod tests {
                 s.n_links() as usize - 2 * s.n_endpoints as usize
             );
         }
+    }
+
+    #[test]
+    fn a_huge_oversubscription_is_shown_short() {
+        // {} wrote 1e300 with all its 301 digits.
+        let e = split_ports(144, 1e300, "leaf").unwrap_err();
+        assert_eq!(
+            e.message(),
+            "a 144-port leaf switch at 1e300:1 has no up ports left"
+        );
     }
 }

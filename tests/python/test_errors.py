@@ -14,6 +14,7 @@ from fabricsim.exceptions import (
     InternalError,
     InvalidArgumentError,
     SameEndpointsError,
+    ScenarioTooLargeError,
     UnknownActivityError,
     UnknownLinkError,
     UnknownNodeError,
@@ -627,6 +628,13 @@ def test_cli_demo_too_large_for_memory_is_refused_before_it_is_built(capsys, mon
                           "(800000064 links, 32 flows and more) needs about "), err
     assert err.rstrip().endswith("but only 1.0 GiB is available"), err
     assert main(["demo", "--spines", "4"]) == 0  # the default sizes fit in far less
+    capsys.readouterr()
+    # More spines than a double holds: the estimate raised OverflowError, a traceback.
+    huge = "1" + "0" * 400
+    assert main(["demo", "--spines", huge]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"fabricsim: error: the demo's 4 leaves x 8 hosts per leaf and {huge} spines "), err
+    assert err.rstrip().endswith("needs about inf GiB of memory, but only 1.0 GiB is available"), err
 
 
 def test_cli_nccl_tests_on_one_node_still_refuses_an_unknown_scale_out(capsys, no_runs):
@@ -899,6 +907,42 @@ def test_many_nodes_are_not_a_set(labels, unordered):
     with pytest.raises(InvalidArgumentError, match=rf"^node_names must be a sequence of labels, one per node, got a "
                        rf"{kind} of 3, "):
         fs.Topology.from_arrays([0, 1], [1, 2], 1.0, node_names=unordered(["a", "b", "c"]))
+
+
+def test_huge_and_tiny_floats_in_core_messages_are_shown_short(monkeypatch):
+    # These messages printed their float with {}: 1e300 with all its 301 digits.
+    with pytest.raises(InvalidArgumentError, match=r"a 144-port leaf switch at 1e300:1 has no up ports left"):
+        fs.clos(n_hosts=64, oversubscription=1e300)
+    sc = fs.Scenario(fs.hgx_h100())
+    src, dst = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    with pytest.raises(InvalidArgumentError, match=r"^engine usage \(0, -1e-300\): expected an engine id"):
+        sc._core.add_coupled_flow(src, dst, np.ones(1), "max", [(0, -1e-300)], 1.0, 0.0)
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    with pytest.raises(ScenarioTooLargeError, match=r"^x needs about 9.3e290 GiB of memory, but only 1.0 GiB is "):
+        fs._core.check_fits("x", 1e300)
+
+
+def test_a_set_is_taken_where_order_means_nothing():
+    # Refusing sets as many nodes (their order pairs src with dst) also refused them for the
+    # activities a flow waits for and the links, nodes and planes a fault takes down, whose
+    # order means nothing: after={a, b} and fail(links={...}) worked before and failed since.
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="sn5600")
+    as_list, as_set = fs.Scenario(fabric), fs.Scenario(fabric)
+    for sc, group in ((as_list, list), (as_set, set)):
+        a, b = sc.add_delay(1e-3), sc.add_delay(2e-3)
+        sc.add_flow(0, 8, 1e6, after=group([a, b]))
+        sc.add_collective("all_reduce", [0, 8], 1e6, algorithm="ring", after=group([a, b]))
+        sc.add_fault(at_s=2.5e-3, links=group([0, 1]), until_s=3e-3)
+    ran_list, ran_set = as_list.run(), as_set.run()
+    assert ran_set.flows.equals(ran_list.flows)
+    assert ran_set.flows["ready_s"].to_pylist()[0] == 2e-3  # it waited for both
+    for kw in ({"links": [0, 1]}, {"nodes": [0, 8]}, {"planes": [0]}):
+        (name, ids), = kw.items()
+        failed = fabric.fail(**kw).links
+        assert not failed.equals(fabric.links) and fabric.fail(**{name: set(ids)}).links.equals(failed), name
+    # Mappings stay refused: iterated, they give their keys.
+    with pytest.raises(InvalidArgumentError, match=r"^after must be .*, got a dict of 1, whose order is arbitrary"):
+        as_set.add_flow(0, 8, 1e6, after={0: 1})
 
 
 @pytest.mark.parametrize("make,routing,tier,what", [

@@ -146,6 +146,14 @@ fn add_legs(sc: &mut Scenario, edges: &[(u32, u32, Leg)]) -> fabricsim::ids::Act
             leg,
         })
         .collect();
+    try_add_edges(sc, edges).unwrap()
+}
+
+/// Adds a coupled flow of 1 MB over `edges`, summed.
+fn try_add_edges(
+    sc: &mut Scenario,
+    edges: Vec<Edge>,
+) -> fabricsim::error::Result<fabricsim::ids::ActivityId> {
     sc.add_coupled_flow(
         edges,
         Combine::Sum,
@@ -157,7 +165,6 @@ fn add_legs(sc: &mut Scenario, edges: &[(u32, u32, Leg)]) -> fabricsim::ids::Act
         None,
         f64::INFINITY,
     )
-    .unwrap()
 }
 
 fn add_plain(sc: &mut Scenario, src: u32, dst: u32) -> fabricsim::ids::ActivityId {
@@ -331,4 +338,21 @@ fn an_up_leg_stops_short_of_its_destination_and_a_down_leg_starts_past_its_sourc
             "{mode:?}: host, leaf-spine, spine-leaf, host"
         );
     }
+}
+
+#[test]
+fn a_bad_edge_coefficient_is_shown_short() {
+    // {} wrote -1e300 with all its 301 digits.
+    let mut sc = Scenario::new(clos_of(1, Mode::Ecmp), 0);
+    let edge = Edge {
+        src: 0,
+        dst: 9,
+        coefficient: -1e300,
+        leg: Leg::Whole,
+    };
+    let e = try_add_edges(&mut sc, vec![edge]).unwrap_err();
+    assert_eq!(
+        e.message(),
+        "edge 0 of a coupled flow has coefficient -1e300; expected a finite number > 0"
+    );
 }
