@@ -816,11 +816,14 @@ impl<'a> Sim<'a> {
                 continue;
             }
             self.out.n_rate_changes += 1;
-            // A transfer that began inside this instant counts from its own start time.
+            // A transfer that began inside this instant counts from its own start time, and
+            // a change never comes before the flow's last one: an instant's events span a
+            // rounding resolution after `now`, so a transfer that began a moment after the
+            // last instant's `now` can be re-rated at this one's, which is earlier still.
             let since = if old == 0.0 {
                 self.out.start_s[fi].max(now)
             } else {
-                now
+                self.left[fi].as_of_s.max(now)
             };
             self.left[fi] = self.left[fi].at(since, old);
             let bytes_left = self.left[fi].bytes;
