@@ -357,14 +357,14 @@ def flow_segments(model, res, with_instants=False):
             end = min(end, finish[f])
             if end > t:
                 out.append((t, end, r))
-            elif k + 1 < len(lst) and lst[k + 1][0] == t:
-                # Re-rated at the same time (by a later instant whose events lay within the
-                # time resolution of this one): the later row holds from t on.
-                continue
             else:
-                # A row without extent: a closing row at the finish, or a row at the start of a
-                # transfer shorter than the time resolution (checked in check_invariants).
-                assert close(t, finish[f]), (
+                # A row without extent: re-rated at the same time (by a later instant whose
+                # events lay within the time resolution of this one: the later row holds from
+                # t on), a closing row at the finish, or a row at the start of a transfer
+                # shorter than the time resolution (checked in check_invariants). A positive
+                # rate was the engine's for an instant, and may count in a peak.
+                superseded = k + 1 < len(lst) and lst[k + 1][0] == t
+                assert superseded or close(t, finish[f]), (
                     f"flow {f}: rate row ({t}, {r}) after its finish {finish[f]}")
                 if r > 0:
                     instants.append((f, t, r))
