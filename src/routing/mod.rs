@@ -252,16 +252,15 @@ fn repeated_link(links: &[LinkId]) -> Option<(u32, usize, usize)> {
 mod tests {
     use super::*;
 
+    /// `n` nodes and links `src[i] -> dst[i]`, each of capacity 1 and no latency.
+    fn unit_links(n: usize, src: Vec<u32>, dst: Vec<u32>) -> Topology {
+        let m = src.len();
+        Topology::from_links(n, src, dst, vec![1.0; m], vec![0.0; m]).unwrap()
+    }
+
     /// Two parallel two-hop paths 0 -> {1, 2} -> 3.
     fn diamond() -> Topology {
-        Topology::from_links(
-            4,
-            vec![0, 0, 1, 2],
-            vec![1, 2, 3, 3],
-            vec![1.0; 4],
-            vec![0.0; 4],
-        )
-        .unwrap()
+        unit_links(4, vec![0, 0, 1, 2], vec![1, 2, 3, 3])
     }
 
     #[test]
@@ -290,26 +289,12 @@ mod tests {
     fn ring(n: u32) -> Topology {
         let src: Vec<u32> = (0..n).collect();
         let dst: Vec<u32> = (0..n).map(|i| (i + 1) % n).collect();
-        Topology::from_links(
-            n as usize,
-            src,
-            dst,
-            vec![1.0; n as usize],
-            vec![0.0; n as usize],
-        )
-        .unwrap()
+        unit_links(n as usize, src, dst)
     }
 
     /// 0 <-> 1 <-> 2: links 0 (0 -> 1), 1 (1 -> 2), 2 (1 -> 0), 3 (2 -> 1).
     fn both_ways() -> Topology {
-        Topology::from_links(
-            3,
-            vec![0, 1, 1, 2],
-            vec![1, 2, 0, 1],
-            vec![1.0; 4],
-            vec![0.0; 4],
-        )
-        .unwrap()
+        unit_links(3, vec![0, 1, 1, 2], vec![1, 2, 0, 1])
     }
 
     fn message(r: Result<()>) -> String {
