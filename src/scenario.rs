@@ -51,8 +51,10 @@ pub enum Combine {
     /// Pipelined point-to-point edges (a ring, a tree): each edge carries its own bytes, so
     /// coefficients add.
     Sum,
-    /// A reduction tree through switches that reduce (SHARP, NVLS): what several edges send
-    /// through one link is reduced to one stream, so the largest coefficient counts.
+    /// Reduction trees through switches that reduce (SHARP, NVLS): what several edges of one
+    /// tree (`Edge::tree`) send through one link is reduced to one stream, so the largest
+    /// coefficient counts; the streams of different trees (the rails of NVLS+SHARP, each its
+    /// own SHARP tree, where rails share a leaf) add.
     Max,
 }
 
@@ -71,13 +73,14 @@ pub enum Leg {
 }
 
 /// One edge of a coupled flow: `coefficient` bytes per byte of the flow on `leg` of the route
-/// from `src` to `dst`.
+/// from `src` to `dst`, part of reduction tree `tree` (read only under `Combine::Max`).
 #[derive(Debug, Clone, Copy)]
 pub struct Edge {
     pub src: u32,
     pub dst: u32,
     pub coefficient: f64,
     pub leg: Leg,
+    pub tree: u32,
 }
 
 /// One coupled flow's recipe (DESIGN.md section 2): edges, routed with `modes`, combined,
@@ -928,6 +931,8 @@ fn route_coupled(
 ) -> Result<()> {
     usage.clear();
     let (link_src, link_dst) = (fabric.topology().link_src(), fabric.topology().link_dst());
+    // Each entry tagged with its edge's tree: merged within a tree, then summed.
+    let mut tagged: Vec<(u32, u32, f64)> = Vec::new();
     for (i, e) in recipe.edges.iter().enumerate() {
         let key = coupled_key(id, i as u32);
         route_on(
@@ -946,32 +951,33 @@ fn route_coupled(
             Leg::Up => !fabric.any_link_of(c, |l| link_dst[l as usize] == e.dst),
             Leg::Down => !fabric.any_link_of(c, |l| link_src[l as usize] == e.src),
         };
-        usage.extend(
+        let tree = match recipe.combine {
+            Combine::Sum => 0,
+            Combine::Max => e.tree,
+        };
+        tagged.extend(
             routed
                 .usage
                 .iter()
                 .filter(|u| on_leg(u.constraint))
-                .map(|u| Usage {
-                    constraint: u.constraint,
-                    coefficient: u.coefficient * e.coefficient,
-                }),
+                .map(|u| (u.constraint, tree, u.coefficient * e.coefficient)),
         );
     }
-    usage.sort_unstable_by_key(|u| u.constraint);
-    let mut w = 0;
-    for r in 0..usage.len() {
-        if w > 0 && usage[w - 1].constraint == usage[r].constraint {
-            let (a, b) = (usage[w - 1].coefficient, usage[r].coefficient);
-            usage[w - 1].coefficient = match recipe.combine {
-                Combine::Sum => a + b,
-                Combine::Max => a.max(b),
-            };
-        } else {
-            usage[w] = usage[r];
-            w += 1;
+    tagged.sort_unstable_by_key(|&(c, tree, _)| (c, tree));
+    for group in tagged.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let coefficients = group.iter().map(|&(_, _, k)| k);
+        let k = match recipe.combine {
+            Combine::Sum => coefficients.sum(),
+            Combine::Max => coefficients.fold(0.0, f64::max),
+        };
+        match usage.last_mut() {
+            Some(u) if u.constraint == group[0].0 => u.coefficient += k,
+            _ => usage.push(Usage {
+                constraint: group[0].0,
+                coefficient: k,
+            }),
         }
     }
-    usage.truncate(w);
     usage.extend_from_slice(&recipe.engines);
     Ok(())
 }

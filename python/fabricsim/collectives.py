@@ -64,13 +64,16 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   domain, as NCCL's CollNet and NVLS trees use the fewest heads any node has (connect.cc); a
   domain holding more ranks reduce-scatters onto those ``m`` (its other ranks send their whole
   buffer) and all-gathers from them.
-* ``nvls_sharp``: NVLS reduce-scatter in each domain, SHARP all-reduce of ``S/m`` per rail,
-  NVLS all-gather. As NCCL's NVLS with CollNet, the first ``m`` ranks of each domain are the
-  heads (connect.cc: minHeadNum): every rank sends ``S`` into its NVSwitches, each head takes
-  back its reduced ``S/m`` and later multicasts the result, which every rank receives. Its
-  alpha is NCCL's for NVLS across nodes (one NVLink and one network step, 43 us), as NCCL
-  runs it as one algorithm; ``hierarchical``, which NCCL has no counterpart of, pays its
-  three phases' alphas.
+* ``nvls_sharp``: NVLS reduction in each domain, SHARP all-reduce of ``S/m`` per rail, NVLS
+  broadcast, as one pipelined flow: NCCL's NVLS with CollNet runs its scatter, reduce,
+  network and broadcast warps at once over chunks, so the slowest stage paces it (NCCL's
+  model takes the least of the intra- and inter-node bandwidths). The first ``m`` ranks of
+  each domain are the heads (connect.cc: minHeadNum): every rank sends ``S`` into its
+  NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
+  multicasts the result, and sends and receives ``S/m`` through its rail's SHARP tree (each
+  rail its own tree: where rails share a leaf, their streams add). Its alpha is NCCL's for
+  NVLS across nodes (one NVLink and one network step, 43 us); ``hierarchical``, which NCCL
+  has no counterpart of, runs as three phases and pays their alphas.
 
 ``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
 (algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
@@ -450,10 +453,12 @@ def _ring_Bps(comm: _Comm) -> float:
     return min(comm.net_Bps, float("inf") if p == 1 else v.nvlink_Bps)
 
 
-def _nvls_Bps(v: FabricView, k: int) -> float:
-    """Rate of an NVLS pass of k ranks of one domain whose busiest link direction carries one
-    byte per byte: the GPUs' links, or the domain's reduction engine shared by k ranks."""
-    return min(v.nvlink_Bps, _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain / k)
+def _nvls_pass_s(v: FabricView, S: float, k: int, heads: int) -> float:
+    """Time of an NVLS all-reduce of S by k ranks of one domain, ``heads`` of which take back
+    a reduced share of S/heads each and multicast it: a head's links carry S(1 + 1/heads) each
+    way, and the domain's reduction engine takes the k ranks' S plus the heads' S."""
+    engine_Bps = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
+    return S * max((1 + 1 / heads) / v.nvlink_Bps, (k + 1) / engine_Bps)
 
 
 def btree_parents(n: int) -> np.ndarray:
@@ -575,7 +580,7 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
         nvl = 2 * v * ends / comm.view.nvlink_Bps if ends else 0.0
         return a + max(net, nvl)
     if algo == "nvls":
-        return a + S * (1 + 1 / n) / _nvls_Bps(comm.view, n)
+        return a + _nvls_pass_s(comm.view, S, n, n)
     if algo == "sharp":
         return a + S / comm.net_Bps
     if algo == "hierarchical":
@@ -587,10 +592,12 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
         intra = float(_head_ring_shares(one.n, m).max()) * S / _ring_Bps(one)
         return a + 2 * intra + 2 * (d - 1) / d * (S / m) / comm.net_Bps
     if algo == "nvls_sharp":
-        # Every rank of the largest domain sends (reduce-scatter) and receives (all-gather) S
-        # through the NVSwitches, whose engine they share; each of m rails S/m through SHARP.
+        # One pipeline paced by its slowest stage: the NVLS reduction and broadcast in the
+        # largest domain, whose m heads also take back and multicast S/m each, or the m
+        # rails, each S/m through SHARP.
         one, _ = _phases(comm)
-        return a + 2 * S / _nvls_Bps(comm.view, one.n) + (S / comm.heads) / comm.net_Bps
+        m = comm.heads
+        return a + max(_nvls_pass_s(comm.view, S, one.n, m), S / m / comm.net_Bps)
     raise AssertionError(algo)
 
 
@@ -720,6 +727,17 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
     )
 
 
+@dataclass(frozen=True)
+class _Tree:
+    """One reduction tree of a coupled flow: its edges (bytes per byte of the flow on each
+    edge's leg of its route) and the usage of its switches' reduction engines."""
+    src: np.ndarray
+    dst: np.ndarray
+    coef: np.ndarray
+    legs: list[str]
+    engines: dict[int, float]
+
+
 class Builder:
     """Adds collectives to a scenario's core and remembers them for the results table."""
 
@@ -752,11 +770,12 @@ class Builder:
 
     # -- flow construction ---------------------------------------------------------------------
 
-    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None) -> int:
+    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None, trees=None) -> int:
         coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
         flow = self.sc._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
             coef, combine, engines, nbytes, latency, 0.0, [after], tag, None, legs,
+            None if trees is None else np.ascontiguousarray(trees, dtype=np.int64),
         )
         self.edge_bytes_per_byte[flow] = float(coef.sum())
         return flow
@@ -803,13 +822,12 @@ class Builder:
             self._engines[key] = self.sc._core.add_engine(capacity_Bps)
         return self._engines[key]
 
-    def _nvls(self, ranks, S, up, down, latency, after, tag) -> int:
+    def _nvls(self, ranks, up, down) -> _Tree:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
-        receives ``down`` bytes per byte of S (numbers, or one per rank; links count them
-        once: combine="max"). Each rank's up leg is the part of its route to a peer (ranks[0],
-        or ranks[1] for ranks[0] itself) short of the peer, its down leg the part of the
-        peer's route to it past the peer: the switches, not the peer, receive and send. A
-        leg carrying nothing is left out."""
+        receives ``down`` bytes per byte of S (numbers, or one per rank). Each rank's up leg
+        is the part of its route to a peer (ranks[0], or ranks[1] for ranks[0] itself) short
+        of the peer, its down leg the part of the peer's route to it past the peer: the
+        switches, not the peer, receive and send. A leg carrying nothing is left out."""
         v = fabric_view(self.sc.topology)
         n = len(ranks)
         capacity = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
@@ -820,18 +838,31 @@ class Builder:
         coef = np.concatenate([up, down])
         keep = coef > 0
         legs = np.array(["up"] * n + ["down"] * n)[keep].tolist()
-        return self._coupled(src[keep], dst[keep], coef[keep], "max", [(engine, float(np.maximum(up, down).sum()))],
-                             S, latency, after, tag, legs)
+        return _Tree(src[keep], dst[keep], coef[keep], legs, {engine: float(np.maximum(up, down).sum())})
 
-    def _sharp(self, ranks, S, latency, after, tag) -> int:
-        """Up and down the scale-out aggregation tree: every link carries S once."""
+    def _sharp(self, ranks, share=1.0) -> _Tree:
+        """Up and down the scale-out aggregation tree: every link carries ``share`` bytes per
+        byte of S once."""
         st = self.sc.topology._core.structure()["scale_out"]
         ports = st["n_leaves"] * st["radix"] * st["planes"]
         engine = self._engine(("sharp",), ports * st["link_Bps"])
         p0, rest = int(ranks[0]), ranks[1:]
         src = np.concatenate([rest, np.full(len(rest), p0)])
         dst = np.concatenate([np.full(len(rest), p0), rest])
-        return self._coupled(src, dst, 1.0, "max", [(engine, float(len(ranks)))], S, latency, after, tag)
+        return _Tree(src, dst, np.full(len(src), share), ["whole"] * len(src), {engine: share * len(ranks)})
+
+    def _reduction(self, trees: list[_Tree], S, latency, after, tag) -> int:
+        """One pipelined flow of S through reduction trees (DESIGN section 2): links count a
+        tree's edges once (combine="max"), and different trees' streams add."""
+        engines: dict[int, float] = {}
+        for t in trees:
+            for e, w in t.engines.items():
+                engines[e] = engines.get(e, 0.0) + w
+        return self._coupled(
+            np.concatenate([t.src for t in trees]), np.concatenate([t.dst for t in trees]),
+            np.concatenate([t.coef for t in trees]), "max", list(engines.items()), S, latency, after, tag,
+            [leg for t in trees for leg in t.legs], np.repeat(np.arange(len(trees)), [len(t.src) for t in trees]),
+        )
 
     def _flows(self, src, dst, nbytes, after: int, tag) -> np.ndarray:
         """Independent routed flows (ECMP or spraying as the scenario routes), all after one id."""
@@ -911,31 +942,29 @@ class Builder:
         if algo == "ring":
             return self._barrier(self._ring(op, comm, S, lat, begin, tag, wire), tag), analytical
         if algo == "nvls":
-            return self._barrier([self._nvls(comm.ranks, S, 1 + 1 / n, 1 + 1 / n, lat, begin, tag)], tag), analytical
+            nvls = self._nvls(comm.ranks, 1 + 1 / n, 1 + 1 / n)
+            return self._barrier([self._reduction([nvls], S, lat, begin, tag)], tag), analytical
         if algo == "sharp":
-            return self._barrier([self._sharp(comm.ranks, S, lat, begin, tag)], tag), analytical
-        # Three phases joined by barriers; the latency is paid once, by the first phase.
-        rails = comm.rails()
-        if algo == "hierarchical":
-            # Domains of one rank have no intra-domain phase; the others' rings leave the
-            # shards on their first m ranks, the rails' ends (_head_ring_shares).
-            m = comm.heads
-            domains = [x for x in comm.domains if len(x) > 1]
-            first = [i for x in domains for i in self._ring("reduce_scatter", comm.within(x), S, lat, begin, tag,
-                                                            heads=m)]
-            mid = self._barrier(first, tag)
-            second = [i for r in rails for i in self._ring("all_reduce", comm.across(r), S / m, 0.0, mid, tag)]
-            mid = self._barrier(second, tag)
-            third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
-        else:  # nvls_sharp
-            # The first m ranks of each domain are its heads, each taking S/m (module docs).
+            return self._barrier([self._reduction([self._sharp(comm.ranks)], S, lat, begin, tag)], tag), analytical
+        if algo == "nvls_sharp":
+            # One pipeline, as NCCL runs its scatter, reduce, network and broadcast warps at
+            # once: the first m ranks of each domain are its heads (module docs).
             m = comm.heads
             heads = [np.where(np.arange(len(x)) < m, 1.0 / m, 0.0) for x in comm.domains]
-            first = [self._nvls(x, S, 1.0, h, lat, begin, tag) for x, h in zip(comm.domains, heads)]
-            mid = self._barrier(first, tag)
-            second = [self._sharp(r, S / m, 0.0, mid, tag) for r in rails]
-            mid = self._barrier(second, tag)
-            third = [self._nvls(x, S, h, 1.0, 0.0, mid, tag) for x, h in zip(comm.domains, heads)]
+            trees = [self._nvls(x, 1.0 + h, h + 1.0) for x, h in zip(comm.domains, heads)]
+            trees += [self._sharp(r, 1.0 / m) for r in comm.rails()]
+            return self._barrier([self._reduction(trees, S, lat, begin, tag)], tag), analytical
+        # Hierarchical: three phases joined by barriers; the latency is paid once, by the
+        # first phase. Domains of one rank have no intra-domain phase; the others' rings leave the shards
+        # on their first m ranks, the rails' ends (_head_ring_shares).
+        m = comm.heads
+        domains = [x for x in comm.domains if len(x) > 1]
+        first = [i for x in domains for i in self._ring("reduce_scatter", comm.within(x), S, lat, begin, tag,
+                                                        heads=m)]
+        mid = self._barrier(first, tag)
+        second = [i for r in comm.rails() for i in self._ring("all_reduce", comm.across(r), S / m, 0.0, mid, tag)]
+        mid = self._barrier(second, tag)
+        third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
         return self._barrier(third, tag), analytical
 
     # -- results -------------------------------------------------------------------------------

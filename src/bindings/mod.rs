@@ -816,8 +816,9 @@ impl Scenario {
     /// A coupled flow: edge i from `edge_src[i]` to `edge_dst[i]` carries `edge_coef[i]`
     /// bytes per byte of the flow on its leg of the route (`edge_leg[i]`: "whole", "up" into
     /// the network, or "down" out of it; all "whole" if None); routes add (`combine="sum"`)
-    /// or reduce (`"max"`); `max_rate_Bps` caps its rate.
-    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None, edge_leg=None))]
+    /// or reduce (`"max"`) within each reduction tree (`edge_tree[i]`, all one tree if
+    /// None), the trees' streams adding; `max_rate_Bps` caps its rate.
+    #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None, edge_leg=None, edge_tree=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_coupled_flow(
         &mut self,
@@ -833,9 +834,14 @@ impl Scenario {
         tag: Option<String>,
         max_rate_Bps: Option<f64>,
         edge_leg: Option<Vec<String>>,
+        edge_tree: Option<PyReadonlyArray1<'_, i64>>,
     ) -> PyResult<u32> {
         let (src, dst) = (slice("edge_src", &edge_src)?, slice("edge_dst", &edge_dst)?);
         let coef = slice("edge_coef", &edge_coef)?;
+        let tree = edge_tree
+            .as_ref()
+            .map(|t| slice("edge_tree", t))
+            .transpose()?;
         let s = &mut self.inner;
         guard(|| {
             if dst.len() != src.len() || coef.len() != src.len() {
@@ -862,6 +868,13 @@ impl Scenario {
                     legs.len()
                 )));
             }
+            if let Some(tree) = tree.filter(|t| t.len() != src.len()) {
+                return Err(Error::InvalidArgument(format!(
+                    "edge_tree must have one entry per edge ({}), got {}",
+                    src.len(),
+                    tree.len()
+                )));
+            }
             let topo = Arc::clone(s.topology());
             let mut edges = Vec::with_capacity(src.len());
             for i in 0..src.len() {
@@ -876,11 +889,21 @@ impl Scenario {
                         )))
                     }
                 };
+                let tree = match tree.map(|t| t[i]) {
+                    None => 0,
+                    Some(t) => u32::try_from(t).map_err(|_| {
+                        Error::InvalidArgument(format!(
+                            "edge_tree[{i}] must be a tree number from 0 to {}, got {t}",
+                            u32::MAX
+                        ))
+                    })?,
+                };
                 edges.push(sc::Edge {
                     src: a.0,
                     dst: b.0,
                     coefficient: coef[i],
                     leg,
+                    tree,
                 });
             }
             let engines = engines

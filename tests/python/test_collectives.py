@@ -388,14 +388,16 @@ CLOSED_FORMS = {
     # rail over d = 3 domains: 2(d-1)/d (S/p) through each NIC.
     "hierarchical 3x2": ("hierarchical", 3, [0, 1, 8, 9, 16, 17],
                          (2 * RING_RS_2 + RING_AR_3_NODES) * 1e-6 + GiB / NVL_Bps + 2 * 2 / 3 * (GiB / 2) / NET_Bps),
-    # NVLS reduce-scatter and all-gather in each domain (a GPU's links carry S each; the
-    # reduction engine, 0.85 x 8 GPUs' NVLink, is shared by p = 2 and does not bind), SHARP
-    # all-reduce of S/p per rail: every link carries S/p once. One latency: NCCL's NVLS.
+    # One pipeline paced by its slowest stage. Every GPU sends S into the NVSwitches and
+    # receives S, a head S/p more each way (1.5 S over 18 x 20.6 GB/s); the reduction engine,
+    # 0.85 x 8 GPUs' NVLink, takes (p + 1) S = 3 S; each NIC carries S/p = S/2 through SHARP,
+    # the slowest. One latency: NCCL's NVLS across nodes.
     "nvls_sharp 3x2": ("nvls_sharp", 3, [0, 1, 8, 9, 16, 17],
-                       NVLS_ACROSS_NODES * 1e-6 + 2 * GiB / NVL_Bps + (GiB / 2) / NET_Bps),
-    # p = 8: the engine binds at 0.85 x NVLink per GPU.
+                       NVLS_ACROSS_NODES * 1e-6 + (GiB / 2) / NET_Bps),
+    # p = 8: the engine, taking 9 S, binds (9 / (0.85 x 8 x 370.8 GB/s) per byte, beside
+    # 1.125 / 370.8 GB/s on a head's links and 1 / (8 x 48 GB/s) through the NICs).
     "nvls_sharp 3x8": ("nvls_sharp", 3, list(range(24)),
-                       NVLS_ACROSS_NODES * 1e-6 + 2 * GiB / (0.85 * NVL_Bps) + (GiB / 8) / NET_Bps),
+                       NVLS_ACROSS_NODES * 1e-6 + 9 * GiB / (0.85 * 8 * NVL_Bps)),
     # One GPU per domain, S once up and down the aggregation tree.
     "sharp 4x1": ("sharp", 4, [0, 8, 16, 24], COLLNET_ONE_PER_NODE * 1e-6 + GiB / NET_Bps),
     # 8 channels, each two trees of S/16 over 4 domains: the busiest domain has 4 tree edges
@@ -523,15 +525,14 @@ UNEVEN_CLOSED_FORMS = {
     # latency is the largest domain's: 8.4 + 4 x 3.4.
     "hierarchical 3+5": ("hierarchical", THREE_PLUS_FIVE,
                          (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
-    # m = 3 heads per domain (NCCL's minHeadNum): every GPU sends S into the NVSwitches and
-    # gets S back; the engine (0.85 x 8 GPUs' NVLink) shared by 5 does not bind. 3 rails of
-    # S/3 through SHARP.
+    # m = 3 heads per domain (NCCL's minHeadNum), one pipeline: a head's links carry 4S/3
+    # each way (3.6 ms per GiB at 370.8 GB/s), the engine of the domain of 5 takes 6 S
+    # (2.4 ms), and 3 rails of S/3 through SHARP bind (7.5 ms).
     "nvls_sharp 3+5": ("nvls_sharp", THREE_PLUS_FIVE,
-                       NVLS_ACROSS_NODES * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
-    # 8 + 3: the domain of 8 shares its engine 8 ways, 0.85 x NVLink each; still 3 rails.
+                       NVLS_ACROSS_NODES * 1e-6 + GiB / 3 / NET_Bps),
+    # 8 + 3: the domain of 8's engine takes 9 S (3.8 ms), still below the 3 rails.
     "nvls_sharp 8+3": ("nvls_sharp", list(range(11)),
-                       NVLS_ACROSS_NODES * 1e-6 + 2 * GiB / (0.85 * NVL_Bps)
-                       + GiB / 3 / NET_Bps),
+                       NVLS_ACROSS_NODES * 1e-6 + GiB / 3 / NET_Bps),
 }
 
 
@@ -583,11 +584,11 @@ def test_uneven_domains_load_each_gpu_link_as_derived(algo, nvlink_sent):
         assert nic == pytest.approx(GiB / 3 if gpu % 8 < 3 else 0.0, rel=1e-12, abs=1e-6), gpu
 
 
-def test_nvls_loads_each_gpus_own_up_and_down_links_even_the_first_ranks():
-    """NVLS+SHARP on 3 + 5 ranks, 3 heads per domain: in the reduce-scatter every GPU sends S
-    up into the NVSwitches and a head receives its S/3 back; the all-gather mirrors it. The
-    first rank, GPU 0, once stood in the middle of the other ranks' edges, so its up link
-    took what they received and its down link what they sent (S/3 up, S down)."""
+def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_and_receives():
+    """NVLS+SHARP on 3 + 5 ranks, 3 heads per domain, one pipelined flow: every GPU sends S up
+    into the NVSwitches and receives S; a head also takes back its S/3 and multicasts it, 4/3
+    each way. Each rank's legs run toward or from a peer (the first rank) without loading the
+    peer's links: a GPU's links carry only its own share."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
 
     def usage(sc, fid):
@@ -595,15 +596,21 @@ def test_nvls_loads_each_gpus_own_up_and_down_links_even_the_first_ranks():
         return dict(zip(links, coefs))
 
     probe = fs.Scenario(fabric)
-    to = {(a, b): set(usage(probe, probe.add_flow(a, b, 1.0))) for a, b in [(0, 1), (0, 2), (1, 0), (2, 0)]}
-    (up0,), (down0,) = to[0, 1] & to[0, 2], to[1, 0] & to[2, 0]
+
+    def own_links(gpu):
+        a, b = [g for g in THREE_PLUS_FIVE if g // 8 == gpu // 8 and g != gpu][:2]
+        to = {(x, y): set(usage(probe, probe.add_flow(x, y, 1.0))) for x, y in [(gpu, a), (gpu, b), (a, gpu), (b, gpu)]}
+        (up,), (down,) = to[gpu, a] & to[gpu, b], to[a, gpu] & to[b, gpu]
+        return up, down
 
     sc = fs.Scenario(fabric)
     sc.add_collective("all_reduce", THREE_PLUS_FIVE, GiB, algorithm="nvls_sharp")
-    through_gpu0 = [u for u in (usage(sc, f) for f in range(sc.n_activities)) if up0 in u]
-    reduce_scatter, all_gather = through_gpu0[0], through_gpu0[-1]
-    assert (reduce_scatter[up0], reduce_scatter[down0]) == pytest.approx((1.0, 1 / 3), rel=1e-12)
-    assert (all_gather[up0], all_gather[down0]) == pytest.approx((1 / 3, 1.0), rel=1e-12)
+    flows = [usage(sc, f) for f in range(sc.n_activities) if sc.usage_of(f)[0]]
+    assert len(flows) == 1
+    for gpu in THREE_PLUS_FIVE:
+        up, down = own_links(gpu)
+        share = 4 / 3 if gpu % 8 < 3 else 1.0
+        assert (flows[0][up], flows[0][down]) == pytest.approx((share, share), rel=1e-12), gpu
 
 
 @pytest.mark.parametrize("ranks, chain_edges", [

@@ -967,3 +967,20 @@ def test_a_pcie_server_too_large_for_memory_is_refused_before_it_is_built(monkey
     with pytest.raises(fs.ScenarioTooLargeError, match=r"^a fabric of 200001 nodes and 400000 links needs about "
                        r"18\.5 MiB of memory, but only 1\.0 MiB is available$"):
         fs.pcie_server(n_gpus=100_000, gpus_per_switch=1, nics_per_switch=0, n_cpus=1)
+
+
+def test_a_coupled_flows_edge_trees_are_one_number_from_0_per_edge():
+    sc = fs.Scenario(fs.hgx_h100())
+    src, dst = np.array([0, 2], dtype=np.int64), np.array([1, 1], dtype=np.int64)
+
+    def add(trees):
+        return sc._core.add_coupled_flow(src, dst, np.ones(2), "max", [], 1.0, 0.0,
+                                         edge_tree=np.array(trees, dtype=np.int64))
+
+    with pytest.raises(InvalidArgumentError, match=r"^edge_tree must have one entry per edge \(2\), got 1$"):
+        add([0])
+    with pytest.raises(InvalidArgumentError, match=r"^edge_tree\[1\] must be a tree number from 0 to 4294967295, "
+                       r"got -1$"):
+        add([0, -1])
+    assert sc.n_activities == 0
+    assert add([0, 1]) == 0

@@ -144,6 +144,7 @@ fn add_legs(sc: &mut Scenario, edges: &[(u32, u32, Leg)]) -> fabricsim::ids::Act
             dst,
             coefficient: 1.0,
             leg,
+            tree: 0,
         })
         .collect();
     try_add_edges(sc, edges).unwrap()
@@ -154,9 +155,18 @@ fn try_add_edges(
     sc: &mut Scenario,
     edges: Vec<Edge>,
 ) -> fabricsim::error::Result<fabricsim::ids::ActivityId> {
+    try_add_combined(sc, edges, Combine::Sum)
+}
+
+/// Adds a coupled flow of 1 MB over `edges`, combined by `combine`.
+fn try_add_combined(
+    sc: &mut Scenario,
+    edges: Vec<Edge>,
+    combine: Combine,
+) -> fabricsim::error::Result<fabricsim::ids::ActivityId> {
     sc.add_coupled_flow(
         edges,
-        Combine::Sum,
+        combine,
         Vec::new(),
         1e6,
         0.0,
@@ -349,10 +359,52 @@ fn a_bad_edge_coefficient_is_shown_short() {
         dst: 9,
         coefficient: -1e300,
         leg: Leg::Whole,
+        tree: 0,
     };
     let e = try_add_edges(&mut sc, vec![edge]).unwrap_err();
     assert_eq!(
         e.message(),
         "edge 0 of a coupled flow has coefficient -1e300; expected a finite number > 0"
+    );
+}
+
+#[test]
+fn reduction_trees_reduce_within_themselves_and_add_across() {
+    // Hosts 1 and 2 send to host 0 under its leaf (4 hosts a leaf): both routes end on
+    // host 0's down link. In one reduction tree the switch merges them into one stream
+    // there; as two trees (two rails' SHARP trees on one leaf) the streams add.
+    let fabric = clos_of(1, Mode::Ecmp);
+    let coupled = |trees: [u32; 2]| {
+        let mut sc = Scenario::new(Arc::clone(&fabric), 0);
+        let edges = [(1, trees[0]), (2, trees[1])]
+            .map(|(src, tree)| Edge {
+                src,
+                dst: 0,
+                coefficient: 0.5 + src as f64,
+                leg: Leg::Whole,
+                tree,
+            })
+            .to_vec();
+        let a = try_add_combined(&mut sc, edges, Combine::Max).unwrap();
+        sc.usage_of(a)
+    };
+    let (one, two) = (coupled([0, 0]), coupled([3, 7]));
+    let into_0 = |usage: &[(u32, f64)]| {
+        let found: Vec<f64> = usage
+            .iter()
+            .filter(|&&(c, _)| (c as usize) < fabric.topology().n_links())
+            .filter(|&&(c, _)| fabric.topology().link_dst()[c as usize] == 0)
+            .map(|&(_, k)| k)
+            .collect();
+        assert_eq!(found.len(), 1, "{usage:?}");
+        found[0]
+    };
+    assert_eq!(into_0(&one), 2.5);
+    assert_eq!(into_0(&two), 1.5 + 2.5);
+    // Each host's own up link carries its edge alone either way.
+    assert_eq!(one.len(), two.len());
+    assert_eq!(
+        one.iter().map(|u| u.1).sum::<f64>() + 1.5,
+        two.iter().map(|u| u.1).sum::<f64>()
     );
 }
