@@ -45,13 +45,19 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   is a phase of independent flows and pays its own point-to-point alpha. Reduce-scatter and
   all-gather alone need a power of two.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
-  rank i+1, as nccl-tests' sendrecv). The analytical time adds the wire latency of the
-  communicator's farthest pair (the flows pay it); halving-doubling's steps do too. Where a
-  rank also has nearer peers (or a step only near pairs), its NIC starts sooner and the flow
-  result can be up to the difference in wire latency (0.3 us per switch tier) below it. On a
-  plain topology (no structure to say which pair is farthest, and searching every pair costs
-  n^2 routes) the first and last rank stand for the farthest pair, so a flow over a longer
-  route comes out above the analytical time by the difference.
+  rank i+1, as nccl-tests' sendrecv). A transfer starts after its route's wire latency, which
+  is its pair's latency class's: one domain (NVLink), or where the two NICs meet in the
+  scale-out Clos (one leaf, a spine, a core). The analytical time has each rank's NVLink and
+  NIC, each way, move their bytes at full rate from their classes' starts on (a port's last
+  busy period begins as one of its classes starts), then the p2p alpha. That is exact where
+  every rank's ports carry alike per class (whole domains on a Clos, send/recv's ring), as
+  max-min sharing then keeps every port busy. Elsewhere it can hold a port below its rate
+  while its transfers wait on busier ports: the analytical time is then a lower bound (within
+  0.12% on random subsets of 16 HGX H100s, 1 KiB to 16 MiB). Halving-doubling's steps (one
+  transfer per port) last as their slowest class's transfer, exactly. On a plain topology (no
+  structure to class the pairs, and routing every pair costs n^2 routes) the first and last
+  rank's route stands for every pair's, so a flow over a longer route comes out above the
+  analytical time by the difference.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
   (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
@@ -113,6 +119,10 @@ PROTOCOLS = ("simple", "ll128", "ll")
 _PROTOCOLS_OF = {"ring": ("ll", "ll128", "simple"), "tree": ("ll", "ll128", "simple")}
 # Communicators remembered per fabric (a sweep's handful, not a leak over millions).
 _COMMS_KEPT = 64
+# Latency classes of a pair of ranks (_Comm.pair_classes): one domain (over NVLink), else where
+# their NICs meet in the scale-out Clos. A route that meets higher crosses more switches and
+# cables, so the network classes' wire latencies ascend in this order (_last_busy_bytes needs it).
+_CLASSES = ("nvlink", "leaf", "spine", "core")
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +142,7 @@ class FabricView:
     #: measured per communicator (_comm), as are a plain topology's.
     intra_path_s: float = 0.0
     #: The fabric has a scale-out Clos: where a rank's NIC sits there (its leaf and pod) tells
-    #: a communicator its farthest pair without trying them all.
+    #: the latency class of a pair of ranks without routing it.
     scale_out: bool = False
     #: A plain topology's (or a PCIe server's) injection bandwidth per node (sum of its
     #: out-links), else None.
@@ -211,8 +221,8 @@ class _Comm:
         self.view = view
         self.net_Bps = net_Bps
         self._core = core
-        # A plain topology's paths are measured up front; a fabric's route across domains
-        # only when an algorithm asks (inter_path_s).
+        # A plain topology's paths are measured up front; a fabric's routes across domains,
+        # one per latency class, only when an algorithm asks (class_latency_s).
         self.intra_path_s, self._inter_path_s = path_s or (view.intra_path_s, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
@@ -259,19 +269,64 @@ class _Comm:
     def _plain_paths(self) -> tuple[float, float] | None:
         return (self.intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
 
-    @property
-    def inter_path_s(self) -> float:
-        """Wire latency of the route between the communicator's farthest pair of ranks in
-        different domains (0 in one domain)."""
-        if self._inter_path_s is None:
-            self._inter_path_s = 0.0
+    def _places(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each rank's domain (its index in the communicator) and its NIC's leaf and pod in the
+        scale-out Clos (all 0 where there is none)."""
+        if "places" not in self.memo:
+            dom = np.repeat(np.arange(self.n_domains), self.counts)
+            leaf = pod = np.zeros(self.n, dtype=np.int64)
             if self.n_domains > 1 and self.view.scale_out:
-                a, b = _farthest_apart(self.ranks, self.ranks // self.view.gpus_per_domain, self._core)
-                self._inter_path_s = self._core.path_latency_s(int(a), int(b))
-        return self._inter_path_s
+                leaf, pod = self._core.scale_out_positions(np.ascontiguousarray(self.ranks, dtype=np.int64))
+            self.memo["places"] = dom, leaf, pod
+        return self.memo["places"]
 
-    def path_s(self, crosses_domains: bool) -> float:
-        return self.inter_path_s if crosses_domains else self.intra_path_s
+    def pair_classes(self, i, j) -> np.ndarray:
+        """The latency class (_CLASSES) of each pair of rank positions ``(i[k], j[k])``."""
+        dom, leaf, pod = self._places()
+        return np.where(dom[i] == dom[j], 0, np.where(leaf[i] == leaf[j], 1, np.where(pod[i] == pod[j], 2, 3)))
+
+    @property
+    def peer_counts(self) -> np.ndarray:
+        """Per rank (rows), how many of the other ranks are in each latency class (columns)."""
+        if "peers" not in self.memo:
+            dom, leaf, pod = self._places()
+
+            def elsewhere(place):  # ranks sharing each rank's place, less those of its domain
+                _, at, k = np.unique(place, return_inverse=True, return_counts=True)
+                # Both indices are below n: the key stays far inside int64.
+                _, at_dom, k_dom = np.unique(at * self.n_domains + dom, return_inverse=True, return_counts=True)
+                return k[at] - k_dom[at_dom]
+
+            own = self.counts[dom]
+            leaf_peers, pod_peers = elsewhere(leaf), elsewhere(pod)
+            self.memo["peers"] = np.stack(
+                [own - 1, leaf_peers, pod_peers - leaf_peers, self.n - own - pod_peers], axis=1)
+        return self.memo["peers"]
+
+    @property
+    def class_latency_s(self) -> np.ndarray:
+        """Wire latency of each latency class's routes, measured on one pair of the class (0
+        where the communicator has none): in a Clos every route of a class crosses as many
+        switches and cables. On a plain topology every route takes the first and last rank's."""
+        if "class_latency" not in self.memo:
+            latency = np.zeros(len(_CLASSES))
+            latency[0] = self.intra_path_s
+            if self._inter_path_s is not None:
+                latency[1:] = self._inter_path_s
+            elif self.n_domains > 1 and self.view.scale_out:
+                peers = self.peer_counts
+                for c in range(1, len(_CLASSES)):
+                    has = np.flatnonzero(peers[:, c])
+                    if has.size:
+                        i = has[0]
+                        j = np.flatnonzero(self.pair_classes(i, np.arange(self.n)) == c)[0]
+                        latency[c] = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[j]))
+            self.memo["class_latency"] = latency
+        return self.memo["class_latency"]
+
+    def class_rates_Bps(self) -> np.ndarray:
+        """The port each latency class's transfers go through, by its rate: NVLink, then the NIC."""
+        return np.array([self.view.nvlink_Bps] + [self.net_Bps] * (len(_CLASSES) - 1))
 
 
 def _comm(topology, ranks: Any) -> _Comm:
@@ -315,22 +370,6 @@ def _comm(topology, ranks: Any) -> _Comm:
         view.comms.clear()
     view.comms[key] = comm
     return comm
-
-
-def _farthest_apart(ranks: np.ndarray, dom: np.ndarray, core) -> tuple[int, int]:
-    """Two ranks in different domains whose route climbs highest in the scale-out Clos (rank =
-    NIC endpoint; a route's wire latency grows with the tier where its leaves meet: leaf,
-    spine, core). Meeting tiers are an ultrametric, so the first rank meets some rank at the
-    highest tier any pair does, unless all other domains sit on its leaf: then a rank of its
-    own domain on another leaf (rail) meets them at a spine."""
-    leaf, pod = core.scale_out_positions(np.ascontiguousarray(ranks, dtype=np.int64))
-    other = dom != dom[0]
-    for position in (pod, leaf):
-        far = np.flatnonzero(other & (position != position[0]))
-        if far.size:
-            return ranks[0], ranks[far[0]]
-    aside = np.flatnonzero(~other & (leaf != leaf[0]))
-    return ranks[aside[0] if aside.size else 0], ranks[np.flatnonzero(other)[0]]
 
 
 def applicable(op: str, comm: _Comm) -> list[str]:
@@ -527,21 +566,20 @@ def _step_pairs(kind: str, distance: int, n: int) -> tuple[np.ndarray, np.ndarra
 
 
 def _halving_step_times(op: str, S: float, comm: _Comm):
-    """Per step: (kind, distance, bytes, crosses domains, alpha, idle-fabric time)."""
+    """Per step: (kind, distance, bytes, crosses domains, alpha, idle-fabric time). Each rank
+    sends and receives at most one transfer per step, alone on its port: the step lasts as its
+    slowest latency class's transfer, then its alpha."""
     steps = comm.memo.get(("halving", op))
     if steps is None:
-        dom = comm.ranks // comm.view.gpus_per_domain
-        steps = comm.memo[("halving", op)] = [
-            (kind, distance, share, bool(np.any(dom[src] != dom[dst])))
-            for kind, distance, share in _halving_steps(op, comm.n)
-            for src, dst in [_step_pairs(kind, distance, comm.n)]
-        ]
+        steps = comm.memo[("halving", op)] = []
+        for kind, distance, share in _halving_steps(op, comm.n):
+            present = np.isin(np.arange(len(_CLASSES)), comm.pair_classes(*_step_pairs(kind, distance, comm.n)))
+            steps.append((kind, distance, share, bool(present[1:].any()), _busy_terms(comm, present)))
     out = []
-    for kind, distance, share, crosses in steps:
-        rate = comm.net_Bps if crosses else comm.view.nvlink_Bps
+    for kind, distance, share, crosses, terms in steps:
         alpha = _p2p_latency_s(crosses)
         nbytes = S * share
-        out.append((kind, distance, nbytes, crosses, alpha, alpha + comm.path_s(crosses) + nbytes / rate))
+        out.append((kind, distance, nbytes, crosses, alpha, alpha + _idle_finish_s(terms, nbytes)))
     return out
 
 
@@ -611,28 +649,56 @@ def _direct_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.nd
     return m
 
 
+def _last_busy_bytes(nbytes: np.ndarray) -> np.ndarray:
+    """Per latency class (columns), the most bytes any port (rows: a rank's sends or receives)
+    has left to move from the moment that class's transfers start, over the ports that have
+    some of that class: its own and the later classes' bytes on the NIC, its own on NVLink.
+    A port that moves whenever it holds bytes (as max-min sharing has it where every port
+    holds the same) finishes a busy period that began as some class started."""
+    after = np.cumsum(nbytes[:, :0:-1], axis=1)[:, ::-1]  # the NIC's classes, latest first
+    return np.where(nbytes > 0, np.column_stack([nbytes[:, 0], after]), 0.0).max(axis=0, initial=0.0)
+
+
+def _busy_terms(comm: _Comm, last_busy_bytes: np.ndarray) -> list[tuple[float, float]]:
+    """(wire latency, last busy period) of each latency class with bytes (_last_busy_bytes), as
+    Python floats: a size-independent shape that a sweep scales (_idle_finish_s)."""
+    rates = comm.class_rates_Bps()
+    return [(float(comm.class_latency_s[c]), float(last_busy_bytes[c] / rates[c]))
+            for c in np.flatnonzero(last_busy_bytes > 0)]
+
+
+def _idle_finish_s(terms: list[tuple[float, float]], scale: float = 1.0) -> float:
+    """When transfers that start after their class's wire latency are done, their bytes
+    ``scale`` times those the _busy_terms were made of: the latest class's last busy period."""
+    return max((latency_s + scale * busy_s for latency_s, busy_s in terms), default=0.0)
+
+
 def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None) -> float:
-    """All-to-all(v) and send/recv: every rank's sends and receives over NVLink and over the
-    network, the slower of the two, plus the p2p alpha and the wire latency."""
-    n = comm.n
-    crosses = comm.n_domains > 1
-    alpha = _p2p_latency_s(crosses) + comm.path_s(crosses)
-    if op == "all_to_all" and sizes is None:  # uniform: closed form, no n x n matrix
-        local = float(comm.counts.max()) - 1
-        t_nvl = local * S / n / comm.view.nvlink_Bps if local > 0 else 0.0
-        remote = n - float(comm.counts.min())
-        t_net = remote * S / n / comm.net_Bps if remote > 0 else 0.0
-        return alpha + max(t_nvl, t_net)
-    m = _direct_matrix(op, n, S, sizes)
-    dom = comm.ranks // comm.view.gpus_per_domain
-    same = dom[:, None] == dom[None, :]
-    t = 0.0
-    for axis in (1, 0):  # sends, then receives
-        for part, rate in ((np.where(same, m, 0), comm.view.nvlink_Bps), (np.where(same, 0, m), comm.net_Bps)):
-            most = float(np.max(part.sum(axis=axis)))
-            if most > 0:
-                t = max(t, most / rate)
-    return alpha + t
+    """All-to-all(v) and send/recv: every rank's transfers start when their latency class's
+    wire latency is paid and share its NVLink and NIC ports each way, then the p2p alpha.
+    Exact where every rank's ports carry the same bytes per class (a whole Clos, whole
+    domains, a ring of send/recv), as max-min sharing then keeps every port busy; elsewhere
+    a lower bound (module docs)."""
+    alpha = _p2p_latency_s(comm.n_domains > 1)
+    n, k = comm.n, len(_CLASSES)
+    if op == "all_to_all" and sizes is None:  # uniform: peers per class, no n x n matrix
+        if "peers_busy" not in comm.memo:
+            comm.memo["peers_busy"] = _busy_terms(comm, _last_busy_bytes(comm.peer_counts))
+        return alpha + _idle_finish_s(comm.memo["peers_busy"], S / n)
+    ports = np.zeros((2, n, k))  # bytes each rank sends, receives, per class
+    if op == "send_recv":  # rank i to rank i + 1: one transfer per port, no n x n matrix
+        i = np.arange(n)
+        j = (i + 1) % n
+        classes = comm.pair_classes(i, j)
+        ports[0, i, classes] = ports[1, j, classes] = S
+    else:
+        if "pair_classes" not in comm.memo:  # an n x n matrix of bytes comes with this one
+            comm.memo["pair_classes"] = comm.pair_classes(*np.indices((n, n))).astype(np.int8)
+        m = _direct_matrix(op, n, S, sizes)
+        for c in range(k):
+            part = np.where(comm.memo["pair_classes"] == c, m, 0.0)
+            ports[0, :, c], ports[1, :, c] = part.sum(axis=1), part.sum(axis=0)
+    return alpha + _idle_finish_s(_busy_terms(comm, _last_busy_bytes(ports.reshape(2 * n, k))))
 
 
 def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
