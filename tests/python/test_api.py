@@ -252,6 +252,20 @@ def test_demo_runs_and_reports(capsys):
     assert "at least 2 hosts, got 1 leaves x 1 hosts per leaf" in capsys.readouterr().err
 
 
+def test_demo_phase_table_groups_untagged_flows():
+    # The phase table failed on a null tag: equal(tag, null) picks no row, and the empty
+    # phase's first start (null) was refused by format_duration.
+    sc = fs.Scenario(cli.leaf_spine(1, 2, 1, 1e9, 0.0))
+    grad = sc.add_flow("host0", "host1", 1e9, tag="grad")
+    sc.add_flow("host1", "host0", 2e9)
+    sc.add_flow("host1", "host0", 1e9, after=grad)
+    header, *rows = cli._phase_table(sc.run().flows).splitlines()
+    assert [row.split()[:2] for row in rows] == [["grad", "1"], ["(untagged)", "2"]]
+    # 3e9 bytes from host1, whose 1e9 B/s link is busy from 0 to the end.
+    assert fs.units.format_bytes(3e9) in rows[1]
+    assert rows[1].split()[-4:-2] == fs.units.format_duration(3.0).split()  # last finish
+
+
 def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
     """`fabricsim demo | head -0`: no BrokenPipeError traceback, the shell's code for SIGPIPE."""
     proc = subprocess.Popen([sys.executable, "-m", "fabricsim.cli", "demo"],
