@@ -242,8 +242,11 @@ def _format(name: str, value: float, scales: list[tuple[str, float]], precision:
     ``scales`` is (unit, factor) in increasing factor order; the first entry is the fallback for
     values smaller than every other unit (and for zero).
     """
-    value = parsed(name, number, value) * scale
+    value = parsed(name, number, value)
     precision = integer("precision", precision, (1, 18))
+    # The factors are divided by the scale (8, exact) where multiplying the value would
+    # overflow: a rate of 1.7e308 B/s read "inf b/s".
+    scales = [(unit, factor / scale) for unit, factor in scales]
     if not math.isfinite(value):
         return f"{value} {scales[0][0]}"
     magnitude = abs(value)

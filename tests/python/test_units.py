@@ -227,6 +227,7 @@ def test_format_bytes(n_bytes, binary, expected):
         (2.5e10, False, "25 GB/s"),
         (0.0, True, "0 b/s"),
         (1e6 / 8, True, "1 Mb/s"),
+        (1.6e308, True, "1.28e+294 Pb/s"),  # in bits, beyond the float range: was "inf b/s"
     ],
 )
 def test_format_rate(rate_Bps, bits, expected):
