@@ -240,17 +240,19 @@ def _format(name: str, value: float, scales: list[tuple[str, float]], precision:
     the mantissa >= 1, to ``precision`` significant digits (1 to 17, all a float has).
 
     ``scales`` is (unit, factor) in increasing factor order; the first entry is the fallback for
-    values smaller than every other unit (and for zero).
+    values smaller than every other unit. Zero, infinity and NaN, with no magnitude to fit,
+    are in the unit of factor 1 (``"0 s"``, not ``"0 ps"``).
     """
     value = parsed(name, number, value)
     precision = integer("precision", precision, (1, 18))
+    base = next(i for i, (_, factor) in enumerate(scales) if factor == 1.0)
     # The factors are divided by the scale (8, exact) where multiplying the value would
     # overflow: a rate of 1.7e308 B/s read "inf b/s".
     scales = [(unit, factor / scale) for unit, factor in scales]
     if not math.isfinite(value):
-        return f"{value} {scales[0][0]}"
+        return f"{value} {scales[base][0]}"
     magnitude = abs(value)
-    index = 0
+    index = base if magnitude == 0 else 0
     for i, (_, factor) in enumerate(scales):
         if magnitude >= factor:
             index = i

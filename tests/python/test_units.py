@@ -250,9 +250,11 @@ def test_format_rate(rate_Bps, bits, expected):
         (3599.9999, "1 h"),
         (1e300, "2.778e+296 h"),
         (2.5e-10, "250 ps"),
-        (0.0, "0 ps"),
+        (0.0, "0 s"),  # a makespan of zero read "0 ps"
+        (1e-15, "0.001 ps"),
         (-2e-3, "-2 ms"),
-        (math.inf, "inf ps"),
+        (math.inf, "inf s"),
+        (math.nan, "nan s"),
     ],
 )
 def test_format_duration(seconds, expected):
