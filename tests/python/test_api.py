@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fabricsim as fs
-from fabricsim import cli
+from fabricsim import cli, scenario
 
 
 def line_topology(n: int = 3, capacity_Bps: float = 1000.0) -> fs.Topology:
@@ -119,8 +119,24 @@ def test_the_progress_bar_ends_at_100_percent_when_the_run_finishes(capsys):
     res = sc.run(progress=True)
     err = capsys.readouterr().err
     assert err.endswith("\n") and "\r" in err, repr(err)
-    last = err.rstrip("\n").rsplit("\r", 1)[1]
+    last = err.rstrip("\n").rsplit("\r", 1)[1].rstrip()  # padded over a longer line before
     assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {res.makespan_s:.6g} s"
+
+
+def _terminal_line(written: str) -> str:
+    """What a terminal shows of a line rewritten after each carriage return."""
+    shown = ""
+    for part in written.rstrip("\n").split("\r"):
+        shown = part + shown[len(part):]
+    return shown
+
+
+def test_the_progress_line_leaves_nothing_of_a_longer_one_before(capsys):
+    # "sim time 0.5 s" written over "sim time 0.123457 s" showed "sim time 0.5 s57 s".
+    bar = scenario._ProgressBar()
+    bar(1, 10, 0.123457)
+    bar.close(0.5)
+    assert _terminal_line(capsys.readouterr().err).rstrip() == f"[{'#' * 30}] 100.0% of 10 activities, sim time 0.5 s"
 
 
 def test_progress_callback_and_stopping():
