@@ -18,6 +18,7 @@ from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
 from .results import Result
 from .units import duration_s as _duration_s
+from .units import format_duration as _format_duration
 from .units import bandwidth_Bps as _bandwidth_Bps
 from .units import size_bytes as _size_bytes
 
@@ -126,7 +127,7 @@ class _ProgressBar:
     def _write(self, n_done: int, time_s: float) -> None:
         share = n_done / self._n_total if self._n_total else 1.0
         bar = "#" * int(share * 30)
-        line = f"[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {time_s:.6g} s"
+        line = f"[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {_format_duration(time_s)}"
         # \r only moves back to the start: blank out what a longer line before left after it.
         self._width = max(self._width, len(line))
         sys.stderr.write("\r" + line.ljust(self._width))

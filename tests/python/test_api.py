@@ -120,7 +120,7 @@ def test_the_progress_bar_ends_at_100_percent_when_the_run_finishes(capsys):
     err = capsys.readouterr().err
     assert err.endswith("\n") and "\r" in err, repr(err)
     last = err.rstrip("\n").rsplit("\r", 1)[1].rstrip()  # padded over a longer line before
-    assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {res.makespan_s:.6g} s"
+    assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {fs.units.format_duration(res.makespan_s)}"
 
 
 def _terminal_line(written: str) -> str:
@@ -136,7 +136,15 @@ def test_the_progress_line_leaves_nothing_of_a_longer_one_before(capsys):
     bar = scenario._ProgressBar()
     bar(1, 10, 0.123457)
     bar.close(0.5)
-    assert _terminal_line(capsys.readouterr().err).rstrip() == f"[{'#' * 30}] 100.0% of 10 activities, sim time 0.5 s"
+    assert _terminal_line(capsys.readouterr().err).rstrip() == f"[{'#' * 30}] 100.0% of 10 activities, sim time 500 ms"
+
+
+def test_the_progress_line_shows_long_runs_in_hours(capsys):
+    # The sim time read "1e+06 s" (.6g seconds) where the summary's makespan reads hours.
+    bar = scenario._ProgressBar()
+    bar(1, 10, 1.0)
+    bar.close(1e6)
+    assert _terminal_line(capsys.readouterr().err).endswith(f"sim time {fs.units.format_duration(1e6)}")
 
 
 def test_progress_callback_and_stopping():
