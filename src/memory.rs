@@ -36,17 +36,37 @@ fn system_available_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Fails with `Error::TooLarge` if `estimate_bytes` for `what` exceeds available memory.
+/// The most a 64-bit process can address: 2^47 bytes (128 TiB), the user half of the 48-bit
+/// virtual addresses of x86-64 and arm64 (Linux, macOS, Windows). Where the available memory
+/// cannot be read (no `/proc/meminfo`, as on macOS), an estimate beyond it is still refused:
+/// it could never be allocated, whatever the machine.
+pub const ADDRESSABLE_BYTES: u64 = 1 << 47;
+
+/// Fails with `Error::TooLarge` if `estimate_bytes` for `what` exceeds available memory, or
+/// `ADDRESSABLE_BYTES` if the available memory is not known.
 pub fn check_fits(what: &str, estimate_bytes: f64) -> Result<()> {
-    let Some(available) = available_bytes()? else {
-        return Ok(());
-    };
-    if estimate_bytes > available as f64 {
-        return Err(Error::TooLarge(format!(
-            "{what} needs about {} of memory, but only {} is available",
-            shown_bytes(estimate_bytes),
-            shown_bytes(available as f64)
-        )));
+    fits(what, estimate_bytes, available_bytes()?)
+}
+
+/// The rule of `check_fits`, given the bytes available (None: not known).
+fn fits(what: &str, estimate_bytes: f64, available: Option<u64>) -> Result<()> {
+    let limit = available.unwrap_or(ADDRESSABLE_BYTES);
+    if estimate_bytes > limit as f64 {
+        let needs = format!(
+            "{what} needs about {} of memory",
+            shown_bytes(estimate_bytes)
+        );
+        return Err(Error::TooLarge(match available {
+            Some(_) => format!(
+                "{needs}, but only {} is available",
+                shown_bytes(limit as f64)
+            ),
+            None => format!(
+                "{needs}, more than a 64-bit process can address ({}); the memory available \
+                 could not be read (set {AVAILABLE_BYTES_VAR} to check against a size)",
+                shown_bytes(limit as f64)
+            ),
+        }));
     }
     Ok(())
 }
@@ -72,14 +92,43 @@ mod tests {
 
     #[test]
     fn refuses_the_impossible_and_accepts_the_small() {
-        if available_bytes().unwrap().is_some() {
-            let e = check_fits("a test", 1e30).unwrap_err();
-            assert!(
-                matches!(&e, Error::TooLarge(m) if m.contains("a test")),
-                "{e}"
-            );
-        }
+        // Whether or not this system reports its available memory.
+        let e = check_fits("a test", 1e30).unwrap_err();
+        assert!(
+            matches!(&e, Error::TooLarge(m) if m.contains("a test")),
+            "{e}"
+        );
         check_fits("a test", 1.0).unwrap();
+    }
+
+    #[test]
+    fn unknown_memory_still_refuses_what_no_process_can_address() {
+        // Unknown available memory passed every estimate, 1e30 bytes included.
+        let limit = ADDRESSABLE_BYTES as f64;
+        fits("a test", limit, None).unwrap();
+        let e = fits("a test", limit * 1.01, None).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "a test needs about 132382.7 GiB of memory, more than a 64-bit \
+             process can address (131072.0 GiB); the memory available could not be read (set \
+             FABRICSIM_AVAILABLE_BYTES to check against a size)"
+        );
+        assert!(matches!(
+            fits("a test", 1e30, None),
+            Err(Error::TooLarge(_))
+        ));
+        assert!(matches!(
+            fits("a test", f64::INFINITY, None),
+            Err(Error::TooLarge(_))
+        ));
+        // A known amount is the limit, above or below the addressable one.
+        fits("a test", limit * 2.0, Some(1 << 50)).unwrap();
+        let e = fits("a test", 2.0 * 1024.0 * 1024.0, Some(1 << 20)).unwrap_err();
+        assert!(
+            e.message()
+                .ends_with("needs about 2.0 MiB of memory, but only 1.0 MiB is available"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -101,9 +101,10 @@ def _phase_table(flows: pa.Table) -> str:
     lines = [f"{'phase':<12} {'flows':>6} {'bytes':>11} {'first start':>12} {'last finish':>12} {'mean rate':>12}"]
     tags = flows.column("tag").cast(pa.string())
     for tag in pc.unique(tags).to_pylist():
-        sub = flows.filter(pc.equal(tags, tag))
+        # A null tag equals nothing, not even another null: untagged flows are picked by is_null.
+        sub = flows.filter(pc.is_null(tags) if tag is None else pc.equal(tags, tag))
         lines.append(
-            f"{str(tag):<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
+            f"{'(untagged)' if tag is None else tag:<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
             f"{format_duration(pc.min(sub['start_s']).as_py()):>12} "
             f"{format_duration(pc.max(sub['finish_s']).as_py()):>12} "
             f"{format_rate(pc.mean(sub['mean_rate_Bps']).as_py()):>12}"

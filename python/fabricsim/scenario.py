@@ -18,6 +18,7 @@ from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
 from .results import Result
 from .units import duration_s as _duration_s
+from .units import format_duration as _format_duration
 from .units import bandwidth_Bps as _bandwidth_Bps
 from .units import size_bytes as _size_bytes
 
@@ -113,6 +114,7 @@ class _ProgressBar:
     def __init__(self) -> None:
         self._last = 0.0
         self._n_total = 0
+        self._width = 0  # of the longest line written
 
     def __call__(self, n_done: int, n_total: int, time_s: float) -> None:
         now = time.monotonic()
@@ -125,7 +127,10 @@ class _ProgressBar:
     def _write(self, n_done: int, time_s: float) -> None:
         share = n_done / self._n_total if self._n_total else 1.0
         bar = "#" * int(share * 30)
-        sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {time_s:.6g} s")
+        line = f"[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {_format_duration(time_s)}"
+        # \r only moves back to the start: blank out what a longer line before left after it.
+        self._width = max(self._width, len(line))
+        sys.stderr.write("\r" + line.ljust(self._width))
         sys.stderr.flush()
 
     def close(self, makespan_s: float | None) -> None:

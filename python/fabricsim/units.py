@@ -240,14 +240,19 @@ def _format(name: str, value: float, scales: list[tuple[str, float]], precision:
     the mantissa >= 1, to ``precision`` significant digits (1 to 17, all a float has).
 
     ``scales`` is (unit, factor) in increasing factor order; the first entry is the fallback for
-    values smaller than every other unit (and for zero).
+    values smaller than every other unit. Zero, infinity and NaN, with no magnitude to fit,
+    are in the unit of factor 1 (``"0 s"``, not ``"0 ps"``).
     """
-    value = parsed(name, number, value) * scale
+    value = parsed(name, number, value)
     precision = integer("precision", precision, (1, 18))
+    base = next(i for i, (_, factor) in enumerate(scales) if factor == 1.0)
+    # The factors are divided by the scale (8, exact) where multiplying the value would
+    # overflow: a rate of 1.7e308 B/s read "inf b/s".
+    scales = [(unit, factor / scale) for unit, factor in scales]
     if not math.isfinite(value):
-        return f"{value} {scales[0][0]}"
+        return f"{value} {scales[base][0]}"
     magnitude = abs(value)
-    index = 0
+    index = base if magnitude == 0 else 0
     for i, (_, factor) in enumerate(scales):
         if magnitude >= factor:
             index = i
@@ -264,7 +269,7 @@ _BYTES_DECIMAL = [("B", 1.0), ("kB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12
 _BYTES_BINARY = [("B", 1.0)] + [(p + "B", f) for p, f in _BINARY_PREFIX.items()]
 _RATE_BITS = [("b/s", 1.0), ("kb/s", 1e3), ("Mb/s", 1e6), ("Gb/s", 1e9), ("Tb/s", 1e12), ("Pb/s", 1e15)]
 _RATE_BYTES = [("B/s", 1.0), ("kB/s", 1e3), ("MB/s", 1e6), ("GB/s", 1e9), ("TB/s", 1e12), ("PB/s", 1e15)]
-_DURATIONS = [("ps", 1e-12), ("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+_DURATIONS = [("ps", 1e-12), ("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("h", 3600.0)]
 
 
 def format_bytes(n_bytes: float, *, binary: bool = True, precision: int = 4) -> str:
@@ -290,9 +295,14 @@ def format_rate(rate_Bps: float, *, bits: bool = True, precision: int = 4) -> st
 
 
 def format_duration(seconds: float, *, precision: int = 4) -> str:
-    """Format a duration in seconds: ``5e-7`` -> ``"500 ns"``, ``1.5e-6`` -> ``"1.5 us"``.
+    """Format a duration in seconds: ``5e-7`` -> ``"500 ns"``, ``1.5e-6`` -> ``"1.5 us"``,
+    ``90.0`` -> ``"1.5 min"``, ``18000.0`` -> ``"5 h"``.
 
-    Seconds is the largest unit (``120.0`` -> ``"120 s"``). ``precision`` is the number of
-    significant digits (1 to 17). :func:`duration_s` parses the result back.
+    Minutes and hours follow seconds because a training step or a fault scenario runs for
+    hours of simulated time, which read as ``"1.8e+04 s"`` in seconds. They stay one number
+    and one unit, so the result fits a table column and :func:`duration_s` parses it back
+    (a mixed "5 h 3 min" would not); hours are the largest unit, so the exponent form is
+    left only from 10**precision hours (over a year at the default precision), where no
+    short exact form is left. ``precision`` is the number of significant digits (1 to 17).
     """
     return _format("seconds", seconds, _DURATIONS, precision)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fabricsim as fs
-from fabricsim import cli
+from fabricsim import cli, scenario
 
 
 def line_topology(n: int = 3, capacity_Bps: float = 1000.0) -> fs.Topology:
@@ -119,8 +119,32 @@ def test_the_progress_bar_ends_at_100_percent_when_the_run_finishes(capsys):
     res = sc.run(progress=True)
     err = capsys.readouterr().err
     assert err.endswith("\n") and "\r" in err, repr(err)
-    last = err.rstrip("\n").rsplit("\r", 1)[1]
-    assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {res.makespan_s:.6g} s"
+    last = err.rstrip("\n").rsplit("\r", 1)[1].rstrip()  # padded over a longer line before
+    assert last == f"[{'#' * 30}] 100.0% of {n} activities, sim time {fs.units.format_duration(res.makespan_s)}"
+
+
+def _terminal_line(written: str) -> str:
+    """What a terminal shows of a line rewritten after each carriage return."""
+    shown = ""
+    for part in written.rstrip("\n").split("\r"):
+        shown = part + shown[len(part):]
+    return shown
+
+
+def test_the_progress_line_leaves_nothing_of_a_longer_one_before(capsys):
+    # "sim time 0.5 s" written over "sim time 0.123457 s" showed "sim time 0.5 s57 s".
+    bar = scenario._ProgressBar()
+    bar(1, 10, 0.123457)
+    bar.close(0.5)
+    assert _terminal_line(capsys.readouterr().err).rstrip() == f"[{'#' * 30}] 100.0% of 10 activities, sim time 500 ms"
+
+
+def test_the_progress_line_shows_long_runs_in_hours(capsys):
+    # The sim time read "1e+06 s" (.6g seconds) where the summary's makespan reads hours.
+    bar = scenario._ProgressBar()
+    bar(1, 10, 1.0)
+    bar.close(1e6)
+    assert _terminal_line(capsys.readouterr().err).endswith(f"sim time {fs.units.format_duration(1e6)}")
 
 
 def test_progress_callback_and_stopping():
@@ -250,6 +274,20 @@ def test_demo_runs_and_reports(capsys):
     assert "at least 1 of spines" in capsys.readouterr().err
     assert cli.main(["demo", "--leaves", "1", "--hosts-per-leaf", "1"]) == 2
     assert "at least 2 hosts, got 1 leaves x 1 hosts per leaf" in capsys.readouterr().err
+
+
+def test_demo_phase_table_groups_untagged_flows():
+    # The phase table failed on a null tag: equal(tag, null) picks no row, and the empty
+    # phase's first start (null) was refused by format_duration.
+    sc = fs.Scenario(cli.leaf_spine(1, 2, 1, 1e9, 0.0))
+    grad = sc.add_flow("host0", "host1", 1e9, tag="grad")
+    sc.add_flow("host1", "host0", 2e9)
+    sc.add_flow("host1", "host0", 1e9, after=grad)
+    header, *rows = cli._phase_table(sc.run().flows).splitlines()
+    assert [row.split()[:2] for row in rows] == [["grad", "1"], ["(untagged)", "2"]]
+    # 3e9 bytes from host1, whose 1e9 B/s link is busy from 0 to the end.
+    assert fs.units.format_bytes(3e9) in rows[1]
+    assert rows[1].split()[-4:-2] == fs.units.format_duration(3.0).split()  # last finish
 
 
 def test_output_piped_into_a_reader_that_stops_early_ends_quietly():

@@ -15,6 +15,7 @@ Examples: 400 (main) + 100 (larger) + 200 (chains) + 200 (dense) + 200 (faults o
 leaf-spine) scenarios, 300 solver problems, all derandomized (the same cases on every run).
 """
 
+import json
 from collections import Counter, deque
 from fractions import Fraction
 
@@ -532,8 +533,16 @@ def test_max_min_rates_of_many_flows_stay_exact_in_what_remains():
     assert got[n] == pytest.approx(float(exact), rel=1e-12)
 
 
+def _canonical(spec: dict) -> str:
+    """A scenario as text, equal for equal scenarios (NaN included, keys in any order)."""
+    return json.dumps(spec, sort_keys=True)
+
+
 @pytest.mark.parametrize("case", range(len(REGRESSIONS)),
                          ids=[f"regression{k}" for k in range(len(REGRESSIONS))])
 def test_engine_matches_reference_regressions(case):
     what, spec = REGRESSIONS[case]
+    # A case pasted twice would replay one scenario twice and hide that the other was lost.
+    same = [k for k, (_, other) in enumerate(REGRESSIONS) if _canonical(other) == _canonical(spec)]
+    assert same == [case], f"regression cases {same} are the same scenario: {what!r}"
     engine_matches_reference(spec)

@@ -1,6 +1,7 @@
 """fabricsim.units: parsing human quantities into SI floats and formatting them back."""
 
 import math
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -226,6 +227,7 @@ def test_format_bytes(n_bytes, binary, expected):
         (2.5e10, False, "25 GB/s"),
         (0.0, True, "0 b/s"),
         (1e6 / 8, True, "1 Mb/s"),
+        (1.6e308, True, "1.28e+294 Pb/s"),  # in bits, beyond the float range: was "inf b/s"
     ],
 )
 def test_format_rate(rate_Bps, bits, expected):
@@ -239,11 +241,20 @@ def test_format_rate(rate_Bps, bits, expected):
         (1.5e-6, "1.5 us"),
         (2e-3, "2 ms"),
         (3.0, "3 s"),
-        (120.0, "120 s"),
+        (59.0, "59 s"),
+        (90.0, "1.5 min"),
+        (120.0, "2 min"),
+        (59.99996, "1 min"),  # rounding carries into the next unit
+        (5400.0, "1.5 h"),
+        (18000.0, "5 h"),  # was "1.8e+04 s"
+        (3599.9999, "1 h"),
+        (1e300, "2.778e+296 h"),
         (2.5e-10, "250 ps"),
-        (0.0, "0 ps"),
+        (0.0, "0 s"),  # a makespan of zero read "0 ps"
+        (1e-15, "0.001 ps"),
         (-2e-3, "-2 ms"),
-        (math.inf, "inf ps"),
+        (math.inf, "inf s"),
+        (math.nan, "nan s"),
     ],
 )
 def test_format_duration(seconds, expected):
@@ -267,9 +278,21 @@ def test_round_trip_formatting():
         assert bandwidth_Bps(format_rate(value, bits=False, precision=17)) == pytest.approx(
             value, rel=1e-15
         )
-    for value in np.exp(rng.uniform(np.log(1e-12), np.log(1e5), size=500)):
+    for value in np.exp(rng.uniform(np.log(1e-12), np.log(1e8), size=500)):
         value = float(value)
         assert duration_s(format_duration(value, precision=17)) == pytest.approx(value, rel=1e-15)
+
+
+@pytest.mark.parametrize("seconds", [5e-324, 1e-300, 1e-20, 59.99999999999999, 3599.999999999999, 1e300])
+def test_durations_round_trip_at_any_magnitude(seconds):
+    assert duration_s(format_duration(seconds, precision=17)) == pytest.approx(seconds, rel=1e-15)
+    assert duration_s(format_duration(seconds)) == pytest.approx(seconds, rel=5e-4)
+
+
+def test_the_largest_duration_round_trips_at_full_precision():
+    # At fewer digits it rounds up past the float range, in any unit.
+    seconds = sys.float_info.max
+    assert duration_s(format_duration(seconds, precision=17)) == pytest.approx(seconds, rel=1e-15)
 
 
 def test_round_trip_at_default_precision_is_within_rounding():
