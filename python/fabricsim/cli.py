@@ -103,11 +103,16 @@ def _phase_table(flows: pa.Table) -> str:
     for tag in pc.unique(tags).to_pylist():
         # A null tag equals nothing, not even another null: untagged flows are picked by is_null.
         sub = flows.filter(pc.is_null(tags) if tag is None else pc.equal(tags, tag))
+
+        def shown(format_value, value) -> str:
+            # A phase whose flows all failed has no start, finish or rate.
+            return "-" if value is None else format_value(value)
+
         lines.append(
             f"{'(untagged)' if tag is None else tag:<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
-            f"{format_duration(pc.min(sub['start_s']).as_py()):>12} "
-            f"{format_duration(pc.max(sub['finish_s']).as_py()):>12} "
-            f"{format_rate(pc.mean(sub['mean_rate_Bps']).as_py()):>12}"
+            f"{shown(format_duration, pc.min(sub['start_s']).as_py()):>12} "
+            f"{shown(format_duration, pc.max(sub['finish_s']).as_py()):>12} "
+            f"{shown(format_rate, pc.mean(sub['mean_rate_Bps']).as_py()):>12}"
         )
     return "\n".join(lines)
 

@@ -290,6 +290,20 @@ def test_demo_phase_table_groups_untagged_flows():
     assert rows[1].split()[-4:-2] == fs.units.format_duration(3.0).split()  # last finish
 
 
+def test_demo_phase_table_shows_a_phase_whose_flows_all_failed():
+    # Their finish times and rates are null, which format_duration refused.
+    sc = fs.Scenario(cli.leaf_spine(1, 2, 1, 1e9, 0.0))
+    sc.add_flow("host0", "host1", 1e9, tag="grad")
+    sc.add_flow("host1", "host0", 1e9, tag="lost")
+    sc.add_fault(at_s=0.0, nodes=["host1"])
+    res = sc.run()
+    assert res.flows["status"].to_pylist() == ["failed", "failed"]
+    header, *rows = cli._phase_table(res.flows).splitlines()
+    # They failed at 0 (start 0 s), moved nothing (0 b/s) and have no finish.
+    rest = [*fs.units.format_bytes(1e9).split(), "0", "s", "-", "0", "b/s"]
+    assert [row.split() for row in rows] == [["grad", "1", *rest], ["lost", "1", *rest]]
+
+
 def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
     """`fabricsim demo | head -0`: no BrokenPipeError traceback, the shell's code for SIGPIPE."""
     proc = subprocess.Popen([sys.executable, "-m", "fabricsim.cli", "demo"],
