@@ -91,9 +91,11 @@ def demo_scenario(
         sc.add_flow(f"host{h}", f"host{perm[h]}", transfer_bytes, after=compute, tag="permutation")
         for h in range(n_hosts)
     ]
-    # Then every fourth host sends a quarter of that to host 0.
+    # Then every fourth host sends a quarter of that to host 0, all after one barrier: each
+    # incast flow waiting on every permutation flow itself took n_hosts^2/4 dependencies.
+    shuffled = sc.add_delay(0.0, after=shuffle, tag="shuffled")
     for h in range(1, n_hosts, 4):
-        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffle, tag="incast")
+        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffled, tag="incast")
     return sc
 
 
