@@ -242,6 +242,17 @@ def test_max_min_rates_parking_lot():
     assert rates.tolist() == [0.25, 0.75, 0.75]
 
 
+def test_every_class_and_function_of_the_core_has_its_docstring():
+    """A type alias put between Topology and its doc comment took the comment: help() on the
+    core's Topology said nothing."""
+    from fabricsim import _core
+
+    names = [n for n in dir(_core) if not n.startswith("_")]
+    undocumented = [n for n in names if callable(getattr(_core, n)) and not getattr(_core, n).__doc__]
+    assert "Topology" in names and undocumented == []
+    assert _core.Topology.__doc__.startswith("A directed graph of links")
+
+
 def test_demo_runs_and_reports(capsys):
     assert cli.main(["demo", "--seed", "1"]) == 0
     out = capsys.readouterr().out
