@@ -312,9 +312,11 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
 
 def _scale_out_spec(
     n_endpoints: int, rails: int, switch: Any, nic: Any, tiers: Any, planes: Any,
-    oversubscription: Any, routing: Any, efficiency: Any,
+    oversubscription: Any, routing: Any, efficiency: Any, switch_arg: str = "switch",
 ) -> tuple[dict, dict]:
-    sw = _part(switch, "switch", "switch")
+    """The scale-out Clos's parameters and parts; ``switch_arg`` names the caller's argument
+    that gave ``switch``."""
+    sw = _part(switch, "switch", switch_arg)
     nic_p = _part(nic, "nic", "nic")
     if sw["protocol"] not in nic_p["protocols"]:
         raise InvalidArgumentError(f"{nic_p.name} does not speak {sw['protocol']}, which {sw.name} runs")
@@ -606,7 +608,8 @@ def cluster(
     nic_p = _part(nic_name, "nic", "nic")
     n = gpd * nd
     so, so_parts = _scale_out_spec(
-        n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency
+        n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency,
+        switch_arg="scale_out",
     )
     host_Bps = min(float(nic_p["host_Bps"]), float(parts["gpu"]["pcie_Bps"]))
     core = _core.build_cluster(nd, params, host_Bps, so)

@@ -663,6 +663,14 @@ def test_cli_nccl_tests_on_one_node_still_refuses_an_unknown_scale_out(capsys, n
     assert "--scale-out must be a switch from the catalog, got 'cx8', a nic" in capsys.readouterr().err
 
 
+def test_cluster_names_its_scale_out_argument_when_it_is_not_a_switch():
+    """cluster() takes its switch as scale_out=, but the message named clos()'s switch=."""
+    with pytest.raises(fs.InvalidArgumentError, match=r"^scale_out must be a switch from the catalog, got 'cx8', a nic$"):
+        fs.cluster(domain="hgx-h100", n_domains=2, scale_out="cx8")
+    with pytest.raises(fs.InvalidArgumentError, match=r"^switch must be a switch from the catalog, got 'cx8', a nic$"):
+        fs.clos(n_hosts=4, switch="cx8")
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: fs.estimate(None, "all_reduce", 8.0), r"fabric must be a fabricsim.Topology .*got NoneType None"),
     (lambda: fs.nccl_tests("hgx-h100"), r"fabric must be a fabricsim.Topology .*got str 'hgx-h100'"),
