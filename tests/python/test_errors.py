@@ -896,6 +896,22 @@ def test_a_tuple_label_is_found_by_elements_of_their_own_kind(bad, kinds):
     assert topo.node_id(label) == topo.node_names.index(label)
 
 
+def test_a_fault_takes_one_tuple_label_as_one_node():
+    """add_fault(nodes=(0, 1)) on a NetworkX-style grid read the label (0, 1) as the two
+    nodes 0 and 1 ('no node labelled 0'), where add_flow takes it as one node; a list of
+    tuple labels is still many."""
+    topo = fs.Topology.from_arrays([0, 1, 1, 2], [1, 2, 0, 1], 1.0, latency_s=0.0,
+                                   node_names=[(0, 0), (0, 1), (1, 1)])
+    for nodes in [(0, 1), [(0, 1)]]:
+        sc = fs.Scenario(topo)
+        sc.add_flow((0, 0), (1, 1), 1.0)
+        sc.add_fault(at_s=0.5, nodes=nodes)
+        flows = sc.run().flows.to_pydict()
+        assert flows["status"] == ["failed"] and flows["failed_s"] == [0.5], nodes
+    with pytest.raises(UnknownNodeError, match=r"^nodes\[0\]: no node labelled \(2, 2\)"):
+        fs.Scenario(topo).add_fault(at_s=0.5, nodes=[(2, 2)])
+
+
 @pytest.mark.parametrize("nodes,shown", [("ab", "str 'ab'"), (0, "int 0"), (np.int64(2), "int64 np.int64(2)"), (np.array("a"), "ndarray array('a', dtype='<U1')")])
 def test_many_nodes_of_a_labelled_topology_are_a_sequence(nodes, shown):
     # A string was read letter by letter (add_flows("ab", "bc", ...) made flows a->b and b->c),
