@@ -48,8 +48,11 @@ def leaf_spine(
 
 # Memory of the demo, measured with demo_scenario at 10^6 to 10^7 links (peak RSS growth),
 # rounded up: per link (arrays, the core's topology), per node (its name), per host (its
-# flows, with their routes).
+# flows, with their routes). Routing on a plain topology also keeps each destination's hop
+# distance from every node (a u32 each), up to the router's cache of 2^28 of them
+# (CACHE_MAX_ENTRIES, src/routing/mod.rs): the most of it from 10^4 hosts on.
 _DEMO_BYTES_PER_LINK, _DEMO_BYTES_PER_NODE, _DEMO_BYTES_PER_HOST = 80, 200, 400
+_ROUTER_CACHE_ENTRY_BYTES, _ROUTER_CACHE_MAX_ENTRIES = 4, 1 << 28
 
 
 def demo_scenario(
@@ -70,9 +73,11 @@ def demo_scenario(
         raise InvalidArgumentError(
             f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
     n_hosts = n_leaves * hosts_per_leaf
-    n_links = 2 * (n_hosts + n_leaves * n_spines)
-    estimate = (_DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * (n_hosts + n_leaves + n_spines)
-                + _DEMO_BYTES_PER_HOST * n_hosts)
+    n_links, n_nodes = 2 * (n_hosts + n_leaves * n_spines), n_hosts + n_leaves + n_spines
+    # Every host is a flow's destination.
+    distances = min(n_hosts * n_nodes, _ROUTER_CACHE_MAX_ENTRIES)
+    estimate = (_DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * n_nodes + _DEMO_BYTES_PER_HOST * n_hosts
+                + _ROUTER_CACHE_ENTRY_BYTES * distances)
     _core.check_fits(
         f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
         f"({n_links} links, {n_hosts} flows and more)",
@@ -91,9 +96,11 @@ def demo_scenario(
         sc.add_flow(f"host{h}", f"host{perm[h]}", transfer_bytes, after=compute, tag="permutation")
         for h in range(n_hosts)
     ]
-    # Then every fourth host sends a quarter of that to host 0.
+    # Then every fourth host sends a quarter of that to host 0, all after one barrier: each
+    # incast flow waiting on every permutation flow itself took n_hosts^2/4 dependencies.
+    shuffled = sc.add_delay(0.0, after=shuffle, tag="shuffled")
     for h in range(1, n_hosts, 4):
-        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffle, tag="incast")
+        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffled, tag="incast")
     return sc
 
 

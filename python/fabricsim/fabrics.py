@@ -312,9 +312,11 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
 
 def _scale_out_spec(
     n_endpoints: int, rails: int, switch: Any, nic: Any, tiers: Any, planes: Any,
-    oversubscription: Any, routing: Any, efficiency: Any,
+    oversubscription: Any, routing: Any, efficiency: Any, switch_arg: str = "switch",
 ) -> tuple[dict, dict]:
-    sw = _part(switch, "switch", "switch")
+    """The scale-out Clos's parameters and parts; ``switch_arg`` names the caller's argument
+    that gave ``switch``."""
+    sw = _part(switch, "switch", switch_arg)
     nic_p = _part(nic, "nic", "nic")
     if sw["protocol"] not in nic_p["protocols"]:
         raise InvalidArgumentError(f"{nic_p.name} does not speak {sw['protocol']}, which {sw.name} runs")
@@ -506,6 +508,14 @@ def _type_name(x: Any) -> str:
     return type(x).__name__
 
 
+def _is_label(topo: Topology, x: Any) -> bool:
+    """Whether ``x`` is one of ``topo``'s node labels."""
+    try:
+        return topo._label_index is not None and x in topo._label_index
+    except TypeError:  # a tuple holding something unhashable
+        return False
+
+
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
     """The link ids a fault names and its capacity factor, checked."""
     # A fault takes capacity away or gives it back; more than nominal would be a faster link.
@@ -515,9 +525,9 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         )
     # Which links, nodes or planes fail has no order: sets of them are fine.
     ids = integers("links", links, one=True, ordered=False).tolist()
-    # One node (an id, or a label) or many.
+    # One node (an id, or a label, a tuple such as NetworkX's grid labels too) or many.
     # (NumPy reads a set as one value, but a set is never a label: labels are hashable.)
-    one = one_value(nodes) and isinstance(nodes, Hashable)
+    one = isinstance(nodes, Hashable) and (one_value(nodes) or _is_label(topo, nodes))
     node_list = topo._nodes("nodes", [nodes] if one else nodes, ordered=False).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)
@@ -606,7 +616,8 @@ def cluster(
     nic_p = _part(nic_name, "nic", "nic")
     n = gpd * nd
     so, so_parts = _scale_out_spec(
-        n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency
+        n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency,
+        switch_arg="scale_out",
     )
     host_Bps = min(float(nic_p["host_Bps"]), float(parts["gpu"]["pcie_Bps"]))
     core = _core.build_cluster(nd, params, host_Bps, so)

@@ -85,7 +85,6 @@ fn to_u32(what: &str, values: &[i64], bound: usize) -> Result<Vec<u32>, Error> {
 
 type Int64Array<'py> = Bound<'py, PyArray1<i64>>;
 
-/// A directed graph of links with capacities (bytes/s) and latencies (s).
 /// Usage lists of many flows as arrays: (offsets, constraint ids, coefficients).
 type UsageColumns<'py> = (
     Bound<'py, PyArray1<i64>>,
@@ -93,6 +92,7 @@ type UsageColumns<'py> = (
     Bound<'py, PyArray1<f64>>,
 );
 
+/// A directed graph of links with capacities (bytes/s) and latencies (s).
 #[pyclass(module = "fabricsim._core", frozen)]
 pub struct Topology {
     inner: Arc<Fabric>,
