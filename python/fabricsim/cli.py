@@ -158,6 +158,8 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     from .collectives import nccl_tests
     from .nccl_conventions import format_footer, format_header, format_row
 
+    if args.nodes < 1:
+        raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
     if args.nodes == 1:
         fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
         fabric = fabrics._preset(args.fabric, None)

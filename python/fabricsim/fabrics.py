@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from . import _core
 from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, many, one_value, parsed, quantities, real, shown
-from .exceptions import InvalidArgumentError, UnknownNodeError
+from .exceptions import InvalidArgumentError, UnknownNodeError, UnknownPartError
 from .units import bandwidth_Bps, duration_s
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
@@ -228,7 +228,10 @@ def _catalog():
 
 
 def _part(name: Any, kind: str, what: str):
-    p = _catalog().part(name)
+    try:
+        p = _catalog().part(name)
+    except UnknownPartError as e:  # the message names the part, not the argument that gave it
+        raise UnknownPartError(f"{what}: {e}") from None
     if p.kind != kind:
         raise InvalidArgumentError(f"{what} must be a {kind} from the catalog, got {name!r}, a {p.kind}")
     return p

@@ -658,9 +658,19 @@ def test_cli_nccl_tests_on_one_node_still_refuses_an_unknown_scale_out(capsys, n
 
     assert main(["nccl-tests", "--scale-out", "quantum-9"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("fabricsim: error: no catalog part named 'quantum-9'"), err
+    assert err.startswith("fabricsim: error: --scale-out: no catalog part named 'quantum-9'"), err
     assert main(["nccl-tests", "--scale-out", "cx8"]) == 2
     assert "--scale-out must be a switch from the catalog, got 'cx8', a nic" in capsys.readouterr().err
+    assert main(["nccl-tests", "--nodes", "2", "--scale-out", "quantum-9"]) == 2
+    assert capsys.readouterr().err.startswith("fabricsim: error: scale_out: no catalog part named 'quantum-9'")
+
+
+def test_cli_nccl_tests_names_a_bad_node_count(capsys, no_runs):
+    from fabricsim.cli import main
+
+    for nodes in ("0", "-3"):
+        assert main(["nccl-tests", "--nodes", nodes]) == 2
+        assert capsys.readouterr().err == f"fabricsim: error: --nodes must be a whole number >= 1, got {nodes}\n"
 
 
 def test_cluster_names_its_scale_out_argument_when_it_is_not_a_switch():
