@@ -77,7 +77,8 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   each domain are the heads (connect.cc: minHeadNum): every rank sends ``S`` into its
   NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
   multicasts the result, and sends and receives ``S/m`` through its rail's SHARP tree (each
-  rail its own tree: where rails share a leaf, their streams add). Its alpha is NCCL's for
+  rail its own tree: a link two trees cross, as ECMP can hash two rails onto one uplink,
+  carries both streams). Its alpha is NCCL's for
   NVLS across nodes (one NVLink and one network step, 43 us); ``hierarchical``, which NCCL
   has no counterpart of, runs as three phases and pays their alphas.
 

@@ -526,8 +526,8 @@ UNEVEN_CLOSED_FORMS = {
     "hierarchical 3+5": ("hierarchical", THREE_PLUS_FIVE,
                          (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
     # m = 3 heads per domain (NCCL's minHeadNum), one pipeline: a head's links carry 4S/3
-    # each way (3.6 ms per GiB at 370.8 GB/s), the engine of the domain of 5 takes 6 S
-    # (2.4 ms), and 3 rails of S/3 through SHARP bind (7.5 ms).
+    # each way (3.9 ms per GiB at 370.8 GB/s), the engine of the domain of 5 takes 6 S
+    # (2.6 ms), and 3 rails of S/3 through SHARP bind (7.5 ms).
     "nvls_sharp 3+5": ("nvls_sharp", THREE_PLUS_FIVE,
                        NVLS_ACROSS_NODES * 1e-6 + GiB / 3 / NET_Bps),
     # 8 + 3: the domain of 8's engine takes 9 S (3.8 ms), still below the 3 rails.
