@@ -54,7 +54,7 @@ pub enum Combine {
     /// Reduction trees through switches that reduce (SHARP, NVLS): what several edges of one
     /// tree (`Edge::tree`) send through one link is reduced to one stream, so the largest
     /// coefficient counts; the streams of different trees (the rails of NVLS+SHARP, each its
-    /// own SHARP tree, where rails share a leaf) add.
+    /// own SHARP tree) add on a link they both cross.
     Max,
 }
 

@@ -78,9 +78,12 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
   multicasts the result, and sends and receives ``S/m`` through its rail's SHARP tree (each
   rail its own tree: a link two trees cross, as ECMP can hash two rails onto one uplink,
-  carries both streams). Its alpha is NCCL's for
-  NVLS across nodes (one NVLink and one network step, 43 us); ``hierarchical``, which NCCL
-  has no counterpart of, runs as three phases and pays their alphas.
+  carries both streams). The flow is counted in bytes of one rail's ``S/m``: against other
+  traffic in the network it takes its share by bytes, as every flow does, while its NVLink
+  legs, carrying ``m`` bytes per byte (a head ``m + 1``), take that many shares of a GPU's
+  NVLinks (no rate split holds by bytes on both). Its alpha is NCCL's for NVLS across nodes
+  (one NVLink and one network step, 43 us); ``hierarchical``, which NCCL has no counterpart
+  of, runs as three phases and pays their alphas.
 
 ``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
 (algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
@@ -907,16 +910,15 @@ class Builder:
         legs = np.array(["up"] * n + ["down"] * n)[keep].tolist()
         return _Tree(src[keep], dst[keep], coef[keep], legs, {engine: float(np.maximum(up, down).sum())})
 
-    def _sharp(self, ranks, share=1.0) -> _Tree:
-        """Up and down the scale-out aggregation tree: every link carries ``share`` bytes per
-        byte of S once."""
+    def _sharp(self, ranks) -> _Tree:
+        """Up and down the scale-out aggregation tree: every link carries S once."""
         st = self.sc.topology._core.structure()["scale_out"]
         ports = st["n_leaves"] * st["radix"] * st["planes"]
         engine = self._engine(("sharp",), ports * st["link_Bps"])
         p0, rest = int(ranks[0]), ranks[1:]
         src = np.concatenate([rest, np.full(len(rest), p0)])
         dst = np.concatenate([np.full(len(rest), p0), rest])
-        return _Tree(src, dst, np.full(len(src), share), ["whole"] * len(src), {engine: share * len(ranks)})
+        return _Tree(src, dst, np.ones(len(src)), ["whole"] * len(src), {engine: float(len(ranks))})
 
     def _reduction(self, trees: list[_Tree], S, latency, after, tag) -> int:
         """One pipelined flow of S through reduction trees (DESIGN section 2): links count a
@@ -1015,12 +1017,15 @@ class Builder:
             return self._barrier([self._reduction([self._sharp(comm.ranks)], S, lat, begin, tag)], tag), analytical
         if algo == "nvls_sharp":
             # One pipeline, as NCCL runs its scatter, reduce, network and broadcast warps at
-            # once: the first m ranks of each domain are its heads (module docs).
+            # once: the first m ranks of each domain are its heads (module docs). Counted in
+            # bytes of one rail's S/m, so that the network, where other traffic meets it,
+            # shares its links with it by bytes as with any flow; its NVLink legs carry m
+            # (a head m + 1) bytes per byte.
             m = comm.heads
-            heads = [np.where(np.arange(len(x)) < m, 1.0 / m, 0.0) for x in comm.domains]
-            trees = [self._nvls(x, 1.0 + h, h + 1.0) for x, h in zip(comm.domains, heads)]
-            trees += [self._sharp(r, 1.0 / m) for r in comm.rails()]
-            return self._barrier([self._reduction(trees, S, lat, begin, tag)], tag), analytical
+            heads = [np.where(np.arange(len(x)) < m, 1.0, 0.0) for x in comm.domains]
+            trees = [self._nvls(x, m + h, h + m) for x, h in zip(comm.domains, heads)]
+            trees += [self._sharp(r) for r in comm.rails()]
+            return self._barrier([self._reduction(trees, S / m, lat, begin, tag)], tag), analytical
         # Hierarchical: three phases joined by barriers; the latency is paid once, by the
         # first phase. Domains of one rank have no intra-domain phase; the others' rings leave the shards
         # on their first m ranks, the rails' ends (_head_ring_shares).

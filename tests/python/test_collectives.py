@@ -409,6 +409,20 @@ CLOSED_FORMS = {
 }
 
 
+def test_nvls_sharp_shares_a_nic_with_other_traffic_by_bytes():
+    """A second tenant's 1 GiB from GPU 0 to GPU 8 crosses GPU 0's NIC, which carries the
+    collective's S/8 of rail 0 through SHARP. The NIC splits by bytes, 24 GB/s each, and paces
+    the pipeline (8 x 24 GB/s beside the NVLS engine's 274). Counted in bytes of S, the
+    collective took one ninth of that NIC (its coefficient 1/8 beside the tenant's 1): 25 ms
+    where this is 5.6 ms."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    sc = fs.Scenario(fabric)
+    sc.add_collective("all_reduce", range(32), GiB, algorithm="nvls_sharp")
+    sc.add_flow(0, 8, GiB, tag="tenant")
+    row = sc.run().collectives.to_pylist()[0]
+    assert duration(row) == pytest.approx(NVLS_ACROSS_NODES * 1e-6 + GiB / 8 / (NET_Bps / 2), rel=1e-9)
+
+
 @pytest.mark.parametrize("case", CLOSED_FORMS)
 def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
     algo, n_domains, ranks, want = CLOSED_FORMS[case]
@@ -609,7 +623,7 @@ def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_a
     assert len(flows) == 1
     for gpu in THREE_PLUS_FIVE:
         up, down = own_links(gpu)
-        share = 4 / 3 if gpu % 8 < 3 else 1.0
+        share = 4.0 if gpu % 8 < 3 else 3.0  # per byte of S/3, the flow's unit
         assert (flows[0][up], flows[0][down]) == pytest.approx((share, share), rel=1e-12), gpu
 
 
