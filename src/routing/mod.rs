@@ -304,31 +304,24 @@ mod tests {
         }
     }
 
+    /// `check_route` of `links` from node `src` to node `dst` on `t`, at its capacities.
+    fn checked(t: &Topology, src: u32, dst: u32, links: &[u32]) -> Result<()> {
+        let ids: Vec<LinkId> = links.iter().map(|&l| LinkId(l)).collect();
+        check_route(t, t.capacity_Bps(), NodeId(src), NodeId(dst), &ids)
+    }
+
     #[test]
     fn a_route_crossing_a_link_twice_is_refused() {
         let t = ring(3);
-        let ids = |v: &[u32]| v.iter().map(|&l| LinkId(l)).collect::<Vec<_>>();
         // 0 -> 1 -> 2 -> 0 -> 1: around once, then link 0 again.
-        let m = message(check_route(
-            &t,
-            t.capacity_Bps(),
-            NodeId(0),
-            NodeId(1),
-            &ids(&[0, 1, 2, 0]),
-        ));
+        let m = message(checked(&t, 0, 1, &[0, 1, 2, 0]));
         assert_eq!(
             m,
             "route crosses link 0 twice, at positions 0 and 3: a route from node 0 to node 1 \
              must cross each link at most once (no loop)"
         );
         // Twice around: link 1 is the first to come back, at position 3.
-        let m = message(check_route(
-            &t,
-            t.capacity_Bps(),
-            NodeId(1),
-            NodeId(2),
-            &ids(&[1, 2, 0, 1, 2, 0, 1]),
-        ));
+        let m = message(checked(&t, 1, 2, &[1, 2, 0, 1, 2, 0, 1]));
         assert!(
             m.starts_with("route crosses link 1 twice, at positions 0 and 3"),
             "{m}"
@@ -336,13 +329,7 @@ mod tests {
         // Beyond the pairwise scan (a sorted search): 40 nodes, around once and two links more.
         let t = ring(40);
         let links: Vec<u32> = (0..40).chain(0..2).collect();
-        let m = message(check_route(
-            &t,
-            t.capacity_Bps(),
-            NodeId(0),
-            NodeId(2),
-            &ids(&links),
-        ));
+        let m = message(checked(&t, 0, 2, &links));
         assert!(
             m.starts_with("route crosses link 0 twice, at positions 0 and 40:"),
             "{m}"
@@ -350,46 +337,25 @@ mod tests {
         // Once around a long ring is fine, and so is a node visited twice over distinct links
         // (a hairpin through a switch) that is not the destination.
         let links: Vec<u32> = (0..39).collect();
-        check_route(&t, t.capacity_Bps(), NodeId(0), NodeId(39), &ids(&links)).unwrap();
+        checked(&t, 0, 39, &links).unwrap();
         let both_ways = both_ways();
         // 0 -> 1 -> 0 -> 1 over links 0, 2, 0 repeats link 0; 1 -> 2 -> 1 -> 0 does not.
-        assert!(check_route(
-            &both_ways,
-            both_ways.capacity_Bps(),
-            NodeId(0),
-            NodeId(1),
-            &ids(&[0, 2, 0])
-        )
-        .is_err());
-        check_route(
-            &both_ways,
-            both_ways.capacity_Bps(),
-            NodeId(1),
-            NodeId(0),
-            &ids(&[1, 3, 2]),
-        )
-        .unwrap();
+        assert!(checked(&both_ways, 0, 1, &[0, 2, 0]).is_err());
+        checked(&both_ways, 1, 0, &[1, 3, 2]).unwrap();
     }
 
     #[test]
     fn a_route_going_on_from_its_destination_is_refused() {
         let t = both_ways();
-        let ids = |v: &[u32]| v.iter().map(|&l| LinkId(l)).collect::<Vec<_>>();
         // 0 -> 1 -> 2 -> 1 crosses no link twice but is at node 1 after its first link.
-        let m = message(check_route(
-            &t,
-            t.capacity_Bps(),
-            NodeId(0),
-            NodeId(1),
-            &ids(&[0, 1, 3]),
-        ));
+        let m = message(checked(&t, 0, 1, &[0, 1, 3]));
         assert_eq!(
             m,
             "route reaches its destination node 1 at link 0 (position 0) and goes on for 2 \
              more links: a route must end where it first reaches its destination"
         );
         // 1 -> 0 -> 1 -> 2: back through its source, not its destination, is still a route.
-        check_route(&t, t.capacity_Bps(), NodeId(1), NodeId(2), &ids(&[2, 0, 1])).unwrap();
+        checked(&t, 1, 2, &[2, 0, 1]).unwrap();
     }
 
     #[test]
