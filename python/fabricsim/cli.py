@@ -107,14 +107,14 @@ def demo_scenario(
 def _phase_table(flows: pa.Table) -> str:
     lines = [f"{'phase':<12} {'flows':>6} {'bytes':>11} {'first start':>12} {'last finish':>12} {'mean rate':>12}"]
     tags = flows.column("tag").cast(pa.string())
+
+    def shown(format_value, value) -> str:
+        # A phase whose flows all failed has no finish.
+        return "-" if value is None else format_value(value)
+
     for tag in pc.unique(tags).to_pylist():
         # A null tag equals nothing, not even another null: untagged flows are picked by is_null.
         sub = flows.filter(pc.is_null(tags) if tag is None else pc.equal(tags, tag))
-
-        def shown(format_value, value) -> str:
-            # A phase whose flows all failed has no start, finish or rate.
-            return "-" if value is None else format_value(value)
-
         lines.append(
             f"{'(untagged)' if tag is None else tag:<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
             f"{shown(format_duration, pc.min(sub['start_s']).as_py()):>12} "
