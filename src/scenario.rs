@@ -23,6 +23,7 @@ use std::sync::Arc;
 use crate::engine::{self, Activities, Disruption, Kind, Progress, RunOptions, RunOutput};
 use crate::error::{shown, Error, Result};
 use crate::ids::{ActivityId, LinkId, NodeId};
+use crate::rng::ecmp_hash;
 use crate::routing::structured::{self, Routed, Traffic};
 use crate::routing::{check_route, Router};
 use crate::solver::Usage;
@@ -914,12 +915,21 @@ pub fn coupled_key(id: u32, i: u32) -> u64 {
     1 << 63 | (id as u64) << 32 | i as u64
 }
 
+/// The root (`Traffic::Tree`) of reduction tree `tree` of coupled flow `id`: a job's trees
+/// take consecutive roots from an offset hashed from the flow, so they spread over the root
+/// switches, and so do the trees of different jobs.
+fn tree_root(seed: u64, id: u32, tree: u32) -> u32 {
+    (ecmp_hash(seed, coupled_key(id, 0), 0) as u32).wrapping_add(tree)
+}
+
 /// Routes every edge of a coupled flow on `fabric` and combines them into `usage` (fabric
 /// constraints, merged). Edge i of flow `id` hashes with key `coupled_key(id, i)` and is
 /// striped over the planes of a tier routed by ECMP (`Traffic::Channels`): it stands
-/// for NCCL channels, which are striped over the NIC's ports. An `Up` or `Down` edge keeps
-/// only its leg of the route (`Leg`; a route of one link has no links between, so its legs
-/// are empty).
+/// for NCCL channels, which are striped over the NIC's ports. An edge of reduction tree t
+/// (`Combine::Max`) is routed as the tree's (`Traffic::Tree`, rooted at `tree_root(seed,
+/// id, t)`; key `coupled_key(id, t)` where the graph is searched). An `Up` or `Down` edge
+/// keeps only its leg of the route (`Leg`; a route of one link has no links between, so
+/// its legs are empty).
 fn route_coupled(
     fabric: &Fabric,
     router: &mut Router,
@@ -934,11 +944,19 @@ fn route_coupled(
     // Each entry tagged with its edge's tree: merged within a tree, then summed.
     let mut tagged: Vec<(u32, u32, f64)> = Vec::new();
     for (i, e) in recipe.edges.iter().enumerate() {
-        let key = coupled_key(id, i as u32);
+        let (key, traffic) = match recipe.combine {
+            Combine::Sum => (coupled_key(id, i as u32), Traffic::Channels),
+            Combine::Max => (
+                coupled_key(id, e.tree),
+                Traffic::Tree {
+                    root: tree_root(seed, id, e.tree),
+                },
+            ),
+        };
         route_on(
             fabric,
             router,
-            Traffic::Channels,
+            traffic,
             NodeId(e.src),
             NodeId(e.dst),
             key,

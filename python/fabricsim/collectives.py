@@ -63,7 +63,11 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
 * ``sharp``: all-reduce across the scale-out fabric with one rank per domain: one flow up and
   down the aggregation tree, every link carrying ``S`` once (switches reduce at line rate;
-  their engine is a constraint sized to all their ports). Its latency is NCCL's CollNet
+  their engine is a constraint sized to all their ports). The tree is routed as SHARP's
+  Aggregation Manager builds one: under ECMP every switch sends it through one link toward
+  a single root switch, the same port index at every hop (not hashed edge by edge as
+  connections are), and a job's trees take consecutive roots; adaptive routing spreads it
+  evenly instead. Its latency is NCCL's CollNet
   Direct's where the GPUs sit on NVSwitches, CollNet Chain's elsewhere (a host-level Clos).
 * ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/m`` per rail
   across domains, ring all-gather in each domain. The rails are the first ``m`` ranks of each
@@ -77,8 +81,8 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   each domain are the heads (connect.cc: minHeadNum): every rank sends ``S`` into its
   NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
   multicasts the result, and sends and receives ``S/m`` through its rail's SHARP tree (each
-  rail its own tree: a link two trees cross, as ECMP can hash two rails onto one uplink,
-  carries both streams). The flow is counted in bytes of one rail's ``S/m``: against other
+  rail its own tree, with a root of its own where the fabric has enough: a link two trees
+  cross carries both streams). The flow is counted in bytes of one rail's ``S/m``: against other
   traffic in the network it takes its share by bytes, as every flow does, while its NVLink
   legs, carrying ``m`` bytes per byte (a head ``m + 1``), take that many shares of a GPU's
   NVLinks (no rate split holds by bytes on both). Its alpha is NCCL's for NVLS across nodes

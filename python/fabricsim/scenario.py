@@ -151,8 +151,9 @@ class Scenario:
     ``routing`` overrides how flows cross a generated fabric: "ecmp" (each flow hashed onto
     one path; collisions are real; a collective's ring or tree edge is split over the planes
     of a multi-plane fabric, as NCCL stripes its channels over the NIC's ports, and hashed
-    within each) or "adaptive" (spread evenly over every equal-cost next
-    hop), for the scale-out tier, or a dict ``{"scale_up": ..., "scale_out": ...}`` per tier.
+    within each; a SHARP tree climbs to one root switch, as SHARP builds it) or "adaptive"
+    (spread evenly over every equal-cost next hop), for the scale-out tier, or a dict
+    ``{"scale_up": ..., "scale_out": ...}`` per tier (NVLS uses every NVSwitch chip either way).
     By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
     "adaptive" for a tier the topology does not have (any tier of a plain topology or a PCIe

@@ -14,6 +14,14 @@
 //!   with a key of that plane's own (`rng::plane_key`). A plain flow is one connection, hashed
 //!   onto one port: ECMP picks its first hop among the uplinks of every plane. On a
 //!   single-plane Clos the two are the same.
+//! * A reduction tree's edge (`Traffic::Tree`, SHARP): split over the planes as a collective's
+//!   edge is, but where ECMP would hash it takes candidate `root % n` at every hop, the same
+//!   index whatever the switch, so all the edges of one tree climb to one root switch and
+//!   each switch sends the tree through one link toward it, as SHARP's Aggregation Manager
+//!   builds a tree (a set of switches and the links between them, used both ways); a job's
+//!   trees (one per rail) take consecutive roots. In a scale-up domain a tree is NVLS, which
+//!   the NVSwitch chips serve together (a multicast object is striped over all of them), so
+//!   it is sprayed there whatever the domain's routing.
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
@@ -69,6 +77,44 @@ pub enum Traffic {
     /// A collective's edge, standing for NCCL channels striped over the endpoint's ports: split
     /// over the planes and hashed within each (module docs).
     Channels,
+    /// An edge of a reduction tree rooted at candidate `root` (mod their number) of every hop
+    /// ECMP would hash (module docs).
+    Tree { root: u32 },
+}
+
+/// How an ECMP hop picks among its candidate links.
+#[derive(Debug, Clone, Copy)]
+enum Choice {
+    /// `ecmp_hash(seed, key, node) % n`, as a switch hashing the flow's header would.
+    Hash { seed: u64, key: u64 },
+    /// `root % n` at every switch alike: a reduction tree's way to its root.
+    Root(u32),
+}
+
+impl Choice {
+    fn pick(self, candidates: &[u32], node: u32) -> std::result::Result<u32, NoPath> {
+        let n = candidates.len();
+        if n == 0 {
+            return Err(NoPath);
+        }
+        let i = match self {
+            Choice::Hash { seed, key } => (ecmp_hash(seed, key, node as u64) % n as u64) as usize,
+            Choice::Root(root) => root as usize % n,
+        };
+        Ok(candidates[i])
+    }
+
+    /// The choice within plane `p` of an edge split over the planes: a hash takes the
+    /// plane's own key (independent paths); a tree keeps its root.
+    fn in_plane(self, p: u32) -> Choice {
+        match self {
+            Choice::Hash { seed, key } => Choice::Hash {
+                seed,
+                key: rng::plane_key(key, p),
+            },
+            root => root,
+        }
+    }
 }
 
 /// How a route crosses one tier.
@@ -92,11 +138,20 @@ pub fn route(
     traffic: Traffic,
     out: &mut Routed,
 ) -> Result<bool> {
-    let tiers = modes.map(|m| match (m, traffic) {
+    let tier = |m: Mode| match (m, traffic) {
         (Mode::Ecmp, Traffic::Connection) => Tier::Ecmp,
-        (Mode::Ecmp, Traffic::Channels) => Tier::EcmpPerPlane,
+        (Mode::Ecmp, Traffic::Channels | Traffic::Tree { .. }) => Tier::EcmpPerPlane,
         (Mode::Spray, _) => Tier::Spray,
-    });
+    };
+    // NVLS in a domain uses every switch chip (module docs).
+    let tiers = match traffic {
+        Traffic::Tree { .. } => [Tier::Spray, tier(modes[1])],
+        _ => modes.map(tier),
+    };
+    let choice = match traffic {
+        Traffic::Tree { root } => Choice::Root(root),
+        _ => Choice::Hash { seed, key },
+    };
     out.clear();
     if src == dst {
         return Err(Error::SameEndpoints(format!(
@@ -109,7 +164,7 @@ pub fn route(
         if let (Some((da, ea)), Some((db, eb))) = (f.gpu_domain(src), f.gpu_domain(dst)) {
             if da == db {
                 let placed = f.domain(da);
-                clos_route(f, &placed, ea, eb, key, seed, tiers[0], out)
+                clos_route(f, &placed, ea, eb, choice, tiers[0], out)
                     .map_err(|_| no_path(f, src, dst))?;
                 return Ok(true);
             }
@@ -125,7 +180,7 @@ pub fn route(
             return Err(no_path(f, src, dst));
         }
         out.link(f, up);
-        let one_path = clos_route(f, &placed, src, dst, key, seed, tiers[1], out)
+        let one_path = clos_route(f, &placed, src, dst, choice, tiers[1], out)
             .map_err(|_| no_path(f, src, dst))?;
         out.link(f, down);
         if !one_path {
@@ -139,7 +194,7 @@ pub fn route(
         let range = placed.endpoint_base..placed.endpoint_base + placed.shape.n_endpoints;
         if range.contains(&src) && range.contains(&dst) {
             let (a, b) = (src - placed.endpoint_base, dst - placed.endpoint_base);
-            clos_route(f, &placed, a, b, key, seed, tiers[1], out)
+            clos_route(f, &placed, a, b, choice, tiers[1], out)
                 .map_err(|_| no_path(f, src, dst))?;
             return Ok(true);
         }
@@ -225,8 +280,7 @@ fn clos_route(
     placed: &Placed,
     a: u32,
     b: u32,
-    key: u64,
-    seed: u64,
+    choice: Choice,
     tier: Tier,
     out: &mut Routed,
 ) -> std::result::Result<bool, NoPath> {
@@ -240,21 +294,12 @@ fn clos_route(
     match tier {
         // One plane leaves nothing to split: striped ECMP is plain ECMP there, bit for bit.
         Tier::EcmpPerPlane if planes > 1 => {
-            ecmp_per_plane(f, placed, &alive, a, b, key, seed, out).map(|()| false)
+            ecmp_per_plane(f, placed, &alive, a, b, choice, out).map(|()| false)
         }
         Tier::Ecmp | Tier::EcmpPerPlane => {
-            ecmp(f, placed, &alive, 0..planes, a, b, key, seed, out).map(|()| true)
+            ecmp(f, placed, &alive, 0..planes, a, b, choice, out).map(|()| true)
         }
         Tier::Spray => spray(f, placed, &alive, a, b, out).map(|()| false),
-    }
-}
-
-/// Picks `candidates[hash % len]`, as a switch hashing the flow's header would.
-fn pick(candidates: &[u32], seed: u64, key: u64, node: u32) -> std::result::Result<u32, NoPath> {
-    match candidates.len() {
-        0 => Err(NoPath),
-        1 => Ok(candidates[0]),
-        n => Ok(candidates[(ecmp_hash(seed, key, node as u64) % n as u64) as usize]),
     }
 }
 
@@ -267,8 +312,7 @@ fn ecmp(
     planes: std::ops::Range<u32>,
     a: u32,
     b: u32,
-    key: u64,
-    seed: u64,
+    choice: Choice,
     out: &mut Routed,
 ) -> std::result::Result<(), NoPath> {
     let s = placed.shape;
@@ -287,7 +331,7 @@ fn ecmp(
             }
         }
     }
-    let first = pick(&cand, seed, key, placed.endpoint_base + a)?;
+    let first = choice.pick(&cand, placed.endpoint_base + a)?;
     let (p, _, _) = s.locate(first);
     out.link(f, lb_ + first);
     let leaf_node = placed.node_base + s.leaf_node(p, la);
@@ -309,7 +353,7 @@ fn ecmp(
                 cand.push(l);
             }
         }
-        let l = pick(&cand, seed, key, leaf_node)?;
+        let l = choice.pick(&cand, leaf_node)?;
         out.link(f, lb_ + l);
         let (_, _, pos) = s.locate(l);
         let spine = s.spine_of_port(la, pos % s.leaf_up);
@@ -327,7 +371,7 @@ fn ecmp(
                     cand.push(l);
                 }
             }
-            let l = pick(&cand, seed, key, spine_node)?;
+            let l = choice.pick(&cand, spine_node)?;
             out.link(f, lb_ + l);
             let (_, _, pos) = s.locate(l);
             let core = s.core_of_port(spine, pos % s.spine_up);
@@ -341,7 +385,7 @@ fn ecmp(
                     cand.push(l);
                 }
             }
-            let l = pick(&cand, seed, key, placed.node_base + s.core_node(p, core))?;
+            let l = choice.pick(&cand, placed.node_base + s.core_node(p, core))?;
             out.link(f, lb_ + l);
             last_spine = spine_b;
             last_spine_node = placed.node_base + s.spine_node(p, spine_b);
@@ -362,18 +406,18 @@ fn ecmp(
                 cand.push(l);
             }
         }
-        let l = pick(&cand, seed, key, last_spine_node)?;
+        let l = choice.pick(&cand, last_spine_node)?;
         out.link(f, lb_ + l);
     }
     down_to_b(&mut cand);
-    let l = pick(&cand, seed, key, placed.node_base + s.leaf_node(p, lb))?;
+    let l = choice.pick(&cand, placed.node_base + s.leaf_node(p, lb))?;
     out.link(f, lb_ + l);
     Ok(())
 }
 
 /// ECMP for a collective's edge on a multi-plane Clos: each plane takes the part of the edge
-/// a sprayed flow would (`PlaneShares`) on one path hashed with the plane's own key, so the
-/// planes' paths are independent. Latency is one path's (all planes' are alike).
+/// a sprayed flow would (`PlaneShares`) on one path chosen in the plane (`Choice::in_plane`):
+/// hashed with the plane's own key, so the planes' paths are independent, or a tree's root. Latency is one path's (all planes' are alike).
 #[allow(clippy::too_many_arguments)]
 fn ecmp_per_plane(
     f: &Fabric,
@@ -381,8 +425,7 @@ fn ecmp_per_plane(
     alive: &Alive,
     a: u32,
     b: u32,
-    key: u64,
-    seed: u64,
+    choice: Choice,
     out: &mut Routed,
 ) -> std::result::Result<(), NoPath> {
     let s = placed.shape;
@@ -395,8 +438,7 @@ fn ecmp_per_plane(
             continue;
         }
         let first = out.usage.len();
-        let plane_key = rng::plane_key(key, p);
-        ecmp(f, placed, alive, p..p + 1, a, b, plane_key, seed, out)?;
+        ecmp(f, placed, alive, p..p + 1, a, b, choice.in_plane(p), out)?;
         for u in &mut out.usage[first..] {
             u.coefficient *= share;
         }

@@ -423,6 +423,33 @@ def test_nvls_sharp_shares_a_nic_with_other_traffic_by_bytes():
     assert duration(row) == pytest.approx(NVLS_ACROSS_NODES * 1e-6 + GiB / 8 / (NET_Bps / 2), rel=1e-9)
 
 
+def test_sharp_trees_climb_to_one_root_switch_under_ecmp():
+    """Four ranks per HGX server, on other rails from server to server, so every rail's SHARP
+    tree spans leaves. The Aggregation Manager builds a tree as one root switch and one link
+    from each switch toward it, and a job's trees take different roots: every scale-out link
+    carries one tree's S/4 or nothing, and the run is the NIC-bound pipeline of the closed
+    form. Hashed edge by edge as ECMP hashes connections, trees shared uplinks: 11.2 ms
+    where this is 5.6."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", routing="ecmp")
+    ranks = [8 * d + (4 * d + j) % 8 for d in range(16) for j in range(4)]
+    res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls_sharp")
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
+    link_Bps = fabric.structure["scale_out"]["link_Bps"]
+    links = res.links.to_pylist()
+    assert {l["bytes_carried"] for l in links if l["capacity_Bps"] == link_Bps and l["bytes_carried"]} == {GiB / 4}
+
+
+def test_nvls_uses_every_nvswitch_chip_whatever_the_domain_routing():
+    """NVLS memory is striped over all the NVSwitch chips, so hashing each GPU's edge onto one
+    chip (scale-up ECMP) does not apply to it: it took 4.2 times the sprayed run."""
+    times = []
+    for routing in (None, {"scale_up": "ecmp"}):
+        _, row = one(fs.cluster(domain="hgx-h100", n_domains=1), "all_reduce", range(8), GiB,
+                     algorithm="nvls", routing=routing)
+        times.append(duration(row))
+    assert times[1] == pytest.approx(times[0], rel=1e-12)
+
+
 @pytest.mark.parametrize("case", CLOSED_FORMS)
 def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
     algo, n_domains, ranks, want = CLOSED_FORMS[case]

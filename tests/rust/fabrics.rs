@@ -402,3 +402,68 @@ fn a_pcie_server_too_large_for_its_ids_is_refused_before_it_is_built() {
     let e = pcie_server(u32::MAX, u32::MAX, 0, 1, 64e9, 50e9, 100e9, 1e-6).unwrap_err();
     assert!(matches!(e, Error::TooLarge(_)), "{e:?}");
 }
+
+/// Links of `out` (constraints below the link count; a split route has no `links`).
+fn used_links(f: &Fabric, out: &Routed) -> Vec<u32> {
+    let n = f.n_links() as u32;
+    out.usage
+        .iter()
+        .map(|u| u.constraint)
+        .filter(|&c| c < n)
+        .collect()
+}
+
+#[test]
+fn a_reduction_tree_climbs_to_one_root_where_ecmp_hashes_apart() {
+    // 64 hosts in 3 tiers of radix 8, in 1 and 2 planes: the edges of a tree to endpoint 0
+    // converge (every node sends them on through one link) and those from it diverge (every
+    // node receives them through one link); hashed as connections (a key each), they do not.
+    for planes in [1, 2] {
+        let f = clos(64, &scale_out(3, planes, 8, [1.0, 1.0])).unwrap();
+        let (src, dst) = (f.topology().link_src(), f.topology().link_dst());
+        let links_per = |traffic: Traffic, to_root: bool| {
+            let mut per_node =
+                std::collections::BTreeMap::<u32, std::collections::BTreeSet<u32>>::new();
+            let mut out = Routed::default();
+            for e in 1..64 {
+                let (a, b) = if to_root { (e, 0) } else { (0, e) };
+                route(&f, a, b, e as u64, 3, ECMP, traffic, &mut out).unwrap();
+                for l in used_links(&f, &out) {
+                    let node = if to_root {
+                        src[l as usize]
+                    } else {
+                        dst[l as usize]
+                    };
+                    // An endpoint has a link in each plane; a switch is in one plane.
+                    if f.kind(node) != NodeKind::Nic {
+                        per_node.entry(node).or_default().insert(l);
+                    }
+                }
+            }
+            per_node.values().map(|s| s.len()).max().unwrap()
+        };
+        for to_root in [true, false] {
+            // One link per switch.
+            assert_eq!(
+                links_per(Traffic::Tree { root: 5 }, to_root),
+                1,
+                "{planes} planes"
+            );
+            assert!(links_per(Traffic::Channels, to_root) > 1, "{planes} planes");
+        }
+        // Another root is another tree: its way up from host 63 shares no switch link.
+        let mut out = Routed::default();
+        let mut up_links = |root| {
+            route(&f, 63, 0, 7, 3, ECMP, Traffic::Tree { root }, &mut out).unwrap();
+            used_links(&f, &out)
+        };
+        let (first, second) = (up_links(5), up_links(6));
+        let shared: Vec<_> = first.iter().filter(|l| second.contains(l)).collect();
+        // Only the hosts' own links (one per plane at each end) are common.
+        assert_eq!(
+            shared.len(),
+            2 * planes as usize,
+            "{planes} planes: {shared:?}"
+        );
+    }
+}
