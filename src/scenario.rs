@@ -40,8 +40,8 @@ pub const NONE: u32 = u32::MAX;
 enum PathChoice {
     /// Given by the caller (or a delay): kept through faults.
     Given,
-    /// Routed with these modes per tier.
-    Routed([Mode; 2]),
+    /// Routed with these modes per tier, as this kind of traffic.
+    Routed([Mode; 2], Traffic),
     /// A coupled flow: its edges, `Scenario::coupled[i]`, routed and combined.
     Coupled(u32),
 }
@@ -242,6 +242,10 @@ pub enum Route<'r> {
     /// over shortest paths; hashed on the flow's id and the scenario seed. One connection:
     /// under ECMP on one port of one plane.
     Ecmp,
+    /// As `Ecmp`, for a collective's transfer: it stands for NCCL channels, striped over the
+    /// NIC's ports (`Traffic::Channels`), so under ECMP it splits over the planes and is hashed
+    /// within each.
+    Striped,
     /// The given links, checked to form a path from src to dst.
     Links(&'r [LinkId]),
 }
@@ -339,14 +343,18 @@ impl Scenario {
         let mut routed = std::mem::take(&mut self.routed);
         let mut unrouted = false;
         let (choice, found) = match route {
-            Route::Ecmp => {
+            Route::Ecmp | Route::Striped => {
+                let traffic = match route {
+                    Route::Striped => Traffic::Channels,
+                    _ => Traffic::Connection,
+                };
                 let modes = self.modes;
                 let seed = self.seed;
                 let found = self.route_or_nominal(|fabric, router| {
                     route_on(
                         fabric,
                         router,
-                        Traffic::Connection,
+                        traffic,
                         src,
                         dst,
                         id,
@@ -356,7 +364,7 @@ impl Scenario {
                     )
                 });
                 let found = found.map(|nominal_only| unrouted = nominal_only);
-                (PathChoice::Routed(modes), found)
+                (PathChoice::Routed(modes, traffic), found)
             }
             Route::Links(links) => {
                 // Checked against nominal capacities: a given route over a down link is
@@ -781,12 +789,12 @@ impl Scenario {
             for a in 0..self.acts.len() {
                 let found = match self.choice[a] {
                     PathChoice::Given => continue,
-                    PathChoice::Routed(modes) => {
+                    PathChoice::Routed(modes, traffic) => {
                         let (src, dst) = (NodeId(self.src[a]), NodeId(self.dst[a]));
                         route_on(
                             &fabric,
                             &mut router,
-                            Traffic::Connection,
+                            traffic,
                             src,
                             dst,
                             a as u64,

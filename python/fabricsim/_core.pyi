@@ -116,6 +116,7 @@ class Scenario:
         route_offsets: Optional[npt.NDArray[np.int64]] = None,
         route_links: Optional[npt.NDArray[np.int64]] = None,
         after: Ids = ...,
+        striped: bool = False,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
         self, duration_s: float, start_s: float = 0.0, after: Ids = ..., tag: Optional[str] = None

@@ -43,7 +43,9 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   ``S/2^(s+1)`` with the rank at distance ``2^k/2^(s+1)``; a non-power of two first folds the
   extra ranks into the first ones and finally sends them the result. Not pipelined: each step
   is a phase of independent flows and pays its own point-to-point alpha. Reduce-scatter and
-  all-gather alone need a power of two.
+  all-gather alone need a power of two. Its flows, like ``direct``'s, stand for NCCL's
+  channels to a peer and are striped over the NIC's ports as a ring's edge is (under ECMP
+  split over the planes of a multi-plane fabric, hashed within each).
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
   rank i+1, as nccl-tests' sendrecv). A transfer starts after its route's wire latency, which
   is its pair's latency class's: one domain (NVLink), or where the two NICs meet in the
@@ -938,13 +940,15 @@ class Builder:
         )
 
     def _flows(self, src, dst, nbytes, after: int, tag) -> np.ndarray:
-        """Independent routed flows (ECMP or spraying as the scenario routes), all after one id."""
+        """Independent routed flows (ECMP or spraying as the scenario routes), all after one id.
+        Each stands for NCCL's channels to its peer, striped over the NIC's ports as a ring's
+        edge is (``striped``)."""
         if not len(src):
             return np.zeros(0, dtype=np.int64)
         return self.sc._core.add_flows(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
             np.ascontiguousarray(np.broadcast_to(nbytes, len(src)), dtype=np.float64),
-            np.zeros(len(src)), tag, None, None, [after],
+            np.zeros(len(src)), tag, None, None, [after], striped=True,
         )
 
     def _tree(self, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:

@@ -684,8 +684,10 @@ impl Scenario {
     }
 
     /// Adds one flow per element of the arrays; returns their ids. Flow i takes the links
-    /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP.
-    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Ids::default()))]
+    /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP:
+    /// as one connection each, or `striped` as a collective's transfers (NCCL channels over
+    /// the NIC's ports: split over the planes of an ECMP tier, hashed within each).
+    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Ids::default(), striped=false))]
     #[allow(clippy::too_many_arguments)]
     fn add_flows<'py>(
         &mut self,
@@ -698,6 +700,7 @@ impl Scenario {
         route_offsets: Option<PyReadonlyArray1<'_, i64>>,
         route_links: Option<PyReadonlyArray1<'_, i64>>,
         after: Ids,
+        striped: bool,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
         let (size, start) = (
@@ -746,6 +749,7 @@ impl Scenario {
                 let added = (|| {
                     let (a, b) = (topo.node("src", src[i])?, topo.node("dst", dst[i])?);
                     let r = match routes {
+                        None if striped => Route::Striped,
                         None => Route::Ecmp,
                         Some((o, l)) => {
                             route.clear();

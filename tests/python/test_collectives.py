@@ -450,6 +450,19 @@ def test_nvls_uses_every_nvswitch_chip_whatever_the_domain_routing():
     assert times[1] == pytest.approx(times[0], rel=1e-12)
 
 
+@pytest.mark.parametrize("op, ranks, algo", [("all_reduce", range(32), "halving_doubling"),
+                                             ("send_recv", [0, 8, 16, 24], "direct")])
+def test_point_to_point_collectives_stripe_over_a_multi_plane_nic_under_ecmp(op, ranks, algo):
+    """A CX-8 in two planes: each transfer stands for NCCL channels over both ports, as a ring
+    edge does, so ECMP gives the analytical (and the adaptive) time. Hashed as one connection
+    onto one plane, halving-doubling took 35.0 ms where this is 26.6, and send/recv, one
+    400 Gb/s plane short of the 64 GB/s host link, 22.4 where this is 16.8."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-x800", nic="cx8", planes=2,
+                        routing="ecmp")
+    _, row = one(fabric, op, ranks, GiB, algorithm=algo)
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("case", CLOSED_FORMS)
 def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
     algo, n_domains, ranks, want = CLOSED_FORMS[case]
