@@ -15,13 +15,16 @@
 //!   onto one port: ECMP picks its first hop among the uplinks of every plane. On a
 //!   single-plane Clos the two are the same.
 //! * A reduction tree's edge (`Traffic::Tree`, SHARP): split over the planes as a collective's
-//!   edge is, but where ECMP would hash it takes candidate `root % n` at every hop, the same
-//!   index whatever the switch, so all the edges of one tree climb to one root switch and
-//!   each switch sends the tree through one link toward it, as SHARP's Aggregation Manager
-//!   builds a tree (a set of switches and the links between them, used both ways); a job's
-//!   trees (one per rail) take consecutive roots. In a scale-up domain a tree is NVLS, which
-//!   the NVSwitch chips serve together (a multicast object is striped over all of them), so
-//!   it is sprayed there whatever the domain's routing.
+//!   edge is, but where ECMP would hash it takes the link in slot `root % n` of every hop's
+//!   `n` next links (counted down or not, in link-id order), the same slot whatever the
+//!   switch, so all the edges of one tree climb to one root switch and each switch sends the
+//!   tree through one link toward it, as SHARP's Aggregation Manager builds a tree (a set of
+//!   switches and the links between them, used both ways); a job's trees (one per rail)
+//!   take consecutive roots. A fault moves only the trees that cross it: where the link in
+//!   the root's slot is down or no longer reaches the destination, the switch takes live
+//!   candidate `root % live` instead. In a scale-up domain a tree is NVLS, which the NVSwitch
+//!   chips serve together (a multicast object is striped over all of them), so it is sprayed
+//!   there whatever the domain's routing.
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
@@ -77,31 +80,76 @@ pub enum Traffic {
     /// A collective's edge, standing for NCCL channels striped over the endpoint's ports: split
     /// over the planes and hashed within each (module docs).
     Channels,
-    /// An edge of a reduction tree rooted at candidate `root` (mod their number) of every hop
-    /// ECMP would hash (module docs).
+    /// An edge of a reduction tree rooted at slot `root` (mod their number) of every hop ECMP
+    /// would hash (module docs).
     Tree { root: u32 },
 }
 
 /// How an ECMP hop picks among its candidate links.
 #[derive(Debug, Clone, Copy)]
 enum Choice {
-    /// `ecmp_hash(seed, key, node) % n`, as a switch hashing the flow's header would.
+    /// `ecmp_hash(seed, key, node) % n` over the live candidates, as a switch hashing the
+    /// flow's header would.
     Hash { seed: u64, key: u64 },
-    /// `root % n` at every switch alike: a reduction tree's way to its root.
+    /// The candidate in slot `root % slots` at every switch alike (a reduction tree's way to
+    /// its root); where that one is down or does not reach the destination, live candidate
+    /// `root % live` instead.
     Root(u32),
 }
 
+/// One hop's candidate links: the live ones, each with its slot, its position among all the
+/// hop's links, down or not (`slots` of them), so that a tree's root names the same link
+/// whatever else is down.
+struct Candidates {
+    links: Vec<u32>,
+    slot_of: Vec<u32>,
+    slots: u32,
+}
+
+impl Candidates {
+    fn new() -> Candidates {
+        Candidates {
+            links: Vec::with_capacity(64),
+            slot_of: Vec::with_capacity(64),
+            slots: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.links.clear();
+        self.slot_of.clear();
+        self.slots = 0;
+    }
+
+    /// The hop's next link, taken as a candidate when `live`.
+    fn offer(&mut self, link: u32, live: bool) {
+        if live {
+            self.links.push(link);
+            self.slot_of.push(self.slots);
+        }
+        self.slots += 1;
+    }
+}
+
 impl Choice {
-    fn pick(self, candidates: &[u32], node: u32) -> std::result::Result<u32, NoPath> {
-        let n = candidates.len();
+    fn pick(self, c: &Candidates, node: u32) -> std::result::Result<u32, NoPath> {
+        let n = c.links.len();
         if n == 0 {
             return Err(NoPath);
         }
         let i = match self {
             Choice::Hash { seed, key } => (ecmp_hash(seed, key, node as u64) % n as u64) as usize,
-            Choice::Root(root) => root as usize % n,
+            // Indexed among the live candidates, a root would name another link at a switch
+            // with some other link down, and the tree would leave its root there.
+            Choice::Root(root) => {
+                let slot = root % c.slots;
+                match c.slot_of.binary_search(&slot) {
+                    Ok(i) => i,
+                    Err(_) => root as usize % n,
+                }
+            }
         };
-        Ok(candidates[i])
+        Ok(c.links[i])
     }
 
     /// The choice within plane `p` of an edge split over the planes: a hash takes the
@@ -318,30 +366,24 @@ fn ecmp(
     let s = placed.shape;
     let lb_ = placed.link_base;
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
-    let mut cand: Vec<u32> = Vec::with_capacity(64);
+    let mut cand = Candidates::new();
     // Endpoint: any uplink of those planes from whose leaf the destination is reachable.
     for p in planes {
-        if alive.faulty && !alive.leaf_reaches(p, la, b) {
-            continue;
-        }
+        let reaches = !alive.faulty || alive.leaf_reaches(p, la, b);
         for k in 0..s.endpoint_links[p as usize] {
             let l = s.endpoint_link(p, a, k, false);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, reaches && alive.up(l));
         }
     }
     let first = choice.pick(&cand, placed.endpoint_base + a)?;
     let (p, _, _) = s.locate(first);
     out.link(f, lb_ + first);
     let leaf_node = placed.node_base + s.leaf_node(p, la);
-    let down_to_b = |cand: &mut Vec<u32>| {
+    let down_to_b = |cand: &mut Candidates| {
         cand.clear();
         for k in 0..s.endpoint_links[p as usize] {
             let l = s.endpoint_link(p, b, k, true);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, alive.up(l));
         }
     };
     if la != lb {
@@ -349,9 +391,10 @@ fn ecmp(
         cand.clear();
         for q in 0..s.leaf_up {
             let l = s.leaf_spine_link(p, la, q, false);
-            if alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)) {
-                cand.push(l);
-            }
+            cand.offer(
+                l,
+                alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)),
+            );
         }
         let l = choice.pick(&cand, leaf_node)?;
         out.link(f, lb_ + l);
@@ -365,11 +408,11 @@ fn ecmp(
             cand.clear();
             for r in 0..s.spine_up {
                 let l = s.spine_core_link(p, spine, r, false);
-                if alive.up(l)
-                    && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b))
-                {
-                    cand.push(l);
-                }
+                cand.offer(
+                    l,
+                    alive.up(l)
+                        && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)),
+                );
             }
             let l = choice.pick(&cand, spine_node)?;
             out.link(f, lb_ + l);
@@ -381,9 +424,7 @@ fn ecmp(
             cand.clear();
             for k in 0..w2 {
                 let l = s.spine_core_link(p, spine_b, c * w2 + k, true);
-                if alive.up(l) {
-                    cand.push(l);
-                }
+                cand.offer(l, alive.up(l));
             }
             let l = choice.pick(&cand, placed.node_base + s.core_node(p, core))?;
             out.link(f, lb_ + l);
@@ -396,15 +437,11 @@ fn ecmp(
             let w = s.leaf_spine_width;
             for k in 0..w {
                 let l = s.leaf_spine_link(p, lb, last_spine * w + k, true);
-                if alive.up(l) {
-                    cand.push(l);
-                }
+                cand.offer(l, alive.up(l));
             }
         } else {
             let l = s.leaf_spine_link(p, lb, last_spine % s.leaf_up, true);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, alive.up(l));
         }
         let l = choice.pick(&cand, last_spine_node)?;
         out.link(f, lb_ + l);

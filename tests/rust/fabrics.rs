@@ -467,3 +467,45 @@ fn a_reduction_tree_climbs_to_one_root_where_ecmp_hashes_apart() {
         );
     }
 }
+
+#[test]
+fn a_reduction_tree_keeps_its_links_when_a_link_it_does_not_use_fails() {
+    // A tree's root names a link by its slot among all of a switch's next links, so a fault
+    // elsewhere changes nothing: the tree still climbs to its root switch. Counted among the
+    // live links only, a switch with another link down took another one: half the idle
+    // switch links of each shape (32 of 56 in 2 tiers, 108 of 216 in 3) moved the tree.
+    for (tiers, planes, radix, hosts) in
+        [(2, 1, 16, 32), (2, 2, 16, 32), (3, 1, 8, 64), (3, 2, 8, 64)]
+    {
+        let f = clos(hosts, &scale_out(tiers, planes, radix, [1.0, 1.0])).unwrap();
+        let tree = |g: &Fabric| {
+            let mut out = Routed::default();
+            let mut links = std::collections::BTreeSet::new();
+            for e in 1..hosts {
+                for (a, b) in [(e, 0), (0, e)] {
+                    route(g, a, b, 0, 3, ECMP, Traffic::Tree { root: 5 }, &mut out).unwrap();
+                    links.extend(used_links(g, &out));
+                }
+            }
+            links
+        };
+        let healthy = tree(&f);
+        let switch =
+            |n: u32| matches!(f.kind(n), NodeKind::Leaf | NodeKind::Spine | NodeKind::Core);
+        let (src, dst) = (f.topology().link_src(), f.topology().link_dst());
+        let idle: Vec<u32> = (0..f.n_links() as u32)
+            .filter(|&l| {
+                switch(src[l as usize]) && switch(dst[l as usize]) && !healthy.contains(&l)
+            })
+            .collect();
+        assert!(!idle.is_empty());
+        for &l in &idle {
+            let g = f.with_link_factors(&[l], 0.0).unwrap();
+            assert_eq!(
+                tree(&g),
+                healthy,
+                "{tiers} tiers, {planes} planes: link {l} down"
+            );
+        }
+    }
+}
