@@ -15,16 +15,18 @@
 //!   onto one port: ECMP picks its first hop among the uplinks of every plane. On a
 //!   single-plane Clos the two are the same.
 //! * A reduction tree's edge (`Traffic::Tree`, SHARP): split over the planes as a collective's
-//!   edge is, but where ECMP would hash it takes the link in slot `root % n` of every hop's
-//!   `n` next links (counted down or not, in link-id order), the same slot whatever the
-//!   switch, so all the edges of one tree climb to one root switch and each switch sends the
-//!   tree through one link toward it, as SHARP's Aggregation Manager builds a tree (a set of
-//!   switches and the links between them, used both ways); a job's trees (one per rail)
-//!   take consecutive roots. A fault moves only the trees that cross it: where the link in
-//!   the root's slot is down or no longer reaches the destination, the switch takes live
-//!   candidate `root % live` instead. In a scale-up domain a tree is NVLS, which the NVSwitch
-//!   chips serve together (a multicast object is striped over all of them), so it is sprayed
-//!   there whatever the domain's routing.
+//!   edge is, but where ECMP would hash it takes the link in slot `root % n` of every hop's `n`
+//!   next links (counted down or not, in link-id order), the same slot whatever the switch, so
+//!   all the edges of one tree climb to one root switch and each switch sends the tree through
+//!   one link toward it, as SHARP's Aggregation Manager builds a tree (a set of switches and
+//!   the links between them, used both ways); a job's trees (one per rail) take consecutive
+//!   roots. In 3 tiers a spine's hop up and its core's hop down take root `root / leaf_up`
+//!   instead, so consecutive roots fill every group (a leaf slot) before a second core of one
+//!   group. A fault moves only the trees that cross it: where the link in the root's slot is
+//!   down or no longer reaches the destination, the switch takes live candidate `root % live`
+//!   instead. In a scale-up domain a tree is NVLS, which the NVSwitch chips serve together (a
+//!   multicast object is striped over all of them), so it is sprayed there whatever the
+//!   domain's routing.
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
@@ -150,6 +152,16 @@ impl Choice {
             }
         };
         Ok(c.links[i])
+    }
+
+    /// The choice at a spine's hop up to a core and at that core's hop down, where a leaf
+    /// took slot `root % leaf_up`: a tree's root there is `root / leaf_up`, so consecutive
+    /// roots take every group (leaf slot) before a second core of one group.
+    fn above_leaf(self, leaf_up: u32) -> Choice {
+        match self {
+            Choice::Root(root) => Choice::Root(root / leaf_up),
+            hash => hash,
+        }
     }
 
     /// The choice within plane `p` of an edge split over the planes: a hash takes the
@@ -414,7 +426,7 @@ fn ecmp(
                         && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)),
                 );
             }
-            let l = choice.pick(&cand, spine_node)?;
+            let l = choice.above_leaf(s.leaf_up).pick(&cand, spine_node)?;
             out.link(f, lb_ + l);
             let (_, _, pos) = s.locate(l);
             let core = s.core_of_port(spine, pos % s.spine_up);
@@ -426,7 +438,8 @@ fn ecmp(
                 let l = s.spine_core_link(p, spine_b, c * w2 + k, true);
                 cand.offer(l, alive.up(l));
             }
-            let l = choice.pick(&cand, placed.node_base + s.core_node(p, core))?;
+            let core_node = placed.node_base + s.core_node(p, core);
+            let l = choice.above_leaf(s.leaf_up).pick(&cand, core_node)?;
             out.link(f, lb_ + l);
             last_spine = spine_b;
             last_spine_node = placed.node_base + s.spine_node(p, spine_b);

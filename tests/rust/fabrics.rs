@@ -509,3 +509,32 @@ fn a_reduction_tree_keeps_its_links_when_a_link_it_does_not_use_fails() {
         }
     }
 }
+
+#[test]
+fn trees_on_one_leaf_slot_climb_to_different_cores() {
+    // 64 hosts in 3 tiers of radix 8: 4 up ports per leaf and per spine, 2 cores per group.
+    // Roots 5 and 9 take leaf slot 1 alike (one group); above the leaf a tree's root is
+    // root / 4, so they go on to different cores, as a job's trees beyond the leaf's up
+    // ports spread over a group's cores. With root % 4 at the spine too, they took the
+    // same core through the same links, and shared them where both crossed pods.
+    let f = clos(64, &scale_out(3, 1, 8, [1.0, 1.0])).unwrap();
+    let (src, dst) = (f.topology().link_src(), f.topology().link_dst());
+    let mut out = Routed::default();
+    let mut core_links = |root| {
+        route(&f, 63, 0, 7, 3, ECMP, Traffic::Tree { root }, &mut out).unwrap();
+        used_links(&f, &out)
+            .into_iter()
+            .filter(|&l| {
+                let core = |n: u32| f.kind(n) == NodeKind::Core;
+                core(src[l as usize]) || core(dst[l as usize])
+            })
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (core_links(5), core_links(9));
+    assert_eq!(first.len(), 2);
+    assert_ne!(dst[first[0] as usize], dst[second[0] as usize], "one core");
+    assert!(
+        first.iter().all(|l| !second.contains(l)),
+        "{first:?} {second:?}"
+    );
+}
