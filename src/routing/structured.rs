@@ -99,61 +99,68 @@ enum Choice {
     Root(u32),
 }
 
-/// One hop's candidate links: the live ones, each with its slot, its position among all the
-/// hop's links, down or not (`slots` of them), so that a tree's root names the same link
-/// whatever else is down.
+/// One hop's candidate links, the live ones among its `slots` next links (in link-id order),
+/// and the choice that picks among them. A tree's root names a slot among all the links,
+/// down or not, so that it names the same link whatever else is down.
 struct Candidates {
     links: Vec<u32>,
-    slot_of: Vec<u32>,
+    choice: Choice,
     slots: u32,
+    /// The slot a tree's root names, and the index in `links` of its link if live.
+    root_slot: Option<u32>,
+    at_root: Option<usize>,
 }
 
 impl Candidates {
     fn new() -> Candidates {
         Candidates {
             links: Vec::with_capacity(64),
-            slot_of: Vec::with_capacity(64),
+            choice: Choice::Root(0),
             slots: 0,
+            root_slot: None,
+            at_root: None,
         }
     }
 
-    fn clear(&mut self) {
+    /// A hop of `n_slots` next links, picked by `choice`.
+    fn start(&mut self, choice: Choice, n_slots: u32) {
         self.links.clear();
-        self.slot_of.clear();
+        self.choice = choice;
         self.slots = 0;
+        self.root_slot = match choice {
+            Choice::Root(root) if n_slots > 0 => Some(root % n_slots),
+            _ => None,
+        };
+        self.at_root = None;
     }
 
     /// The hop's next link, taken as a candidate when `live`.
     fn offer(&mut self, link: u32, live: bool) {
         if live {
+            if self.root_slot == Some(self.slots) {
+                self.at_root = Some(self.links.len());
+            }
             self.links.push(link);
-            self.slot_of.push(self.slots);
         }
         self.slots += 1;
+    }
+
+    fn pick(&self, node: u32) -> std::result::Result<u32, NoPath> {
+        let n = self.links.len();
+        if n == 0 {
+            return Err(NoPath);
+        }
+        let i = match self.choice {
+            Choice::Hash { seed, key } => (ecmp_hash(seed, key, node as u64) % n as u64) as usize,
+            // Indexed among the live candidates, a root would name another link at a switch
+            // with some other link down, and the tree would leave its root there.
+            Choice::Root(root) => self.at_root.unwrap_or(root as usize % n),
+        };
+        Ok(self.links[i])
     }
 }
 
 impl Choice {
-    fn pick(self, c: &Candidates, node: u32) -> std::result::Result<u32, NoPath> {
-        let n = c.links.len();
-        if n == 0 {
-            return Err(NoPath);
-        }
-        let i = match self {
-            Choice::Hash { seed, key } => (ecmp_hash(seed, key, node as u64) % n as u64) as usize,
-            // Indexed among the live candidates, a root would name another link at a switch
-            // with some other link down, and the tree would leave its root there.
-            Choice::Root(root) => {
-                let slot = root % c.slots;
-                match c.slot_of.binary_search(&slot) {
-                    Ok(i) => i,
-                    Err(_) => root as usize % n,
-                }
-            }
-        };
-        Ok(c.links[i])
-    }
-
     /// The choice at a spine's hop up to a core and at that core's hop down, where a leaf
     /// took slot `root % leaf_up`: a tree's root there is `root / leaf_up`, so consecutive
     /// roots take every group (leaf slot) before a second core of one group.
@@ -380,6 +387,8 @@ fn ecmp(
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
     let mut cand = Candidates::new();
     // Endpoint: any uplink of those planes from whose leaf the destination is reachable.
+    let n_up = planes.clone().map(|p| s.endpoint_links[p as usize]).sum();
+    cand.start(choice, n_up);
     for p in planes {
         let reaches = !alive.faulty || alive.leaf_reaches(p, la, b);
         for k in 0..s.endpoint_links[p as usize] {
@@ -387,12 +396,12 @@ fn ecmp(
             cand.offer(l, reaches && alive.up(l));
         }
     }
-    let first = choice.pick(&cand, placed.endpoint_base + a)?;
+    let first = cand.pick(placed.endpoint_base + a)?;
     let (p, _, _) = s.locate(first);
     out.link(f, lb_ + first);
     let leaf_node = placed.node_base + s.leaf_node(p, la);
     let down_to_b = |cand: &mut Candidates| {
-        cand.clear();
+        cand.start(choice, s.endpoint_links[p as usize]);
         for k in 0..s.endpoint_links[p as usize] {
             let l = s.endpoint_link(p, b, k, true);
             cand.offer(l, alive.up(l));
@@ -400,7 +409,7 @@ fn ecmp(
     };
     if la != lb {
         // Leaf up to a spine.
-        cand.clear();
+        cand.start(choice, s.leaf_up);
         for q in 0..s.leaf_up {
             let l = s.leaf_spine_link(p, la, q, false);
             cand.offer(
@@ -408,7 +417,7 @@ fn ecmp(
                 alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)),
             );
         }
-        let l = choice.pick(&cand, leaf_node)?;
+        let l = cand.pick(leaf_node)?;
         out.link(f, lb_ + l);
         let (_, _, pos) = s.locate(l);
         let spine = s.spine_of_port(la, pos % s.leaf_up);
@@ -417,7 +426,7 @@ fn ecmp(
         let mut last_spine_node = spine_node;
         if s.tiers == 3 && spine / s.leaf_up != s.pod_of_leaf(lb) {
             // Spine up to a core, core down to the destination pod's spine of the same group.
-            cand.clear();
+            cand.start(choice.above_leaf(s.leaf_up), s.spine_up);
             for r in 0..s.spine_up {
                 let l = s.spine_core_link(p, spine, r, false);
                 cand.offer(
@@ -426,41 +435,41 @@ fn ecmp(
                         && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)),
                 );
             }
-            let l = choice.above_leaf(s.leaf_up).pick(&cand, spine_node)?;
+            let l = cand.pick(spine_node)?;
             out.link(f, lb_ + l);
             let (_, _, pos) = s.locate(l);
             let core = s.core_of_port(spine, pos % s.spine_up);
             let (group, c) = (core / s.cores_per_group, core % s.cores_per_group);
             let spine_b = s.pod_of_leaf(lb) * s.leaf_up + group;
             let w2 = s.spine_core_width;
-            cand.clear();
+            cand.start(choice.above_leaf(s.leaf_up), w2);
             for k in 0..w2 {
                 let l = s.spine_core_link(p, spine_b, c * w2 + k, true);
                 cand.offer(l, alive.up(l));
             }
-            let core_node = placed.node_base + s.core_node(p, core);
-            let l = choice.above_leaf(s.leaf_up).pick(&cand, core_node)?;
+            let l = cand.pick(placed.node_base + s.core_node(p, core))?;
             out.link(f, lb_ + l);
             last_spine = spine_b;
             last_spine_node = placed.node_base + s.spine_node(p, spine_b);
         }
         // Spine down to the destination leaf.
-        cand.clear();
         if s.tiers == 2 {
             let w = s.leaf_spine_width;
+            cand.start(choice, w);
             for k in 0..w {
                 let l = s.leaf_spine_link(p, lb, last_spine * w + k, true);
                 cand.offer(l, alive.up(l));
             }
         } else {
+            cand.start(choice, 1);
             let l = s.leaf_spine_link(p, lb, last_spine % s.leaf_up, true);
             cand.offer(l, alive.up(l));
         }
-        let l = choice.pick(&cand, last_spine_node)?;
+        let l = cand.pick(last_spine_node)?;
         out.link(f, lb_ + l);
     }
     down_to_b(&mut cand);
-    let l = choice.pick(&cand, placed.node_base + s.leaf_node(p, lb))?;
+    let l = cand.pick(placed.node_base + s.leaf_node(p, lb))?;
     out.link(f, lb_ + l);
     Ok(())
 }
