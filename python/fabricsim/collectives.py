@@ -4,13 +4,14 @@
 of its edges' routes, so the slowest edge paces it; phases (hierarchical algorithms) are a DAG
 joined by zero-length barriers; all-to-all and send/recv are independent flows.
 
-**routing**: an edge of a coupled flow stands for NCCL's channels, which NCCL stripes over
-the NIC's ports (a multi-plane NIC splits over the planes itself). So where a multi-plane
-tier is routed by ECMP, each edge splits over the planes as adaptive routing splits a flow
-(by the endpoint's links per plane; after a fault, by what each plane still carries) and is
-hashed onto one path within each plane, as the analytical time, which counts every plane,
-assumes. Independent flows (all-to-all, send/recv, halving-doubling's steps) are one
-connection each, hashed onto one port of one plane.
+**routing**: an edge of a coupled flow, and each independent transfer (all-to-all,
+send/recv, halving-doubling's steps), stands for NCCL's channels to a peer, which NCCL
+stripes over the NIC's ports (a multi-plane NIC splits over the planes itself). So where a
+multi-plane tier is routed by ECMP, each splits over the planes as adaptive routing splits a
+flow (by the endpoint's links per plane; after a fault, by what each plane still carries)
+and is hashed onto one path within each plane, as the analytical time, which counts every
+plane, assumes. A SHARP tree's edges are not hashed but climb to the tree's root switch
+(``sharp`` below), and NVLS is sprayed over every NVSwitch chip whatever the routing.
 
 **analytical**: the alpha-beta closed form of the same construction on an idle fabric: alpha
 from NCCL's latency model (`nccl_model`) for the protocol, beta from the per-GPU NVLink and

@@ -149,11 +149,12 @@ class Scenario:
     activities can wait for with ``after=``. ``seed`` drives ECMP hashing.
 
     ``routing`` overrides how flows cross a generated fabric: "ecmp" (each flow hashed onto
-    one path; collisions are real; a collective's ring or tree edge is split over the planes
-    of a multi-plane fabric, as NCCL stripes its channels over the NIC's ports, and hashed
-    within each; a SHARP tree climbs to one root switch, as SHARP builds it) or "adaptive"
-    (spread evenly over every equal-cost next hop), for the scale-out tier, or a dict
-    ``{"scale_up": ..., "scale_out": ...}`` per tier (NVLS uses every NVSwitch chip either way).
+    one path; collisions are real; a collective's transfers, its ring and tree edges as its
+    direct and halving-doubling flows, are split over the planes of a multi-plane fabric, as
+    NCCL stripes its channels over the NIC's ports, and hashed within each; a SHARP tree
+    climbs to one root switch, as SHARP builds it) or "adaptive" (spread evenly over every
+    equal-cost next hop), for the scale-out tier, or a dict ``{"scale_up": ...,
+    "scale_out": ...}`` per tier (NVLS uses every NVSwitch chip either way).
     By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
     "adaptive" for a tier the topology does not have (any tier of a plain topology or a PCIe
@@ -380,8 +381,9 @@ class Scenario:
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
-        """Link ids a flow crosses, in path order; empty for a delay and for a sprayed flow
-        (adaptive routing), which has no single path (:meth:`usage_of` gives what it loads)."""
+        """Link ids a flow crosses, in path order; empty for a delay, a sprayed flow
+        (adaptive routing) and a collective's transfer split over the planes of a multi-plane
+        fabric under ECMP, which have no single path (:meth:`usage_of` gives what one loads)."""
         return self._core.route_of(integer("flow_id", flow_id))
 
     def run(

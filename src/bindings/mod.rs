@@ -821,7 +821,9 @@ impl Scenario {
     /// bytes per byte of the flow on its leg of the route (`edge_leg[i]`: "whole", "up" into
     /// the network, or "down" out of it; all "whole" if None); routes add (`combine="sum"`)
     /// or reduce (`"max"`) within each reduction tree (`edge_tree[i]`, all one tree if
-    /// None), the trees' streams adding; `max_rate_Bps` caps its rate.
+    /// None), the trees' streams adding; `max_rate_Bps` caps its rate. A `"max"` flow's
+    /// edges are routed as reduction trees (`Traffic::Tree`: SHARP toward one root switch,
+    /// NVLS sprayed in a domain), a `"sum"` flow's as NCCL channels (`Traffic::Channels`).
     #[pyo3(signature = (edge_src, edge_dst, edge_coef, combine, engines, size_bytes, latency_s, start_s=0.0, after=Ids::default(), tag=None, max_rate_Bps=None, edge_leg=None, edge_tree=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_coupled_flow(

@@ -15,13 +15,18 @@
 //!   onto one port: ECMP picks its first hop among the uplinks of every plane. On a
 //!   single-plane Clos the two are the same.
 //! * A reduction tree's edge (`Traffic::Tree`, SHARP): split over the planes as a collective's
-//!   edge is, but where ECMP would hash it takes candidate `root % n` at every hop, the same
-//!   index whatever the switch, so all the edges of one tree climb to one root switch and
-//!   each switch sends the tree through one link toward it, as SHARP's Aggregation Manager
-//!   builds a tree (a set of switches and the links between them, used both ways); a job's
-//!   trees (one per rail) take consecutive roots. In a scale-up domain a tree is NVLS, which
-//!   the NVSwitch chips serve together (a multicast object is striped over all of them), so
-//!   it is sprayed there whatever the domain's routing.
+//!   edge is, but where ECMP would hash it takes the link in slot `root % n` of every hop's `n`
+//!   next links (counted down or not, in link-id order), the same slot whatever the switch, so
+//!   all the edges of one tree climb to one root switch and each switch sends the tree through
+//!   one link toward it, as SHARP's Aggregation Manager builds a tree (a set of switches and
+//!   the links between them, used both ways); a job's trees (one per rail) take consecutive
+//!   roots. In 3 tiers a spine's hop up and its core's hop down take root `root / leaf_up`
+//!   instead, so consecutive roots fill every group (a leaf slot) before a second core of one
+//!   group. A fault moves only the trees that cross it: where the link in the root's slot is
+//!   down or no longer reaches the destination, the switch takes live candidate `root % live`
+//!   instead. In a scale-up domain a tree is NVLS, which the NVSwitch chips serve together (a
+//!   multicast object is striped over all of them), so it is sprayed there whatever the
+//!   domain's routing.
 //!
 //! Links of zero capacity are down. ECMP then hashes over the surviving candidates only.
 //! A sprayed flow in a Clos with a link not at nominal capacity splits over the planes that
@@ -77,31 +82,93 @@ pub enum Traffic {
     /// A collective's edge, standing for NCCL channels striped over the endpoint's ports: split
     /// over the planes and hashed within each (module docs).
     Channels,
-    /// An edge of a reduction tree rooted at candidate `root` (mod their number) of every hop
-    /// ECMP would hash (module docs).
+    /// An edge of a reduction tree rooted at slot `root` (mod their number) of every hop ECMP
+    /// would hash (module docs).
     Tree { root: u32 },
 }
 
 /// How an ECMP hop picks among its candidate links.
 #[derive(Debug, Clone, Copy)]
 enum Choice {
-    /// `ecmp_hash(seed, key, node) % n`, as a switch hashing the flow's header would.
+    /// `ecmp_hash(seed, key, node) % n` over the live candidates, as a switch hashing the
+    /// flow's header would.
     Hash { seed: u64, key: u64 },
-    /// `root % n` at every switch alike: a reduction tree's way to its root.
+    /// The candidate in slot `root % slots` at every switch alike (a reduction tree's way to
+    /// its root); where that one is down or does not reach the destination, live candidate
+    /// `root % live` instead.
     Root(u32),
 }
 
-impl Choice {
-    fn pick(self, candidates: &[u32], node: u32) -> std::result::Result<u32, NoPath> {
-        let n = candidates.len();
+/// One hop's candidate links, the live ones among its `slots` next links (in link-id order),
+/// and the choice that picks among them. A tree's root names a slot among all the links,
+/// down or not, so that it names the same link whatever else is down.
+struct Candidates {
+    links: Vec<u32>,
+    choice: Choice,
+    slots: u32,
+    /// The slot a tree's root names, and the index in `links` of its link if live.
+    root_slot: Option<u32>,
+    at_root: Option<usize>,
+}
+
+impl Candidates {
+    fn new() -> Candidates {
+        Candidates {
+            links: Vec::with_capacity(64),
+            choice: Choice::Root(0),
+            slots: 0,
+            root_slot: None,
+            at_root: None,
+        }
+    }
+
+    /// A hop of `n_slots` next links, picked by `choice`.
+    fn start(&mut self, choice: Choice, n_slots: u32) {
+        self.links.clear();
+        self.choice = choice;
+        self.slots = 0;
+        self.root_slot = match choice {
+            Choice::Root(root) if n_slots > 0 => Some(root % n_slots),
+            _ => None,
+        };
+        self.at_root = None;
+    }
+
+    /// The hop's next link, taken as a candidate when `live`.
+    fn offer(&mut self, link: u32, live: bool) {
+        if live {
+            if self.root_slot == Some(self.slots) {
+                self.at_root = Some(self.links.len());
+            }
+            self.links.push(link);
+        }
+        self.slots += 1;
+    }
+
+    fn pick(&self, node: u32) -> std::result::Result<u32, NoPath> {
+        let n = self.links.len();
         if n == 0 {
             return Err(NoPath);
         }
-        let i = match self {
+        let i = match self.choice {
             Choice::Hash { seed, key } => (ecmp_hash(seed, key, node as u64) % n as u64) as usize,
-            Choice::Root(root) => root as usize % n,
+            // Indexed among the live candidates, a root would name another link at a switch
+            // with some other link down, and the tree would leave its root there.
+            Choice::Root(root) => self.at_root.unwrap_or(root as usize % n),
         };
-        Ok(candidates[i])
+        Ok(self.links[i])
+    }
+}
+
+impl Choice {
+    /// The choice at a spine's hop up to a core and at that core's hop down, where a leaf
+    /// took slot `root % leaf_up`: a tree's root there is `root / leaf_up`, so consecutive
+    /// roots take every group (leaf slot) before a second core of one group.
+    fn above_leaf(self, leaf_up: u32) -> Choice {
+        match self {
+            Choice::Root(root) => Choice::Root(root / leaf_up),
+            hash => hash,
+        }
     }
 
     /// The choice within plane `p` of an edge split over the planes: a hash takes the
@@ -318,42 +385,39 @@ fn ecmp(
     let s = placed.shape;
     let lb_ = placed.link_base;
     let (la, lb) = (s.leaf_of(a), s.leaf_of(b));
-    let mut cand: Vec<u32> = Vec::with_capacity(64);
+    let mut cand = Candidates::new();
     // Endpoint: any uplink of those planes from whose leaf the destination is reachable.
+    let n_up = planes.clone().map(|p| s.endpoint_links[p as usize]).sum();
+    cand.start(choice, n_up);
     for p in planes {
-        if alive.faulty && !alive.leaf_reaches(p, la, b) {
-            continue;
-        }
+        let reaches = !alive.faulty || alive.leaf_reaches(p, la, b);
         for k in 0..s.endpoint_links[p as usize] {
             let l = s.endpoint_link(p, a, k, false);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, reaches && alive.up(l));
         }
     }
-    let first = choice.pick(&cand, placed.endpoint_base + a)?;
+    let first = cand.pick(placed.endpoint_base + a)?;
     let (p, _, _) = s.locate(first);
     out.link(f, lb_ + first);
     let leaf_node = placed.node_base + s.leaf_node(p, la);
-    let down_to_b = |cand: &mut Vec<u32>| {
-        cand.clear();
+    let down_to_b = |cand: &mut Candidates| {
+        cand.start(choice, s.endpoint_links[p as usize]);
         for k in 0..s.endpoint_links[p as usize] {
             let l = s.endpoint_link(p, b, k, true);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, alive.up(l));
         }
     };
     if la != lb {
         // Leaf up to a spine.
-        cand.clear();
+        cand.start(choice, s.leaf_up);
         for q in 0..s.leaf_up {
             let l = s.leaf_spine_link(p, la, q, false);
-            if alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)) {
-                cand.push(l);
-            }
+            cand.offer(
+                l,
+                alive.up(l) && (!alive.faulty || alive.spine_reaches(p, s.spine_of_port(la, q), b)),
+            );
         }
-        let l = choice.pick(&cand, leaf_node)?;
+        let l = cand.pick(leaf_node)?;
         out.link(f, lb_ + l);
         let (_, _, pos) = s.locate(l);
         let spine = s.spine_of_port(la, pos % s.leaf_up);
@@ -362,55 +426,50 @@ fn ecmp(
         let mut last_spine_node = spine_node;
         if s.tiers == 3 && spine / s.leaf_up != s.pod_of_leaf(lb) {
             // Spine up to a core, core down to the destination pod's spine of the same group.
-            cand.clear();
+            cand.start(choice.above_leaf(s.leaf_up), s.spine_up);
             for r in 0..s.spine_up {
                 let l = s.spine_core_link(p, spine, r, false);
-                if alive.up(l)
-                    && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b))
-                {
-                    cand.push(l);
-                }
+                cand.offer(
+                    l,
+                    alive.up(l)
+                        && (!alive.faulty || alive.core_reaches(p, s.core_of_port(spine, r), b)),
+                );
             }
-            let l = choice.pick(&cand, spine_node)?;
+            let l = cand.pick(spine_node)?;
             out.link(f, lb_ + l);
             let (_, _, pos) = s.locate(l);
             let core = s.core_of_port(spine, pos % s.spine_up);
             let (group, c) = (core / s.cores_per_group, core % s.cores_per_group);
             let spine_b = s.pod_of_leaf(lb) * s.leaf_up + group;
             let w2 = s.spine_core_width;
-            cand.clear();
+            cand.start(choice.above_leaf(s.leaf_up), w2);
             for k in 0..w2 {
                 let l = s.spine_core_link(p, spine_b, c * w2 + k, true);
-                if alive.up(l) {
-                    cand.push(l);
-                }
+                cand.offer(l, alive.up(l));
             }
-            let l = choice.pick(&cand, placed.node_base + s.core_node(p, core))?;
+            let l = cand.pick(placed.node_base + s.core_node(p, core))?;
             out.link(f, lb_ + l);
             last_spine = spine_b;
             last_spine_node = placed.node_base + s.spine_node(p, spine_b);
         }
         // Spine down to the destination leaf.
-        cand.clear();
         if s.tiers == 2 {
             let w = s.leaf_spine_width;
+            cand.start(choice, w);
             for k in 0..w {
                 let l = s.leaf_spine_link(p, lb, last_spine * w + k, true);
-                if alive.up(l) {
-                    cand.push(l);
-                }
+                cand.offer(l, alive.up(l));
             }
         } else {
+            cand.start(choice, 1);
             let l = s.leaf_spine_link(p, lb, last_spine % s.leaf_up, true);
-            if alive.up(l) {
-                cand.push(l);
-            }
+            cand.offer(l, alive.up(l));
         }
-        let l = choice.pick(&cand, last_spine_node)?;
+        let l = cand.pick(last_spine_node)?;
         out.link(f, lb_ + l);
     }
     down_to_b(&mut cand);
-    let l = choice.pick(&cand, placed.node_base + s.leaf_node(p, lb))?;
+    let l = cand.pick(placed.node_base + s.leaf_node(p, lb))?;
     out.link(f, lb_ + l);
     Ok(())
 }

@@ -467,3 +467,74 @@ fn a_reduction_tree_climbs_to_one_root_where_ecmp_hashes_apart() {
         );
     }
 }
+
+#[test]
+fn a_reduction_tree_keeps_its_links_when_a_link_it_does_not_use_fails() {
+    // A tree's root names a link by its slot among all of a switch's next links, so a fault
+    // elsewhere changes nothing: the tree still climbs to its root switch. Counted among the
+    // live links only, a switch with another link down took another one: half the idle
+    // switch links of each shape (32 of 56 in 2 tiers, 108 of 216 in 3) moved the tree.
+    for (tiers, planes, radix, hosts) in
+        [(2, 1, 16, 32), (2, 2, 16, 32), (3, 1, 8, 64), (3, 2, 8, 64)]
+    {
+        let f = clos(hosts, &scale_out(tiers, planes, radix, [1.0, 1.0])).unwrap();
+        let tree = |g: &Fabric| {
+            let mut out = Routed::default();
+            let mut links = std::collections::BTreeSet::new();
+            for e in 1..hosts {
+                for (a, b) in [(e, 0), (0, e)] {
+                    route(g, a, b, 0, 3, ECMP, Traffic::Tree { root: 5 }, &mut out).unwrap();
+                    links.extend(used_links(g, &out));
+                }
+            }
+            links
+        };
+        let healthy = tree(&f);
+        let switch =
+            |n: u32| matches!(f.kind(n), NodeKind::Leaf | NodeKind::Spine | NodeKind::Core);
+        let (src, dst) = (f.topology().link_src(), f.topology().link_dst());
+        let idle: Vec<u32> = (0..f.n_links() as u32)
+            .filter(|&l| {
+                switch(src[l as usize]) && switch(dst[l as usize]) && !healthy.contains(&l)
+            })
+            .collect();
+        assert!(!idle.is_empty());
+        for &l in &idle {
+            let g = f.with_link_factors(&[l], 0.0).unwrap();
+            assert_eq!(
+                tree(&g),
+                healthy,
+                "{tiers} tiers, {planes} planes: link {l} down"
+            );
+        }
+    }
+}
+
+#[test]
+fn trees_on_one_leaf_slot_climb_to_different_cores() {
+    // 64 hosts in 3 tiers of radix 8: 4 up ports per leaf and per spine, 2 cores per group.
+    // Roots 5 and 9 take leaf slot 1 alike (one group); above the leaf a tree's root is
+    // root / 4, so they go on to different cores, as a job's trees beyond the leaf's up
+    // ports spread over a group's cores. With root % 4 at the spine too, they took the
+    // same core through the same links, and shared them where both crossed pods.
+    let f = clos(64, &scale_out(3, 1, 8, [1.0, 1.0])).unwrap();
+    let (src, dst) = (f.topology().link_src(), f.topology().link_dst());
+    let mut out = Routed::default();
+    let mut core_links = |root| {
+        route(&f, 63, 0, 7, 3, ECMP, Traffic::Tree { root }, &mut out).unwrap();
+        used_links(&f, &out)
+            .into_iter()
+            .filter(|&l| {
+                let core = |n: u32| f.kind(n) == NodeKind::Core;
+                core(src[l as usize]) || core(dst[l as usize])
+            })
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (core_links(5), core_links(9));
+    assert_eq!(first.len(), 2);
+    assert_ne!(dst[first[0] as usize], dst[second[0] as usize], "one core");
+    assert!(
+        first.iter().all(|l| !second.contains(l)),
+        "{first:?} {second:?}"
+    );
+}
