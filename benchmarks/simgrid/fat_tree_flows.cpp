@@ -133,7 +133,8 @@ Flows read_flows(const std::string& path)
     in >> f.src[i] >> f.dst[i] >> f.bytes[i] >> f.start_s[i];
     if (f.src[i] < 0 || static_cast<size_t>(f.src[i]) >= f.up.size() || f.dst[i] < 0 ||
         static_cast<size_t>(f.dst[i]) >= f.down.size())
-      throw std::runtime_error("flow file: flow " + std::to_string(i) + " names an unknown source or destination");
+      throw std::runtime_error("flow file: flow " + std::to_string(i) +
+                               " names an unknown source or destination");
   }
   if (not in)
     throw std::runtime_error("flow file: truncated");
@@ -284,7 +285,8 @@ int main(int argc, char** argv)
     launch_s[i] = opt.latency_on_links ? flows.start_s[i] : flows.start_s[i] + route_latency_s(flows, i);
   std::vector<size_t> order(n_flows);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&launch_s](size_t a, size_t b) { return launch_s[a] < launch_s[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&launch_s](size_t a, size_t b) { return launch_s[a] < launch_s[b]; });
 
   std::vector<double> finish_s(n_flows, std::nan(""));
   size_t n_done = 0;
