@@ -40,6 +40,10 @@ PRECISIONS = {
     "default": [],  # work-amount 1e-5 bytes, timing 1e-9 s
     "tight": ["--cfg=precision/work-amount:1e-9", "--cfg=precision/timing:1e-12"],
 }
+# How SimGrid updates its actions between events: "Lazy" (its default) re-solves only what an
+# event touched and keeps a heap of finish dates; "Full" updates every action at every step.
+# Both give the same max-min rates; on these flows Full is the faster.
+UPDATES = {"Lazy": [], "Full": ["--cfg=network/optim:Full"]}
 LATENCY_MODES = {
     # SimGrid's links carry no latency; each flow starts at start_s + its route's latency.
     # Every flow then has sharing penalty 1: plain max-min, fabricsim's model.
@@ -53,13 +57,14 @@ LATENCY_MODES = {
 class SimgridSetting:
     latency: str  # a key of LATENCY_MODES
     precision: str  # a key of PRECISIONS
+    update: str = "Lazy"  # a key of UPDATES
 
     @property
     def name(self) -> str:
-        return f"latency={self.latency} precision={self.precision}"
+        return f"latency={self.latency} precision={self.precision} optim={self.update}"
 
     def args(self) -> list[str]:
-        return [LATENCY_MODES[self.latency], *PRECISIONS[self.precision]]
+        return [LATENCY_MODES[self.latency], *PRECISIONS[self.precision], *UPDATES[self.update]]
 
 
 @dataclass
@@ -143,7 +148,7 @@ def run_simgrid(driver: str, flow_file: Path, setting: SimgridSetting, repeats: 
                 wall_limit_s: float | None, routes_out: Path | None) -> SimgridRun:
     run = SimgridRun()
     for k in range(repeats):
-        finish_file = flow_file.with_suffix(".finish")
+        finish_file = flow_file.with_suffix(f".{setting.latency}.{setting.precision}.{setting.update}.finish")
         cmd = [driver, str(flow_file), str(finish_file), *setting.args(), "--log=root.thres:critical"]
         if routes_out is not None and k == 0:
             cmd.append(f"--routes-out={routes_out}")
@@ -220,10 +225,10 @@ def main(argv=None) -> int:
     parser.add_argument("--driver", required=True, help="the built fat_tree_flows executable")
     parser.add_argument("--cases", default="10000:together,10000:staggered,100000:staggered",
                         help="comma-separated n_flows:arrival (default: %(default)s)")
-    parser.add_argument("--settings", default="start:default,start:tight,links:default",
-                        help="comma-separated SimGrid latency:precision settings "
-                             f"(latency in {list(LATENCY_MODES)}, precision in {list(PRECISIONS)}; "
-                             "default: %(default)s)")
+    parser.add_argument("--settings", default="start:default,start:tight,start:default:Full,links:default",
+                        help="comma-separated SimGrid latency:precision[:optim] settings "
+                             f"(latency in {list(LATENCY_MODES)}, precision in {list(PRECISIONS)}, "
+                             f"optim in {list(UPDATES)}, Lazy if not given; default: %(default)s)")
     parser.add_argument("--repeats-fabricsim", type=int, default=5)
     parser.add_argument("--repeats-simgrid", type=int, default=3,
                         help="SimGrid runs per case and setting; cases of 1e5 flows run once")
@@ -249,6 +254,7 @@ def main(argv=None) -> int:
         spines = spine_of_flow(tree, flows)
         fs_repeats = args.repeats_fabricsim if n_flows <= 10_000 else max(1, args.repeats_fabricsim // 2)
         fs_times, fs_finish = run_fabricsim(tree, flows, fs_repeats)
+        np.savetxt(flow_file.with_suffix(".fabricsim.finish"), fs_finish, fmt="%.17g")
         print(f"\n{n_flows} flows, {arrival}: {int((spines >= 0).sum())} through a spine, "
               f"{int((spines < 0).sum())} under one leaf; {n_sources} SimGrid source hosts")
         print(f"  fabricsim run(): median {statistics.median(fs_times):.4f} s over {fs_repeats} runs "
