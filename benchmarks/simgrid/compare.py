@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     parser.add_argument("--driver", required=True, help="the built fat_tree_flows executable")
     parser.add_argument("--cases", default="10000:together,10000:staggered,100000:staggered",
                         help="comma-separated n_flows:arrival (default: %(default)s)")
-    parser.add_argument("--settings", default="start:default,start:tight,start:default:Full,links:default",
+    parser.add_argument("--settings", default="start:default,start:tight,start:default:Full,start:tight:Full,links:default",
                         help="comma-separated SimGrid latency:precision[:optim] settings "
                              f"(latency in {list(LATENCY_MODES)}, precision in {list(PRECISIONS)}, "
                              f"optim in {list(UPDATES)}, Lazy if not given; default: %(default)s)")
