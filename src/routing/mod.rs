@@ -14,8 +14,17 @@ use crate::rng::ecmp_hash;
 use crate::topology::Topology;
 
 const UNREACHED: u32 = u32::MAX;
-/// Distance entries kept across destinations before the cache is emptied (about 1 GiB).
+/// Distance entries kept across destinations before the cache is emptied: about 1 GiB at
+/// most, and a quarter of the memory available (`cache_max_entries`), which is read once,
+/// when the cache first outgrows `CACHE_SMALL_ENTRIES` (64 MiB, kept on any machine).
 const CACHE_MAX_ENTRIES: usize = 1 << 28;
+const CACHE_SMALL_ENTRIES: usize = 1 << 24;
+
+/// The most distance entries (4 bytes each) a router keeps with `available` bytes free.
+fn cache_max_entries(available: Option<u64>) -> usize {
+    let quarter = available.map_or(u64::MAX, |b| b / 4 / 4);
+    quarter.clamp(CACHE_SMALL_ENTRIES as u64, CACHE_MAX_ENTRIES as u64) as usize
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct Router {
@@ -27,6 +36,8 @@ pub struct Router {
     /// The last path found, and the next-hop candidates at a node (reused buffers).
     path: Vec<LinkId>,
     candidates: Vec<u32>,
+    /// `cache_max_entries`, once the cache has grown past `CACHE_SMALL_ENTRIES`.
+    max_entries: Option<usize>,
 }
 
 impl Router {
@@ -94,9 +105,17 @@ impl Router {
         if !self.distances[dst.index()].is_empty() {
             return;
         }
-        if (self.cached.len() + 1) * topo.n_nodes() > CACHE_MAX_ENTRIES {
-            for d in self.cached.drain(..) {
-                self.distances[d as usize] = Vec::new();
+        let entries = (self.cached.len() + 1) * topo.n_nodes();
+        if entries > CACHE_SMALL_ENTRIES || self.max_entries.is_some() {
+            // An unreadable limit (a bad FABRICSIM_AVAILABLE_BYTES) is reported by the
+            // memory checks; here it leaves the cache at its most.
+            let max = *self.max_entries.get_or_insert_with(|| {
+                cache_max_entries(crate::memory::available_bytes().ok().flatten())
+            });
+            if entries > max {
+                for d in self.cached.drain(..) {
+                    self.distances[d as usize] = Vec::new();
+                }
             }
         }
         let d = hop_distances_to(topo, Some(capacity_Bps), dst);
@@ -251,6 +270,25 @@ fn repeated_link(links: &[LinkId]) -> Option<(u32, usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_distance_cache_keeps_a_quarter_of_the_free_memory_within_its_bounds() {
+        let gib = 1u64 << 30;
+        assert_eq!(cache_max_entries(None), CACHE_MAX_ENTRIES);
+        assert_eq!(cache_max_entries(Some(64 * gib)), CACHE_MAX_ENTRIES);
+        assert_eq!(cache_max_entries(Some(gib)), (gib / 16) as usize);
+        assert_eq!(cache_max_entries(Some(gib / 8)), CACHE_SMALL_ENTRIES);
+        // At its limit the cache empties before it takes another destination.
+        let t = diamond();
+        let mut r = Router::new();
+        r.max_entries = Some(2 * t.n_nodes());
+        for dst in [3, 1, 2] {
+            r.route(&t, t.capacity_Bps(), NodeId(0), NodeId(dst), 0, 0)
+                .unwrap();
+        }
+        assert_eq!(r.cached, vec![2]);
+        assert!(r.distances[3].is_empty() && r.distances[1].is_empty());
+    }
 
     /// `n` nodes and links `src[i] -> dst[i]`, each of capacity 1 and no latency.
     fn unit_links(n: usize, src: Vec<u32>, dst: Vec<u32>) -> Topology {
