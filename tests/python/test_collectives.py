@@ -440,12 +440,17 @@ def test_sharp_trees_climb_to_one_root_switch_under_ecmp():
     where this is 5.6."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", routing="ecmp")
     ranks = [8 * d + (4 * d + j) % 8 for d in range(16) for j in range(4)]
+    assert_one_tree_per_scale_out_link(fabric, ranks, GiB / 4)
+
+
+def assert_one_tree_per_scale_out_link(fabric, ranks, tree_bytes):
+    """An NVLS+SHARP all-reduce of 1 GiB over ``ranks`` runs in its closed-form time, and every
+    scale-out link it uses carries one tree's ``tree_bytes``."""
     res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls_sharp")
     assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
     link_Bps = fabric.structure["scale_out"]["link_Bps"]
     links = res.links.to_pylist()
-    assert {l["bytes_carried"] for l in links if l["capacity_Bps"] == link_Bps and l["bytes_carried"]} == {GiB / 4}
-
+    assert {l["bytes_carried"] for l in links if l["capacity_Bps"] == link_Bps and l["bytes_carried"]} == {tree_bytes}
 
 
 def test_sharp_trees_keep_their_roots_when_a_link_they_do_not_use_fails():
@@ -480,11 +485,8 @@ def test_sharp_trees_beyond_a_leaf_s_up_ports_take_other_cores():
     both crossed pods: 5.6 ms where this is 3.9."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="test-coll-ib8", tiers=3, routing="ecmp")
     ranks = [8 * d + (d + j) % 8 for d in range(8) for j in range(8)]
-    res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls_sharp")
-    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
-    link_Bps = fabric.structure["scale_out"]["link_Bps"]
-    links = res.links.to_pylist()
-    assert {l["bytes_carried"] for l in links if l["capacity_Bps"] == link_Bps and l["bytes_carried"]} == {GiB / 8}
+    assert_one_tree_per_scale_out_link(fabric, ranks, GiB / 8)
+
 
 def test_nvls_uses_every_nvswitch_chip_whatever_the_domain_routing():
     """NVLS memory is striped over all the NVSwitch chips, so hashing each GPU's edge onto one
