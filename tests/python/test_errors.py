@@ -1034,3 +1034,35 @@ def test_a_coupled_flows_edge_trees_are_one_number_from_0_per_edge():
         add([0, -1])
     assert sc.n_activities == 0
     assert add([0, 1]) == 0
+
+
+# ------------------------------------------------------------------ beyond double range
+
+
+def test_a_time_past_the_largest_double_is_refused_not_inf():
+    # Finite delays, start times and latencies whose sum overflows: a delay ended at inf s
+    # (makespan inf) without a word, while a flow's finish past it was refused.
+    m = line()
+    a = m.delay(1e308)
+    m.delay(1e308, after=[a])
+    with pytest.raises(InvalidArgumentError, match=r"^delay 1 would end at inf s \(ready at 1e308 s, lasting "
+                       r"1e308 s\): beyond what double precision holds$"):
+        m.sc.run()
+    topo = fs.Topology.from_arrays([0, 1], [1, 2], 100.0, [1e308, 1e308])
+    sc = fs.Scenario(topo)
+    # A route's latency is its links' latencies added up: the message named a latency_s
+    # that add_flow does not take ("latency_s must be a finite number >= 0, got inf").
+    with pytest.raises(InvalidArgumentError, match=r"^the route from node 0 to node 2 has a latency of inf s \(its "
+                       r"links' latency_s added up\): beyond what double precision holds$"):
+        sc.add_flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError, match=r"^element 1: the route from node 0 to node 2 has a latency of inf"):
+        sc.add_flows([0, 0], [1, 2], 10.0)
+    assert sc.n_activities == 0
+    sc.add_flow(0, 1, 10.0, start_s=1e308)
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 would start its transfer at inf s \(ready at 1e308 s, "
+                       r"then its route's latency of 1e308 s\): beyond what double precision holds$"):
+        sc.run()
+    # Within range it runs.
+    sc = fs.Scenario(topo)
+    sc.add_flow(0, 1, 10.0, start_s=1e307)
+    assert sc.run().flows["start_s"].to_pylist() == [1e307 + 1e308]
