@@ -655,10 +655,7 @@ impl Scenario {
     /// Checks an activity id coming from outside.
     pub fn activity(&self, id: i64) -> Result<ActivityId> {
         if id < 0 || id as usize >= self.acts.len() {
-            return Err(Error::UnknownActivity(format!(
-                "no activity with id {id} (ids so far: 0..{})",
-                self.acts.len()
-            )));
+            return Err(crate::engine::unknown_activity(id, self.acts.len()));
         }
         Ok(ActivityId(id as u32))
     }

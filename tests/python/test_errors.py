@@ -1084,3 +1084,17 @@ def test_max_min_rates_beyond_double_range_are_refused_not_inf_or_0():
     # A link of capacity 0 still gives its flows 0; extremes within range are exact.
     np.testing.assert_array_equal(fs.max_min_rates([1.0, 0.0], [0, 1], [0, 1]), [1.0, 0.0])
     np.testing.assert_array_equal(fs.max_min_rates([1e300], [0], [0], [1e-8]), [1e308])
+
+
+def test_an_unknown_activity_is_named_with_the_ids_there_are():
+    # "ids so far: 0..2" read as 0 to 2 when 2 did not exist, and "0..0" with no activity.
+    sc = fs.Scenario(line().topo)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 0: the scenario has no activities yet$"):
+        sc.add_delay(1.0, after=[0])
+    sc.add_delay(1.0)
+    sc.add_delay(1.0)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 2: ids so far run from 0 to 1$"):
+        sc.add_dependency(0, 2)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 2: ids so far run from 0 to 1$"):
+        sc.route_of(2)
+    assert sc.run().delays.num_rows == 2
