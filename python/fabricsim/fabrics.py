@@ -8,7 +8,7 @@ carry node labels, which are then accepted wherever a node is expected.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -490,6 +490,13 @@ class _NodeNames:
 
     def __getitem__(self, i: int) -> str:
         return self._core.node_names([integer("node", i)])[0]
+
+    def __iter__(self) -> Iterator[str]:
+        # Without it, iteration indexes until IndexError, and an id past the last node is
+        # an UnknownNodeError: list(fabric.node_names) raised instead of listing them.
+        n = len(self)
+        for lo in range(0, n, 65536):
+            yield from self._core.node_names(list(range(lo, min(lo + 65536, n))))
 
 
 def _number_kind(x: Any) -> Any:

@@ -1098,3 +1098,11 @@ def test_an_unknown_activity_is_named_with_the_ids_there_are():
     with pytest.raises(UnknownActivityError, match=r"^no activity with id 2: ids so far run from 0 to 1$"):
         sc.route_of(2)
     assert sc.run().delays.num_rows == 2
+
+
+def test_a_fabrics_node_names_can_be_iterated():
+    # Iteration indexed past the last node: list(fabric.node_names) raised UnknownNodeError.
+    fabric = fs.hgx_h100()
+    names = list(fabric.node_names)
+    assert len(names) == fabric.n_nodes and names[0] == fabric.node_names[0] and names[-1] == "d0.nvswitch3"
+    assert "gpu7" in fabric.node_names and fabric.names_of(range(fabric.n_nodes)) == names
