@@ -97,6 +97,13 @@ class Topology:
         """
         if not all(hasattr(graph, a) for a in ("nodes", "edges", "is_directed")):
             raise InvalidArgumentError(f"graph must be a NetworkX graph, got {type(graph).__name__} {shown(graph)}")
+        for name, key in (("capacity", capacity), ("latency", latency)):
+            # An edge attribute's name: a list was looked up in each edge's dict and raised
+            # a bare "unhashable type".
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    f"{name} must be the name of an edge attribute (a str), got {type(key).__name__} {shown(key)}"
+                )
         labels = list(graph.nodes)
         index = {label: i for i, label in enumerate(labels)}
         directed = graph.is_directed()

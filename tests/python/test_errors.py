@@ -1106,3 +1106,17 @@ def test_a_fabrics_node_names_can_be_iterated():
     names = list(fabric.node_names)
     assert len(names) == fabric.n_nodes and names[0] == fabric.node_names[0] and names[-1] == "d0.nvswitch3"
     assert "gpu7" in fabric.node_names and fabric.names_of(range(fabric.n_nodes)) == names
+
+
+@pytest.mark.parametrize("kw,shown", [(dict(latency=["x"]), "list ['x']"), (dict(capacity=None), "NoneType None"),
+                                      (dict(capacity=5), "int 5")])
+def test_from_networkx_attribute_names_are_strings(kw, shown):
+    # A list gave a bare TypeError (unhashable type), None "edge (0, 1) has no None attribute".
+    nx = pytest.importorskip("networkx")
+    graph = nx.path_graph(3)
+    nx.set_edge_attributes(graph, 1.0, "capacity_Bps")
+    (name, _), = kw.items()
+    with pytest.raises(InvalidArgumentError, match=rf"^{name} must be the name of an edge attribute \(a str\), "
+                       rf"got {re.escape(shown)}$"):
+        fs.Topology.from_networkx(graph, **kw)
+    assert fs.Topology.from_networkx(graph).n_links == 4
