@@ -202,13 +202,14 @@ impl Problem {
         filling.solve(self, &subset, &self.rate_cap, &mut rates)?;
         // With finite coefficients > 0 a flow's rate is 0 only on a constraint of capacity
         // 0, and finite unless it uses none (refused above): anything else is a capacity
-        // over a coefficient beyond double range, as the engine refuses it.
+        // over a coefficient beyond double range, as the engine refuses it. A subnormal
+        // rate has lost precision on the way (its load can come out above capacity).
         for (f, &r) in rates.iter().enumerate() {
             let on_zero = self
                 .usage(f as u32)
                 .iter()
                 .any(|u| self.capacity[u.constraint as usize] == 0.0);
-            if !r.is_finite() || (r == 0.0 && !on_zero) {
+            if !r.is_finite() || (r < f64::MIN_POSITIVE && !on_zero) {
                 return Err(Error::InvalidArgument(format!(
                     "flow {f} got rate {} B/s: capacities and coefficients this far apart \
                      overflow or underflow double precision",

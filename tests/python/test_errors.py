@@ -1070,7 +1070,8 @@ def test_a_time_past_the_largest_double_is_refused_not_inf():
 
 def test_max_min_rates_beyond_double_range_are_refused_not_inf_or_0():
     # A capacity over a tiny coefficient gave a rate of inf, rates below the smallest double
-    # 0 (on links of positive capacity), coefficients adding up past the largest double 0.
+    # 0 (on links of positive capacity) or a subnormal, coefficients adding up past the
+    # largest double 0.
     with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate inf B/s: capacities and coefficients this far "
                        r"apart overflow or underflow double precision$"):
         fs.max_min_rates([1.0], [0], [0], [5e-324])
@@ -1078,6 +1079,9 @@ def test_max_min_rates_beyond_double_range_are_refused_not_inf_or_0():
         fs.max_min_rates([1e308], [0], [0], [1e-10])
     with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate 0 B/s"):
         fs.max_min_rates([1e300, 1e-300], [0, 0, 1], [0, 1, 1], [1e-300, 1e300, 1.0])
+    # A subnormal rate has lost precision: 1e-317 B/s put 1.00000023e-9 B/s on 1e-9.
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate 1e-317 B/s"):
+        fs.max_min_rates([1e-9], [0], [0], [1e308])
     with pytest.raises(InvalidArgumentError, match=r"^the coefficients of flow 0 on constraint 0 add up to inf: "
                        r"beyond what double precision holds$"):
         fs.max_min_rates([1.0], [0, 0], [0, 0], [1e308, 1e308])
