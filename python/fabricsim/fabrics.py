@@ -228,6 +228,11 @@ _DOMAINS: dict[str, dict[str, Any]] = {
 _DOMAIN_KEYS = ("gpu", "n_gpus", "switch", "chip_links", "tiers")
 
 
+# Bytes per entry of chip_links while it is checked and handed over: the tuple, its NumPy
+# and list copies, the tuple kept and the core's own vector (8 + 8 + 8 + 8 + 8 + 4, rounded up).
+_CHIP_LINK_BYTES = 48.0
+
+
 def _catalog():
     from . import catalog
 
@@ -291,7 +296,14 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     chip = _part(d.get("switch", "nvlink5-switch"), "nvswitch", "switch")
     chip_links = d.get("chip_links")
     if chip_links is None:
-        chip_links = (1,) * int(gpu["nvlink_links"])
+        # One chip per NVLink, checked before the list is made: a user part of 2**31 NVLinks
+        # was killed by the operating system while its Python copies were built.
+        n_links = int(gpu["nvlink_links"])
+        _core.check_fits(
+            f"the default chip_links of a {gpu.name}, one NVSwitch chip for each of its {n_links} NVLinks",
+            _CHIP_LINK_BYTES * n_links,
+        )
+        chip_links = (1,) * n_links
     chip_links = tuple(integers("chip_links", chip_links, COUNT).tolist())
     if sum(chip_links) != gpu["nvlink_links"]:
         raise InvalidArgumentError(

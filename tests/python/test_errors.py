@@ -1124,3 +1124,19 @@ def test_from_networkx_attribute_names_are_strings(kw, shown):
                        rf"got {re.escape(shown)}$"):
         fs.Topology.from_networkx(graph, **kw)
     assert fs.Topology.from_networkx(graph).n_links == 4
+
+
+def test_a_gpu_part_of_very_many_nvlinks_is_refused_before_its_chips_are_listed(monkeypatch):
+    # The default chip_links (one chip per NVLink) of a user part with 2**31 NVLinks was
+    # built as Python tuples first: the operating system killed the process.
+    fields = fs.catalog.part("h100").to_dict()
+    for key in ("kind", "description", "sources"):
+        fields.pop(key)
+    fs.catalog.add_part("many-links-gpu", "gpu", source="[assumed] a test", **{**fields, "nvlink_links": 2**31})
+    try:
+        monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+        with pytest.raises(ScenarioTooLargeError, match=r"^the default chip_links of a many-links-gpu, one NVSwitch chip "
+                           r"for each of its 2147483648 NVLinks needs about 96\.0 GiB of memory, but only 1\.0 GiB"):
+            fs.nvlink_domain(gpu="many-links-gpu", switch="nvswitch3", n_gpus=4)
+    finally:
+        fs.catalog.remove_part("many-links-gpu")
