@@ -372,6 +372,14 @@ def _scale_out_spec(
             errors.append(f"planes={p}: {plane_Bps * 8 / 1e9:g} Gb/s per plane is not a port speed of {sw.name}")
             continue
         radix = int(capacity_Bps / plane_Bps + 1e-9)
+        if radix >= COUNT[1]:
+            # The core numbers ports in 32 bits: a user part of 2**31 ports at 800 Gb/s broke
+            # out to 400 Gb/s failed with "parameter radix: OverflowError ...".
+            errors.append(
+                f"planes={p}: {sw.name} has {radix} ports of {plane_Bps * 8 / 1e9:g} Gb/s, "
+                f"more than the 2**32 - 1 a switch can have"
+            )
+            continue
         for t in tier_options:
             params = dict(
                 tiers=integer("tiers", t, COUNT), planes=p, radix=radix, oversubscription=over,

@@ -1140,3 +1140,20 @@ def test_a_gpu_part_of_very_many_nvlinks_is_refused_before_its_chips_are_listed(
             fs.nvlink_domain(gpu="many-links-gpu", switch="nvswitch3", n_gpus=4)
     finally:
         fs.catalog.remove_part("many-links-gpu")
+
+
+def test_a_switch_part_whose_breakout_radix_passes_32_bits_is_refused_by_name():
+    # 2**31 ports of 800 Gb/s broken out to 400 Gb/s make 2**32 ports: the message was the
+    # core's "parameter radix: OverflowError: out of range integral type conversion attempted".
+    fields = fs.catalog.part("quantum-x800").to_dict()
+    for key in ("kind", "description", "sources"):
+        fields.pop(key)
+    fs.catalog.add_part("huge-radix-switch", "switch", source="[assumed] a test", **{**fields, "ports": 2**31})
+    try:
+        with pytest.raises(InvalidArgumentError, match=r"^no huge-radix-switch Clos holds 32 endpoints: planes=1: "
+                           r"huge-radix-switch has 4294967296 ports of 400 Gb/s, more than the 2\*\*32 - 1 a switch "
+                           r"can have$"):
+            fs.cluster(domain="hgx-h100", n_domains=4, scale_out="huge-radix-switch")
+        assert fs.clos(n_hosts=16, switch="huge-radix-switch").n_nodes == 17  # 2**31 ports of 800 Gb/s fit
+    finally:
+        fs.catalog.remove_part("huge-radix-switch")
