@@ -1157,3 +1157,26 @@ def test_a_switch_part_whose_breakout_radix_passes_32_bits_is_refused_by_name():
         assert fs.clos(n_hosts=16, switch="huge-radix-switch").n_nodes == 17  # 2**31 ports of 800 Gb/s fit
     finally:
         fs.catalog.remove_part("huge-radix-switch")
+
+
+def test_a_collective_past_the_largest_double_is_refused_by_its_size():
+    # A ring all-reduce moves 2(n-1)/n times its size: 1e308 bytes gave an estimate of inf s
+    # (algbw 0), and in a scenario "size_bytes must be a finite number >= 0, got inf", a size
+    # the caller never gave; an all-to-all matrix of finite sizes adding up past the largest
+    # double gave an estimate of inf bytes at inf B/s.
+    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-x800")
+    expected = (r"^size_bytes=1e\+308: all_reduce by ring \(simple\) on 24 ranks would take inf s: beyond what double "
+                r"precision holds$")
+    with pytest.raises(InvalidArgumentError, match=expected):
+        fs.estimate(fabric, "all_reduce", 1e308, algorithm="ring")
+    sc = fs.Scenario(fabric)
+    with pytest.raises(InvalidArgumentError, match=expected):
+        sc.add_collective("all_reduce", None, 1e308, algorithm="ring")
+    assert sc.n_activities == 0
+    with pytest.raises(InvalidArgumentError, match=r"^an all_to_all size matrix must add up to a finite number of "
+                       r"bytes, got inf: beyond what double precision holds$"):
+        fs.estimate(fabric, "all_to_all", sizes=[[0, 1e308], [1e308, 0]], ranks=[0, 8])
+    # Within range both work: a tree moves each byte once up and once down, its time is finite.
+    assert math.isfinite(fs.estimate(fabric, "all_reduce", 1e308, algorithm="tree").time_s)
+    sc.add_collective("all_reduce", None, 1e6, algorithm="ring")
+    assert sc.run().collectives.num_rows == 1
