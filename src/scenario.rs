@@ -386,14 +386,26 @@ impl Scenario {
         for u in routed.usage.iter_mut() {
             u.constraint = self.compact(u.constraint);
         }
-        let added = self.acts.add_flow(
-            bytes,
-            &routed.usage,
-            routed.latency_s,
-            start_s,
-            rate_cap_Bps,
-            after,
-        );
+        let added = if routed.latency_s.is_finite() {
+            self.acts.add_flow(
+                bytes,
+                &routed.usage,
+                routed.latency_s,
+                start_s,
+                rate_cap_Bps,
+                after,
+            )
+        } else {
+            // Finite link latencies whose sum overflows: the core's check would name a
+            // latency_s the caller never gave.
+            Err(Error::InvalidArgument(format!(
+                "the route from node {} to node {} has a latency of {} s (its links' \
+                 latency_s added up): beyond what double precision holds",
+                src.0,
+                dst.0,
+                shown(routed.latency_s)
+            )))
+        };
         match added {
             Ok(a) => {
                 self.route_links.extend_from_slice(&routed.links);
@@ -643,10 +655,7 @@ impl Scenario {
     /// Checks an activity id coming from outside.
     pub fn activity(&self, id: i64) -> Result<ActivityId> {
         if id < 0 || id as usize >= self.acts.len() {
-            return Err(Error::UnknownActivity(format!(
-                "no activity with id {id} (ids so far: 0..{})",
-                self.acts.len()
-            )));
+            return Err(crate::engine::unknown_activity(id, self.acts.len()));
         }
         Ok(ActivityId(id as u32))
     }

@@ -650,6 +650,19 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
     raise AssertionError(algo)
 
 
+def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.ndarray | None, protocol: str) -> float:
+    """:func:`analytical_s`, refused where it passes the largest double: a finite size that
+    the algorithm moves more than once (a ring all-reduce 2(n-1)/n times) gave an estimate of
+    inf s, and the simulation an edge of inf bytes, refused as a size_bytes of inf."""
+    t = analytical_s(op, algo, S, comm, sizes, protocol)
+    if not math.isfinite(t):
+        raise InvalidArgumentError(
+            f"size_bytes={S!r}: {op} by {algo} ({protocol}) on {comm.n} ranks would take {t!r} s: beyond what "
+            "double precision holds"
+        )
+    return t
+
+
 def _direct_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.ndarray:
     if op == "send_recv":
         m = np.zeros((n, n))
@@ -751,7 +764,7 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     comm = communicator(fabric, op, ranks)
     S, sizes = collective_size(op, size_bytes, sizes, comm.n)
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
-    t = analytical_s(op, algo, S, comm, sizes, proto)
+    t = finite_analytical_s(op, algo, S, comm, sizes, proto)
     algbw = S / t if t > 0 else float("nan")
     factor = nccl_conventions.busbw_factor(op, comm.n)
     return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
@@ -992,7 +1005,7 @@ class Builder:
     def _build(self, op, algo, proto, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
         core = self.sc._core
         n, d, p = comm.n, comm.n_domains, comm.ppn
-        analytical = analytical_s(op, algo, S, comm, sizes, proto)
+        analytical = finite_analytical_s(op, algo, S, comm, sizes, proto)
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each
@@ -1104,7 +1117,14 @@ def collective_size(op: str, size_bytes: Any, sizes: Any, n: int) -> tuple[float
                 "matrix says how many bytes every rank sends to every other"
             )
         m = sizes_matrix(sizes, n)
-        return float(m.sum()) / n, m
+        with np.errstate(over="ignore"):
+            total = float(m.sum())
+        if not math.isfinite(total):  # finite entries whose sum overflows: size_bytes was inf
+            raise InvalidArgumentError(
+                f"an all_to_all size matrix must add up to a finite number of bytes, got {total!r}: "
+                "beyond what double precision holds"
+            )
+        return total / n, m
     if size_bytes is None:
         raise InvalidArgumentError("give size_bytes (or, for all_to_all, a sizes matrix)")
     S = float(parsed("size_bytes", parse_size, size_bytes))

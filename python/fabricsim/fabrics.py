@@ -8,7 +8,7 @@ carry node labels, which are then accepted wherever a node is expected.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -97,6 +97,13 @@ class Topology:
         """
         if not all(hasattr(graph, a) for a in ("nodes", "edges", "is_directed")):
             raise InvalidArgumentError(f"graph must be a NetworkX graph, got {type(graph).__name__} {shown(graph)}")
+        for name, key in (("capacity", capacity), ("latency", latency)):
+            # An edge attribute's name: a list was looked up in each edge's dict and raised
+            # a bare "unhashable type".
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    f"{name} must be the name of an edge attribute (a str), got {type(key).__name__} {shown(key)}"
+                )
         labels = list(graph.nodes)
         index = {label: i for i, label in enumerate(labels)}
         directed = graph.is_directed()
@@ -221,6 +228,11 @@ _DOMAINS: dict[str, dict[str, Any]] = {
 _DOMAIN_KEYS = ("gpu", "n_gpus", "switch", "chip_links", "tiers")
 
 
+# Bytes per entry of chip_links while it is checked and handed over: the tuple, its NumPy
+# and list copies, the tuple kept and the core's own vector (8 + 8 + 8 + 8 + 8 + 4, rounded up).
+_CHIP_LINK_BYTES = 48.0
+
+
 def _catalog():
     from . import catalog
 
@@ -284,7 +296,14 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     chip = _part(d.get("switch", "nvlink5-switch"), "nvswitch", "switch")
     chip_links = d.get("chip_links")
     if chip_links is None:
-        chip_links = (1,) * int(gpu["nvlink_links"])
+        # One chip per NVLink, checked before the list is made: a user part of 2**31 NVLinks
+        # was killed by the operating system while its Python copies were built.
+        n_links = int(gpu["nvlink_links"])
+        _core.check_fits(
+            f"the default chip_links of a {gpu.name}, one NVSwitch chip for each of its {n_links} NVLinks",
+            _CHIP_LINK_BYTES * n_links,
+        )
+        chip_links = (1,) * n_links
     chip_links = tuple(integers("chip_links", chip_links, COUNT).tolist())
     if sum(chip_links) != gpu["nvlink_links"]:
         raise InvalidArgumentError(
@@ -353,6 +372,14 @@ def _scale_out_spec(
             errors.append(f"planes={p}: {plane_Bps * 8 / 1e9:g} Gb/s per plane is not a port speed of {sw.name}")
             continue
         radix = int(capacity_Bps / plane_Bps + 1e-9)
+        if radix >= COUNT[1]:
+            # The core numbers ports in 32 bits: a user part of 2**31 ports at 800 Gb/s broke
+            # out to 400 Gb/s failed with "parameter radix: OverflowError ...".
+            errors.append(
+                f"planes={p}: {sw.name} has {radix} ports of {plane_Bps * 8 / 1e9:g} Gb/s, "
+                f"more than the 2**32 - 1 a switch can have"
+            )
+            continue
         for t in tier_options:
             params = dict(
                 tiers=integer("tiers", t, COUNT), planes=p, radix=radix, oversubscription=over,
@@ -490,6 +517,13 @@ class _NodeNames:
 
     def __getitem__(self, i: int) -> str:
         return self._core.node_names([integer("node", i)])[0]
+
+    def __iter__(self) -> Iterator[str]:
+        # Without it, iteration indexes until IndexError, and an id past the last node is
+        # an UnknownNodeError: list(fabric.node_names) raised instead of listing them.
+        n = len(self)
+        for lo in range(0, n, 65536):
+            yield from self._core.node_names(list(range(lo, min(lo + 65536, n))))
 
 
 def _number_kind(x: Any) -> Any:

@@ -190,11 +190,7 @@ impl Activities {
     fn check_after(&self, after: &[ActivityId]) -> Result<()> {
         for a in after {
             if a.index() >= self.len() {
-                return Err(Error::UnknownActivity(format!(
-                    "no activity with id {} (ids so far: 0..{})",
-                    a.0,
-                    self.len()
-                )));
+                return Err(unknown_activity(a.0 as i64, self.len()));
             }
         }
         Ok(())
@@ -259,4 +255,18 @@ pub(crate) fn push_merged(to: &mut Vec<Usage>, usage: &[Usage]) {
         }
     }
     to.truncate(begin + w);
+}
+
+/// No activity `id` among the `n` so far, whose ids run from 0 to n - 1 (a Rust range
+/// "0..n" read as Python's or as inclusive named an id that does not exist).
+pub(crate) fn unknown_activity(id: i64, n: usize) -> Error {
+    match n {
+        0 => Error::UnknownActivity(format!(
+            "no activity with id {id}: the scenario has no activities yet"
+        )),
+        n => Error::UnknownActivity(format!(
+            "no activity with id {id}: ids so far run from 0 to {}",
+            n - 1
+        )),
+    }
 }

@@ -8,7 +8,7 @@ mod meters;
 mod sharing;
 mod sim;
 
-pub(crate) use activities::push_merged;
+pub(crate) use activities::{push_merged, unknown_activity};
 pub use activities::{Activities, Kind};
 pub use disruption::Disruption;
 pub use meters::Meters;

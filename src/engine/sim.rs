@@ -505,6 +505,29 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// A delay's end or a transfer's start past the largest double (a finite ready time
+    /// plus a duration or latency) would end the run at inf s; refused as a flow's
+    /// finish past it is.
+    fn check_event_time(&self, e: Timed) -> Result<()> {
+        if e.time_s.is_finite() {
+            return Ok(());
+        }
+        let a = e.id as usize;
+        let (ready, wait) = (self.out.ready_s[a], self.acts.wait_s[a]);
+        let what = match e.kind {
+            EventKind::DelayEnd => format!("delay {a} would end at {} s (ready at {} s, lasting {} s)", shown(e.time_s), shown(ready), shown(wait)),
+            _ => format!(
+                "flow {a} would start its transfer at {} s (ready at {} s, then its route's latency of {} s)",
+                shown(e.time_s),
+                shown(ready),
+                shown(wait)
+            ),
+        };
+        Err(Error::InvalidArgument(format!(
+            "{what}: beyond what double precision holds"
+        )))
+    }
+
     fn next_finish_s(&self) -> Option<f64> {
         self.finishes.peek().map(|(t, _)| t)
     }
@@ -533,12 +556,16 @@ impl<'a> Sim<'a> {
                     if e.time_s <= horizon {
                         self.events.pop();
                         match e.kind {
-                            EventKind::DelayEnd => self.complete(e.id, e.time_s),
+                            EventKind::DelayEnd => {
+                                self.check_event_time(e)?;
+                                self.complete(e.id, e.time_s)
+                            }
                             EventKind::TransferStart => {
                                 let f = e.id as usize;
                                 if self.out.outcome[f] != Outcome::Done {
                                     continue; // failed while it waited
                                 }
+                                self.check_event_time(e)?;
                                 self.out.start_s[f] = e.time_s;
                                 if self.acts.bytes[f] == 0.0 {
                                     self.complete(e.id, e.time_s);

@@ -153,6 +153,14 @@ impl Problem {
                 let n = usage.len();
                 if n > row_start && usage[n - 1].constraint == u.constraint {
                     usage[n - 1].coefficient += u.coefficient;
+                    if !usage[n - 1].coefficient.is_finite() {
+                        return Err(Error::InvalidArgument(format!(
+                            "the coefficients of flow {f} on constraint {} add up to {}: \
+                             beyond what double precision holds",
+                            u.constraint,
+                            shown(usage[n - 1].coefficient)
+                        )));
+                    }
                 } else {
                     usage.push(*u);
                 }
@@ -192,6 +200,23 @@ impl Problem {
         let subset: Vec<u32> = (0..n_flows as u32).collect();
         let mut rates = vec![0.0; n_flows];
         filling.solve(self, &subset, &self.rate_cap, &mut rates)?;
+        // With finite coefficients > 0 a flow's rate is 0 only on a constraint of capacity
+        // 0, and finite unless it uses none (refused above): anything else is a capacity
+        // over a coefficient beyond double range, as the engine refuses it. A subnormal
+        // rate has lost precision on the way (its load can come out above capacity).
+        for (f, &r) in rates.iter().enumerate() {
+            let on_zero = self
+                .usage(f as u32)
+                .iter()
+                .any(|u| self.capacity[u.constraint as usize] == 0.0);
+            if !r.is_finite() || (r < f64::MIN_POSITIVE && !on_zero) {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {f} got rate {} B/s: capacities and coefficients this far apart \
+                     overflow or underflow double precision",
+                    shown(r)
+                )));
+            }
+        }
         Ok(rates)
     }
 }

@@ -1034,3 +1034,149 @@ def test_a_coupled_flows_edge_trees_are_one_number_from_0_per_edge():
         add([0, -1])
     assert sc.n_activities == 0
     assert add([0, 1]) == 0
+
+
+# ------------------------------------------------------------------ beyond double range
+
+
+def test_a_time_past_the_largest_double_is_refused_not_inf():
+    # Finite delays, start times and latencies whose sum overflows: a delay ended at inf s
+    # (makespan inf) without a word, while a flow's finish past it was refused.
+    m = line()
+    a = m.delay(1e308)
+    m.delay(1e308, after=[a])
+    with pytest.raises(InvalidArgumentError, match=r"^delay 1 would end at inf s \(ready at 1e308 s, lasting "
+                       r"1e308 s\): beyond what double precision holds$"):
+        m.sc.run()
+    topo = fs.Topology.from_arrays([0, 1], [1, 2], 100.0, [1e308, 1e308])
+    sc = fs.Scenario(topo)
+    # A route's latency is its links' latencies added up: the message named a latency_s
+    # that add_flow does not take ("latency_s must be a finite number >= 0, got inf").
+    with pytest.raises(InvalidArgumentError, match=r"^the route from node 0 to node 2 has a latency of inf s \(its "
+                       r"links' latency_s added up\): beyond what double precision holds$"):
+        sc.add_flow(0, 2, 10.0)
+    with pytest.raises(InvalidArgumentError, match=r"^element 1: the route from node 0 to node 2 has a latency of inf"):
+        sc.add_flows([0, 0], [1, 2], 10.0)
+    assert sc.n_activities == 0
+    sc.add_flow(0, 1, 10.0, start_s=1e308)
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 would start its transfer at inf s \(ready at 1e308 s, "
+                       r"then its route's latency of 1e308 s\): beyond what double precision holds$"):
+        sc.run()
+    # Within range it runs.
+    sc = fs.Scenario(topo)
+    sc.add_flow(0, 1, 10.0, start_s=1e307)
+    assert sc.run().flows["start_s"].to_pylist() == [1e307 + 1e308]
+
+
+def test_max_min_rates_beyond_double_range_are_refused_not_inf_or_0():
+    # A capacity over a tiny coefficient gave a rate of inf, rates below the smallest double
+    # 0 (on links of positive capacity) or a subnormal, coefficients adding up past the
+    # largest double 0.
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate inf B/s: capacities and coefficients this far "
+                       r"apart overflow or underflow double precision$"):
+        fs.max_min_rates([1.0], [0], [0], [5e-324])
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate inf B/s"):
+        fs.max_min_rates([1e308], [0], [0], [1e-10])
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate 0 B/s"):
+        fs.max_min_rates([1e300, 1e-300], [0, 0, 1], [0, 1, 1], [1e-300, 1e300, 1.0])
+    # A subnormal rate has lost precision: 1e-317 B/s put 1.00000023e-9 B/s on 1e-9.
+    with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate 1e-317 B/s"):
+        fs.max_min_rates([1e-9], [0], [0], [1e308])
+    with pytest.raises(InvalidArgumentError, match=r"^the coefficients of flow 0 on constraint 0 add up to inf: "
+                       r"beyond what double precision holds$"):
+        fs.max_min_rates([1.0], [0, 0], [0, 0], [1e308, 1e308])
+    # A link of capacity 0 still gives its flows 0; extremes within range are exact.
+    np.testing.assert_array_equal(fs.max_min_rates([1.0, 0.0], [0, 1], [0, 1]), [1.0, 0.0])
+    np.testing.assert_array_equal(fs.max_min_rates([1e300], [0], [0], [1e-8]), [1e308])
+
+
+def test_an_unknown_activity_is_named_with_the_ids_there_are():
+    # "ids so far: 0..2" read as 0 to 2 when 2 did not exist, and "0..0" with no activity.
+    sc = fs.Scenario(line().topo)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 0: the scenario has no activities yet$"):
+        sc.add_delay(1.0, after=[0])
+    sc.add_delay(1.0)
+    sc.add_delay(1.0)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 2: ids so far run from 0 to 1$"):
+        sc.add_dependency(0, 2)
+    with pytest.raises(UnknownActivityError, match=r"^no activity with id 2: ids so far run from 0 to 1$"):
+        sc.route_of(2)
+    assert sc.run().delays.num_rows == 2
+
+
+def test_a_fabrics_node_names_can_be_iterated():
+    # Iteration indexed past the last node: list(fabric.node_names) raised UnknownNodeError.
+    fabric = fs.hgx_h100()
+    names = list(fabric.node_names)
+    assert len(names) == fabric.n_nodes and names[0] == fabric.node_names[0] and names[-1] == "d0.nvswitch3"
+    assert "gpu7" in fabric.node_names and fabric.names_of(range(fabric.n_nodes)) == names
+
+
+@pytest.mark.parametrize("kw,shown", [(dict(latency=["x"]), "list ['x']"), (dict(capacity=None), "NoneType None"),
+                                      (dict(capacity=5), "int 5")])
+def test_from_networkx_attribute_names_are_strings(kw, shown):
+    # A list gave a bare TypeError (unhashable type), None "edge (0, 1) has no None attribute".
+    nx = pytest.importorskip("networkx")
+    graph = nx.path_graph(3)
+    nx.set_edge_attributes(graph, 1.0, "capacity_Bps")
+    (name, _), = kw.items()
+    with pytest.raises(InvalidArgumentError, match=rf"^{name} must be the name of an edge attribute \(a str\), "
+                       rf"got {re.escape(shown)}$"):
+        fs.Topology.from_networkx(graph, **kw)
+    assert fs.Topology.from_networkx(graph).n_links == 4
+
+
+def test_a_gpu_part_of_very_many_nvlinks_is_refused_before_its_chips_are_listed(monkeypatch):
+    # The default chip_links (one chip per NVLink) of a user part with 2**31 NVLinks was
+    # built as Python tuples first: the operating system killed the process.
+    fields = fs.catalog.part("h100").to_dict()
+    for key in ("kind", "description", "sources"):
+        fields.pop(key)
+    fs.catalog.add_part("many-links-gpu", "gpu", source="[assumed] a test", **{**fields, "nvlink_links": 2**31})
+    try:
+        monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+        with pytest.raises(ScenarioTooLargeError, match=r"^the default chip_links of a many-links-gpu, one NVSwitch chip "
+                           r"for each of its 2147483648 NVLinks needs about 96\.0 GiB of memory, but only 1\.0 GiB"):
+            fs.nvlink_domain(gpu="many-links-gpu", switch="nvswitch3", n_gpus=4)
+    finally:
+        fs.catalog.remove_part("many-links-gpu")
+
+
+def test_a_switch_part_whose_breakout_radix_passes_32_bits_is_refused_by_name():
+    # 2**31 ports of 800 Gb/s broken out to 400 Gb/s make 2**32 ports: the message was the
+    # core's "parameter radix: OverflowError: out of range integral type conversion attempted".
+    fields = fs.catalog.part("quantum-x800").to_dict()
+    for key in ("kind", "description", "sources"):
+        fields.pop(key)
+    fs.catalog.add_part("huge-radix-switch", "switch", source="[assumed] a test", **{**fields, "ports": 2**31})
+    try:
+        with pytest.raises(InvalidArgumentError, match=r"^no huge-radix-switch Clos holds 32 endpoints: planes=1: "
+                           r"huge-radix-switch has 4294967296 ports of 400 Gb/s, more than the 2\*\*32 - 1 a switch "
+                           r"can have$"):
+            fs.cluster(domain="hgx-h100", n_domains=4, scale_out="huge-radix-switch")
+        assert fs.clos(n_hosts=16, switch="huge-radix-switch").n_nodes == 17  # 2**31 ports of 800 Gb/s fit
+    finally:
+        fs.catalog.remove_part("huge-radix-switch")
+
+
+def test_a_collective_past_the_largest_double_is_refused_by_its_size():
+    # A ring all-reduce moves 2(n-1)/n times its size: 1e308 bytes gave an estimate of inf s
+    # (algbw 0), and in a scenario "size_bytes must be a finite number >= 0, got inf", a size
+    # the caller never gave; an all-to-all matrix of finite sizes adding up past the largest
+    # double gave an estimate of inf bytes at inf B/s.
+    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-x800")
+    expected = (r"^size_bytes=1e\+308: all_reduce by ring \(simple\) on 24 ranks would take inf s: beyond what double "
+                r"precision holds$")
+    with pytest.raises(InvalidArgumentError, match=expected):
+        fs.estimate(fabric, "all_reduce", 1e308, algorithm="ring")
+    sc = fs.Scenario(fabric)
+    with pytest.raises(InvalidArgumentError, match=expected):
+        sc.add_collective("all_reduce", None, 1e308, algorithm="ring")
+    assert sc.n_activities == 0
+    with pytest.raises(InvalidArgumentError, match=r"^an all_to_all size matrix must add up to a finite number of "
+                       r"bytes, got inf: beyond what double precision holds$"):
+        fs.estimate(fabric, "all_to_all", sizes=[[0, 1e308], [1e308, 0]], ranks=[0, 8])
+    # Within range both work: a tree moves each byte once up and once down, its time is finite.
+    assert math.isfinite(fs.estimate(fabric, "all_reduce", 1e308, algorithm="tree").time_s)
+    sc.add_collective("all_reduce", None, 1e6, algorithm="ring")
+    assert sc.run().collectives.num_rows == 1
