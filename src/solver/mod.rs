@@ -205,11 +205,13 @@ impl Problem {
         // over a coefficient beyond double range, as the engine refuses it. A subnormal
         // rate has lost precision on the way (its load can come out above capacity).
         for (f, &r) in rates.iter().enumerate() {
-            let on_zero = self
-                .usage(f as u32)
-                .iter()
-                .any(|u| self.capacity[u.constraint as usize] == 0.0);
-            if !r.is_finite() || (r < f64::MIN_POSITIVE && !on_zero) {
+            // Its usage list is read only for the rare rate this small.
+            let on_zero = || {
+                self.usage(f as u32)
+                    .iter()
+                    .any(|u| self.capacity[u.constraint as usize] == 0.0)
+            };
+            if !r.is_finite() || (r < f64::MIN_POSITIVE && !on_zero()) {
                 return Err(Error::InvalidArgument(format!(
                     "flow {f} got rate {} B/s: capacities and coefficients this far apart \
                      overflow or underflow double precision",
