@@ -698,6 +698,12 @@ impl<'a> Sharing<'a> {
         // Load at y: capacity - residual + y * coef_sum - sum over dormant flows faster
         // than y of k * (rate - y). Solved for y with the dormant flows faster than the last
         // solution, until none is slower: the solutions only rise, to the one sought.
+        // In floats they need not: at the kink where a flow stops being faster (load there
+        // equal to capacity within rounding), the sum without it can round below its rate
+        // again, by the rounding of the load over the rising coefficients (1e-7 relative
+        // for a coefficient of 1e-6 beside flows of 1000), and the rising flows froze there,
+        // below a dormant flow they tie with. So each solution is kept at least the last.
+        let mut last = f64::NEG_INFINITY;
         let x = loop {
             // The residual plus the faster flows' k x rate is the small rest of large terms:
             // summed in the residual's own compensated sum, not after rounding it.
@@ -708,7 +714,8 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = room.value() / (st.coef_sum() + sum_k);
+            let x = (room.value() / (st.coef_sum() + sum_k)).max(last);
+            last = x;
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {

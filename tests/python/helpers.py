@@ -54,10 +54,12 @@ ABS_T = 1e-15       # absolute slack on times (for values that are exactly zero)
 RESOLUTION = 1e-12  # the engine's event resolution, relative in time (docs/python-api.md)
 # The engine's re-solve holds each constraint's load as a running float sum, right to some
 # hundred roundings of its capacity; a flow whose own load there is a tiny share of it (a
-# coefficient of 1e-6 beside flows of 1) has a rate right only to that divided by its
-# coefficient (tests/rust/engine.rs, a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_
-# of_their_load). Rates may be off by LOAD_RESOLUTION x capacity / coefficient at the flow's
-# bottleneck on top of REL: nothing for a share above 1e-4, 1e-7 relative at a share of 1e-6.
+# coefficient of 1e-6 beside flows of 1) and that takes what flows held elsewhere leave of it
+# has a rate right only to that divided by its coefficient, in the engine and in the float
+# reference alike (where it ties with them instead, both are exact: tests/rust/engine.rs,
+# a_tiny_share_beside_dormant_flows_ties_with_them). Rates may be off by LOAD_RESOLUTION x
+# capacity / coefficient at the flow's bottleneck on top of REL: nothing for a share above
+# 1e-4, 1e-7 relative at a share of 1e-6.
 LOAD_RESOLUTION = 1e-13
 
 
