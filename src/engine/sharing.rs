@@ -37,6 +37,11 @@ use crate::solver::{CompensatedSum, IndexedHeap, Usage};
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
 /// more than that fraction of r by taking the slack.
 const SATURATED: f64 = 1e-10;
+/// Or if its slack is below this fraction of its capacity, whatever the coefficients: the
+/// slack is then rounding, the dormant rates' own (each off by half an ulp, so the load by
+/// about 1e-16 of the capacity), and a flow of coefficient k rising on it alone would take
+/// that rounding / k, far from the flows it ties with (4e-5 relative beside k = 1e3 and 1e-9).
+const ROUNDING: f64 = 1e-14;
 /// Rates within this relative distance count as tied (fastest on a constraint).
 const TIE: f64 = 1e-9;
 /// `bottleneck` of a flow at its rate cap, and of one not solved yet.
@@ -606,7 +611,16 @@ impl<'a> Sharing<'a> {
                     level = level.max(r);
                     if !self.in_region[g as usize] {
                         match self.kept_bottleneck(g, level) {
-                            Some(b) => self.set_bottleneck(g, b),
+                            Some(b) => {
+                                self.set_bottleneck(g, b);
+                                // Saturated at this level as `kept_bottleneck` counts it (its
+                                // slack a hair or rounding), so its rising flows stop here,
+                                // with g: else they would take the slack over their
+                                // coefficients, which for a tiny one alone is rounding / 1e-9.
+                                if b < NO_BOTTLENECK && self.cs[b as usize].n_rising > 0 {
+                                    self.freeze_on(b, level);
+                                }
+                            }
                             None => self.rise(g, level)?,
                         }
                     }
@@ -774,7 +788,7 @@ impl<'a> Sharing<'a> {
             };
             // A rising flow with a smaller coefficient than g's would take the slack faster.
             let k_min = self.link[ci].min_coefficient.min(u.coefficient);
-            if slack > SATURATED * k_min * r {
+            if slack > SATURATED * k_min * r && slack > ROUNDING * self.link[ci].capacity {
                 continue;
             }
             // The bound often settles it without a scan.

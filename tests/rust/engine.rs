@@ -442,6 +442,32 @@ fn a_tiny_share_beside_dormant_flows_ties_with_them() {
     }
 }
 
+/// Found by a fuzz run: flows of coefficient 1e-9 beside one of 1000 on one constraint of
+/// 0.3 B/s, all at one level. A dormant one checked there saw a slack of rounding (1e-17,
+/// the dormant rates' own) as room and rose alone: rounding / 1e-9 put it 4e-5 off
+/// (`first`). Or a dormant one kept the constraint as its bottleneck for that slack, but
+/// the flow rising beside it went on to take it: 4.6e-5 off (`second`).
+#[test]
+fn a_tiny_coefficient_does_not_take_a_rounding_slack() {
+    let k = |c: f64| weighted(&[(0, c)]);
+    let inf = f64::INFINITY;
+    let mut first = Activities::new();
+    first.add_flow(1.0, &k(1e-9), 1.0, 0.0, inf, &[]).unwrap();
+    first.add_flow(1.0, &k(1000.0), 0.0, 0.0, inf, &[]).unwrap();
+    first.add_flow(3.0, &k(1e-9), 0.0, 3.0, inf, &[]).unwrap();
+    let mut second = Activities::new();
+    let a = second.add_flow(3.0, &k(1e-9), 0.0, 0.0, inf, &[]).unwrap();
+    second.add_flow(1.0, &k(1e-9), 0.0, 0.0, inf, &[a]).unwrap();
+    second.add_flow(7.5, &k(1000.0), 0.0, 0.0, inf, &[]).unwrap();
+    for (acts, deps) in [(&first, vec![]), (&second, vec![(1, 0)])] {
+        let out = go(&[0.3], acts);
+        let want = naive_run(&[0.3], acts, &deps);
+        for (a, w) in want.iter().enumerate() {
+            assert_close(&format!("activity {a} finish"), out.finish_s[a], w.2);
+        }
+    }
+}
+
 /// More seeds than the default run (cargo test --release -- --ignored).
 #[test]
 #[ignore]
