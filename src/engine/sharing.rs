@@ -42,8 +42,12 @@ const SATURATED: f64 = 1e-10;
 /// about 1e-16 of the capacity), and a flow of coefficient k rising on it alone would take
 /// that rounding / k, far from the flows it ties with (4e-5 relative beside k = 1e3 and 1e-9).
 const ROUNDING: f64 = 1e-14;
-/// Rates within this relative distance count as tied (fastest on a constraint).
-const TIE: f64 = 1e-9;
+/// Rates within this relative distance count as tied (fastest on a constraint, or at a rate
+/// cap). A flow kept at a tie is off by up to this much: at 1e-9, all of the tolerance the
+/// engine is held to (a flow kept at 1 - 1e-9 below its cap of 1 when its bottleneck left),
+/// so well below it, but still far above the rounding that separates equal levels reached
+/// by different sums (~1e-15), and no lower than `saturate`'s 1e-12.
+const TIE: f64 = 1e-11;
 /// `bottleneck` of a flow at its rate cap, and of one not solved yet.
 const CAPPED: u32 = u32::MAX;
 const NO_BOTTLENECK: u32 = u32::MAX - 1;

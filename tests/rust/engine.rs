@@ -468,6 +468,22 @@ fn a_tiny_coefficient_does_not_take_a_rounding_slack() {
     }
 }
 
+/// Found by a fuzz run: B (c0 and c1, capped at 0.5 + 5e-10) shares c0 with A at 0.5 until
+/// A ends at t = 2, then must run at its cap. Rates within 1e-9 counted as tied, so B was
+/// taken as at its cap already and kept 0.5: 1e-9 off, all of the tolerance the engine is
+/// held to (and `go`'s full solve failed).
+#[test]
+fn a_cap_a_hair_above_the_fair_share_is_reached_when_the_share_grows() {
+    let mut acts = Activities::new();
+    acts.add_flow(1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    let cap = 0.5000000005;
+    let b = acts.add_flow(2.0, &on(&[0, 1]), 0.0, 0.0, cap, &[]).unwrap();
+    let out = go(&[1.0, 1.0], &acts);
+    assert_eq!(rates_of(&out, b), vec![(0.0, 0.5), (2.0, cap)]);
+    assert_close("B", out.finish_s[b.index()], 2.0 + 1.0 / cap);
+}
+
 /// More seeds than the default run (cargo test --release -- --ignored).
 #[test]
 #[ignore]
