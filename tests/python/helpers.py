@@ -538,7 +538,9 @@ def check_invariants(model, res, fairness=True):
         now = [(f, r) for t0, t1, r, f in active if t0 <= a_t and t1 >= b_t]
         # Intervals shorter than the engine's time resolution may come from events it handled
         # together: they count for capacity, busy time and peaks, not for the fairness check.
-        long_enough = b_t - a_t > RESOLUTION * max(abs(b_t), 1e-300)
+        # Computed as the engine computes an instant's horizon (a + |a| x RESOLUTION, rounded):
+        # an event a hair more than RESOLUTION after a can still round onto the horizon.
+        long_enough = b_t > a_t + abs(a_t) * RESOLUTION
         capacity = force.capacity(a_t)
         usage = {f: force.usage(f, a_t) for f, _ in now}
         load = [0.0] * n_links
