@@ -37,8 +37,17 @@ use crate::solver::{CompensatedSum, IndexedHeap, Usage};
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
 /// more than that fraction of r by taking the slack.
 const SATURATED: f64 = 1e-10;
-/// Rates within this relative distance count as tied (fastest on a constraint).
-const TIE: f64 = 1e-9;
+/// Or if its slack is below this fraction of its capacity, whatever the coefficients: the
+/// slack is then rounding, the dormant rates' own (each off by half an ulp, so the load by
+/// about 1e-16 of the capacity), and a flow of coefficient k rising on it alone would take
+/// that rounding / k, far from the flows it ties with (4e-5 relative beside k = 1e3 and 1e-9).
+const ROUNDING: f64 = 1e-14;
+/// Rates within this relative distance count as tied (fastest on a constraint, or at a rate
+/// cap). A flow kept at a tie is off by up to this much: at 1e-9, all of the tolerance the
+/// engine is held to (a flow kept at 1 - 1e-9 below its cap of 1 when its bottleneck left),
+/// so well below it, but still far above the rounding that separates equal levels reached
+/// by different sums (~1e-15), and no lower than `saturate`'s 1e-12.
+const TIE: f64 = 1e-11;
 /// `bottleneck` of a flow at its rate cap, and of one not solved yet.
 const CAPPED: u32 = u32::MAX;
 const NO_BOTTLENECK: u32 = u32::MAX - 1;
@@ -606,7 +615,16 @@ impl<'a> Sharing<'a> {
                     level = level.max(r);
                     if !self.in_region[g as usize] {
                         match self.kept_bottleneck(g, level) {
-                            Some(b) => self.set_bottleneck(g, b),
+                            Some(b) => {
+                                self.set_bottleneck(g, b);
+                                // Saturated at this level as `kept_bottleneck` counts it (its
+                                // slack a hair or rounding), so its rising flows stop here,
+                                // with g: else they would take the slack over their
+                                // coefficients, which for a tiny one alone is rounding / 1e-9.
+                                if b < NO_BOTTLENECK && self.cs[b as usize].n_rising > 0 {
+                                    self.freeze_on(b, level);
+                                }
+                            }
                             None => self.rise(g, level)?,
                         }
                     }
@@ -698,6 +716,12 @@ impl<'a> Sharing<'a> {
         // Load at y: capacity - residual + y * coef_sum - sum over dormant flows faster
         // than y of k * (rate - y). Solved for y with the dormant flows faster than the last
         // solution, until none is slower: the solutions only rise, to the one sought.
+        // In floats they need not: at the kink where a flow stops being faster (load there
+        // equal to capacity within rounding), the sum without it can round below its rate
+        // again, by the rounding of the load over the rising coefficients (1e-7 relative
+        // for a coefficient of 1e-6 beside flows of 1000), and the rising flows froze there,
+        // below a dormant flow they tie with. So each solution is kept at least the last.
+        let mut last = f64::NEG_INFINITY;
         let x = loop {
             // The residual plus the faster flows' k x rate is the small rest of large terms:
             // summed in the residual's own compensated sum, not after rounding it.
@@ -708,7 +732,8 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = room.value() / (st.coef_sum() + sum_k);
+            let x = (room.value() / (st.coef_sum() + sum_k)).max(last);
+            last = x;
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {
@@ -767,7 +792,7 @@ impl<'a> Sharing<'a> {
             };
             // A rising flow with a smaller coefficient than g's would take the slack faster.
             let k_min = self.link[ci].min_coefficient.min(u.coefficient);
-            if slack > SATURATED * k_min * r {
+            if slack > SATURATED * k_min * r && slack > ROUNDING * self.link[ci].capacity {
                 continue;
             }
             // The bound often settles it without a scan.

@@ -54,10 +54,12 @@ ABS_T = 1e-15       # absolute slack on times (for values that are exactly zero)
 RESOLUTION = 1e-12  # the engine's event resolution, relative in time (docs/python-api.md)
 # The engine's re-solve holds each constraint's load as a running float sum, right to some
 # hundred roundings of its capacity; a flow whose own load there is a tiny share of it (a
-# coefficient of 1e-6 beside flows of 1) has a rate right only to that divided by its
-# coefficient (tests/rust/engine.rs, a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_
-# of_their_load). Rates may be off by LOAD_RESOLUTION x capacity / coefficient at the flow's
-# bottleneck on top of REL: nothing for a share above 1e-4, 1e-7 relative at a share of 1e-6.
+# coefficient of 1e-6 beside flows of 1) and that takes what flows held elsewhere leave of it
+# has a rate right only to that divided by its coefficient, in the engine and in the float
+# reference alike (where it ties with them instead, both are exact: tests/rust/engine.rs,
+# a_tiny_share_beside_dormant_flows_ties_with_them). Rates may be off by LOAD_RESOLUTION x
+# capacity / coefficient at the flow's bottleneck on top of REL: nothing for a share above
+# 1e-4, 1e-7 relative at a share of 1e-6.
 LOAD_RESOLUTION = 1e-13
 
 
@@ -536,7 +538,9 @@ def check_invariants(model, res, fairness=True):
         now = [(f, r) for t0, t1, r, f in active if t0 <= a_t and t1 >= b_t]
         # Intervals shorter than the engine's time resolution may come from events it handled
         # together: they count for capacity, busy time and peaks, not for the fairness check.
-        long_enough = b_t - a_t > RESOLUTION * max(abs(b_t), 1e-300)
+        # Computed as the engine computes an instant's horizon (a + |a| x RESOLUTION, rounded):
+        # an event a hair more than RESOLUTION after a can still round onto the horizon.
+        long_enough = b_t > a_t + abs(a_t) * RESOLUTION
         capacity = force.capacity(a_t)
         usage = {f: force.usage(f, a_t) for f, _ in now}
         load = [0.0] * n_links

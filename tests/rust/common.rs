@@ -329,9 +329,8 @@ pub struct RandomDag {
 pub const COEFFICIENTS: [f64; 4] = [1.0, 1.0, 2.0, 0.5];
 
 /// Coefficients of coupled flows: pipeline fractions, and a tiny one (a flow of coefficient
-/// 1e-6 is a million times faster than one of 1 beside it). Adding 1e3 finds the limit that
-/// engine.rs `a_tiny_share_beside_dormant_flows_is_off_by_the_rounding_of_their_load` shows
-/// within a few seeds.
+/// 1e-6 is a million times faster than one of 1 beside it). Adding 1e3 found the error that
+/// engine.rs `a_tiny_share_beside_dormant_flows_ties_with_them` shows within a few seeds.
 pub const MIXED_COEFFICIENTS: [f64; 7] = [1.0, 2.0, 0.5, 1e-6, 1.0 / 3.0, 2.0 / 3.0, 0.875];
 
 /// With `faults`, some constraints start at capacity 0 and some flows have a rate cap.
