@@ -95,6 +95,16 @@ pub fn check_non_negative(what: impl std::fmt::Display, value: f64) -> Result<()
     }
 }
 
+/// A max-min rate outside what a double holds (inf, or 0 on links of positive capacity):
+/// the engine and `max_min_rates` refuse it alike. `when` is " at <t> s" or empty.
+pub fn rate_out_of_range(flow: u32, rate_Bps: f64, when: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "flow {flow} got rate {} B/s{when}: capacities and coefficients this far apart \
+         overflow or underflow double precision",
+        shown(rate_Bps)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -514,17 +514,18 @@ impl<'a> Sim<'a> {
         }
         let a = e.id as usize;
         let (ready, wait) = (self.out.ready_s[a], self.acts.wait_s[a]);
-        let what = match e.kind {
-            EventKind::DelayEnd => format!("delay {a} would end at {} s (ready at {} s, lasting {} s)", shown(e.time_s), shown(ready), shown(wait)),
-            _ => format!(
-                "flow {a} would start its transfer at {} s (ready at {} s, then its route's latency of {} s)",
-                shown(e.time_s),
-                shown(ready),
-                shown(wait)
+        let (event, wait_is) = match e.kind {
+            EventKind::DelayEnd => (format!("delay {a} would end"), "lasting"),
+            _ => (
+                format!("flow {a} would start its transfer"),
+                "then its route's latency of",
             ),
         };
         Err(Error::InvalidArgument(format!(
-            "{what}: beyond what double precision holds"
+            "{event} at {} s (ready at {} s, {wait_is} {} s): beyond what double precision holds",
+            shown(e.time_s),
+            shown(ready),
+            shown(wait)
         )))
     }
 
@@ -830,12 +831,11 @@ impl<'a> Sim<'a> {
             // Before the unchanged-rate test: an arrival whose rate rounds to 0 is "unchanged"
             // too, and would stay attached with no finish time.
             if !(new > 0.0 && new.is_finite()) {
-                return Err(Error::InvalidArgument(format!(
-                    "flow {f} got rate {} B/s at {} s: capacities and coefficients this \
-                     far apart overflow or underflow double precision",
-                    shown(new),
-                    shown(now)
-                )));
+                return Err(crate::error::rate_out_of_range(
+                    f,
+                    new,
+                    &format!(" at {} s", shown(now)),
+                ));
             }
             // A re-solve reproduces an unchanged rate only to rounding; keeping the old value
             // saves a finish-time update and keeps unaffected flows bit-stable.

@@ -212,11 +212,7 @@ impl Problem {
                     .any(|u| self.capacity[u.constraint as usize] == 0.0)
             };
             if !r.is_finite() || (r < f64::MIN_POSITIVE && !on_zero()) {
-                return Err(Error::InvalidArgument(format!(
-                    "flow {f} got rate {} B/s: capacities and coefficients this far apart \
-                     overflow or underflow double precision",
-                    shown(r)
-                )));
+                return Err(crate::error::rate_out_of_range(f as u32, r, ""));
             }
         }
         Ok(rates)

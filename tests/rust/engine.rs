@@ -458,7 +458,9 @@ fn a_tiny_coefficient_does_not_take_a_rounding_slack() {
     let mut second = Activities::new();
     let a = second.add_flow(3.0, &k(1e-9), 0.0, 0.0, inf, &[]).unwrap();
     second.add_flow(1.0, &k(1e-9), 0.0, 0.0, inf, &[a]).unwrap();
-    second.add_flow(7.5, &k(1000.0), 0.0, 0.0, inf, &[]).unwrap();
+    second
+        .add_flow(7.5, &k(1000.0), 0.0, 0.0, inf, &[])
+        .unwrap();
     for (acts, deps) in [(&first, vec![]), (&second, vec![(1, 0)])] {
         let out = go(&[0.3], acts);
         let want = naive_run(&[0.3], acts, &deps);
@@ -478,7 +480,9 @@ fn a_cap_a_hair_above_the_fair_share_is_reached_when_the_share_grows() {
     acts.add_flow(1.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
     let cap = 0.5000000005;
-    let b = acts.add_flow(2.0, &on(&[0, 1]), 0.0, 0.0, cap, &[]).unwrap();
+    let b = acts
+        .add_flow(2.0, &on(&[0, 1]), 0.0, 0.0, cap, &[])
+        .unwrap();
     let out = go(&[1.0, 1.0], &acts);
     assert_eq!(rates_of(&out, b), vec![(0.0, 0.5), (2.0, cap)]);
     assert_close("B", out.finish_s[b.index()], 2.0 + 1.0 / cap);
@@ -815,4 +819,3 @@ fn a_flow_whose_rate_changes_leaves_no_rounding_in_the_load() {
     let want = ((c0 - b - f_part) - f_part_err) / k_x;
     assert_close("X's last rate", last, want);
 }
-
