@@ -306,6 +306,7 @@ def main(argv=None) -> int:
                   f"{len(sg.engine_run_wall_s)} runs ({each}); "
                   f"platform build {statistics.median(sg.platform_build_wall_s):.3f} s; {state}")
             ratio = sg_median / fs_median
+            fs_prefix_s = None
             if sg.stopped_by_wall_limit:
                 # Not against fabricsim's whole run: against its wall time to the same point.
                 fs_prefix_s = fabricsim_wall_to(tree, flows, sg.simulated_s)
@@ -325,7 +326,8 @@ def main(argv=None) -> int:
                                simgrid_platform_build_wall_s=sg.platform_build_wall_s,
                                simgrid_n_finished=sg.n_finished, simgrid_simulated_s=sg.simulated_s,
                                simgrid_stopped_by_wall_limit=sg.stopped_by_wall_limit,
-                               fabricsim_run_wall_s=fs_times, ratio=ratio, **agree))
+                               fabricsim_run_wall_s=fs_times, fabricsim_prefix_wall_s=fs_prefix_s,
+                               ratio=ratio, **agree))
             sys.stdout.flush()
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
