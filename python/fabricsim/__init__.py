@@ -19,11 +19,14 @@ from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72,
 from .results import Result, Summary
 from .scenario import Scenario
 from .collectives import Estimate, estimate, nccl_tests
+from .nccl_logs import NcclTestsLog, read_nccl_tests
 
 __all__ = [
     "estimate",
     "Estimate",
     "nccl_tests",
+    "read_nccl_tests",
+    "NcclTestsLog",
     "Topology",
     "Fabric",
     "hgx_h100",

@@ -22,6 +22,7 @@ __all__ = [
     "RunInterruptedError",
     "ScenarioRunningError",
     "InternalError",
+    "NcclLogError",
 ]
 
 
@@ -84,3 +85,9 @@ class ScenarioRunningError(FabricsimError, RuntimeError):
 
 class InternalError(FabricsimError, RuntimeError):
     """A bug in fabricsim, caught before it could crash Python. Please report it."""
+
+
+class NcclLogError(InvalidArgumentError):
+    """A file or text that :func:`fabricsim.read_nccl_tests` cannot read as nccl-tests output:
+    missing, binary, not UTF-8, not nccl-tests' layout, or numbers that do not agree with the
+    op and rank count (the message names the source, the line and what was expected)."""
