@@ -3,7 +3,8 @@
 Counts come from the Rust structure, figures from the catalog parts the fabric was built
 from. Bandwidths are line rates per direction unless a row says otherwise. Power is the
 scale-out fabric's switches plus optics; the optics are shown for pluggable transceivers
-and for co-packaged optics side by side, whatever the switch actually uses.
+and for co-packaged optics side by side, whatever the switch actually uses. A fabric with a
+scale-out network says whether its deployment runs SHARP (``fs.cluster(..., sharp=True)``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _PLUGGABLE, _COPACKAGED = "pluggable-1.6t", "cpo-1.6t"
 
 @dataclass(frozen=True)
 class Description:
-    """Rows of (section, quantity, value, unit). ``table`` is the Arrow form; print() it."""
+    """Rows of (section, quantity, value, unit). ``table`` is the Arrow form; print() it.
+    A unit of "bool" is a yes/no (value 1.0 or 0.0)."""
 
     table: pa.Table
 
@@ -43,6 +45,8 @@ class Description:
                 shown = "unknown" if v is None else f"{v:,.0f} W"
             elif unit == "count":
                 shown = f"{int(v):,}"
+            elif unit == "bool":
+                shown = "yes" if v else "no"
             else:
                 shown = f"{v:g} {unit}"
             out.append(f"  {r['quantity']:<{width}}  {shown}")
@@ -146,6 +150,9 @@ def describe(fabric: Any) -> Description:
         add("power", "switch-side optics, as built", native_ports * sw["optics_watts_per_port"], "W")
         add("power", "switch-side optics if pluggable", native_ports * per_port_plug, "W")
         add("power", "switch-side optics if co-packaged", native_ports * per_port_cpo, "W")
+        # A deployment choice, not the switch's: SHARP-capable switches run without it unless
+        # the Aggregation Manager, NCCL's SHARP plugin and CollNet are set up.
+        add("in-network reduction", "SHARP enabled", parts.get("sharp_enabled", False), "bool")
 
     table = pa.table(
         {

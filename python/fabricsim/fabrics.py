@@ -440,6 +440,43 @@ def _clos_fits(n_endpoints: int, rails: int, params: dict) -> str | None:
     return None
 
 
+def _sharp_flag(value: Any) -> bool:
+    """``sharp`` checked to be a bool (1 or "yes" would pass a truth test and hide a typo)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"sharp must be True or False, got {type(value).__name__} {shown(value)}")
+    return bool(value)
+
+
+def _sharp_switch(sharp: bool, sw: Any, switch_arg: str) -> bool:
+    """``sharp`` if the scale-out switch part can run it; refused otherwise."""
+    if sharp and (sw["protocol"] != "infiniband" or not sw["sharp"]):
+        why = (f"{sw.name} is {sw['protocol']}" if sw["protocol"] != "infiniband"
+               else f"{sw.name} is InfiniBand without SHARP (its catalog part has sharp=False)")
+        raise InvalidArgumentError(
+            f"sharp=True needs InfiniBand switches with SHARP (in-network reduction); "
+            f"{switch_arg}={sw.name!r}: {why}"
+        )
+    return sharp
+
+
+def _host_Bps(nic: Any, gpu: Any) -> float:
+    """A GPU's link to its NIC (bytes/s per direction): the NIC's host interface or the GPU's
+    PCIe, whichever is slower."""
+    return min(float(nic["host_Bps"]), float(gpu["pcie_Bps"]))
+
+
+def _build_core(parts: dict[str, Any]) -> _core.Topology:
+    """The core of a domain, Clos or cluster fabric from its parts: the one place the
+    builders and :meth:`Fabric.with_payload_efficiency` build it, so a rebuild is wired and
+    numbered as the first build was (recorded faults name links by id)."""
+    dom, so = parts.get("domain"), parts.get("scale_out")
+    if dom is not None and so is not None:
+        return _core.build_cluster(parts["n_domains"], dom, _host_Bps(parts["nic"], parts["gpu"]), so)
+    if so is not None:
+        return _core.build_clos(parts["n_hosts"], so)
+    return _core.build_nvlink_domains(parts["n_domains"], dom)
+
+
 class Fabric(Topology):
     """A topology built by a structured generator: its routes come from its structure and
     it remembers the catalog parts it was built from (see :meth:`describe`)."""
@@ -490,9 +527,63 @@ class Fabric(Topology):
     def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
         scale-out planes down (``factor=0``) or degraded (capacity times ``factor``, in
-        [0, 1]; 1 leaves them at full capacity)."""
+        [0, 1]; 1 leaves them at full capacity). The fault is kept through
+        :meth:`with_payload_efficiency`."""
         ids, factor = _fault(self, links, nodes, planes, factor)
-        return Fabric(self._core.with_link_factors(ids, factor), self._parts)
+        core = self._core.with_link_factors(ids, factor)
+        # Kept, in order, so that with_payload_efficiency can re-apply them to a rebuilt core;
+        # an array holds a whole plane's link ids in 8 bytes each, a list in about 36.
+        recorded = np.asarray(ids, dtype=np.int64)
+        recorded.flags.writeable = False
+        return Fabric(core, dict(self._parts, faults=(*self._parts.get("faults", ()), (recorded, factor))))
+
+    @property
+    def payload_efficiency(self) -> dict[str, float | None]:
+        """The payload efficiencies link capacities were built with (payload rate / line
+        rate, in (0, 1]): ``{"nvlink": ..., "network": ...}``, None for a tier the fabric
+        does not have (``network`` of an HGX board, both of a PCIe server)."""
+        return {"nvlink": self._parts.get("nvlink_efficiency"), "network": self._parts.get("efficiency")}
+
+    def with_payload_efficiency(self, *, nvlink: Any = None, network: Any = None) -> "Fabric":
+        """This fabric rebuilt with other payload efficiencies: NVLink link capacities become
+        the NVLink line rate times ``nvlink``, scale-out link capacities (NIC to leaf and
+        between switches) the plane's line rate times ``network``, in bytes/s per direction.
+        Each is a number in (0, 1] or the name of an efficiency part, as the builders'
+        ``nvlink_efficiency`` and ``efficiency`` take; None keeps the current one. GPU-to-NIC
+        (PCIe) links are not payload-scaled and keep their capacity.
+
+        Faults applied with :meth:`fail` are re-applied in the order they were, as fractions
+        of the new capacities. A fabric without the tier asked for (``network`` of an HGX
+        board or an NVLink domain, ``nvlink`` of a bare Clos or a PCIe server) is refused.
+        Costs about what building the fabric did."""
+        parts = self._parts
+        if nvlink is not None and "domain" not in parts:
+            raise InvalidArgumentError(
+                f"nvlink={shown(nvlink)}: this fabric has no NVLink domains ({_kind_of(parts)}), "
+                "so it has no NVLink payload efficiency to set"
+            )
+        if network is not None and "scale_out" not in parts:
+            raise InvalidArgumentError(
+                f"network={shown(network)}: this fabric has no scale-out network ({_kind_of(parts)}), "
+                "so it has no network payload efficiency to set; build one with fs.cluster(...) or fs.clos(...)"
+            )
+        if nvlink is None and network is None:
+            return self  # fabrics are immutable: nothing to rebuild
+        new = dict(parts)
+        if nvlink is not None:
+            gpu = parts["gpu"]
+            eff = _efficiency(nvlink, gpu["nvlink_efficiency"], "nvlink")
+            # As _nvlink_spec computes it, so the same efficiency gives the same capacities.
+            new["domain"] = dict(parts["domain"], link_Bps=float(gpu["nvlink_link_Bps"]) * eff)
+            new["nvlink_efficiency"] = eff
+        if network is not None:
+            eff = _efficiency(network, parts["switch"]["protocol"], "network")
+            new["scale_out"] = dict(parts["scale_out"], link_Bps=parts["plane_Bps"] * eff)
+            new["efficiency"] = eff
+        core = _build_core(new)
+        for ids, factor in parts.get("faults", ()):
+            core = core.with_link_factors(ids.tolist(), factor)
+        return Fabric(core, new)
 
     def describe(self) -> "Description":
         from .describe import describe
@@ -502,6 +593,15 @@ class Fabric(Topology):
     def __repr__(self) -> str:
         s = self._core.structure()
         return f"Fabric(n_gpus={s['n_gpus']}, n_nodes={s['n_nodes']}, n_links={s['n_links']})"
+
+
+def _kind_of(parts: dict[str, Any]) -> str:
+    """What a generated fabric is, from its parts, for messages."""
+    if "domain" in parts:
+        return f"NVLink domains of {parts['gpu'].name} GPUs without a scale-out network"
+    if "scale_out" in parts:
+        return f"a Clos of hosts on {parts['switch'].name} switches without NVLink"
+    return "GPUs on PCIe, a pcie_server"
 
 
 class _NodeNames:
@@ -588,14 +688,15 @@ def nvlink_domain(
     params, parts = _nvlink_spec(
         dict(gpu=gpu, switch=switch, chip_links=chip_links, n_gpus=n_gpus, tiers=tiers), nvlink_efficiency
     )
-    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
-    return Fabric(core, dict(parts, domain=params, n_domains=n_domains))
+    parts = dict(parts, domain=params, n_domains=integer("n_domains", n_domains, COUNT), sharp_enabled=False, faults=())
+    return Fabric(_build_core(parts), parts)
 
 
 def _preset(name: str, nvlink_efficiency: Any, n_domains: int = 1) -> Fabric:
     params, parts = _nvlink_spec(name, nvlink_efficiency)
-    core = _core.build_nvlink_domains(integer("n_domains", n_domains, COUNT), params)
-    return Fabric(core, dict(parts, domain=params, n_domains=n_domains, preset=name))
+    parts = dict(parts, domain=params, n_domains=integer("n_domains", n_domains, COUNT), preset=name,
+                 sharp_enabled=False, faults=())
+    return Fabric(_build_core(parts), parts)
 
 
 def hgx_h100(*, nvlink_efficiency: Any = None) -> Fabric:
@@ -620,7 +721,7 @@ def nvl72(*, gpu: str = "gb200", nvlink_efficiency: Any = None) -> Fabric:
 def clos(
     *, n_hosts: int, switch: str = "quantum-x800", nic: str = "cx8", tiers: int | None = None,
     planes: int | None = None, oversubscription: Any = 1.0, routing: str | None = None,
-    efficiency: Any = None,
+    efficiency: Any = None, sharp: bool = False,
 ) -> Fabric:
     """A fat-tree of ``n_hosts`` hosts (one NIC each) built from catalog switches.
 
@@ -628,37 +729,61 @@ def clos(
     many parallel fabrics, raising the switch radix) default to the fewest that hold every host. ``oversubscription``
     is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
     (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
-    or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet."""
+    or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet.
+    ``efficiency`` is the payload efficiency (link capacity = line rate x efficiency; a number
+    in (0, 1] or an efficiency part, default the protocol's).
+
+    ``sharp=True`` says the deployment runs SHARP, in-network reduction in the switches
+    (NCCL's CollNet). The switches alone do not reduce anything: a real deployment needs
+    SHARP-capable InfiniBand switches (Quantum-2: SHARPv3, Quantum-X800: SHARPv4), the SHARP
+    Aggregation Manager running on the fabric, and NCCL's ``nccl-rdma-sharp-plugins`` net
+    plugin with ``NCCL_COLLNET_ENABLE=1``. Refused on switches without SHARP (Ethernet ones
+    among them); default False, as a cluster runs without SHARP unless all of that is set up."""
     n = integer("n_hosts", n_hosts, COUNT)
+    sharp = _sharp_flag(sharp)
     params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)
-    return Fabric(_core.build_clos(n, params), dict(parts, scale_out=params, n_hosts=n))
+    parts = dict(parts, scale_out=params, n_hosts=n, sharp_enabled=_sharp_switch(sharp, parts["switch"], "switch"),
+                 faults=())
+    return Fabric(_build_core(parts), parts)
 
 
 def cluster(
     *, domain: Any = "nvl72", n_domains: int, scale_out: Any = "quantum-x800", nic: str | None = None,
     tiers: int | None = None, planes: int | None = None, oversubscription: Any = 1.0,
     routing: str | None = None, nvlink_efficiency: Any = None, efficiency: Any = None,
+    sharp: bool = False,
 ) -> Fabric:
     """``n_domains`` scale-up domains (a preset name such as "nvl72", "hgx-h100", or a dict
     of :func:`nvlink_domain` arguments) joined by a rail-optimised Clos of ``scale_out``
     switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
     rail i, each rail on leaves of its own, or, when a rail does not fill a leaf, consecutive
     rails sharing one (``structure["scale_out"]["rails_per_leaf"]``). Photonic fabrics are the
-    same call with a photonic switch."""
+    same call with a photonic switch. NVLink capacities are line rate x ``nvlink_efficiency``,
+    scale-out ones line rate x ``efficiency`` (each a number in (0, 1] or an efficiency part;
+    default the catalog's).
+
+    ``sharp=True`` says the deployment runs SHARP, in-network reduction in the scale-out
+    switches (NCCL's CollNet, and NVLS+SHARP across domains). The switches alone do not
+    reduce anything: a real deployment needs SHARP-capable InfiniBand switches (Quantum-2:
+    SHARPv3, Quantum-X800: SHARPv4), the SHARP Aggregation Manager running on the fabric, and
+    NCCL's ``nccl-rdma-sharp-plugins`` net plugin with ``NCCL_COLLNET_ENABLE=1``. Refused on
+    switches without SHARP (Ethernet ones among them); default False, as a cluster runs
+    without SHARP unless all of that is set up."""
+    sharp = _sharp_flag(sharp)
     params, parts = _nvlink_spec(domain, nvlink_efficiency)
     gpd = params["gpus_per_domain"]
     # Every GPU is a node and node ids are 32-bit: fewer than 2**32 GPUs in all.
     nd = integer(f"n_domains (of {gpd} GPUs)", n_domains, (1, (COUNT[1] - 1) // gpd + 1))
     nic_name = nic if nic is not None else parts["gpu"]["nic"]
-    nic_p = _part(nic_name, "nic", "nic")
+    _part(nic_name, "nic", "nic")  # named before a bad scale_out is
     n = gpd * nd
     so, so_parts = _scale_out_spec(
         n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency,
         switch_arg="scale_out",
     )
-    host_Bps = min(float(nic_p["host_Bps"]), float(parts["gpu"]["pcie_Bps"]))
-    core = _core.build_cluster(nd, params, host_Bps, so)
-    return Fabric(core, dict(parts, **so_parts, domain=params, n_domains=nd, scale_out=so))
+    parts = dict(parts, **so_parts, domain=params, n_domains=nd, scale_out=so, faults=(),
+                 sharp_enabled=_sharp_switch(sharp, so_parts["switch"], "scale_out"))
+    return Fabric(_build_core(parts), parts)
 
 
 def pcie_server(
@@ -676,4 +801,4 @@ def pcie_server(
         float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), parsed("cpu_link_Bps", bandwidth_Bps, cpu_link_Bps),
         parsed("latency_s", duration_s, latency_s),
     )
-    return Fabric(core, dict(pcie=pcie_p, nic=nic_p))
+    return Fabric(core, dict(pcie=pcie_p, nic=nic_p, sharp_enabled=False, faults=()))
