@@ -103,13 +103,14 @@ class HierarchicalAllReduceMillionGpus:
 
 class AnalyticalEstimate:
     """One ``fs.estimate`` call (alpha-beta, no simulation) for a 128-GPU job on 16 HGX H100
-    servers, as a sweep over sizes would make it; "auto" includes NCCL's choice."""
+    servers with SHARP, as a sweep over sizes would make it; "auto" times every construction
+    NCCL enables there (ring and tree on three protocols, NVLSTree, NVLS+SHARP) to choose."""
 
-    params = (["auto", "ring", "tree", "hierarchical", "nvls_sharp", "halving_doubling"],)
+    params = (["auto", "ring", "tree", "hierarchical", "nvls_tree", "nvls_sharp", "halving_doubling"],)
     param_names = ["algorithm"]
 
     def setup(self, algorithm):
-        self.fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", sharp=True)
         self.ranks = np.arange(128)
         self.size = 0
         fs.estimate(self.fabric, "all_reduce", GiB, self.ranks, algorithm=algorithm)

@@ -19,7 +19,11 @@ from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72,
 from .results import Result, Summary
 from .scenario import Scenario
 from .collectives import Estimate, estimate, nccl_tests
+from .cost_model import CostModel
 from .nccl_logs import NcclTestsLog, read_nccl_tests
+from .calibration import Calibration, calibrate
+from .validation import validate
+from . import cost_model, nccl_model  # noqa: F401  (modules of the API)
 
 __all__ = [
     "estimate",
@@ -27,6 +31,11 @@ __all__ = [
     "nccl_tests",
     "read_nccl_tests",
     "NcclTestsLog",
+    "CostModel",
+    "cost_model",
+    "calibrate",
+    "Calibration",
+    "validate",
     "Topology",
     "Fabric",
     "hgx_h100",

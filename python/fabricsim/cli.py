@@ -158,13 +158,8 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     from .collectives import nccl_tests
     from .nccl_conventions import format_footer, format_header, format_row
 
-    if args.nodes < 1:
-        raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
-    if args.nodes == 1:
-        fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
-        fabric = fabrics._preset(args.fabric, None)
-    else:
-        fabric = fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out)
+    fabric = _cli_fabric(args)
+    cost = _cli_cost_model(args)
     extras = ("algorithm", "protocol", "analytical_s")
 
     def header(sizes: list[int]) -> None:  # once every argument is checked: a bad one prints only its error
@@ -177,8 +172,63 @@ def _nccl_tests(args: argparse.Namespace) -> int:
 
     table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor, algorithm=args.algorithm,
                        protocol=args.protocol, dtype=args.datatype, on_row=show, on_start=header,
-                       progress=args.progress)
+                       progress=args.progress, cost_model=cost)
     print(format_footer(table["busbw_Bps"].to_pylist()))
+    return 0
+
+
+def _cli_fabric(args: argparse.Namespace):
+    """The fabric of --fabric, --nodes, --scale-out and --sharp."""
+    from . import fabrics
+
+    if args.nodes < 1:
+        raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
+    if args.nodes == 1:
+        fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
+        if args.sharp:
+            raise InvalidArgumentError("--sharp needs --nodes > 1: SHARP reduces across the scale-out fabric")
+        return fabrics._preset(args.fabric, None)
+    return fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
+
+
+def _cli_cost_model(args: argparse.Namespace):
+    from .cost_model import CostModel
+
+    return None if args.cost_model is None else CostModel.from_json(args.cost_model)
+
+
+def _add_fabric_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fabric", default="hgx-h100", help="NVLink domain preset, e.g. hgx-h100, gb200-nvl72 "
+                   "(default: %(default)s)")
+    p.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric "
+                   "(default: %(default)s)")
+    p.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1 "
+                   "(default: %(default)s)")
+    p.add_argument("--sharp", action="store_true", help="the deployment runs SHARP (InfiniBand switches with "
+                   "SHARP, the SHARP plugin, NCCL_COLLNET_ENABLE=1)")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .validation import format_validation, validate
+
+    cost = _cli_cost_model(args)
+    print(format_validation(validate(args.case or None, cost_model=cost)))
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .calibration import calibrate, format_calibration
+    from .nccl_logs import read_nccl_tests
+
+    fabric = _cli_fabric(args)
+    logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
+    ranks = None if args.ranks is None else list(range(args.ranks))
+    cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,
+                    cost_model=_cli_cost_model(args))
+    print(format_calibration(cal))
+    if args.out is not None:
+        cal.cost_model.to_json(args.out)
+        print(f"wrote {args.out}")
     return 0
 
 
@@ -204,9 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--progress", action="store_true", help="show progress on stderr")
     demo.set_defaults(func=_demo)
     nt = sub.add_parser("nccl-tests", help="a simulated nccl-tests sweep, printed in its layout")
-    nt.add_argument("--fabric", default="hgx-h100", help="NVLink domain preset, e.g. hgx-h100, gb200-nvl72")
-    nt.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric")
-    nt.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1")
+    _add_fabric_flags(nt)
+    nt.add_argument("--cost-model", metavar="JSON", help="a cost model (CostModel.to_json, fabricsim calibrate --out)")
     nt.add_argument("--op", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, all_to_all, ...")
     nt.add_argument("-b", "--minbytes", default="8M", type=_size_flag, help="as nccl-tests: K/M/G are powers of 1024")
     nt.add_argument("-e", "--maxbytes", default="8G", type=_size_flag)
@@ -216,6 +265,21 @@ def main(argv: list[str] | None = None) -> int:
     nt.add_argument("--protocol", default="auto", help="auto (NCCL's choice), simple, ll128 or ll")
     nt.add_argument("--progress", action="store_true", help="show each size's progress on stderr")
     nt.set_defaults(func=_nccl_tests)
+    va = sub.add_parser("validate", help="simulated vs measured for every public measurement of the validation table")
+    va.add_argument("case", nargs="*", help="case ids (default: every case)")
+    va.add_argument("--cost-model", metavar="JSON", help="a cost model (CostModel.to_json) instead of the defaults")
+    va.set_defaults(func=_validate)
+    ca = sub.add_parser("calibrate", help="fit the cost model to real nccl-tests logs from a cluster")
+    ca.add_argument("logs", nargs="+", help="nccl-tests output files (any op and size range)")
+    _add_fabric_flags(ca)
+    ca.add_argument("--ranks", type=int, help="the logs ran on the first N GPUs (default: every GPU)")
+    ca.add_argument("--op", help="the op, where a log does not say (all_reduce, all_gather, ...)")
+    ca.add_argument("--algorithm", default="auto", help="the algorithm the runs used (default: %(default)s)")
+    ca.add_argument("--holdout-every", type=int, default=3,
+                    help="hold every Nth size out of the fit, to report its error (0: none; default: %(default)s)")
+    ca.add_argument("--cost-model", metavar="JSON", help="start from this cost model instead of the defaults")
+    ca.add_argument("--out", metavar="JSON", help="write the fitted cost model here")
+    ca.set_defaults(func=_calibrate)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

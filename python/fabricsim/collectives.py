@@ -14,8 +14,16 @@ plane, assumes. A SHARP tree's edges are not hashed but climb to the tree's root
 (``sharp`` below), and NVLS is sprayed over every NVSwitch chip whatever the routing.
 
 **analytical**: the alpha-beta closed form of the same construction on an idle fabric: alpha
-from NCCL's latency model (`nccl_model`) for the protocol, beta from the per-GPU NVLink and
-network bandwidths. On an uncongested fabric the two agree; the difference is contention.
+from NCCL's latency model (`nccl_model`) for the protocol, plus the wire latency of each
+pipelined step (a step waits for its hop's route: NCCL's step counts times the NVLink or
+network route latency), beta from the per-GPU NVLink and network bandwidths. On an
+uncongested fabric the two agree; the difference is contention.
+
+**cost model**: every constant here (NVLS efficiency and channel counts, per-channel
+ceilings, latencies, protocol overheads, the SHARP accounting, optional payload
+efficiencies) comes from one :class:`fabricsim.CostModel`, passed as ``cost_model=`` to
+:class:`~fabricsim.Scenario`, :func:`estimate` and :func:`nccl_tests`; its ``latency_scale`` set
+to 0 leaves only wire latency (ASTRA-sim's analytical ring, hardware.md 6.4, within 0.2%).
 
 **protocols**: ring and tree run Simple, LL128 or LL. The low-latency protocols send flags
 with the data, so every edge carries ``1/efficiency`` wire bytes per payload byte, the
@@ -62,39 +70,50 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   rank's route stands for every pair's, so a flow over a longer route comes out above the
   analytical time by the difference.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
-  (hardware.md 3.3), and the switch's reduction engine runs at NCCL's NVLS efficiency (0.85
-  Hopper, 0.74 Blackwell) of the GPUs' NVLink bandwidth.
-* ``sharp``: all-reduce across the scale-out fabric with one rank per domain: one flow up and
-  down the aggregation tree, every link carrying ``S`` once (switches reduce at line rate;
-  their engine is a constraint sized to all their ports). The tree is routed as SHARP's
-  Aggregation Manager builds one: under ECMP every switch sends it through one link toward
-  a single root switch, the same port index at every hop (not hashed edge by edge as
-  connections are), and a job's trees take consecutive roots; adaptive routing spreads it
-  evenly instead. Its latency is NCCL's CollNet
-  Direct's where the GPUs sit on NVSwitches, CollNet Chain's elsewhere (a host-level Clos).
+  (hardware.md 3.3). Efficiency is per GPU: each GPU's NVLS engine (a constraint of its own,
+  shared by every NVLS collective on that GPU) moves its traffic at NCCL's NVLS efficiency
+  (0.85 Hopper, 0.74 Blackwell) of its NVLink rate, so busbw follows 2(n-1)/(n+1) x eff x B
+  with the communicator, a partial one too. Per communicator, NCCL's channels bound it: NVLS
+  runs 16 channels on Hopper, 24 on Blackwell in one domain (nvls.cc), each at the ladder
+  speed at which they fit the GPU's NVLinks, and that ceiling (510 GB/s busbw on H100, 817
+  on B200/GB200) holds however large the domain (an NVL72's 72 GPUs as its 8).
+* ``nvls_tree``: NCCL's NVLSTree, its default across NVLS nodes: NVLS in each domain, and
+  each rail's double binary tree across the domains' heads (two trees of half the rail's
+  bytes; a head's NIC carries one stream per tree neighbour, so beyond two domains the
+  network leg's busbw is the domain's NIC aggregate, as measured), one pipelined flow held to
+  the NVLS ceiling and to NCCL's NVLSTree per-channel cap (hardware.md 4.2). Needs no SHARP.
+* ``sharp``: all-reduce across the scale-out fabric with one rank per domain, on a fabric
+  built with SHARP (``fs.cluster(..., sharp=True)``: a deployment's choice, hardware.md 3.2):
+  one flow up and down the aggregation tree. The network leg is counted as bus bandwidth, as
+  NCCL counts it and measurements bear out (multi-node all-reduce reaches about the same busbw
+  with SHARP as without, hardware.md 6.2): a byte of the stream takes ``2(n-1)/n`` bytes of
+  every tree link (cost model ``sharp_network_as_bus``; False gives SHARP's ideal, one). The
+  tree is routed as SHARP's Aggregation Manager builds one: under ECMP every switch sends it
+  through one link toward a single root switch, the same port index at every hop (not hashed
+  edge by edge as connections are), and a job's trees take consecutive roots; adaptive
+  routing spreads it evenly instead. The switches' reduction engine is a constraint sized to
+  all their ports. Its latency is NCCL's CollNet Direct's where the GPUs sit on NVSwitches,
+  CollNet Chain's elsewhere (a host-level Clos).
 * ``hierarchical``: ring reduce-scatter in each domain, ring all-reduce of ``S/m`` per rail
   across domains, ring all-gather in each domain. The rails are the first ``m`` ranks of each
   domain, as NCCL's CollNet and NVLS trees use the fewest heads any node has (connect.cc); a
   domain holding more ranks reduce-scatters onto those ``m`` (its other ranks send their whole
   buffer) and all-gathers from them.
-* ``nvls_sharp``: NVLS reduction in each domain, SHARP all-reduce of ``S/m`` per rail, NVLS
-  broadcast, as one pipelined flow: NCCL's NVLS with CollNet runs its scatter, reduce,
-  network and broadcast warps at once over chunks, so the slowest stage paces it (NCCL's
-  model takes the least of the intra- and inter-node bandwidths). The first ``m`` ranks of
-  each domain are the heads (connect.cc: minHeadNum): every rank sends ``S`` into its
-  NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
-  multicasts the result, and sends and receives ``S/m`` through its rail's SHARP tree (each
-  rail its own tree, with a root of its own where the fabric has enough: a link two trees
-  cross carries both streams). The flow is counted in bytes of one rail's ``S/m``: against other
+* ``nvls_sharp``: NCCL's NVLS across nodes over CollNet: as ``nvls_tree`` with each rail's
+  SHARP tree (counted as ``sharp`` counts it) in place of its double binary tree. The first
+  ``m`` ranks of each domain are the heads (connect.cc: minHeadNum): every rank sends ``S``
+  into its NVSwitches and receives ``S``; each head also takes back its reduced ``S/m`` and
+  multicasts the result. The flow is counted in bytes of one rail's ``S/m``: against other
   traffic in the network it takes its share by bytes, as every flow does, while its NVLink
-  legs, carrying ``m`` bytes per byte (a head ``m + 1``), take that many shares of a GPU's
-  NVLinks (no rate split holds by bytes on both). Its alpha is NCCL's for NVLS across nodes
-  (one NVLink and one network step, 43 us); ``hierarchical``, which NCCL has no counterpart
-  of, runs as three phases and pays their alphas.
+  legs carry ``m`` bytes per byte (a head ``m + 1``). Its alpha is NCCL's for NVLS across
+  nodes; ``hierarchical``, which NCCL has no counterpart of, runs as three phases and pays
+  their alphas.
 
-``algorithm="auto"`` and ``protocol="auto"`` take NCCL's choice (`nccl_model`) among the
-(algorithm, protocol) pairs fabricsim models for that fabric; ``hierarchical`` and
-``halving_doubling`` have no NCCL counterpart and are only used when asked for (on Simple).
+``algorithm="auto"`` and ``protocol="auto"`` take, among the (algorithm, protocol) pairs NCCL
+enables on the communicator (`nccl_model`: SHARP only where the deployment has it) that
+fabricsim builds, the one fabricsim's own analytical time finds fastest, so that the time
+reported is the time of the construction chosen; ``hierarchical`` and ``halving_doubling``
+have no NCCL counterpart and are only used when asked for (on Simple).
 :func:`estimate` gives the analytical time alone, without a scenario.
 """
 
@@ -109,21 +128,20 @@ import numpy as np
 import pyarrow as pa
 
 from . import nccl_conventions, nccl_model
+from .cost_model import DEFAULT as DEFAULT_COST
+from .cost_model import CostModel
 from ._checks import callback, integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
 
 OPS = nccl_conventions.OPS
-ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical", "nvls_sharp")
+ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "nvls_tree", "sharp", "hierarchical",
+              "nvls_sharp")
 # NCCL's name for each algorithm whose latency (and auto choice) comes from its model; "sharp"
 # is NCCL's CollNet, Direct or Chain by the fabric (_nccl_name).
-_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_sharp": "nvls"}
-# NVLS reduction efficiency per architecture (tuning.cc:138-144, hardware.md 4.2).
-_NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
-# Point-to-point (all-to-all, send/recv): NCCL's Simple base latency plus one step over
-# NVLink or the network (hardware.md 4.2; NCCL does not tune p2p, this is fabricsim's choice).
-_P2P_BASE_S, _P2P_NVLINK_S, _P2P_NET_S = 8.4e-6, 3.4e-6, 14e-6
+_NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "nvls_sharp": "nvls"}
+_ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 # NCCL's protocols, and those fabricsim runs each algorithm with (NCCL runs NVLS and CollNet on
 # Simple only; the others here are fabricsim's own constructions on Simple).
 PROTOCOLS = ("simple", "ll128", "ll")
@@ -149,9 +167,6 @@ class FabricView:
     arch: str
     #: Node ids that can be ranks: GPUs, or hosts of a GPU-less Clos; None: any node.
     n_rank_nodes: int | None
-    #: Wire latency of a route between two GPUs of one domain; routes across domains are
-    #: measured per communicator (_comm), as are a plain topology's.
-    intra_path_s: float = 0.0
     #: The fabric has a scale-out Clos: where a rank's NIC sits there (its leaf and pod) tells
     #: the latency class of a pair of ranks without routing it.
     scale_out: bool = False
@@ -162,6 +177,39 @@ class FabricView:
     #: bytes, built so far: sweeps reuse them.
     shapes: dict = field(default_factory=dict)
     comms: dict = field(default_factory=dict)
+    #: The fabric rebuilt with a cost model's payload efficiencies, by (nvlink, network).
+    variants: dict = field(default_factory=dict)
+
+
+def checked_cost_model(cost_model: Any) -> CostModel:
+    """``cost_model`` as given, or the defaults for None; anything else is refused."""
+    if cost_model is None:
+        return DEFAULT_COST
+    if not isinstance(cost_model, CostModel):
+        raise InvalidArgumentError(
+            f"cost_model must be a fabricsim.CostModel (None for the defaults), got {type(cost_model).__name__} "
+            f"{shown(cost_model)}")
+    return cost_model
+
+
+def applied_fabric(topology, cost: CostModel):
+    """``topology``, rebuilt with the cost model's payload efficiencies where it sets them
+    (``nvlink_efficiency``, ``network_efficiency``; faults kept). Rebuilt once per fabric and
+    pair of efficiencies, so that a sweep reuses it."""
+    if cost.nvlink_efficiency is None and cost.network_efficiency is None:
+        return topology
+    view = fabric_view(topology)
+    key = (cost.nvlink_efficiency, cost.network_efficiency)
+    if key not in view.variants:
+        rebuild = getattr(topology, "with_payload_efficiency", None)
+        if rebuild is None:
+            raise InvalidArgumentError(
+                f"cost_model sets nvlink_efficiency={key[0]!r}, network_efficiency={key[1]!r}, but this topology "
+                "is not a generated fabric: its link capacities are as given (set those fields to None)")
+        if len(view.variants) >= 8:  # a calibration tries many; keep the memory of a few
+            view.variants.clear()
+        view.variants[key] = rebuild(nvlink=key[0], network=key[1])
+    return view.variants[key]
 
 
 def fabric_view(topology) -> FabricView:
@@ -190,7 +238,7 @@ def fabric_view(topology) -> FabricView:
         gpd = int(dom["gpus_per_domain"])
         nvl_link = float(dom["link_Bps"])
         nvl = nvl_link * float(sum(dom["chip_links"]))
-        nvls = bool(parts["nvswitch"]["sharp"]) and _NVLS_EFFICIENCY[arch] > 0
+        nvls = bool(parts["nvswitch"]["sharp"]) and _ARCH_INDEX[arch] >= 2  # NVLS needs Hopper or later
     net = 0.0
     sharp = False
     if "scale_out" in st:
@@ -199,22 +247,21 @@ def fabric_view(topology) -> FabricView:
         net = float(so["link_Bps"]) * float(sum(so["endpoint_links"]))
         if st["n_gpus"] > 0 and "nic" in parts:
             net = min(net, min(float(parts["nic"]["host_Bps"]), float(gpu["pcie_Bps"])))
-        sharp = bool(parts["switch"]["sharp"]) and parts["switch"]["protocol"] == "infiniband"
+        # SHARP is a deployment's choice (cluster(sharp=True)), not every InfiniBand switch's.
+        sharp = bool(parts.get("sharp_enabled", False))
     if st.get("n_gpus", 0) > 0:
         n_rank_nodes = int(st["n_gpus"])
     elif "scale_out" in st:
         n_rank_nodes = int(st["n_nics"])
     else:
         n_rank_nodes = None
-    intra = 0.0
     injection = None
-    if "domain" in st or "scale_out" in st:
-        intra = core.path_latency_s(0, 1) if gpd > 1 else 0.0
-    else:  # a plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured
+    if "domain" not in st and "scale_out" not in st:
+        # A plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured.
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, intra, "scale_out" in st, injection)
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection)
     topology._collective_view = view
     return view
 
@@ -232,9 +279,10 @@ class _Comm:
         self.view = view
         self.net_Bps = net_Bps
         self._core = core
-        # A plain topology's paths are measured up front; a fabric's routes across domains,
-        # one per latency class, only when an algorithm asks (class_latency_s).
-        self.intra_path_s, self._inter_path_s = path_s or (view.intra_path_s, None)
+        # A plain topology's paths are measured up front; a fabric's, on the communicator's own
+        # ranks, only when an algorithm asks (intra_path_s, class_latency_s): a failed GPU
+        # elsewhere on the fabric must not stop this communicator.
+        self._intra_path_s, self._inter_path_s = path_s or (None, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
         #: Ranks in each domain.
@@ -250,6 +298,19 @@ class _Comm:
         if self._domains is None:
             self._domains = np.split(self.ranks, self.starts[1:])
         return self._domains
+
+    @property
+    def intra_path_s(self) -> float:
+        """Wire latency of a route between two ranks of one NVLink domain, measured on the
+        first domain holding two of this communicator's ranks (0 where none does): every
+        such route crosses as many switch chips."""
+        if self._intra_path_s is None:
+            self._intra_path_s = 0.0
+            big = np.flatnonzero(self.counts >= 2)
+            if big.size and self.view.gpus_per_domain > 1:
+                i = int(self.starts[big[0]])
+                self._intra_path_s = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[i + 1]))
+        return self._intra_path_s
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -278,7 +339,7 @@ class _Comm:
         return [self.ranks[self.starts + k] for k in range(self.heads)]
 
     def _plain_paths(self) -> tuple[float, float] | None:
-        return (self.intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
+        return (self._intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
 
     def _places(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each rank's domain (its index in the communicator) and its NIC's leaf and pod in the
@@ -334,6 +395,12 @@ class _Comm:
                         latency[c] = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[j]))
             self.memo["class_latency"] = latency
         return self.memo["class_latency"]
+
+    @property
+    def inter_path_s(self) -> float:
+        """Wire latency of a network hop between the communicator's domains: the slowest latency
+        class its pairs across domains have (on a plain topology, its first and last rank's)."""
+        return float(self.class_latency_s[1:].max()) if self.n_domains > 1 else 0.0
 
     def class_rates_Bps(self) -> np.ndarray:
         """The port each latency class's transfers go through, by its rate: NVLink, then the NIC."""
@@ -401,20 +468,24 @@ def applicable(op: str, comm: _Comm) -> list[str]:
         algos.append("sharp")
     if d > 1 and comm.n > d:  # some domain has an intra-domain phase
         algos.append("hierarchical")
-    if d > 1 and comm.heads > 1 and v.nvls and v.sharp:  # NCCL's NVLS needs >= 2 GPUs per node
-        algos.append("nvls_sharp")
+    if d > 1 and comm.heads > 1 and v.nvls:  # NCCL's NVLS needs >= 2 GPUs per node
+        algos.append("nvls_tree")
+        if v.sharp:
+            algos.append("nvls_sharp")
     return algos + halving
 
 
-def _shape(comm: _Comm, n: int, n_nodes: int) -> nccl_model.CommShape:
+def _shape(comm: _Comm, n: int, n_nodes: int, cost: CostModel = DEFAULT_COST) -> nccl_model.CommShape:
     v = comm.view
-    key = (n, n_nodes, comm.net_Bps, comm.local_ranks)
+    key = (n, n_nodes, comm.net_Bps, comm.local_ranks, cost)
     shape = v.shapes.get(key)
     if shape is None:
+        if len(v.shapes) >= _COMMS_KEPT * 4:
+            v.shapes.clear()
         shape = v.shapes[key] = nccl_model.CommShape(
             n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
             nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
-            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks,
+            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks, cost=cost,
         )
     return shape
 
@@ -429,43 +500,79 @@ def _nccl_name(algo: str, view: FabricView) -> str | None:
 
 
 def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, n_nodes: int,
-                    protocol: str = "simple") -> float:
+                    protocol: str = "simple", cost: CostModel = DEFAULT_COST) -> float:
     if n < 2:
         return 0.0
     name = _nccl_name(algo, comm.view)
-    latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes), name, protocol)
+    latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes, cost), name, protocol)
     if latency is None:
         raise InvalidArgumentError(f"NCCL's model has no {name}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
     return latency
 
 
-def _efficiency(op: str, algo: str, protocol: str, comm: _Comm) -> float:
+def _efficiency(op: str, algo: str, protocol: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> float:
     """Payload fraction of the wire under ``protocol`` (1 for Simple): NCCL's own ratio."""
     if protocol == "simple":
         return 1.0
-    shape = _shape(comm, comm.n, comm.n_domains)
+    shape = _shape(comm, comm.n, comm.n_domains, cost)
     return nccl_model.protocol_efficiency(op, shape)[(_nccl_name(algo, comm.view), protocol)]
 
 
-def _p2p_latency_s(crosses_domains: bool) -> float:
-    return _P2P_BASE_S + (_P2P_NET_S if crosses_domains else _P2P_NVLINK_S)
+def _p2p_latency_s(crosses_domains: bool, cost: CostModel = DEFAULT_COST) -> float:
+    hop = cost.p2p_net_latency_s if crosses_domains else cost.p2p_nvlink_latency_s
+    return (cost.p2p_base_latency_s + hop) * cost.latency_scale
 
 
-def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str = "simple") -> float:
-    """The alpha term of a collective (NCCL's latency model for that protocol); halving-doubling
+def _log2i(k: int) -> int:
+    return k.bit_length() - 1
+
+
+def _wire_s(op: str, algo: str, comm: _Comm) -> float:
+    """The wire latency a pipelined algorithm's steps add to its software latency: each step
+    waits for its hop's route (a chunk crosses it before the next step can forward it), so
+    NCCL's per-step counts (hardware.md 4.4) times the route latency of an NVLink hop or a
+    network hop. Point-to-point transfers pay their own routes' latency in the engine."""
+    n, d = comm.n, comm.n_domains
+    intra, inter = comm.intra_path_s, comm.inter_path_s
+    if algo == "ring":
+        nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1
+        n_inter = 0 if d == 1 else 2 * (d - 1) if op == "all_reduce" else d - 1
+        return (nsteps - n_inter) * intra + n_inter * inter
+    if algo == "tree":
+        return 2 * ((max(comm.sizes) - 1) * intra + _log2i(d) * inter)
+    if algo == "nvls":
+        return intra
+    if algo == "nvls_tree":
+        return intra + 2 * _log2i(d) * inter
+    if algo == "sharp":
+        return inter
+    if algo == "nvls_sharp":
+        return intra + inter
+    if algo == "hierarchical":
+        k = max(comm.sizes)
+        return 2 * (k - 1) * intra + 2 * (d - 1) * inter
+    return 0.0
+
+
+def latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, protocol: str = "simple",
+              cost: CostModel = DEFAULT_COST) -> float:
+    """The alpha term of a collective: NCCL's software latency for that protocol (times the
+    cost model's latency_scale) plus the wire latency of its steps (_wire_s); halving-doubling
     pays its alpha step by step instead."""
     d = comm.n_domains
     if algo == "direct":
-        return _p2p_latency_s(d > 1)
+        return _p2p_latency_s(d > 1, cost)
     if algo == "halving_doubling":
         return 0.0
+    wire = _wire_s(op, algo, comm)
     if algo == "hierarchical":  # NCCL has no such algorithm: its phases' latencies add up
         one, rail = _phases(comm)
         phases = [("reduce_scatter", one, one.n, 1), ("all_reduce", rail, d, d), ("all_gather", one, one.n, 1)]
-        return sum(_nccl_latency_s(o, "ring", size_bytes, c, n, nn) for o, c, n, nn in phases)
+        return wire + sum(_nccl_latency_s(o, "ring", size_bytes, c, n, nn, "simple", cost) for o, c, n, nn in phases)
     # NVLS+SHARP is NCCL's NVLS algorithm across nodes, whose latency NCCL models as a whole
     # (one intra-node and one network latency), not as three collectives in a row.
-    return _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d, protocol)
+    return wire + _nccl_latency_s(op if op != "send_recv" else "broadcast", algo, size_bytes, comm, comm.n, d,
+                                  protocol, cost)
 
 
 def _phases(comm: _Comm) -> tuple[_Comm, _Comm]:
@@ -503,12 +610,48 @@ def _ring_Bps(comm: _Comm) -> float:
     return min(comm.net_Bps, float("inf") if p == 1 else v.nvlink_Bps)
 
 
-def _nvls_pass_s(v: FabricView, S: float, k: int, heads: int) -> float:
-    """Time of an NVLS all-reduce of S by k ranks of one domain, ``heads`` of which take back
-    a reduced share of S/heads each and multicast it: a head's links carry S(1 + 1/heads) each
-    way, and the domain's reduction engine takes the k ranks' S plus the heads' S."""
-    engine_Bps = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
-    return S * max((1 + 1 / heads) / v.nvlink_Bps, (k + 1) / engine_Bps)
+def nvls_gpu_Bps(view: FabricView, cost: CostModel = DEFAULT_COST) -> float:
+    """The NVLink traffic an NVLS reduction can drive through one GPU's links: NCCL's NVLS
+    efficiency (cost model ``nvls_efficiency``) of the GPU's NVLink payload rate. Each GPU's
+    multimem loads and stores run below line rate; the efficiency is per GPU, so it holds for
+    a communicator of any size, a part of a domain too."""
+    return cost.nvls_efficiency[_ARCH_INDEX[view.arch]] * view.nvlink_Bps
+
+
+def nvls_ceiling_busbw_Bps(view: FabricView, cost: CostModel, n_nodes: int, heads: int = 0) -> float:
+    """A communicator's NVLS ceiling in bus bandwidth (all-reduce), NCCL's channel limit: NVLS
+    runs ``nvls_channels`` channels (CTAs) in one domain, ``nvls_channels_multi_node``
+    across domains (nvls.cc), each at the fastest ladder speed ``s`` at which the channels
+    and the head's second copy fit the GPU's NVLinks (search.cc: the head carries 2x), and
+    NCCL's tuning counts their bus bandwidth as ``2 eff s (nCh - 1)`` (tuning.cc:307-323).
+    NVLSTree is also held to NCCL's per-channel cap ``per_channel_nvls_tree_Bps`` for its
+    node count, on the channels NCCL's tuning counts for it (``heads`` > 0: the graph's
+    min(nvls_max_arity, GPUs per node), search.cc:1124-1138), as NVIDIA calibrated the cap
+    on those (hardware.md 4.2-4.3). This bounds NVLS busbw whatever the domain's size, where the per-GPU
+    traffic alone would grow it as 2(n-1)/(n+1)."""
+    a = _ARCH_INDEX[view.arch]
+    eff = cost.nvls_efficiency[a]
+    nch = (cost.nvls_channels if n_nodes == 1 else cost.nvls_channels_multi_node)[a]
+    if nch < 2:  # NCCL runs NVLS on two channels or more (tuning.cc:307)
+        return 0.0
+    ladder = cost.ladder_intra_Bps[a]
+    s = next((x for x in ladder if (nch + 1) * x <= view.nvlink_Bps * (1 + 1e-9)), ladder[-1])
+    bus = 2 * eff * s * (nch - 1)
+    if heads and n_nodes > 1:
+        graph_channels = min(cost.nvls_max_arity, heads)
+        bus = min(bus, graph_channels * cost.per_channel_nvls_tree_Bps[a][min(n_nodes, 3) - 1])
+    return bus
+
+
+def _busbw_to_algbw(op: str, n: int) -> float:
+    return 1.0 / nccl_conventions.busbw_factor(op, n) if n > 1 else 1.0
+
+
+def sharp_bytes_per_byte(n: int, cost: CostModel) -> float:
+    """What one byte of a reduced stream costs a NIC on a SHARP (CollNet) network leg: the
+    all-reduce bus factor 2(n-1)/n where the cost model counts that leg as bus bandwidth, as
+    NCCL does and measurements bear out (cost model ``sharp_network_as_bus``), else 1."""
+    return 2 * (n - 1) / n if cost.sharp_network_as_bus and n > 1 else 1.0
 
 
 def btree_parents(n: int) -> np.ndarray:
@@ -576,7 +719,7 @@ def _step_pairs(kind: str, distance: int, n: int) -> tuple[np.ndarray, np.ndarra
     return (far, near) if kind == "fold" else (near, far)
 
 
-def _halving_step_times(op: str, S: float, comm: _Comm):
+def _halving_step_times(op: str, S: float, comm: _Comm, cost: CostModel = DEFAULT_COST):
     """Per step: (kind, distance, bytes, crosses domains, alpha, idle-fabric time). Each rank
     sends and receives at most one transfer per step, alone on its port: the step lasts as its
     slowest latency class's transfer, then its alpha."""
@@ -588,30 +731,44 @@ def _halving_step_times(op: str, S: float, comm: _Comm):
             steps.append((kind, distance, share, bool(present[1:].any()), _busy_terms(comm, present)))
     out = []
     for kind, distance, share, crosses, terms in steps:
-        alpha = _p2p_latency_s(crosses)
+        alpha = _p2p_latency_s(crosses, cost)
         nbytes = S * share
         out.append((kind, distance, nbytes, crosses, alpha, alpha + _idle_finish_s(terms, nbytes)))
     return out
 
 
 def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.ndarray | None = None,
-                 protocol: str = "simple") -> float:
+                 protocol: str = "simple", cost: CostModel = DEFAULT_COST) -> float:
     """Alpha-beta time of the flow construction on an idle fabric."""
-    n, d, p = comm.n, comm.n_domains, comm.ppn
-    if n == 1 and op != "send_recv":
+    if comm.n == 1 and op != "send_recv":
         return 0.0
     S = float(size_bytes)
     if algo == "direct":
-        return _direct_analytical_s(op, comm, S, sizes)
+        return _direct_analytical_s(op, comm, S, sizes, cost)
     if algo == "halving_doubling":
-        return sum(step[-1] for step in _halving_step_times(op, S, comm))
-    a = latency_s(op, algo, size_bytes, comm, protocol)
-    if protocol != "simple":  # the flags ride with the data: fewer payload bytes per wire byte
-        S /= _efficiency(op, algo, protocol, comm)
+        return sum(step[-1] for step in _halving_step_times(op, S, comm, cost))
+    return latency_s(op, algo, size_bytes, comm, protocol, cost) + S * _seconds_per_byte(op, algo, protocol, comm, cost)
+
+
+def _seconds_per_byte(op: str, algo: str, protocol: str, comm: _Comm, cost: CostModel) -> float:
+    """The beta of a pipelined algorithm (bytes of S, on an idle fabric): the slowest of its
+    constraints, as the coupled flow's max-min rate is. Size-independent, so kept per
+    communicator: auto tries every algorithm on every call."""
+    key = ("beta", op, algo, protocol, cost)
+    beta = comm.memo.get(key)
+    if beta is None:
+        beta = comm.memo[key] = _beta(op, algo, protocol, comm, cost)
+    return beta
+
+
+def _beta(op: str, algo: str, protocol: str, comm: _Comm, cost: CostModel) -> float:
+    n, d = comm.n, comm.n_domains
+    v = comm.view
+    # The flags of the low-latency protocols ride with the data: fewer payload bytes per wire byte.
+    wire = 1.0 / _efficiency(op, algo, protocol, comm, cost)
     if algo == "ring":
-        volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
-                  "all_gather": (n - 1) / n * S}.get(op, S)
-        return a + volume / _ring_Bps(comm)
+        volume = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n}.get(op, 1.0)
+        return wire * volume / _ring_Bps(comm)
     if algo == "tree":
         # Each of m channels runs two trees of S/(2m): a head's NIC carries one edge per tree
         # neighbour of its domain (each head leads one channel, as m is the fewest ranks any
@@ -623,38 +780,51 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
         # rank heads one channel and ends another), 2m - 1 where k = m + 1 (ranks m - 1 and m
         # are each one of the two), 2m where k >= m + 2 (rank m is neither).
         m = comm.heads
-        v = S / (2 * m)
-        net = v * _tree_max_degree(d) / comm.net_Bps if d > 1 else 0.0
+        per = wire / (2 * m)
+        net = per * _tree_max_degree(d) / comm.net_Bps if d > 1 else 0.0
         ends = max(2 * m - 2 + min(2, k - m) for k in comm.sizes)
-        nvl = 2 * v * ends / comm.view.nvlink_Bps if ends else 0.0
-        return a + max(net, nvl)
-    if algo == "nvls":
-        return a + _nvls_pass_s(comm.view, S, n, n)
-    if algo == "sharp":
-        return a + S / comm.net_Bps
+        nvl = 2 * per * ends / v.nvlink_Bps if ends else 0.0
+        return max(net, nvl)
     if algo == "hierarchical":
         # The intra-domain rings reduce-scatter onto the m = heads first ranks of each domain
         # and all-gather from them, the busiest in the largest domain; each of m rails
         # all-reduces S/m across the domains.
         one, _ = _phases(comm)
         m = comm.heads
-        intra = float(_head_ring_shares(one.n, m).max()) * S / _ring_Bps(one)
-        return a + 2 * intra + 2 * (d - 1) / d * (S / m) / comm.net_Bps
-    if algo == "nvls_sharp":
-        # One pipeline paced by its slowest stage: the NVLS reduction and broadcast in the
-        # largest domain, whose m heads also take back and multicast S/m each, or the m
-        # rails, each S/m through SHARP.
-        one, _ = _phases(comm)
-        m = comm.heads
-        return a + max(_nvls_pass_s(comm.view, S, one.n, m), S / m / comm.net_Bps)
-    raise AssertionError(algo)
+        intra = float(_head_ring_shares(one.n, m).max()) / _ring_Bps(one)
+        return 2 * intra + 2 * (d - 1) / d / m / comm.net_Bps
+    if algo == "sharp":
+        return sharp_bytes_per_byte(n, cost) / comm.net_Bps
+    # NVLS in one domain, or its stage in each domain of NVLSTree and NVLS+SHARP: a GPU's links
+    # carry S(1 + 1/h) each way, h the heads of its domain (every rank in one domain), at the
+    # GPU's NVLS rate; the communicator is held to NCCL's channel ceiling.
+    heads = n if algo == "nvls" else comm.heads
+    ceiling = nvls_ceiling_busbw_Bps(v, cost, d, comm.heads if algo == "nvls_tree" else 0) * _busbw_to_algbw(op, n)
+    stages = [(1 + 1 / heads) / nvls_gpu_Bps(v, cost), 1 / ceiling]
+    if algo == "nvls_tree":  # each rail's double binary tree across the heads, two trees of S/(2m)
+        stages.append(_tree_max_degree(d) / (2 * comm.heads) / comm.net_Bps)
+    elif algo == "nvls_sharp":  # each rail's SHARP tree: its head's NIC carries S/m each way
+        stages.append(sharp_bytes_per_byte(n, cost) / comm.heads / comm.net_Bps)
+    elif algo != "nvls":
+        raise AssertionError(algo)
+    return max(stages)
 
 
-def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.ndarray | None, protocol: str) -> float:
+def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.ndarray | None, protocol: str,
+                        cost: CostModel = DEFAULT_COST) -> float:
     """:func:`analytical_s`, refused where it passes the largest double: a finite size that
-    the algorithm moves more than once (a ring all-reduce 2(n-1)/n times) gave an estimate of
-    inf s, and the simulation an edge of inf bytes, refused as a size_bytes of inf."""
-    t = analytical_s(op, algo, S, comm, sizes, protocol)
+    the algorithm moves more than once (a ring all-reduce 2(n-1)/n times) would make an edge
+    of inf bytes in the simulation, refused as a size_bytes of inf, a size never given; so
+    the estimate, which must agree with the simulation, is refused alike."""
+    t = analytical_s(op, algo, S, comm, sizes, protocol, cost)
+    edge_bytes = S / _efficiency(op, algo, protocol, comm, cost) if comm.n > 1 and algo != "direct" else S
+    if algo == "ring":
+        edge_bytes *= {"all_reduce": 2 * (comm.n - 1) / comm.n}.get(op, 1.0)
+    if not math.isfinite(edge_bytes):
+        raise InvalidArgumentError(
+            f"size_bytes={S!r}: {op} by {algo} ({protocol}) on {comm.n} ranks would move {edge_bytes!r} bytes over "
+            "one edge: beyond what double precision holds"
+        )
     if not math.isfinite(t):
         raise InvalidArgumentError(
             f"size_bytes={S!r}: {op} by {algo} ({protocol}) on {comm.n} ranks would take {t!r} s: beyond what "
@@ -697,13 +867,14 @@ def _idle_finish_s(terms: list[tuple[float, float]], scale: float = 1.0) -> floa
     return max((latency_s + scale * busy_s for latency_s, busy_s in terms), default=0.0)
 
 
-def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None) -> float:
+def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None,
+                         cost: CostModel = DEFAULT_COST) -> float:
     """All-to-all(v) and send/recv: every rank's transfers start when their latency class's
     wire latency is paid and share its NVLink and NIC ports each way, then the p2p alpha.
     Exact where every rank's ports carry the same bytes per class (a whole Clos, whole
     domains, a ring of send/recv), as max-min sharing then keeps every port busy; elsewhere
     a lower bound (module docs)."""
-    alpha = _p2p_latency_s(comm.n_domains > 1)
+    alpha = _p2p_latency_s(comm.n_domains > 1, cost)
     n, k = comm.n, len(_CLASSES)
     if op == "all_to_all" and sizes is None:  # uniform: peers per class, no n x n matrix
         if "peers_busy" not in comm.memo:
@@ -726,20 +897,26 @@ def _direct_analytical_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | Non
 
 
 def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
-           protocol: str = "auto") -> tuple[str, str]:
-    """NCCL's choice of (algorithm, protocol) among those fabricsim runs here, the lowest
-    predicted time (ties to NCCL's order), with either fixed where it is not "auto"."""
+           protocol: str = "auto", cost: CostModel = DEFAULT_COST) -> tuple[str, str]:
+    """The (algorithm, protocol) ``auto`` runs: among the pairs NCCL enables on this
+    communicator that fabricsim builds (NCCL's own model says which, as the deployment
+    offers them: SHARP only where the fabric was built with it), the one whose construction
+    fabricsim times fastest on an idle fabric, ties to NCCL's order; either fixed where it is
+    not "auto". Timed by fabricsim's own analytical form, so that the time reported is the
+    time of the construction chosen."""
     algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
     names = {a: _nccl_name(a, comm.view) for a in algos}
-    pairs = {(names[a], p): (a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",))
-             if protocol in ("auto", p)}
-    best = None
+    pairs = [(a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",)) if protocol in ("auto", p)]
     if pairs and comm.n > 1:
-        times = nccl_model.times_s(op, max(size_bytes, 1.0), _shape(comm, comm.n, comm.n_domains))
-        best = min(((t, i, key) for i, (key, t) in enumerate(times.items()) if key in pairs), default=None)
-    if best is None:  # nothing NCCL tunes here: the algorithm, on Simple unless told
-        return algos[0], "simple" if protocol == "auto" else protocol
-    return pairs[best[2]]
+        enabled = nccl_model.enabled_pairs(op, _shape(comm, comm.n, comm.n_domains, cost))
+        order = {key: i for i, key in enumerate(enabled)}
+        pairs = [ap for ap in pairs if (names[ap[0]], ap[1]) in order]
+        if pairs:
+            S = max(float(size_bytes), 1.0)
+            return min(pairs, key=lambda ap: (analytical_s(op, ap[0], S, comm, None, ap[1], cost),
+                                              order[(names[ap[0]], ap[1])]))
+    # Nothing NCCL tunes here: the algorithm, on Simple unless told.
+    return algos[0], "simple" if protocol == "auto" else protocol
 
 
 @dataclass(frozen=True)
@@ -757,14 +934,16 @@ class Estimate:
 
 
 def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
-             protocol: str = "auto", sizes: Any = None) -> Estimate:
+             protocol: str = "auto", sizes: Any = None, cost_model: CostModel | None = None) -> Estimate:
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
-    as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps."""
-    comm = communicator(fabric, op, ranks)
+    as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps.
+    ``cost_model`` (default :data:`fabricsim.cost_model.DEFAULT`) holds the constants."""
+    cost = checked_cost_model(cost_model)
+    comm = communicator(applied_fabric(fabric, cost), op, ranks)
     S, sizes = collective_size(op, size_bytes, sizes, comm.n)
-    algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm)
-    t = finite_analytical_s(op, algo, S, comm, sizes, proto)
+    algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm, cost)
+    t = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
     algbw = S / t if t > 0 else float("nan")
     factor = nccl_conventions.busbw_factor(op, comm.n)
     return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
@@ -784,7 +963,8 @@ def communicator(topology, op: str, ranks: Any = None) -> _Comm:
     return comm
 
 
-def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm) -> tuple[str, str]:
+def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm,
+                      cost: CostModel = DEFAULT_COST) -> tuple[str, str]:
     """(algorithm, protocol): as given, or NCCL's choice where "auto"; a precise error where
     they cannot run."""
     if not isinstance(protocol, str) or protocol not in PROTOCOLS and protocol != "auto":
@@ -793,7 +973,7 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
         raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
     algos = applicable(op, comm)
     if algorithm == "auto" or algorithm in algos:
-        algo, proto = choose(op, size_bytes, comm, algorithm, protocol)
+        algo, proto = choose(op, size_bytes, comm, algorithm, protocol, cost)
         if proto in _PROTOCOLS_OF.get(algo, ("simple",)):
             return algo, proto
         raise InvalidArgumentError(
@@ -802,9 +982,12 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
     algo = algorithm
     why = {
         "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
-        "sharp": "SHARP needs InfiniBand switches with SHARP and one rank per NVLink domain",
-        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, SHARP switches and >= 2 ranks in each of "
-                      "several domains",
+        "sharp": "SHARP needs a fabric built with SHARP enabled (fs.cluster(..., sharp=True) on InfiniBand "
+                 "switches with SHARP) and one rank per NVLink domain",
+        "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, a fabric built with SHARP enabled "
+                      "(fs.cluster(..., sharp=True)) and >= 2 ranks in each of several domains",
+        "nvls_tree": "NVLSTree needs reducing NVSwitches (NVSwitch gen 3+, Hopper or later) and >= 2 ranks in "
+                     "each of several domains",
         "hierarchical": "hierarchical needs ranks in several domains, one of them holding >= 2",
         "tree": "the double binary tree runs all_reduce on >= 2 ranks",
         "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "
@@ -826,6 +1009,8 @@ class _Tree:
     coef: np.ndarray
     legs: list[str]
     engines: dict[int, float]
+    #: Each edge is a tree of its own (its stream adds to others on a shared link).
+    per_edge: bool = False
 
 
 class Builder:
@@ -833,6 +1018,7 @@ class Builder:
 
     def __init__(self, scenario) -> None:
         self.sc = scenario
+        self.cost: CostModel = scenario.cost_model
         self.rows: list[tuple] = []
         self._communicators: dict[bytes, int] = {}
         self._engines: dict[tuple, int] = {}
@@ -842,7 +1028,7 @@ class Builder:
 
     def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
         comm = communicator(self.sc.topology, op, ranks)
-        algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm)
+        algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm, self.cost)
         core = self.sc._core
         label = tag if tag is not None else op
         first = core.n_activities
@@ -860,11 +1046,12 @@ class Builder:
 
     # -- flow construction ---------------------------------------------------------------------
 
-    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None, trees=None) -> int:
+    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None, trees=None,
+                 max_rate_Bps=None) -> int:
         coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
         flow = self.sc._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
-            coef, combine, engines, nbytes, latency, 0.0, [after], tag, None, legs,
+            coef, combine, engines, nbytes, latency, 0.0, [after], tag, max_rate_Bps, legs,
             None if trees is None else np.ascontiguousarray(trees, dtype=np.int64),
         )
         self.edge_bytes_per_byte[flow] = float(coef.sum())
@@ -914,43 +1101,67 @@ class Builder:
 
     def _nvls(self, ranks, up, down) -> _Tree:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
-        receives ``down`` bytes per byte of S (numbers, or one per rank). Each rank's up leg
-        is the part of its route to a peer (ranks[0], or ranks[1] for ranks[0] itself) short
-        of the peer, its down leg the part of the peer's route to it past the peer: the
-        switches, not the peer, receive and send. A leg carrying nothing is left out."""
+        receives ``down`` bytes per byte of the flow (numbers, or one per rank). Each rank's
+        up leg is the part of its route to a peer (ranks[0], or ranks[1] for ranks[0] itself)
+        short of the peer, its down leg the part of the peer's route to it past the peer: the
+        switches, not the peer, receive and send. A leg carrying nothing is left out. Each
+        GPU's NVLS traffic (the larger of its legs) also loads that GPU's NVLS engine, of
+        :func:`nvls_gpu_Bps`: the efficiency is per GPU, shared by every NVLS collective on it."""
         v = fabric_view(self.sc.topology)
         n = len(ranks)
-        capacity = _NVLS_EFFICIENCY[v.arch] * v.nvlink_Bps * v.gpus_per_domain
-        engine = self._engine(("nvls", int(ranks[0]) // v.gpus_per_domain), capacity)
+        capacity = nvls_gpu_Bps(v, self.cost)
         up, down = np.broadcast_to(up, n), np.broadcast_to(down, n)
         peer = np.where(np.arange(n) == 0, ranks[1], ranks[0])
         src, dst = np.concatenate([ranks, peer]), np.concatenate([peer, ranks])
         coef = np.concatenate([up, down])
         keep = coef > 0
         legs = np.array(["up"] * n + ["down"] * n)[keep].tolist()
-        return _Tree(src[keep], dst[keep], coef[keep], legs, {engine: float(np.maximum(up, down).sum())})
+        load = np.maximum(up, down).tolist()
+        engines = {self._engine(("nvls", g), capacity): w for g, w in zip(ranks.tolist(), load) if w > 0}
+        return _Tree(src[keep], dst[keep], coef[keep], legs, engines)
 
-    def _sharp(self, ranks) -> _Tree:
-        """Up and down the scale-out aggregation tree: every link carries S once."""
+    def _dtrees(self, comm: _Comm) -> _Tree:
+        """Each rail's double binary tree across the domains' heads (NVLSTree's network leg):
+        two trees of half the rail's bytes, every edge carrying its half once up (reduce) and
+        once down (broadcast). A directed edge is a stream of its own, so edges that share a
+        link add there (a parent's NIC receives every child's stream): each is its own tree."""
+        src, dst = [], []
+        for rail in comm.rails():
+            for parents in dtree_parents(len(rail)):
+                child = np.flatnonzero(parents >= 0)
+                a, b = rail[child], rail[parents[child]]
+                src += [a, b]
+                dst += [b, a]
+        src_a, dst_a = np.concatenate(src), np.concatenate(dst)
+        return _Tree(src_a, dst_a, np.full(len(src_a), 0.5), ["whole"] * len(src_a), {}, per_edge=True)
+
+    def _sharp(self, ranks, coef: float = 1.0) -> _Tree:
+        """Up and down the scale-out aggregation tree: every link carries ``coef`` bytes per
+        byte of the flow (:func:`sharp_bytes_per_byte`)."""
         st = self.sc.topology._core.structure()["scale_out"]
         ports = st["n_leaves"] * st["radix"] * st["planes"]
         engine = self._engine(("sharp",), ports * st["link_Bps"])
         p0, rest = int(ranks[0]), ranks[1:]
         src = np.concatenate([rest, np.full(len(rest), p0)])
         dst = np.concatenate([np.full(len(rest), p0), rest])
-        return _Tree(src, dst, np.ones(len(src)), ["whole"] * len(src), {engine: float(len(ranks))})
+        return _Tree(src, dst, np.full(len(src), coef), ["whole"] * len(src), {engine: float(len(ranks))})
 
-    def _reduction(self, trees: list[_Tree], S, latency, after, tag) -> int:
+    def _reduction(self, trees: list[_Tree], S, latency, after, tag, max_rate_Bps=None) -> int:
         """One pipelined flow of S through reduction trees (DESIGN section 2): links count a
-        tree's edges once (combine="max"), and different trees' streams add."""
+        tree's edges once (combine="max"), and different trees' streams add; ``max_rate_Bps``
+        is the communicator's ceiling (NCCL's channel limit)."""
         engines: dict[int, float] = {}
+        ids, next_id = [], 0
         for t in trees:
             for e, w in t.engines.items():
                 engines[e] = engines.get(e, 0.0) + w
+            k = len(t.src)
+            ids.append(np.arange(next_id, next_id + k) if t.per_edge else np.full(k, next_id))
+            next_id += k if t.per_edge else 1
         return self._coupled(
             np.concatenate([t.src for t in trees]), np.concatenate([t.dst for t in trees]),
             np.concatenate([t.coef for t in trees]), "max", list(engines.items()), S, latency, after, tag,
-            [leg for t in trees for leg in t.legs], np.repeat(np.arange(len(trees)), [len(t.src) for t in trees]),
+            [leg for t in trees for leg in t.legs], np.concatenate(ids), max_rate_Bps,
         )
 
     def _flows(self, src, dst, nbytes, after: int, tag) -> np.ndarray:
@@ -996,7 +1207,7 @@ class Builder:
         """Recursive halving-doubling: one phase of independent flows per step (each rank
         sends to its partner), a barrier paying the step's alpha after each."""
         at = begin
-        for kind, distance, nbytes, crosses, alpha, _ in _halving_step_times(op, S, comm):
+        for kind, distance, nbytes, crosses, alpha, _ in _halving_step_times(op, S, comm, self.cost):
             src, dst = _step_pairs(kind, distance, comm.n)
             ids = self._flows(comm.ranks[src], comm.ranks[dst], nbytes, at, tag)
             at = self.sc._core.add_delay(alpha, 0.0, ids, tag)
@@ -1005,7 +1216,8 @@ class Builder:
     def _build(self, op, algo, proto, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
         core = self.sc._core
         n, d, p = comm.n, comm.n_domains, comm.ppn
-        analytical = finite_analytical_s(op, algo, S, comm, sizes, proto)
+        cost = self.cost
+        analytical = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each
@@ -1021,33 +1233,22 @@ class Builder:
             if not len(ids):
                 return core.add_delay(0.0, 0.0, [begin], tag), 0.0
             # NCCL's p2p alpha, paid once after the transfers (which pay their wire latency).
-            return core.add_delay(latency_s(op, algo, S, comm), 0.0, ids, tag), analytical
+            return core.add_delay(latency_s(op, algo, S, comm, "simple", cost), 0.0, ids, tag), analytical
         if n == 1:
             return core.add_delay(0.0, 0.0, [begin], tag), 0.0
         if algo == "halving_doubling":
             return self._halving_doubling(op, comm, S, begin, tag), analytical
-        lat = latency_s(op, algo, S, comm, proto)
-        wire = 1.0 / _efficiency(op, algo, proto, comm)
+        lat = latency_s(op, algo, S, comm, proto, cost)
+        wire = 1.0 / _efficiency(op, algo, proto, comm, cost)
         if algo == "tree":
             return self._barrier(self._tree(comm, S, lat, begin, tag, wire), tag), analytical
         if algo == "ring":
             return self._barrier(self._ring(op, comm, S, lat, begin, tag, wire), tag), analytical
-        if algo == "nvls":
-            nvls = self._nvls(comm.ranks, 1 + 1 / n, 1 + 1 / n)
-            return self._barrier([self._reduction([nvls], S, lat, begin, tag)], tag), analytical
         if algo == "sharp":
-            return self._barrier([self._reduction([self._sharp(comm.ranks)], S, lat, begin, tag)], tag), analytical
-        if algo == "nvls_sharp":
-            # One pipeline, as NCCL runs its scatter, reduce, network and broadcast warps at
-            # once: the first m ranks of each domain are its heads (module docs). Counted in
-            # bytes of one rail's S/m, so that the network, where other traffic meets it,
-            # shares its links with it by bytes as with any flow; its NVLink legs carry m
-            # (a head m + 1) bytes per byte.
-            m = comm.heads
-            heads = [np.where(np.arange(len(x)) < m, 1.0, 0.0) for x in comm.domains]
-            trees = [self._nvls(x, m + h, h + m) for x, h in zip(comm.domains, heads)]
-            trees += [self._sharp(r) for r in comm.rails()]
-            return self._barrier([self._reduction(trees, S / m, lat, begin, tag)], tag), analytical
+            sharp = self._sharp(comm.ranks, sharp_bytes_per_byte(n, cost))
+            return self._barrier([self._reduction([sharp], S, lat, begin, tag)], tag), analytical
+        if algo in ("nvls", "nvls_tree", "nvls_sharp"):
+            return self._barrier([self._nvls_pipeline(op, algo, comm, S, lat, begin, tag)], tag), analytical
         # Hierarchical: three phases joined by barriers; the latency is paid once, by the
         # first phase. Domains of one rank have no intra-domain phase; the others' rings leave the shards
         # on their first m ranks, the rails' ends (_head_ring_shares).
@@ -1060,6 +1261,26 @@ class Builder:
         mid = self._barrier(second, tag)
         third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
         return self._barrier(third, tag), analytical
+
+    def _nvls_pipeline(self, op, algo, comm: _Comm, S, latency, after, tag) -> int:
+        """NVLS in one domain, or NVLS in each domain joined across domains by each rail's
+        double binary tree (NVLSTree) or SHARP tree (NVLS+SHARP), as one pipelined flow: NCCL
+        runs its scatter, reduce, network and broadcast warps at once over chunks, so the
+        slowest stage paces it. The first m ranks of each domain are its heads (connect.cc:
+        minHeadNum; m = n in one domain). Counted in bytes of one rail's S/m, so that the
+        network, where other traffic meets it, shares its links with it by bytes as with any
+        flow; its NVLink legs carry m (a head m + 1) bytes per byte. Held to the
+        communicator's NVLS ceiling (:func:`nvls_ceiling_busbw_Bps`)."""
+        cost, n, d = self.cost, comm.n, comm.n_domains
+        m = n if algo == "nvls" else comm.heads
+        heads = [np.where(np.arange(len(x)) < m, 1.0, 0.0) for x in comm.domains]
+        trees = [self._nvls(x, m + h, h + m) for x, h in zip(comm.domains, heads)]
+        if algo == "nvls_tree":
+            trees.append(self._dtrees(comm))
+        elif algo == "nvls_sharp":
+            trees += [self._sharp(r, sharp_bytes_per_byte(n, cost)) for r in comm.rails()]
+        ceiling = nvls_ceiling_busbw_Bps(comm.view, cost, d, m if algo == "nvls_tree" else 0) * _busbw_to_algbw(op, n)
+        return self._reduction(trees, S / m, latency, after, tag, ceiling / m)
 
     # -- results -------------------------------------------------------------------------------
 
@@ -1180,6 +1401,7 @@ def nccl_tests(
     on_row: Callable[[dict], Any] | None = None,
     on_start: Callable[[list[int]], Any] | None = None,
     progress: Any = False,
+    cost_model: CostModel | None = None,
 ) -> pa.Table:
     """nccl-tests, simulated: one collective per size from ``min_bytes`` to ``max_bytes``
     (multiplied by ``step_factor``), each alone on ``fabric`` over ``ranks`` (default every
@@ -1191,7 +1413,8 @@ def nccl_tests(
     nccl-tests does; ``on_start`` gets the list of sizes (bytes, as the rows will have them)
     once every argument is checked, before the first size runs, so that a caller can print a
     header and be sure no bad argument follows it; ``progress`` is passed to each
-    ``Scenario.run``. At most 10,000 sizes."""
+    ``Scenario.run``; ``cost_model`` holds the collectives' constants (default
+    :data:`fabricsim.cost_model.DEFAULT`). At most 10,000 sizes."""
     from .scenario import Scenario, checked_progress
     from .units import size_bytes as parse_size
 
@@ -1222,6 +1445,8 @@ def nccl_tests(
             )
         callback(name, hook, (arg,))
     checked_progress(progress)
+    cost = checked_cost_model(cost_model)
+    fabric = applied_fabric(fabric, cost)
     comm = communicator(fabric, op, ranks)
     sizes = []
     s = lo
@@ -1230,12 +1455,12 @@ def nccl_tests(
         s *= factor
     # NCCL's choice can change with the size: every size is resolved before any runs.
     for size in sizes:
-        resolve_algorithm(op, algorithm, protocol, size, comm)
+        resolve_algorithm(op, algorithm, protocol, size, comm, cost)
     if on_start is not None:
         on_start(sizes)
     rows = []
     for size in sizes:
-        sc = Scenario(fabric, seed=seed)
+        sc = Scenario(fabric, seed=seed, cost_model=cost)
         sc.add_collective(op, comm.ranks if ranks is None else ranks, size, algorithm=algorithm, protocol=protocol)
         r = sc.run(progress=progress).collectives.to_pylist()[0]
         row = {"size_bytes": size, "count": nccl_conventions.element_count(op, size, comm.n, dtype),

@@ -1,8 +1,9 @@
 """NCCL's own cost model: which (algorithm, protocol) NCCL 2.30 would pick, and the time it predicts.
 
 This reproduces ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` of NCCL v2.30.7
-(``src/graph/tuning.cc``), as summarised in ``hardware.md`` §4, so that ``algorithm="auto"`` in
-fabricsim chooses as NCCL would. NCCL works in GB/s (1e9 B/s) and microseconds; this module takes
+(``src/graph/tuning.cc``), as summarised in ``hardware.md`` §4: which pairs NCCL enables on a
+communicator (``algorithm="auto"`` in fabricsim chooses among them) and their latencies. Its
+constants are those of a :class:`fabricsim.CostModel` (``CommShape.cost``, default NCCL's). NCCL works in GB/s (1e9 B/s) and microseconds; this module takes
 and returns bytes/s and seconds, and works in NCCL's units inside.
 
 What is exact and what is approximated
@@ -58,7 +59,10 @@ import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
+from types import SimpleNamespace
+
 from ._checks import finite, shown
+from .cost_model import DEFAULT, CostModel
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -70,6 +74,7 @@ __all__ = [
     "Graph",
     "Prediction",
     "choose",
+    "enabled_pairs",
     "graphs",
     "predict",
 ]
@@ -88,51 +93,10 @@ LL, LL128, SIMPLE = range(3)
 _ARCH = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 _COMPCAP = (70, 80, 90, 100)
 
-# --- Constants of tuning.cc v2.30.7 (hardware.md §4.2) ----------------------------------------
-# baseLat[algo][proto], us (tuning.cc:150-155).
-_BASE_LAT = (
-    (6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0),
-    (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (8.0, 8.0, 8.0),
-)
-# hwLat[NVLINK | PCI | NET][algo][proto], us per step (tuning.cc:157-175).
-_HW_NVLINK, _HW_PCI, _HW_NET = range(3)
-_HW_LAT = (
-    ((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25.0), (0, 0, 25.0), (0, 0, 4.0)),
-    ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0.0), (0, 0, 0.0), (0, 0, 4.0)),
-    ((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), (0, 0, 31.0), (0, 0, 30.0), (0, 0, 18.0), (0, 0, 20.9), (0, 0, 14.0)),
-)
-# GB/s caps, columns = {1 node, 2 nodes, >= 3 nodes} (tuning.cc:177-211). llMaxBws rows are the
-# arch on one node and the CPU vendor (0 = Intel/other, 1 = AMD) across nodes (tuning.cc:263-276).
-_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
-_PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
-_PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
-_PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
-# Only Hopper/Blackwell rows matter: NVLS needs sm90+ (search.cc returns no NVLS graph below).
-_PER_CH_NVLS_TREE = ((0.0,) * 3, (0.0,) * 3, (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
-_NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)  # tuning.cc:138-144
-
-# Graph-search speed ladders, GB/s per channel (search.cc:1051-1067). sm90/sm100 from hardware.md
-# §4.2; the pre-Hopper ladders are not in hardware.md and come from NVIDIA/nccl search.cc
-# (speedArrayIntra/speedArrayInter, unchanged since 2.12).
-_LADDER_INTRA = (
-    (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-    (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-    (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
-    (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
-)
-_GENERIC_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
-                  2.4, 1.2, 0.24, 0.12)
-_LADDER_INTER = (
-    _GENERIC_INTER,
-    _GENERIC_INTER,
-    (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
-    (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
-     2.4, 1.2, 0.24, 0.12),
-)
-_PCI_BW = 12.0              # topo.h: PCI_BW, Gen3 x16, NCCL's figure when nothing better is known
-_RING_MAX_CHANNELS = 32     # MAXCHANNELS/2 (init.cc:1177)
-_NVLS_MAX_ARITY = 32        # NCCL_MAX_NVLS_ARITY (device.h:213)
-_DIRECT_MAX_HEADS = 8       # NCCL_MAX_DIRECT_ARITY + 1 (device.h; not in hardware.md)
+# NCCL's constants (latencies, per-channel caps, ladders, efficiencies) live in the cost model
+# (fabricsim.cost_model, hardware.md 4.2), read here through CommShape.cost in NCCL's units
+# (us, GB/s) once per shape: the per-shape tables are cached.
+_HW_NVLINK, _HW_PCI, _HW_NET = range(3)  # rows of hw_latency_s
 _EPS = 1e-9
 
 
@@ -162,6 +126,8 @@ class CommShape:
     collnet: bool
     cpu_vendor: str = "intel"
     local_ranks: tuple = ()
+    #: The constants NCCL's model is evaluated with (fabricsim.cost_model).
+    cost: CostModel = DEFAULT
 
     def __post_init__(self) -> None:
         for name in ("n_ranks", "n_nodes"):
@@ -187,6 +153,8 @@ class CommShape:
                 f"local_ranks={counts!r}: expected nodes of these sizes to hold n_ranks={self.n_ranks!r} "
                 f"over n_nodes={self.n_nodes!r}"
             )
+        if not isinstance(self.cost, CostModel):
+            raise InvalidArgumentError(f"cost={self.cost!r}: expected a fabricsim.CostModel")
         if not isinstance(self.arch, str) or self.arch not in ARCHS:
             raise InvalidArgumentError(f"arch={self.arch!r}: expected one of {', '.join(ARCHS)}")
         if not isinstance(self.cpu_vendor, str) or self.cpu_vendor not in _CPU_VENDORS:
@@ -250,6 +218,24 @@ class Graph:
 # --- Graph search (approximation of search.cc, see the module docstring) -----------------------
 
 
+@lru_cache(maxsize=64)
+def _k(cost: CostModel) -> SimpleNamespace:
+    """The cost model's NCCL constants in NCCL's units: us (times latency_scale) and GB/s."""
+    def us(t):
+        return tuple(us(x) for x in t) if isinstance(t, tuple) else t * 1e6 * cost.latency_scale
+
+    def gb(t):
+        return tuple(gb(x) for x in t) if isinstance(t, tuple) else t / 1e9
+
+    return SimpleNamespace(
+        base_lat=us(cost.base_latency_s), hw_lat=us(cost.hw_latency_s), net_overhead=us(cost.net_overhead_s),
+        ll_max=gb(cost.ll_max_Bps), ring_ll128=gb(cost.per_channel_ring_ll128_Bps),
+        tree_ll128=gb(cost.per_channel_tree_ll128_Bps), tree=gb(cost.per_channel_tree_Bps),
+        nvls_tree=gb(cost.per_channel_nvls_tree_Bps), ladder_intra=gb(cost.ladder_intra_Bps),
+        ladder_inter=gb(cost.ladder_inter_Bps), pci=cost.pci_Bps / 1e9, c=cost,
+    )
+
+
 @dataclass(frozen=True)
 class _Sys:
     cc: int
@@ -261,20 +247,22 @@ class _Sys:
     max_bw: float   # system->maxBw
     total_bw: float  # system->totalBw
     ladder: tuple
+    k: SimpleNamespace  # the cost model's constants in NCCL's units (_k)
 
 
 def _system(s: CommShape, ppn: int) -> _Sys:
     """One node of ``ppn`` GPUs, as its own graph search sees it."""
     a = _ARCH[s.arch]
+    k = _k(s.cost)
     nvl, net = s.nvlink_Bps / 1e9, s.net_Bps / 1e9
     multi = s.n_nodes > 1
-    intra = math.inf if ppn == 1 else (nvl if nvl > 0 else _PCI_BW)
-    pci = max(_PCI_BW, net)
+    intra = math.inf if ppn == 1 else (nvl if nvl > 0 else k.pci)
+    pci = max(k.pci, net)
     return _Sys(
         cc=_COMPCAP[a], ppn=ppn, multi=multi, intra=intra, nvl=nvl, net=net if multi else 0.0,
-        max_bw=net if multi else (nvl if nvl > 0 else _PCI_BW),
+        max_bw=net if multi else (nvl if nvl > 0 else k.pci),
         total_bw=max(nvl, pci),
-        ladder=(_LADDER_INTER if multi else _LADDER_INTRA)[a],
+        ladder=(k.ladder_inter if multi else k.ladder_intra)[a], k=k,
     )
 
 
@@ -289,16 +277,16 @@ def _start(sy: _Sys, min_channels: int, ring: bool) -> int:
 
 
 def _nic_channels(sy: _Sys, s: float) -> int:
-    return sy.ppn * math.floor(sy.net / s + _EPS) if sy.multi else _RING_MAX_CHANNELS
+    return sy.ppn * math.floor(sy.net / s + _EPS) if sy.multi else sy.k.c.ring_max_channels
 
 
 def _ring_channels(sy: _Sys, s: float) -> int:
     if not sy.multi:  # the ring loops back: every GPU sends s per channel over NVLink/PCIe
-        return min(_RING_MAX_CHANNELS, math.floor(sy.intra / s + _EPS))
+        return min(sy.k.c.ring_max_channels, math.floor(sy.intra / s + _EPS))
     n = _nic_channels(sy, s)
     if sy.ppn > 1:  # the last GPU of a channel sends to its NIC, not over NVLink
         n = min(n, math.floor(sy.intra * sy.ppn / ((sy.ppn - 1) * s) + _EPS))
-    return min(_RING_MAX_CHANNELS, n)
+    return min(sy.k.c.ring_max_channels, n)
 
 
 def _ring_graph(sy: _Sys) -> tuple[int, float, float]:
@@ -309,7 +297,7 @@ def _ring_graph(sy: _Sys) -> tuple[int, float, float]:
         c = _ring_channels(sy, lad[i])
         if c >= 1 and c * lad[i] > n * s + _EPS:
             n, s = c, lad[i]
-        if n and (n == _RING_MAX_CHANNELS or n * s >= sy.total_bw - _EPS):
+        if n and (n == sy.k.c.ring_max_channels or n * s >= sy.total_bw - _EPS):
             break
         if i + 1 >= len(lad) or (n and lad[i + 1] / s <= 0.49):
             break
@@ -318,7 +306,7 @@ def _ring_graph(sy: _Sys) -> tuple[int, float, float]:
         return 1, 0.1, 0.1
     # ncclTopoDupChannels (search.cc:1036-1049): double the channels, split their bandwidth.
     if not (s < 25.0 or (sy.cc > 80 and s < 50.0 and n > 4)):
-        d = min(2 * n, _RING_MAX_CHANNELS)
+        d = min(2 * n, sy.k.c.ring_max_channels)
         s, n = s / math.ceil(d / n), d
     # Pass 2: a higher speed at no fewer channels, if it carries more.
     j = next((k for k, v in enumerate(lad) if v <= s + _EPS), len(lad))
@@ -353,7 +341,7 @@ def _tree_like_graph(sy: _Sys, n: int) -> tuple[int, float, float]:
 def _nvls_graph(sy: _Sys, s: CommShape) -> tuple[int, float, float] | None:
     if not (s.nvswitch and sy.cc >= 90 and sy.ppn >= 2):
         return None
-    n = min(_NVLS_MAX_ARITY, sy.ppn)
+    n = min(sy.k.c.nvls_max_arity, sy.ppn)
     heads = math.ceil(n / sy.ppn)  # channels a GPU leads; its NVSwitch link carries 2x on those
 
     def fits(v: float) -> bool:
@@ -403,7 +391,7 @@ def _algos(op: str, s: CommShape, cc: int) -> tuple[int, ...]:
     # AllGather/ReduceScatter: Ring, NVLS, CollNetDirect, PAT. Across nodes NVLS and CollNetDirect
     # need one CollNet head per local rank (the heads of the smallest node); PAT needs one GPU per
     # node and a host-driven network.
-    heads = min(min(s.node_sizes), _DIRECT_MAX_HEADS)
+    heads = min(min(s.node_sizes), s.cost.direct_max_heads)
     nvls = nvls and (s.n_nodes == 1 or s.ppn <= heads)
     direct = direct and s.ppn <= heads
     pat = s.ppn == 1
@@ -425,7 +413,7 @@ def _node_graphs(s: CommShape, sy: _Sys) -> dict[int, tuple[int, float, float]]:
     out[PAT] = out[TREE]  # init.cc: PAT runs on the tree graph
     if s.collnet and s.n_nodes > 1:
         out[CN_CHAIN] = _tree_like_graph(sy, ring[0])
-        out[CN_DIRECT] = _tree_like_graph(sy, min(sy.ppn, _DIRECT_MAX_HEADS))
+        out[CN_DIRECT] = _tree_like_graph(sy, min(sy.ppn, s.cost.direct_max_heads))
     nvls = _nvls_graph(sy, s)
     if nvls is not None and nvls[0] >= 2:  # NVLS/NVLSTree need >= 2 channels (tuning.cc:307)
         out[NVLS] = out[NVLS_TREE] = nvls
@@ -438,61 +426,64 @@ def _bus_bw(op, a, p, g, s, sy, col) -> float:
     arch = _ARCH[s.arch]
     n_ch, b_intra, b_inter = g
     ppn = s.ppn
+    k, c = sy.k, s.cost
     if a in (NVLS, NVLS_TREE):
         if p != SIMPLE:
             return 0.0
-        intra = b_intra * _NVLS_EFFICIENCY[arch] * (n_ch - 1) / n_ch
+        intra = b_intra * c.nvls_efficiency[arch] * (n_ch - 1) / n_ch
         intra *= 2.0 if ar else (ppn - 1) / ppn  # "AllReduce pipelines two operations"
         inter = b_inter * (2 if a == NVLS_TREE and s.n_nodes <= 2 else 1)
-        bw = min(intra, inter, _PER_CH_NVLS_TREE[arch][col] if a == NVLS_TREE else math.inf)
+        bw = min(intra, inter, k.nvls_tree[arch][col] if a == NVLS_TREE else math.inf)
         return n_ch * bw
     collnet = a in (CN_DIRECT, CN_CHAIN)
     bw = b_intra if s.n_nodes <= 2 or collnet else b_inter
     bus = n_ch * bw
     if a == RING and p == LL:
         ll_row = arch if s.n_nodes == 1 else (1 if s.cpu_vendor == "amd" else 0)
-        return min(_LL_MAX_BW[ll_row][col], bus * 0.5)
+        return min(k.ll_max[ll_row][col], bus * c.ll_payload)
     if a == RING and p == LL128:
-        return min(bus * 0.92, n_ch * _PER_CH_RING_LL128[arch][col])
+        return min(bus * c.ll128_payload, n_ch * k.ring_ll128[arch][col])
     if a == TREE:
-        bus = min(bus * 0.92, n_ch * _PER_CH_TREE[arch][col])
+        bus = min(bus * c.tree_factor, n_ch * k.tree[arch][col])
         if p == LL:
             ll_row = arch if s.n_nodes == 1 else (1 if s.cpu_vendor == "amd" else 0)
-            bus = min(bus / 3.8, _LL_MAX_BW[ll_row][col])
+            bus = min(bus * c.tree_ll_factor, k.ll_max[ll_row][col])
         elif p == LL128:
-            bus = min(bus * (7.0 / 9.0 if s.n_nodes == 1 else 120.0 / 128.0), n_ch * _PER_CH_TREE_LL128[arch][col])
+            bus = min(bus * (c.tree_ll128_one_node if s.n_nodes == 1 else c.tree_ll128_multi_node),
+                      n_ch * k.tree_ll128[arch][col])
         return bus  # the x0.85 of NCCL_TOPO_PATTERN_TREE does not apply: the search keeps BALANCED_TREE
     if a == PAT:
-        return bus * 0.75 if p == SIMPLE else 0.0
+        return bus * c.pat_factor if p == SIMPLE else 0.0
     if collnet and p != SIMPLE:
         return 0.0
     if a == CN_DIRECT:
         if not ar:
-            return ppn * min(b_intra, b_inter * 0.9)
+            return ppn * min(b_intra, b_inter * 0.9)  # tuning.cc:340-350
         f = ppn / n_ch  # "GPU/NIC ratio"
         bus /= f - (f - 1) / 2
-        return bus * 0.85 if sy.cc >= 90 else bus
+        return bus * c.collnet_direct_factor if sy.cc >= 90 else bus
     return bus  # ring Simple, CollNet chain
 
 
 def _latency_us(op, a, p, s, sy, same_channels) -> float:
     n, nodes, ppn = s.n_ranks, s.n_nodes, s.ppn
     local = n // nodes - 1  # NCCL's integer nRanks/nNodes - 1 in the tree and CollNet latencies
+    k = sy.k
     intra_hw = _HW_NVLINK if sy.nvl > 0 and ppn > 1 else _HW_PCI
-    base = _BASE_LAT[a][p]
-    intra = _HW_LAT[intra_hw][a][p]
-    inter = _HW_LAT[_HW_NET][TREE if ppn == 1 else a][p]  # + latencyInter (x2 for Simple) = 0
+    base = k.base_lat[a][p]
+    intra = k.hw_lat[intra_hw][a][p]
+    inter = k.hw_lat[_HW_NET][TREE if ppn == 1 else a][p]  # + latencyInter (x2 for Simple) = 0
     log_nodes = nodes.bit_length() - 1  # log2i
     if a == RING:
         nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1 if op in ("all_gather", "reduce_scatter") else n
         if op in ("broadcast", "reduce"):
             hw = intra_hw if nodes == 1 else _HW_NET
             if same_channels:
-                return base + _HW_LAT[hw][RING][p]
-            return base + nsteps * _HW_LAT[hw][TREE if p == SIMPLE else RING][p]
+                return base + k.hw_lat[hw][RING][p]
+            return base + nsteps * k.hw_lat[hw][TREE if p == SIMPLE else RING][p]
         overhead = 0.0
         if nodes > 1:  # "inter-node rings still have to launch nsteps * net overhead"
-            overhead = (2.0 if s.cpu_vendor == "amd" else 1.0) * (3 if p == SIMPLE else 1)
+            overhead = k.net_overhead[s.cpu_vendor == "amd"] * (s.cost.simple_net_overhead_factor if p == SIMPLE else 1)
         n_inter = 0 if nodes == 1 else 2 * (nodes - 1) if op == "all_reduce" else nodes - 1
         return base + (nsteps - n_inter) * max(intra, overhead) + n_inter * inter
     if a == TREE:
@@ -539,7 +530,7 @@ def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
             plateau_bytes, plateau = math.inf, 1.0
             if a == RING and p == SIMPLE and op == "all_reduce" and s.n_nodes > 1:
                 plateau_bytes = 64 * comm_channels * n  # nBytes/(nChannels*nRanks) >= 64
-                plateau = 1.9 if sy.cc < 80 else 1.4
+                plateau = s.cost.ring_plateau_factor[sy.cc >= 80]
             lat = _latency_us(op, a, p, s, sy, same_channels)
             out.append(_Entry(a, p, lat, bw, bus, plateau_bytes, plateau))
     return tuple(out)
@@ -605,6 +596,12 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
 @lru_cache(maxsize=4096)
 def _named_entries(op: str, shape: CommShape) -> dict[tuple[str, str], _Entry]:
     return {(ALGORITHMS[e.algo], PROTOCOLS[e.proto]): e for e in _table(op, shape)}
+
+
+def enabled_pairs(op: str, shape: CommShape) -> tuple[tuple[str, str], ...]:
+    """The (algorithm, protocol) pairs NCCL enables for ``op`` on ``shape``, in NCCL's order."""
+    _check(op, 0.0, shape)
+    return tuple(_named_entries(op, shape))
 
 
 def _entry_latency_us(e: _Entry, nbytes: float) -> float:

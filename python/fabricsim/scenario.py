@@ -155,15 +155,23 @@ class Scenario:
     climbs to one root switch, as SHARP builds it) or "adaptive" (spread evenly over every
     equal-cost next hop), for the scale-out tier, or a dict ``{"scale_up": ...,
     "scale_out": ...}`` per tier (NVLS uses every NVSwitch chip either way).
+    ``cost_model`` (a :class:`fabricsim.CostModel`) holds the constants of its collectives:
+    NVLS efficiency, channel ceilings, latencies, protocol overheads and, where it sets them,
+    the payload efficiencies the fabric is rebuilt with.
     By default NVLink sprays and the scale-out tier follows its fabric (adaptive on
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
     "adaptive" for a tier the topology does not have (any tier of a plain topology or a PCIe
     server) is refused: there flows are hashed onto one shortest path.
     """
 
-    def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None) -> None:
+    def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None, cost_model: Any = None) -> None:
+        from .collectives import applied_fabric, checked_cost_model
+
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
+        #: The constants its collectives use (fabricsim.CostModel; the defaults unless given).
+        self.cost_model = checked_cost_model(cost_model)
+        topology = applied_fabric(topology, self.cost_model)
         self.topology = topology
         self.seed = integer("seed", seed, U64)
         if routing is None or isinstance(routing, str):
@@ -336,6 +344,8 @@ class Scenario:
 
         if self._collectives is None:
             self._collectives = Builder(self)
+        if ranks is not None and not isinstance(ranks, np.ndarray):  # an iterator is read once, here
+            ranks = integers("ranks", ranks)
         size, sizes = collective_size(op, size_bytes, sizes, communicator(self.topology, op, ranks).n)
         return self._collectives.add(op, ranks, size, algorithm, _after(after), parsed("start_s", _duration_s, start_s),
                                      _tag(tag), sizes, protocol)

@@ -652,3 +652,48 @@ def compare_to_reference(model, res, ref=None):
             assert_close(got, rates.get(f, 0.0), f"rate of flow {f} at t={mid}",
                          abs_=ABS_T + slack.get(f, 0.0))
     return ref
+
+
+# ---------------------------------------------------------------------- collectives' auto choice
+
+# NCCL's name for each of fabricsim's algorithms that NCCL has (fabricsim.collectives module
+# docs): NVLS+SHARP is NCCL's NVLS across nodes, SHARP its CollNet (Direct where the GPUs sit on
+# NVSwitches, Chain elsewhere). hierarchical, halving_doubling and direct have no NCCL
+# counterpart, so auto never takes them.
+_NCCL_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "nvls_sharp": "nvls"}
+
+
+def auto_candidates(fabric, op, size_bytes, ranks=None, cost_model=None):
+    """What ``algorithm="auto"`` chooses among: every (algorithm, protocol) pair that fabricsim
+    builds for ``op`` on these ranks (its estimate does not refuse it) and that NCCL enables on
+    the communicator (nccl_model.enabled_pairs), as ``[(analytical time, NCCL's order,
+    algorithm, protocol)]``. Auto runs the first of ``min()`` of these: fabricsim's own fastest
+    construction, ties to NCCL's order."""
+    from fabricsim import nccl_model
+    from fabricsim.collectives import PROTOCOLS, _shape, communicator
+    from fabricsim.exceptions import InvalidArgumentError
+
+    comm = communicator(fabric, op, ranks)
+    cost = fs.cost_model.DEFAULT if cost_model is None else cost_model
+    enabled = nccl_model.enabled_pairs(op, _shape(comm, comm.n, comm.n_domains, cost))
+    order = {pair: i for i, pair in enumerate(enabled)}
+    names = dict(_NCCL_NAMES, sharp="collnet_direct" if "domain" in fabric.structure else "collnet_chain")
+    out = []
+    for algo, name in names.items():
+        for proto in PROTOCOLS:
+            if (name, proto) not in order:
+                continue
+            try:
+                t = fs.estimate(fabric, op, size_bytes, ranks, algorithm=algo, protocol=proto,
+                                cost_model=cost_model).time_s
+            except InvalidArgumentError:  # not built here (NVLS off one domain, LL on NVLS, ...)
+                continue
+            out.append((t, order[(name, proto)], algo, proto))
+    assert out, f"no candidate for {op} on {ranks}"
+    return sorted(out)
+
+
+def auto_choice(fabric, op, size_bytes, ranks=None, cost_model=None):
+    """(algorithm, protocol) of the fastest of :func:`auto_candidates`, ties to NCCL's order."""
+    _, _, algo, proto = auto_candidates(fabric, op, size_bytes, ranks, cost_model)[0]
+    return algo, proto

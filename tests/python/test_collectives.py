@@ -1,6 +1,6 @@
 """Collectives: closed forms, the analytical estimate against the flow simulation, the H100
-calibration figures, contention (ECMP collisions, shared links), SHARP's halved traffic,
-dependencies, the nccl-tests sweep and CLI, and bad input."""
+calibration figures, auto's choice, contention (ECMP collisions, shared links, shared NVLS
+engines), SHARP's network leg, dependencies, the nccl-tests sweep and CLI, and bad input."""
 
 import numpy as np
 import pytest
@@ -8,11 +8,22 @@ import pytest
 import fabricsim as fs
 from fabricsim import catalog
 from fabricsim.cli import main
+from fabricsim.cost_model import DEFAULT as COST
 from fabricsim.exceptions import InvalidArgumentError, UnknownNodeError
+from helpers import auto_candidates, auto_choice
 
 GiB = 1 << 30
 H100_NVLINK_Bps = 18 * 25e9 * 0.824  # 18 NVLink4 links at their payload rate
 H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (hardware.md 4.6)
+# Wire latency of a route (catalog): one NVSwitch chip between two GPUs of a domain (NVSwitch 3
+# and NVLink 5 switch alike); Quantum-2 and Quantum-X800 add 150 ns per switch crossed, Spectrum-4
+# (SN5600) 300 ns; NICs and PCIe add none. A pipelined algorithm's alpha is NCCL's software
+# latency plus its steps' wire latency (collectives._wire_s): a ring of n ranks over d domains
+# has 2(n-1) all-reduce steps (n-1 otherwise), 2(d-1) (d-1) of them across domains, each paying
+# its hop's route once.
+NVSWITCH_HOP_S = 0.6e-6
+Q2_SWITCH_S = 150e-9
+SN5600_SWITCH_S = 300e-9
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -52,7 +63,8 @@ def duration(row):
 def test_ring_all_reduce_on_hgx_h100_is_the_closed_form(size):
     _, row = one(fs.hgx_h100(), "all_reduce", range(8), size, algorithm="ring", protocol="simple")
     n = 8
-    want = 2 * (n - 1) / n * size / H100_NVLINK_Bps + H100_RING_LATENCY_S
+    # 2(n-1) steps, each waiting for one NVSwitch hop on top of NCCL's software latency.
+    want = 2 * (n - 1) / n * size / H100_NVLINK_Bps + H100_RING_LATENCY_S + 2 * (n - 1) * NVSWITCH_HOP_S
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["busbw_Bps"] == pytest.approx(row["algbw_Bps"] * 2 * (n - 1) / n, rel=1e-12)
 
@@ -73,8 +85,10 @@ def test_h100_calibration_ring_and_nvls_within_5_percent():
     _, nvls = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="nvls")
     assert nvls["busbw_Bps"] == pytest.approx(480e9, rel=0.05)
     assert nvls["algbw_Bps"] == pytest.approx(275e9, rel=0.05)
-    # NCCL's model picks NVLS for large all-reduces on one HGX H100.
+    # Auto runs fabricsim's fastest construction among those NCCL enables: NVLS for large
+    # all-reduces on one HGX H100 (NCCL's model picks it too).
     _, auto = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB)
+    assert (auto["algorithm"], auto["protocol"]) == auto_choice(fs.hgx_h100(), "all_reduce", 8 * GiB, range(8))
     assert auto["algorithm"] == "nvls"
 
 
@@ -90,11 +104,11 @@ CASES = [
     (lambda: fs.nvl72(), "all_gather", list(range(72)), "ring"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "ring"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "hierarchical"),
-    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "nvls_sharp"),
-    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 8, 16, 24], "sharp"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", sharp=True), "all_reduce", list(range(32)), "nvls_sharp"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", sharp=True), "all_reduce", [0, 8, 16, 24], "sharp"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "reduce_scatter", list(range(32)), "ring"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_to_all", list(range(32)), "direct"),
-    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "nvls_sharp"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800", sharp=True), "all_reduce", list(range(144)), "nvls_sharp"),
     (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "hierarchical"),
     (lambda: fs.hgx_h100(), "all_reduce", list(range(8)), "tree"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "tree"),
@@ -110,9 +124,14 @@ CASES = [
     (lambda: fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), "all_reduce", [0, 1, 8], "hierarchical"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 31], "hierarchical"),
     (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "hierarchical"),
-    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 30, 31], "nvls_sharp"),
-    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(100)), "nvls_sharp"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", sharp=True), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 30, 31], "nvls_sharp"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800", sharp=True), "all_reduce", list(range(100)), "nvls_sharp"),
     (lambda: fs.cluster(domain="hgx-h100", n_domains=5, scale_out="quantum-2"), "all_reduce", list(range(40)), "halving_doubling"),
+    # NVLSTree: no SHARP needed.
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", list(range(32)), "nvls_tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2"), "all_reduce", list(range(128)), "nvls_tree"),
+    (lambda: fs.cluster(domain="gb200-nvl72", n_domains=2, scale_out="quantum-x800"), "all_reduce", list(range(144)), "nvls_tree"),
+    (lambda: fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), "all_reduce", [0, 1, 2, 3, 4, 9, 10, 16, 17, 18, 19, 20, 21, 22, 30, 31], "nvls_tree"),
 ]
 
 
@@ -132,16 +151,19 @@ def test_ring_on_ranks_spread_unevenly_over_domains_is_the_closed_form():
     """[0, 1, 8] on 2 HGX H100s over Quantum-2 (400 Gb/s NICs at 96%: 48 GB/s): one ring
     through both domains, paced by the NIC. NCCL's Simple ring all-reduce latency (us) with
     nsteps = 4, 2 of them across nodes, NVLink intra (one domain has 2 GPUs), NET inter
-    (ppn = 1.5): 8.4 + 2 * 3.4 + 2 * 14, x1.4 (plateau, more than one node). All-gather:
-    8.4 + 1 * 3.4 + 1 * 14, no plateau."""
+    (ppn = 1.5): 8.4 + 2 * 3.4 + 2 * 14, x1.4 (plateau, more than one node); its steps' wire
+    latency on top, 2 NVSwitch hops and 2 through the one Quantum-2 leaf both NICs are on.
+    All-gather: 8.4 + 1 * 3.4 + 1 * 14, no plateau, and one hop of each."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     net_Bps = 400e9 / 8 * 0.96
     _, row = one(fabric, "all_reduce", [0, 1, 8], GiB, algorithm="ring", protocol="simple")
-    want = 1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * 2 / 3 * GiB / net_Bps
+    want = (1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * NVSWITCH_HOP_S + 2 * Q2_SWITCH_S
+            + 2 * 2 / 3 * GiB / net_Bps)
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     est = fs.estimate(fabric, "all_gather", GiB, [0, 1, 8], algorithm="ring", protocol="simple")
-    assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + 2 / 3 * GiB / net_Bps, rel=1e-9)
+    assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
+                                       + 2 / 3 * GiB / net_Bps, rel=1e-9)
 
 
 # ---- double binary tree and recursive halving-doubling -------------------------------------------
@@ -177,15 +199,18 @@ def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four
 @pytest.mark.parametrize("size", [1 << 20, GiB])
 def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
     """8 hosts: in both trees together the busiest host has 4 tree neighbours, each edge
-    carrying S/2 each way, so the time is alpha + 4 (S/2) / B."""
+    carrying S/2 each way, so the time is alpha + 4 (S/2) / B. Alpha: NCCL's, plus the wire
+    latency of the tree's 2 log2(8) network steps up and down, each the route of a plain
+    topology's first and last rank (two 0.5 us links through the switch)."""
     from fabricsim.nccl_model import CommShape, latency_of
 
-    B = 50e9
-    _, row = one(star(8, B), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
+    B, hop_s = 50e9, 0.5e-6
+    _, row = one(star(8, B, hop_s), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
     alpha = latency_of("all_reduce", size, CommShape(
         n_ranks=8, n_nodes=8, arch="hopper", nvlink_Bps=0.0, nvlink_link_Bps=0.0, net_Bps=B,
         nvswitch=False, collnet=False), "tree", "simple")
-    assert duration(row) == pytest.approx(alpha + 2 * size / B, rel=1e-9)
+    wire = 2 * 3 * (2 * hop_s)
+    assert duration(row) == pytest.approx(alpha + wire + 2 * size / B, rel=1e-9)
 
 
 @pytest.mark.parametrize("n", [2, 8, 16])
@@ -193,24 +218,20 @@ def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
 def test_halving_doubling_on_a_star_is_the_closed_form(n, op):
     """log2(n) steps per half, each paying the point-to-point alpha and two links of wire
     latency; (n-1)/n of S crosses each host link per half."""
-    from fabricsim.collectives import _P2P_BASE_S, _P2P_NET_S
-
     B, hop_s = 50e9, 0.5e-6
     _, row = one(star(n, B, hop_s), op, range(n), GiB, algorithm="halving_doubling")
     halves = 2 if op == "all_reduce" else 1
     steps = halves * int(np.log2(n))
-    want = steps * (_P2P_BASE_S + _P2P_NET_S + 2 * hop_s) + halves * (n - 1) / n * GiB / B
+    want = steps * (P2P_NET_ALPHA_S + 2 * hop_s) + halves * (n - 1) / n * GiB / B
     assert duration(row) == pytest.approx(want, rel=1e-9)
 
 
 def test_halving_doubling_folds_a_non_power_of_two():
     """6 ranks: the last 2 send S to ranks 0 and 1 first and get the result back last, so
     two whole-buffer steps come on top of the 4-rank halving-doubling."""
-    from fabricsim.collectives import _P2P_BASE_S, _P2P_NET_S
-
     B, hop_s = 50e9, 0.5e-6
     res, row = one(star(6, B, hop_s), "all_reduce", range(6), GiB, algorithm="halving_doubling")
-    step_s = _P2P_BASE_S + _P2P_NET_S + 2 * hop_s
+    step_s = P2P_NET_ALPHA_S + 2 * hop_s
     want = 6 * step_s + (2 + 2 * 3 / 4) * GiB / B
     assert duration(row) == pytest.approx(want, rel=1e-9)
     f = res.flows
@@ -220,10 +241,12 @@ def test_halving_doubling_folds_a_non_power_of_two():
 
 
 def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
-    """NCCL's choice: the tree's latency grows with log(nodes), the ring's with nodes."""
+    """The tree's latency grows with log(nodes), the ring's with nodes: at 64 KiB over 64
+    nodes auto, fabricsim's fastest of the pairs NCCL enables, is a tree protocol."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2", tiers=2)
     small = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="auto")
-    assert small.algorithm in ("tree", "nvls_sharp", "sharp")
+    assert (small.algorithm, small.protocol) == auto_choice(fabric, "all_reduce", 1 << 16)
+    assert small.algorithm == "tree"
     ring = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="ring")
     tree = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="tree")
     assert tree.time_s < ring.time_s
@@ -234,14 +257,18 @@ def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
 def test_nvls_sharp_pays_nccls_one_nvls_latency_not_three_collectives(domain, n_domains, scale_out, n):
     """NVLS+SHARP is NCCL's NVLS algorithm across nodes: its latency is NVLS's NVLink step
     plus one network step (tuning.cc hwLat 25 + 18 us, no base), not the sum of an NVLS
-    reduce-scatter, a CollNet all-reduce and an NVLS all-gather (64 us)."""
+    reduce-scatter, a CollNet all-reduce and an NVLS all-gather (64 us). Its wire latency is
+    likewise one NVSwitch hop and one network hop (both fabrics put every NIC on one leaf)."""
     from fabricsim.collectives import _comm, latency_s
 
-    comm = _comm(fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out), list(range(n)))
+    fabric = fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, sharp=True)
+    assert fabric.structure["scale_out"]["n_leaves"] == 1
+    comm = _comm(fabric, list(range(n)))
+    want = (25.0 + 18.0) * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
     for size in (1 << 10, GiB):
-        assert latency_s("all_reduce", "nvls_sharp", size, comm) == pytest.approx((25.0 + 18.0) * 1e-6, rel=1e-12)
-    assert fs.estimate(fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out), "all_reduce", 1 << 10,
-                       list(range(n)), algorithm="nvls_sharp").time_s < 44e-6
+        assert latency_s("all_reduce", "nvls_sharp", size, comm) == pytest.approx(want, rel=1e-12)
+    small = fs.estimate(fabric, "all_reduce", 1 << 10, list(range(n)), algorithm="nvls_sharp")
+    assert want < small.time_s < want + 1e-6
 
 
 def test_an_all_to_all_that_cannot_fit_is_refused_up_front_with_an_estimate():
@@ -277,11 +304,14 @@ def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size
     assert duration(row) == pytest.approx(latency_s("all_reduce", algo, size, comm, protocol) + beta, rel=1e-9)
 
 
-def test_auto_takes_nccls_protocol_low_latency_small_and_simple_large():
+def test_auto_takes_a_low_latency_protocol_small_and_simple_large():
+    """Auto's pair is fabricsim's fastest of those NCCL enables; on one HGX H100 it is ring LL
+    at 1 KiB and NVLS at 8 GiB, as NCCL's own choice is."""
     small = fs.estimate(fs.hgx_h100(), "all_reduce", 1024)
-    assert (small.algorithm, small.protocol) == ("ring", "ll")
+    assert (small.algorithm, small.protocol) == auto_choice(fs.hgx_h100(), "all_reduce", 1024) == ("ring", "ll")
+    assert small.time_s == auto_candidates(fs.hgx_h100(), "all_reduce", 1024)[0][0]
     large = fs.estimate(fs.hgx_h100(), "all_reduce", 8 * GiB)
-    assert (large.algorithm, large.protocol) == ("nvls", "simple")
+    assert (large.algorithm, large.protocol) == auto_choice(fs.hgx_h100(), "all_reduce", 8 * GiB) == ("nvls", "simple")
     sc = fs.Scenario(fs.hgx_h100())
     with pytest.raises(InvalidArgumentError, match="protocol 'll' cannot run nvls"):
         sc.add_collective("all_reduce", range(8), 1e6, algorithm="nvls", protocol="ll")
@@ -369,66 +399,122 @@ def test_tp_groups_inside_racks_beside_dp_groups_across_racks_run_as_if_alone():
     assert together[2] > together[0]  # the NICs are slower than NVLink
 
 
-def test_sharp_all_reduce_moves_about_half_the_bytes_per_gpu_of_ring():
-    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
+def test_sharp_network_leg_is_counted_as_bus_bandwidth_or_as_sharps_ideal():
+    """One GPU on each of 16 domains. A ring sends 2(n-1)/n S from each GPU. SHARP's network
+    leg is counted as bus bandwidth by default (cost model sharp_network_as_bus, as NCCL
+    counts it and measured busbw bears out): each byte of the stream takes 2(n-1)/n bytes of
+    the NIC, as much as the ring's. Counted as SHARP's ideal instead, each GPU sends S once,
+    about half the ring's bytes."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", sharp=True)
     ranks = list(range(0, 128, 8))  # one GPU per domain, all on rail 0
     size = 256 << 20
+    ideal = COST.replace(sharp_network_as_bus=False)
     sent = {}
-    for algo in ("ring", "sharp"):
-        res, _ = one(fabric, "all_reduce", ranks, size, algorithm=algo)
-        links = res.links.to_pylist()
+    for algo, cost in (("ring", None), ("sharp", None), ("sharp ideal", ideal)):
+        sc = fs.Scenario(fabric, cost_model=cost)
+        sc.add_collective("all_reduce", ranks, size, algorithm=algo.split()[0])
+        links = sc.run().links.to_pylist()
         gpu_out = [l for l in links if l["src"] == 0]  # GPU 0's link to its NIC
         sent[algo] = sum(l["bytes_carried"] for l in gpu_out)
     assert sent["ring"] == pytest.approx(2 * 15 / 16 * size, rel=1e-9)
-    assert sent["sharp"] == pytest.approx(size, rel=1e-9)
-    assert sent["sharp"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
+    assert sent["sharp"] == pytest.approx(2 * 15 / 16 * size, rel=1e-9)
+    assert sent["sharp ideal"] == pytest.approx(size, rel=1e-9)
+    assert sent["sharp ideal"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
 
 
 # Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
-# 20.6 GB/s, its NIC 400 Gb/s at 96%; alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us.
+# 20.6 GB/s, its NIC 400 Gb/s at 96%; alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us,
+# plus the wire latency of the algorithm's steps (an NVSwitch hop, 0.6 us; a network hop, one
+# Quantum-2 leaf that every NIC of these fabrics is on, 0.15 us).
 NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * 0.96
+# NVLS: each GPU's NVLS engine moves its NVLink traffic at NCCL's NVLS efficiency (0.85 on
+# Hopper) of the GPU's NVLink rate; a communicator is held to NCCL's channel ceiling: 16
+# channels on SM90, each at the fastest Hopper intra ladder speed whose 17 copies (a head's
+# second) fit 370.8 GB/s, 20 GB/s (24 would be 408), counted as 2 eff s (nCh - 1) busbw.
+H100_NVLS_GPU_Bps = 0.85 * NVL_Bps
+H100_NVLS_CEILING_BUS_Bps = 2 * 0.85 * 20e9 * (16 - 1)  # 510 GB/s
+# NVLSTree is also held to NCCL's per-channel cap (Hopper: 57.7 GB/s over 2 nodes, 45.5 over 3+)
+# on as many channels as the graph has, min(32, GPUs per node).
+H100_NVLS_TREE_CAP_Bps = {2: 57.7e9, 3: 45.5e9}
 RING_RS_2 = 8.4 + 1 * 3.4                  # ring reduce-scatter / all-gather, 2 GPUs, one node
 RING_AR_3_NODES = 1.4 * (8.4 + 4 * 14)     # ring all-reduce, 1 GPU on each of 3 nodes (plateau)
 NVLS_ACROSS_NODES = 25.0 + 18.0            # NVLS(+SHARP): the NVLink step and one NET step, base dropped
+NVLS_TREE_4_NODES = 25.0 + 2 * 2 * 20.9    # NVLSTree: the NVLink step, 2 log2(nodes) NET steps
+NVLS_TREE_3_NODES = 25.0 + 2 * 1 * 20.9
 COLLNET_ONE_PER_NODE = 14.0                # CollNet Direct, ppn 1: the NET Tree Simple step
+
+
+def sharp_bus(n):
+    """Bytes a SHARP tree link carries per byte of the stream: the network leg is counted as bus
+    bandwidth (cost model sharp_network_as_bus, default True), 2(n-1)/n."""
+    return 2 * (n - 1) / n
+
+
 CLOSED_FORMS = {
     # Ring reduce-scatter and all-gather of S in each domain (p = 2), ring all-reduce of S/p per
-    # rail over d = 3 domains: 2(d-1)/d (S/p) through each NIC.
+    # rail over d = 3 domains: 2(d-1)/d (S/p) through each NIC. Wire: 2(p-1) NVSwitch hops and
+    # 2(d-1) network hops.
     "hierarchical 3x2": ("hierarchical", 3, [0, 1, 8, 9, 16, 17],
-                         (2 * RING_RS_2 + RING_AR_3_NODES) * 1e-6 + GiB / NVL_Bps + 2 * 2 / 3 * (GiB / 2) / NET_Bps),
+                         (2 * RING_RS_2 + RING_AR_3_NODES) * 1e-6 + 2 * NVSWITCH_HOP_S + 4 * Q2_SWITCH_S
+                         + GiB / NVL_Bps + 2 * 2 / 3 * (GiB / 2) / NET_Bps),
     # One pipeline paced by its slowest stage. Every GPU sends S into the NVSwitches and
-    # receives S, a head S/p more each way (1.5 S over 18 x 20.6 GB/s); the reduction engine,
-    # 0.85 x 8 GPUs' NVLink, takes (p + 1) S = 3 S; each NIC carries S/p = S/2 through SHARP,
-    # the slowest. One latency: NCCL's NVLS across nodes.
+    # receives S, a head S/p more each way: 1.5 S through its own NVLS engine (5.1 ms per GiB);
+    # the channel ceiling, 510 GB/s busbw, is 306 GB/s algbw over n = 6 (3.5 ms); each rail's
+    # SHARP tree carries S/p = S/2 counted as bus bandwidth, 2(n-1)/n = 5/3 bytes per byte, the
+    # slowest (18.6 ms). One latency, NCCL's NVLS across nodes; one NVLink and one network hop.
     "nvls_sharp 3x2": ("nvls_sharp", 3, [0, 1, 8, 9, 16, 17],
-                       NVLS_ACROSS_NODES * 1e-6 + (GiB / 2) / NET_Bps),
-    # p = 8: the engine, taking 9 S, binds (9 / (0.85 x 8 x 370.8 GB/s) per byte, beside
-    # 1.125 / 370.8 GB/s on a head's links and 1 / (8 x 48 GB/s) through the NICs).
+                       NVLS_ACROSS_NODES * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
+                       + sharp_bus(6) * (GiB / 2) / NET_Bps),
+    # p = 8, n = 24: a head's engine takes 1.125 S (3.8 ms), the ceiling is 266 GB/s algbw
+    # (4.0 ms), and the rails of S/8 at 46/24 bytes per byte bind (5.4 ms).
     "nvls_sharp 3x8": ("nvls_sharp", 3, list(range(24)),
-                       NVLS_ACROSS_NODES * 1e-6 + 9 * GiB / (0.85 * 8 * NVL_Bps)),
-    # One GPU per domain, S once up and down the aggregation tree.
-    "sharp 4x1": ("sharp", 4, [0, 8, 16, 24], COLLNET_ONE_PER_NODE * 1e-6 + GiB / NET_Bps),
+                       NVLS_ACROSS_NODES * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
+                       + sharp_bus(24) * (GiB / 8) / NET_Bps),
+    # One GPU per domain, up and down the aggregation tree, every link carrying 2(n-1)/n S.
+    # One network hop.
+    "sharp 4x1": ("sharp", 4, [0, 8, 16, 24],
+                  COLLNET_ONE_PER_NODE * 1e-6 + Q2_SWITCH_S + sharp_bus(4) * GiB / NET_Bps),
     # 8 channels, each two trees of S/16 over 4 domains: the busiest domain has 4 tree edges
     # in both trees together (vertices 1 and 2 of NCCL's trees over 4), each S/16 through its
     # rail NIC; the chains inside a domain (7 edges x 4 directions x S/16 per GPU over NVLink)
-    # are faster. Tree latency: 8.4 + 2 ((8 - 1) 4.0 + log2(4) 14).
+    # are faster. Tree latency: 8.4 + 2 ((8 - 1) 4.0 + log2(4) 14), and as many hops:
+    # 2 ((8 - 1) NVSwitch + log2(4) network).
     "tree 4x8": ("tree", 4, list(range(32)),
-                 (8.4 + 2 * (7 * 4.0 + 2 * 14)) * 1e-6 + 4 * GiB / 16 / NET_Bps),
+                 (8.4 + 2 * (7 * 4.0 + 2 * 14)) * 1e-6 + 2 * (7 * NVSWITCH_HOP_S + 2 * Q2_SWITCH_S)
+                 + 4 * GiB / 16 / NET_Bps),
+    # NVLSTree, 8 heads per domain over 4 domains: a head's engine takes 1.125 S (3.8 ms); each
+    # rail's double binary tree, two trees of S/16, puts 4 tree edges on the busiest head's NIC
+    # (5.6 ms); NVLSTree's cap, 8 channels x 45.5 GB/s = 364 GB/s busbw, 188 GB/s algbw over
+    # n = 32, binds (5.7 ms) below the 510 GB/s ceiling. Wire: one NVSwitch hop, 2 log2(4)
+    # network hops.
+    "nvls_tree 4x8": ("nvls_tree", 4, list(range(32)),
+                      NVLS_TREE_4_NODES * 1e-6 + NVSWITCH_HOP_S + 4 * Q2_SWITCH_S
+                      + 2 * 31 / 32 * GiB / (8 * H100_NVLS_TREE_CAP_Bps[3])),
+    # 2 heads per domain over 3: the cap is 2 channels x 45.5 GB/s busbw, 54.6 GB/s algbw over
+    # n = 6 (19.7 ms), beside the rails' trees (3 edges on the busiest head: 16.8 ms) and a
+    # head's engine (1.5 S: 5.1 ms).
+    "nvls_tree 3x2": ("nvls_tree", 3, [0, 1, 8, 9, 16, 17],
+                      NVLS_TREE_3_NODES * 1e-6 + NVSWITCH_HOP_S + 2 * Q2_SWITCH_S
+                      + 2 * 5 / 6 * GiB / (2 * H100_NVLS_TREE_CAP_Bps[3])),
 }
 
 
 def test_nvls_sharp_shares_a_nic_with_other_traffic_by_bytes():
     """A second tenant's 1 GiB from GPU 0 to GPU 8 crosses GPU 0's NIC, which carries the
-    collective's S/8 of rail 0 through SHARP. The NIC splits by bytes, 24 GB/s each, and paces
-    the pipeline (8 x 24 GB/s beside the NVLS engine's 274). Counted in bytes of S, the
-    collective took one ninth of that NIC (its coefficient 1/8 beside the tenant's 1): 25 ms
-    where this is 5.6 ms."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    collective's S/8 of rail 0 through SHARP, 2(n-1)/n = 62/32 bytes a byte (counted as bus
+    bandwidth). Max-min gives the two flows one rate r, counted in bytes of each flow, with
+    r (62/32 + 1) the NIC's 48 GB/s: 16.3 GB/s, which paces the pipeline (beside 35 GB/s of
+    S/8 through a head's NVLS engine, 32.9 GB/s under the 510 GB/s ceiling). Counted in bytes
+    of S, the collective took 62/32 / (62/32 + 8) of that NIC (its coefficient 62/256 beside
+    the tenant's 1): 27.8 ms where this is 8.2 ms."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", sharp=True)
     sc = fs.Scenario(fabric)
     sc.add_collective("all_reduce", range(32), GiB, algorithm="nvls_sharp")
     sc.add_flow(0, 8, GiB, tag="tenant")
     row = sc.run().collectives.to_pylist()[0]
-    assert duration(row) == pytest.approx(NVLS_ACROSS_NODES * 1e-6 + GiB / 8 / (NET_Bps / 2), rel=1e-9)
+    rate = NET_Bps / (sharp_bus(32) + 1)
+    assert duration(row) == pytest.approx(NVLS_ACROSS_NODES * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
+                                          + GiB / 8 / rate, rel=1e-9)
 
 
 def test_sharp_trees_climb_to_one_root_switch_under_ecmp():
@@ -436,16 +522,17 @@ def test_sharp_trees_climb_to_one_root_switch_under_ecmp():
     tree spans leaves. The Aggregation Manager builds a tree as one root switch and one link
     from each switch toward it, and a job's trees take different roots: every scale-out link
     carries one tree's S/4 or nothing, and the run is the NIC-bound pipeline of the closed
-    form. Hashed edge by edge as ECMP hashes connections, trees shared uplinks: 11.2 ms
-    where this is 5.6."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", routing="ecmp")
+    form. Hashed edge by edge as ECMP hashes connections, trees shared uplinks: twice the
+    NIC-bound 11.1 ms this is."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", routing="ecmp", sharp=True)
     ranks = [8 * d + (4 * d + j) % 8 for d in range(16) for j in range(4)]
-    assert_one_tree_per_scale_out_link(fabric, ranks, GiB / 4)
+    assert_one_tree_per_scale_out_link(fabric, ranks, sharp_bus(64) * GiB / 4)
 
 
 def assert_one_tree_per_scale_out_link(fabric, ranks, tree_bytes):
     """An NVLS+SHARP all-reduce of 1 GiB over ``ranks`` runs in its closed-form time, and every
-    scale-out link it uses carries one tree's ``tree_bytes``."""
+    scale-out link it uses carries one tree's ``tree_bytes`` (a rail's S/m, times 2(n-1)/n as
+    SHARP's network leg is counted)."""
     res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls_sharp")
     assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
     link_Bps = fabric.structure["scale_out"]["link_Bps"]
@@ -459,8 +546,8 @@ def test_sharp_trees_keep_their_roots_when_a_link_they_do_not_use_fails():
     trees take consecutive up ports of every leaf and leave the others idle. One idle up
     port of leaf 0 down changes none of them. Counted among the live ports only, leaf 0's
     trees moved one port along, onto spines whose links to the other leaves another tree
-    already used: 11.2 ms where this is 5.6."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="test-coll-ib16", routing="ecmp")
+    already used: twice the NIC-bound 10.8 ms this is."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="test-coll-ib16", routing="ecmp", sharp=True)
     ranks = [8 * d + (d + j) % 8 for d in range(8) for j in range(4)]
     res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls_sharp")
     assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
@@ -480,12 +567,61 @@ def test_sharp_trees_beyond_a_leaf_s_up_ports_take_other_cores():
     2 cores per group), all 8 ranks per server on rails rotated from server to server, under
     ECMP: 8 trees, two to each leaf slot (group). Above the leaf a tree's root is root / 4,
     so the two go on to different cores and every scale-out link carries one tree, as
-    adaptive routing's spread does: the NVLink-bound closed form. With root % 4 at the spine
+    adaptive routing's spread does: the NIC-bound closed form. With root % 4 at the spine
     as at the leaf, trees t and t + 4 took the same core through the same links wherever
-    both crossed pods: 5.6 ms where this is 3.9."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="test-coll-ib8", tiers=3, routing="ecmp")
+    both crossed pods: twice the 5.5 ms this is."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="test-coll-ib8", tiers=3, routing="ecmp", sharp=True)
     ranks = [8 * d + (d + j) % 8 for d in range(8) for j in range(8)]
-    assert_one_tree_per_scale_out_link(fabric, ranks, GiB / 8)
+    assert_one_tree_per_scale_out_link(fabric, ranks, sharp_bus(64) * GiB / 8)
+
+
+# NVLS in one domain: alpha NCCL's NVLS latency on one node (the NVLink step, 25 us, no base)
+# plus one NVSwitch hop; beta the slower of each GPU's NVLS engine, S (1 + 1/n) at NCCL's NVLS
+# efficiency of its NVLink rate, and the channel ceiling. B200/GB200 NVLink: 18 x 50 GB/s at
+# 80.2%, 721.8 GB/s; 24 channels on SM100, at the Blackwell ladder's 24 GB/s (25 x 30 GB/s would
+# not fit): 2 x 0.74 x 24 x 23 = 817 GB/s busbw.
+B200_NVL_Bps = 18 * 50e9 * 0.802
+B200_NVLS_CEILING_BUS_Bps = 2 * 0.74 * 24e9 * (24 - 1)
+NVLS_ONE_NODE_S = 25.0e-6 + NVSWITCH_HOP_S
+NVLS_ONE_DOMAIN = {
+    # 8 GPUs: the engine, 1.125 S at 315 GB/s (3.83 ms per GiB), binds beside the ceiling's
+    # 510 x 8/14 = 291 GB/s algbw (3.68 ms): busbw 2 (7/8) / 1.125 x 315 GB/s = 490 GB/s.
+    "h100 8": (fs.hgx_h100, list(range(8)), 1.125 / (0.85 * H100_NVLINK_Bps)),
+    # 4 of 8: 1.25 S per GPU (4.26 ms), the ceiling 340 GB/s algbw (3.16 ms).
+    "h100 4 of 8": (fs.hgx_h100, [1, 2, 6, 7], 1.25 / (0.85 * H100_NVLINK_Bps)),
+    # 72 GPUs: the engine would allow (73/72) S at 534 GB/s (2.04 ms); the ceiling, 817 x 72/142
+    # = 414 GB/s algbw (2.59 ms), binds, as it does however large the domain.
+    "gb200 72": (fs.nvl72, list(range(72)), 2 * 71 / 72 / B200_NVLS_CEILING_BUS_Bps),
+    # 8 of 72: 1.125 S at 534 GB/s (2.26 ms) beside the ceiling's 467 GB/s algbw (2.30 ms).
+    "gb200 8 of 72": (fs.nvl72, list(range(8)), 2 * 7 / 8 / B200_NVLS_CEILING_BUS_Bps),
+}
+
+
+@pytest.mark.parametrize("case", NVLS_ONE_DOMAIN)
+def test_nvls_is_paced_by_each_gpus_engine_or_the_channel_ceiling(case):
+    build, ranks, beta = NVLS_ONE_DOMAIN[case]
+    want = NVLS_ONE_NODE_S + GiB * beta
+    fabric = build()
+    _, row = one(fabric, "all_reduce", ranks, GiB, algorithm="nvls")
+    assert duration(row) == pytest.approx(want, rel=1e-9)
+    assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_nvls_collectives_on_one_gpu_share_its_engine_and_others_do_not():
+    """The NVLS efficiency is per GPU: two NVLS all-reduces over the same 8 GPUs at once share
+    every GPU's engine, each at half its rate (the NVLinks, at 1/0.85 of it, have room), while
+    two over disjoint halves of the board run as if alone."""
+    same = fs.Scenario(fs.hgx_h100())
+    for _ in range(2):
+        same.add_collective("all_reduce", range(8), GiB, algorithm="nvls")
+    for row in same.run().collectives.to_pylist():
+        assert duration(row) == pytest.approx(NVLS_ONE_NODE_S + 2 * GiB * 1.125 / (0.85 * H100_NVLINK_Bps),
+                                              rel=1e-9)
+    halves = fs.Scenario(fs.hgx_h100())
+    for half in ([0, 1, 2, 3], [4, 5, 6, 7]):
+        halves.add_collective("all_reduce", half, GiB, algorithm="nvls")
+    for row in halves.run().collectives.to_pylist():
+        assert duration(row) == pytest.approx(NVLS_ONE_NODE_S + GiB * 1.25 / (0.85 * H100_NVLINK_Bps), rel=1e-9)
 
 
 def test_nvls_uses_every_nvswitch_chip_whatever_the_domain_routing():
@@ -515,7 +651,7 @@ def test_point_to_point_collectives_stripe_over_a_multi_plane_nic_under_ecmp(op,
 @pytest.mark.parametrize("case", CLOSED_FORMS)
 def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
     algo, n_domains, ranks, want = CLOSED_FORMS[case]
-    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2")
+    fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", sharp=True)
     _, row = one(fabric, "all_reduce", ranks, GiB, algorithm=algo)
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
@@ -523,12 +659,15 @@ def test_multi_domain_all_reduce_is_the_hand_derived_closed_form(case):
 
 @pytest.mark.parametrize("algo, nic_bytes", [
     ("hierarchical", 2 * 2 / 3 * GiB / 2),  # the ring all-reduce of S/2 over 3 domains
-    ("nvls_sharp", GiB / 2),                # SHARP: S/2 once
+    ("nvls_sharp", sharp_bus(6) * GiB / 2),  # SHARP: S/2 once, counted as bus bandwidth (n = 6)
+    # Rail 0's double binary tree over 3 heads, two trees of S/4: vertex 0 has one edge in
+    # NCCL's tree (to 2) and two in the shifted one (to 1 and 2), each S/4 each way.
+    ("nvls_tree", 3 * GiB / 4),
 ])
 def test_multi_domain_all_reduce_sends_s_over_p_through_each_nic(algo, nic_bytes):
     """GPU 0's link towards its NIC, each way, carries only the scale-out phase, whose size is
     S/p (p = 2 ranks per domain)."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-2")
+    fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-2", sharp=True)
     res, _ = one(fabric, "all_reduce", [0, 1, 8, 9, 16, 17], GiB, algorithm=algo)
     nic_side = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"]) and l["capacity_Bps"] != 20.6e9]
     assert len(nic_side) == 2
@@ -544,11 +683,12 @@ def test_a_nic_split_over_planes_counts_each_plane_once(routing):
     the PCIe cap hid it at 128 GB/s). A ring of one GPU per domain uses both planes: sprayed,
     or under ECMP striped over them as NCCL stripes its channels over the NIC's ports (each
     edge hashed onto one plane took twice as long). NCCL's Simple ring all-reduce over 2
-    nodes of one GPU: 1.4 (8.4 + 2 x 14) us."""
+    nodes of one GPU: 1.4 (8.4 + 2 x 14) us, and its 2 network steps' wire latency, each
+    through the one SN5600 leaf both NICs (rail 0) are on in each plane."""
     fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600")
     assert fabric.structure["scale_out"]["planes"] == 2
     net_Bps = 2 * 400e9 / 8 * catalog.part("ethernet").value
-    want = 1.4 * (8.4 + 2 * 14) * 1e-6 + GiB / net_Bps
+    want = 1.4 * (8.4 + 2 * 14) * 1e-6 + 2 * SN5600_SWITCH_S + GiB / net_Bps
     _, row = one(fabric, "all_reduce", [0, 72], GiB, algorithm="ring", routing=routing)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     assert duration(row) == pytest.approx(want, rel=1e-9)
@@ -569,7 +709,7 @@ def test_an_ecmp_ring_edge_takes_half_of_each_plane_and_the_surviving_plane_afte
     the ring runs at one plane's rate; failed mid-run, the rest goes at that rate."""
     fabric = fs.cluster(domain="gb300-nvl72", n_domains=2, scale_out="sn5600")
     plane_Bps = 400e9 / 8 * catalog.part("ethernet").value
-    alpha_s = 1.4 * (8.4 + 2 * 14) * 1e-6
+    alpha_s = 1.4 * (8.4 + 2 * 14) * 1e-6 + 2 * SN5600_SWITCH_S  # NCCL's, and 2 hops through a leaf
     up = _nic_uplinks(fabric, 0)
 
     def usage_on_uplinks(fab, routing, add):
@@ -605,44 +745,62 @@ def test_an_ecmp_ring_edge_takes_half_of_each_plane_and_the_surviving_plane_afte
 # CollNet/NVLS heads) are the fewest any node has, and its latency takes the integer
 # nRanks/nNodes as the ranks per node. Alphas below are NCCL's Simple latencies in us: tree
 # 8.4 + 2 ((n // nodes - 1) 4.0 + log2(nodes) 14); ring reduce-scatter on k GPUs of one node
-# 8.4 + (k - 1) 3.4; ring all-reduce over 2 nodes of one GPU each 1.4 (8.4 + 2 x 14) (plateau).
+# 8.4 + (k - 1) 3.4; ring all-reduce over 2 nodes of one GPU each 1.4 (8.4 + 2 x 14) (plateau);
+# NVLSTree over 2 nodes 25 + 2 x 20.9. On top, the wire latency of the steps, counted on the
+# largest domain: the tree 2 ((k - 1) NVSwitch hops + log2(nodes) network hops), hierarchical
+# 2 (k - 1) NVSwitch hops and 2 (nodes - 1) network hops, NVLS+SHARP one of each, NVLSTree one
+# NVSwitch hop and 2 log2(nodes) network hops (both domains' NICs on one Quantum-2 leaf).
 TWO_PLUS_ONE = [0, 1, 8]                      # 2 GPUs in domain 0, 1 in domain 1: m = 1
 THREE_PLUS_FIVE = [0, 1, 2, 8, 9, 10, 11, 12]  # m = 3 channels / rails
 RING_AR_2_NODES = 1.4 * (8.4 + 2 * 14)
+NVLS_TREE_2_NODES = 25.0 + 2 * 1 * 20.9
 UNEVEN_CLOSED_FORMS = {
     # One channel, two trees of S/2 over 2 domains: each head has one tree neighbour per tree,
     # so its NIC carries S/2 twice each way. Domain 0's chain (GPU 0 - GPU 1) carries S each
-    # way over NVLink, faster. n // nodes = 1: no intra-node latency step.
-    "tree 2+1": ("tree", TWO_PLUS_ONE, (8.4 + 2 * 14) * 1e-6 + GiB / NET_Bps),
+    # way over NVLink, faster. n // nodes = 1: no intra-node latency step, but the chain of 2
+    # is one NVSwitch hop up and one down.
+    "tree 2+1": ("tree", TWO_PLUS_ONE,
+                 (8.4 + 2 * 14) * 1e-6 + 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S) + GiB / NET_Bps),
     # Three channels of S/6 per tree; each head's NIC S/3 each way. The longest chain load,
     # in the domain of 5 (GPU 11 ends no chain: 6 edges x S/6 x 2 trees = 2S over NVLink),
-    # is faster. n // nodes = 4: 3 intra steps.
-    "tree 3+5": ("tree", THREE_PLUS_FIVE, (8.4 + 2 * (3 * 4.0 + 14)) * 1e-6 + GiB / 3 / NET_Bps),
+    # is faster. n // nodes = 4: 3 intra steps; the domain of 5's chain, 4 hops.
+    "tree 3+5": ("tree", THREE_PLUS_FIVE,
+                 (8.4 + 2 * (3 * 4.0 + 14)) * 1e-6 + 2 * (4 * NVSWITCH_HOP_S + Q2_SWITCH_S) + GiB / 3 / NET_Bps),
     # m = 1: GPU 1 reduces S onto GPU 0 over NVLink, rail 0 (GPUs 0 and 8) all-reduces S
     # (2 (2-1)/2 S through each NIC), GPU 0 gives S back to GPU 1.
     "hierarchical 2+1": ("hierarchical", TWO_PLUS_ONE,
-                         (2 * RING_RS_2 + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / NET_Bps),
+                         (2 * RING_RS_2 + RING_AR_2_NODES) * 1e-6 + 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
+                         + 2 * GiB / NVL_Bps + GiB / NET_Bps),
     # m = 3: the domain of 5 reduce-scatters onto GPUs 8-10, its ring edges leaving GPUs 11
     # and 12 carrying all of S (domain 0's carry 2S/3); 3 rails all-reduce S/3 each
     # (S/3 through each NIC); the all-gather mirrors the reduce-scatter. The reduce-scatter
     # latency is the largest domain's: 8.4 + 4 x 3.4.
     "hierarchical 3+5": ("hierarchical", THREE_PLUS_FIVE,
-                         (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
+                         (2 * (8.4 + 4 * 3.4) + RING_AR_2_NODES) * 1e-6 + 2 * (4 * NVSWITCH_HOP_S + Q2_SWITCH_S)
+                         + 2 * GiB / NVL_Bps + GiB / 3 / NET_Bps),
     # m = 3 heads per domain (NCCL's minHeadNum), one pipeline: a head's links carry 4S/3
-    # each way (3.9 ms per GiB at 370.8 GB/s), the engine of the domain of 5 takes 6 S
-    # (2.6 ms), and 3 rails of S/3 through SHARP bind (7.5 ms).
+    # each way through its own NVLS engine (4.5 ms per GiB at 0.85 x 370.8 GB/s), the ceiling
+    # (510 GB/s busbw) is 291 GB/s algbw over n = 8 (3.7 ms), and 3 rails of S/3 through SHARP,
+    # 2(n-1)/n = 1.75 bytes a byte, bind (13.0 ms).
     "nvls_sharp 3+5": ("nvls_sharp", THREE_PLUS_FIVE,
-                       NVLS_ACROSS_NODES * 1e-6 + GiB / 3 / NET_Bps),
-    # 8 + 3: the domain of 8's engine takes 9 S (3.8 ms), still below the 3 rails.
+                       NVLS_ACROSS_NODES * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S + sharp_bus(8) * GiB / 3 / NET_Bps),
+    # 8 + 3: still 3 heads, each 4S/3 (4.5 ms); the ceiling is 280 GB/s algbw over n = 11
+    # (3.8 ms); the 3 rails at 20/11 bytes a byte bind (13.6 ms).
     "nvls_sharp 8+3": ("nvls_sharp", list(range(11)),
-                       NVLS_ACROSS_NODES * 1e-6 + GiB / 3 / NET_Bps),
+                       NVLS_ACROSS_NODES * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S + sharp_bus(11) * GiB / 3 / NET_Bps),
+    # NVLSTree, 3 heads: a head's engine 4S/3 (4.5 ms); each rail's trees over 2 domains put
+    # 2 edges of S/6 on a head's NIC (7.5 ms); NVLSTree's cap, 3 channels x 57.7 GB/s over 2
+    # nodes = 173.1 GB/s busbw, 98.9 GB/s algbw over n = 8, binds (10.9 ms).
+    "nvls_tree 3+5": ("nvls_tree", THREE_PLUS_FIVE,
+                      NVLS_TREE_2_NODES * 1e-6 + NVSWITCH_HOP_S + 2 * Q2_SWITCH_S
+                      + 2 * 7 / 8 * GiB / (3 * H100_NVLS_TREE_CAP_Bps[2])),
 }
 
 
 @pytest.mark.parametrize("case", UNEVEN_CLOSED_FORMS)
 def test_tree_and_hierarchical_on_uneven_domains_are_the_hand_derived_closed_form(case):
     algo, ranks, want = UNEVEN_CLOSED_FORMS[case]
-    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=True)
     res, row = one(fabric, "all_reduce", ranks, GiB, algorithm=algo, protocol="simple")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
@@ -672,27 +830,30 @@ def gpu_bytes(res, gpu, nvlink_link_Bps=20.6e9):
     # (reduce-scatter) or entering (all-gather) a head carries 2S/3, any other S. GPU 10's
     # edge leads to GPU 11 (2/3 + 1), GPU 11's to 12 (1 + 1), GPU 12's back to head 8 (1 + 2/3).
     ("hierarchical", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 5 / 3, 11: 2, 12: 5 / 3}),
-    # NVLS+SHARP: every GPU sends S into the switches; a head also multicasts its S/3.
+    # NVLS+SHARP and NVLSTree: every GPU sends S into the switches; a head also multicasts its S/3.
     ("nvls_sharp", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 4 / 3, 11: 1, 12: 1}),
+    ("nvls_tree", {0: 4 / 3, 1: 4 / 3, 2: 4 / 3, 8: 4 / 3, 9: 4 / 3, 10: 4 / 3, 11: 1, 12: 1}),
 ])
 def test_uneven_domains_load_each_gpu_link_as_derived(algo, nvlink_sent):
     """3 + 5 ranks: only the 3 heads of each domain (rails 0-2) use their NICs, each S/3 each
-    way (tree: 2 trees x S/6 to one tree neighbour; hierarchical: 2 (2-1)/2 x S/3; SHARP:
-    S/3 once)."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    way (tree and NVLSTree: 2 trees x S/6 to one tree neighbour; hierarchical: 2 (2-1)/2 x
+    S/3), SHARP's S/3 counted as bus bandwidth, 2(n-1)/n = 7/4 bytes a byte."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=True)
     res, _ = one(fabric, "all_reduce", THREE_PLUS_FIVE, GiB, algorithm=algo, protocol="simple")
+    head_nic = GiB / 3 * (sharp_bus(8) if algo == "nvls_sharp" else 1.0)
     for gpu, share in nvlink_sent.items():
         nvl, nic = gpu_bytes(res, gpu)
         assert nvl == pytest.approx(share * GiB, rel=1e-12), gpu
-        assert nic == pytest.approx(GiB / 3 if gpu % 8 < 3 else 0.0, rel=1e-12, abs=1e-6), gpu
+        assert nic == pytest.approx(head_nic if gpu % 8 < 3 else 0.0, rel=1e-12, abs=1e-6), gpu
 
 
-def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_and_receives():
-    """NVLS+SHARP on 3 + 5 ranks, 3 heads per domain, one pipelined flow: every GPU sends S up
-    into the NVSwitches and receives S; a head also takes back its S/3 and multicasts it, 4/3
-    each way. Each rank's legs run toward or from a peer (the first rank) without loading the
-    peer's links: a GPU's links carry only its own share."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+@pytest.mark.parametrize("algo", ["nvls_sharp", "nvls_tree"])
+def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_and_receives(algo):
+    """NVLS+SHARP (and NVLSTree) on 3 + 5 ranks, 3 heads per domain, one pipelined flow: every
+    GPU sends S up into the NVSwitches and receives S; a head also takes back its S/3 and
+    multicasts it, 4/3 each way. Each rank's legs run toward or from a peer (the first rank)
+    without loading the peer's links: a GPU's links carry only its own share."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=True)
 
     def usage(sc, fid):
         links, coefs = sc.usage_of(fid)
@@ -707,7 +868,7 @@ def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_a
         return up, down
 
     sc = fs.Scenario(fabric)
-    sc.add_collective("all_reduce", THREE_PLUS_FIVE, GiB, algorithm="nvls_sharp")
+    sc.add_collective("all_reduce", THREE_PLUS_FIVE, GiB, algorithm=algo)
     flows = [usage(sc, f) for f in range(sc.n_activities) if sc.usage_of(f)[0]]
     assert len(flows) == 1
     for gpu in THREE_PLUS_FIVE:
@@ -724,10 +885,14 @@ def test_nvls_sharp_is_one_flow_loading_each_gpus_own_links_with_what_it_sends_a
 def test_tree_on_slow_nvlink_is_paced_by_the_longest_chain(ranks, chain_edges):
     """NVLink at 5% (18 x 1.25 GB/s = 22.5 GB/s per GPU) is slower than the NIC: the GPU with
     the most chain edges over the 3 channels paces the tree, each edge carrying S/6 per tree,
-    2 trees: chain_edges x S/3. Latency: n // 2 nodes = 3, 3, 4 ranks per node."""
+    2 trees: chain_edges x S/3. Latency: n // 2 nodes = 3, 3, 4 ranks per node; wire, the
+    largest domain's chain (3, 4, 5 ranks) of NVSwitch hops and one network hop, up and down
+    (a route's latency does not depend on the links' payload efficiency)."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", nvlink_efficiency=0.05)
     local = len(ranks) // 2 - 1
-    want = (8.4 + 2 * (local * 4.0 + 14)) * 1e-6 + chain_edges * GiB / 3 / 22.5e9
+    largest = max(sum(1 for g in ranks if g // 8 == d) for d in (0, 1))
+    want = ((8.4 + 2 * (local * 4.0 + 14)) * 1e-6 + 2 * ((largest - 1) * NVSWITCH_HOP_S + Q2_SWITCH_S)
+            + chain_edges * GiB / 3 / 22.5e9)
     res, row = one(fabric, "all_reduce", ranks, GiB, algorithm="tree", protocol="simple")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
@@ -737,23 +902,40 @@ def test_tree_on_slow_nvlink_is_paced_by_the_longest_chain(ranks, chain_edges):
 
 
 def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
-    """[0, 1, 8] at 1 GiB. NCCL's graphs: the 1-GPU node's ring is 1 channel at 48 GB/s,
-    duplicated to 2 x 24; its tree (2 channels) raises bwIntra to 48 (2 nodes); the 2-GPU
-    node finds more, and the communicator keeps the least (init.cc). Tree Simple busBw
+    """[0, 1, 8] at 1 GiB. Auto runs fabricsim's fastest construction among the pairs NCCL
+    enables (ring and tree, each on LL, LL128 and Simple; no NVLS with a 1-GPU node, no
+    SHARP without it deployed). fabricsim's tree Simple: one channel, two trees of S/2, each
+    head's NIC S/2 twice each way: 36.4 us (NCCL's tree latency) + 1.5 us of wire (one
+    NVSwitch hop and one leaf, up and down) + S / 48 GB/s = 22.41 ms. Its ring Simple, paced by
+    the NIC: 60.48 us + 1.5 us + 2 (2/3) S / 48 GB/s = 29.89 ms. The low-latency protocols carry
+    flags with the data: slower at 1 GiB. So auto takes the tree.
+
+    NCCL's own model picks the tree too. Its graphs: the 1-GPU node's ring is 1 channel at
+    48 GB/s, duplicated to 2 x 24; its tree (2 channels) raises bwIntra to 48 (2 nodes); the
+    2-GPU node finds more, and the communicator keeps the least (init.cc). Tree Simple busBw
     min(2 x 48 x 0.92, 2 x 41.4) = 82.8 GB/s, algBw half: 36.4 us + S / 41.4 GB/s = 25.97 ms.
-    Ring Simple busBw 2 x 24, algBw x 3/4 = 36 GB/s: 60.48 us + S / 36 GB/s = 29.89 ms. So
-    NCCL runs the tree (CollNet Chain, faster still, is not modelled on this layout) and auto
-    does too; its time is the flow construction's, 36.4 us + S / 48 GB/s."""
+    Ring Simple busBw 2 x 24, algBw x 3/4 = 36 GB/s: 60.48 us + S / 36 GB/s = 29.89 ms."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     from fabricsim import nccl_model
     from fabricsim.collectives import _comm, _shape
 
-    times = nccl_model.times_s("all_reduce", float(GiB), _shape(_comm(fabric, TWO_PLUS_ONE), 3, 2))
-    assert times[("tree", "simple")] == pytest.approx(36.4e-6 + GiB / 41.4e9, rel=1e-9)
-    assert times[("ring", "simple")] == pytest.approx(60.48e-6 + GiB / 36e9, rel=1e-9)
+    wire = 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
+    tree_s = 36.4e-6 + wire + GiB / NET_Bps
+    ring_s = 60.48e-6 + wire + 2 * 2 / 3 * GiB / NET_Bps
+    candidates = {(a, p): t for t, _, a, p in auto_candidates(fabric, "all_reduce", GiB, TWO_PLUS_ONE)}
+    assert set(candidates) == {(a, p) for a in ("ring", "tree") for p in ("ll", "ll128", "simple")}
+    assert candidates[("tree", "simple")] == pytest.approx(tree_s, rel=1e-9)
+    assert candidates[("ring", "simple")] == pytest.approx(ring_s, rel=1e-9)
+    assert min(candidates, key=candidates.get) == ("tree", "simple")
     _, row = one(fabric, "all_reduce", TWO_PLUS_ONE, GiB)
     assert (row["algorithm"], row["protocol"]) == ("tree", "simple")
-    assert duration(row) == pytest.approx(36.4e-6 + GiB / NET_Bps, rel=1e-9)
+    assert duration(row) == pytest.approx(tree_s, rel=1e-9)
+    shape = _shape(_comm(fabric, TWO_PLUS_ONE), 3, 2)
+    times = nccl_model.times_s("all_reduce", float(GiB), shape)
+    assert times[("tree", "simple")] == pytest.approx(36.4e-6 + GiB / 41.4e9, rel=1e-9)
+    assert times[("ring", "simple")] == pytest.approx(60.48e-6 + GiB / 36e9, rel=1e-9)
+    best = nccl_model.choose("all_reduce", float(GiB), shape)
+    assert (best.algorithm, best.protocol) == ("tree", "simple")
 
 
 def test_nccl_tests_sweeps_tree_and_hierarchical_on_uneven_ranks():
@@ -768,29 +950,46 @@ def test_nccl_tests_sweeps_tree_and_hierarchical_on_uneven_ranks():
 
 def test_hierarchical_needs_a_domain_with_two_ranks_and_nvls_sharp_two_in_every_domain():
     """NCCL's NVLS needs >= 2 GPUs on every node (its graph search finds none on one GPU),
-    so a domain of one rank leaves NVLS+SHARP out, from auto as from a request."""
-    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    so a domain of one rank leaves NVLS+SHARP and NVLSTree out, from auto as from a request
+    (SHARP deployed: the domain of one rank is what refuses NVLS+SHARP)."""
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=True)
     with pytest.raises(InvalidArgumentError, match="hierarchical needs ranks in several domains, one of them "
                                                    "holding >= 2"):
         fs.estimate(fabric, "all_reduce", GiB, [0, 8], algorithm="hierarchical")
     with pytest.raises(InvalidArgumentError, match="NVLS\\+SHARP needs .* >= 2 ranks in each of several domains"):
         fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm="nvls_sharp")
+    with pytest.raises(InvalidArgumentError, match="NVLSTree needs .* >= 2 ranks in each of several domains"):
+        fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm="nvls_tree")
+    assert fs.estimate(fabric, "all_reduce", GiB, [0, 1, 8, 9], algorithm="nvls_sharp").algorithm == "nvls_sharp"
+    candidates = {a for _, _, a, _ in auto_candidates(fabric, "all_reduce", GiB, TWO_PLUS_ONE)}
+    assert candidates == {"ring", "tree"}
 
 
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
-    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s). NCCL enables CollNet
-    Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with one rank per node
-    = the NET Tree Simple step, 14 us (base 0); every host link carries S up and S down.
-    NCCL's model prefers it at 1 GiB (alg bw 0.5 x 2 x 48 GB/s against the ring's
-    48 x 16/30), so auto takes it too, as applicable() lists it."""
-    fabric = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7")
-    want = 14e-6 + GiB / (400e9 / 8 * 0.96)
+    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s) deployed with SHARP. NCCL
+    enables CollNet Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with
+    one rank per node = the NET Tree Simple step, 14 us (base 0), and one network hop (the 16
+    hosts share a leaf); every host link carries the stream counted as bus bandwidth,
+    2(n-1)/n S, up and down. The ring moves as much per host but pays 30 steps' latency
+    (0.6 ms more); the tree moves more (2 S through a host with 4 tree edges): auto,
+    fabricsim's fastest of the pairs NCCL enables, takes SHARP. Without SHARP deployed, auto
+    cannot take it and an explicit request is refused."""
+    fabric = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7", sharp=True)
+    assert fabric.structure["scale_out"]["n_leaves"] == 1
+    want = 14e-6 + Q2_SWITCH_S + sharp_bus(16) * GiB / (400e9 / 8 * 0.96)
     res, row = one(fabric, "all_reduce", range(16), GiB, algorithm="sharp")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     host0 = [l for l in res.links.to_pylist() if 0 in (l["src"], l["dst"])]
-    assert len(host0) == 2 and all(l["bytes_carried"] == pytest.approx(GiB, rel=1e-12) for l in host0)
-    assert fs.estimate(fabric, "all_reduce", GiB).algorithm == "sharp"
+    assert len(host0) == 2
+    assert all(l["bytes_carried"] == pytest.approx(sharp_bus(16) * GiB, rel=1e-12) for l in host0)
+    auto = fs.estimate(fabric, "all_reduce", GiB)
+    assert (auto.algorithm, auto.protocol) == auto_choice(fabric, "all_reduce", GiB) == ("sharp", "simple")
+    assert auto.time_s == pytest.approx(want, rel=1e-9)
+    plain = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7")
+    assert fs.estimate(plain, "all_reduce", GiB).algorithm != "sharp"
+    with pytest.raises(InvalidArgumentError, match=r"SHARP needs a fabric built with SHARP enabled"):
+        fs.estimate(plain, "all_reduce", GiB, algorithm="sharp")
 
 
 def test_collectives_on_a_pcie_server_run_at_each_gpus_pcie_link():
@@ -799,9 +998,11 @@ def test_collectives_on_a_pcie_server_run_at_each_gpus_pcie_link():
     64 GB/s). They used to meet a zero NIC rate: NCCL's model refused 'net_Bps=0' and the
     all-to-all divided by it. The ring 0 -> 1 -> ... -> 7 -> 0 crosses each PCIe link and
     the socket link at most once each way, so it runs at 64 GB/s; alpha: NCCL's Simple ring
-    all-reduce over 8 one-GPU nodes, 1.4 (8.4 + 14 x 14) us."""
+    all-reduce over 8 one-GPU nodes, 1.4 (8.4 + 14 x 14) us, and the wire latency of its 14
+    steps, each the route a plain topology's steps all take, its first and last rank's: five
+    1 us links (GPU, PCIe switch, CPU, the other CPU, PCIe switch, GPU)."""
     fabric = fs.pcie_server()
-    want = 1.4 * (8.4 + 14 * 14) * 1e-6 + 2 * 7 / 8 * GiB / 64e9
+    want = 1.4 * (8.4 + 14 * 14) * 1e-6 + 14 * 5e-6 + 2 * 7 / 8 * GiB / 64e9
     _, row = one(fabric, "all_reduce", range(8), GiB, algorithm="ring")
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     assert duration(row) == pytest.approx(want, rel=1e-9)
@@ -814,10 +1015,21 @@ def test_collectives_on_a_pcie_server_run_at_each_gpus_pcie_link():
         fs.estimate(fabric, "all_reduce", GiB, [0, 9])
 
 
-# Quantum-2 adds 150 ns per switch crossed; NICs and PCIe add none (catalog). A route between
-# GPUs of two domains crosses 1 switch on a shared leaf, 3 through a spine, 5 through a core.
-Q2_SWITCH_S = 150e-9
+# Quantum-2 adds 150 ns per switch crossed (Q2_SWITCH_S); NICs and PCIe add none (catalog). A
+# route between GPUs of two domains crosses 1 switch on a shared leaf, 3 through a spine, 5
+# through a core.
 P2P_NET_ALPHA_S = (8.4 + 14.0) * 1e-6  # NCCL's Simple base plus one NET step
+
+
+def test_the_point_to_point_alphas_are_the_cost_models():
+    """The p2p constants live in the cost model (NCCL does not tune p2p: its Simple base
+    latency plus one NVLink or network step), and its latency_scale scales them."""
+    assert (COST.p2p_base_latency_s, COST.p2p_nvlink_latency_s, COST.p2p_net_latency_s) == (8.4e-6, 3.4e-6, 14e-6)
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    size = 64 << 10
+    for scale in (1.0, 0.5, 0.0):
+        t = fs.estimate(fabric, "all_to_all", size, [0, 8], cost_model=COST.replace(latency_scale=scale)).time_s
+        assert t == pytest.approx(scale * P2P_NET_ALPHA_S + Q2_SWITCH_S + size / 2 / NET_Bps, rel=1e-9)
 
 
 @pytest.mark.parametrize("n_domains, tiers, ranks, switches", [
@@ -874,7 +1086,6 @@ def test_every_pair_of_a_communicator_has_its_latency_class_wire_latency(n_domai
     assert seen == ({0, 1, 2, 3} if tiers == 3 else {0, 1, 2} if n_domains > 4 else {0, 1})
 
 
-NVSWITCH_HOP_S = 0.6e-6  # GPU, NVSwitch, GPU (catalog)
 P2P_NVLINK_ALPHA_S = (8.4 + 3.4) * 1e-6  # NCCL's Simple base plus one NVLink step
 
 
@@ -1115,8 +1326,19 @@ def test_bad_collectives_are_refused_with_the_value_named():
         sc.add_collective("all_to_all", [0, 1, 2, 3], sizes=np.ones((3, 3)))
     assert sc.n_activities == 0  # nothing half-added
     eth = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="sn5600")
-    with pytest.raises(InvalidArgumentError, match="SHARP needs InfiniBand"):
+    with pytest.raises(InvalidArgumentError, match="SHARP needs a fabric built with SHARP enabled"):
         fs.Scenario(eth).add_collective("all_reduce", [0, 8], 1e6, algorithm="sharp")
+    with pytest.raises(InvalidArgumentError, match="sharp=True needs InfiniBand switches with SHARP.*sn5600"):
+        fs.cluster(domain="hgx-h100", n_domains=2, scale_out="sn5600", sharp=True)
+    with pytest.raises(InvalidArgumentError, match="sharp=True needs InfiniBand switches with SHARP"):
+        fs.clos(n_hosts=16, switch="test-coll-sw8", nic="cx7", sharp=True)
+    ib = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")  # SHARP-capable, not deployed
+    for algo, what in (("sharp", "SHARP"), ("nvls_sharp", "NVLS\\+SHARP")):
+        with pytest.raises(InvalidArgumentError, match=f"{what} needs .*a fabric built with SHARP enabled"):
+            fs.Scenario(ib).add_collective("all_reduce", [0, 8] if algo == "sharp" else [0, 1, 8, 9], 1e6,
+                                           algorithm=algo)
+    with pytest.raises(InvalidArgumentError, match="sharp must be True or False, got int 1"):
+        fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=1)
     hosts = fs.clos(n_hosts=16, switch="test-coll-sw8", nic="cx7")
     with pytest.raises(InvalidArgumentError, match="NVLS needs NVSwitch"):
         fs.Scenario(hosts).add_collective("all_reduce", [0, 1, 2], 1e6, algorithm="nvls")

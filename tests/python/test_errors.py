@@ -1160,13 +1160,14 @@ def test_a_switch_part_whose_breakout_radix_passes_32_bits_is_refused_by_name():
 
 
 def test_a_collective_past_the_largest_double_is_refused_by_its_size():
-    # A ring all-reduce moves 2(n-1)/n times its size: 1e308 bytes gave an estimate of inf s
-    # (algbw 0), and in a scenario "size_bytes must be a finite number >= 0, got inf", a size
-    # the caller never gave; an all-to-all matrix of finite sizes adding up past the largest
-    # double gave an estimate of inf bytes at inf B/s.
+    # A ring all-reduce moves 2(n-1)/n times its size over each edge: 1e308 bytes gave an
+    # estimate of inf s (algbw 0), and in a scenario "size_bytes must be a finite number >= 0,
+    # got inf", a size the caller never gave; an all-to-all matrix of finite sizes adding up
+    # past the largest double gave an estimate of inf bytes at inf B/s. The edge's bytes are
+    # what cannot be held, so estimate and scenario both refuse on them.
     fabric = fs.cluster(domain="hgx-h100", n_domains=3, scale_out="quantum-x800")
-    expected = (r"^size_bytes=1e\+308: all_reduce by ring \(simple\) on 24 ranks would take inf s: beyond what double "
-                r"precision holds$")
+    expected = (r"^size_bytes=1e\+308: all_reduce by ring \(simple\) on 24 ranks would move inf bytes over one edge: "
+                r"beyond what double precision holds$")
     with pytest.raises(InvalidArgumentError, match=expected):
         fs.estimate(fabric, "all_reduce", 1e308, algorithm="ring")
     sc = fs.Scenario(fabric)
