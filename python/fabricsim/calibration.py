@@ -102,16 +102,19 @@ def _with(cost: CostModel, name: str, value: float, arch: int) -> CostModel:
     return cost.replace(**{name: value})
 
 
-def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: str = "auto", holdout_every: int = 3,
+def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", holdout_every: int = 3,
               cost_model: CostModel | None = None, parameters: Sequence[str] = PARAMETERS) -> Calibration:
     """Fit ``cost_model`` (default the defaults) to real nccl-tests ``logs`` run on ``fabric``.
 
     ``logs``: a path, the text of a log, a :func:`~fabricsim.read_nccl_tests` result, or a list
     of them, of any op and size range. Every log's rank count must match the communicator:
-    ``ranks`` (GPU ids) where given, else every GPU of ``fabric``. Every ``holdout_every``-th
-    size of each log (by size, from the second on) is held out of the fit and reported
-    (0: fit every row). ``parameters`` limits what may be fitted (module docs). Returns a
-    :class:`Calibration`."""
+    ``ranks`` (GPU ids) where given, else every GPU (or host) of ``fabric``. ``algorithm``: the
+    algorithm the runs used (one name, or one per log), default "auto": each row keeps the
+    (algorithm, protocol) that ``auto`` takes for it under the starting model through the
+    whole fit, so that moving a parameter cannot move a row onto another algorithm (NCCL
+    chose once, on the real cluster). The ``holdout_every``-th, 2 x ``holdout_every``-th, ...
+    size of each log (by size) is held out of the fit and reported (0: fit every row).
+    ``parameters`` limits what may be fitted (module docs). Returns a :class:`Calibration`."""
     from .collectives import applied_fabric, checked_cost_model, estimate, fabric_view
     from .fabrics import Fabric
 
@@ -132,11 +135,18 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: str = "auto", 
     parsed = _logs(logs)
     if ranks is not None:
         ranks = integers("ranks", ranks)
-    n_comm = fabric.n_gpus if ranks is None else len(ranks)
-    rows = []  # (log index, op, size, measured time)
+    view = fabric_view(fabric)
+    n_comm = (view.n_rank_nodes or fabric.n_nodes) if ranks is None else len(ranks)
+    per_log = [algorithm] * len(parsed) if isinstance(algorithm, str) else list(algorithm)
+    if len(per_log) != len(parsed) or not all(isinstance(a, str) for a in per_log):
+        raise InvalidArgumentError(
+            f"algorithm must be one name or one per log ({len(parsed)}), got {algorithm!r}")
+    start_fabric = applied_fabric(fabric, cost)
+    rows = []  # (log index, op, size, measured time, held out, algorithm, protocol)
     for i, log in enumerate(parsed):
         if log.n_ranks != n_comm:
-            where = f"{len(ranks)} ranks given" if ranks is not None else f"the fabric has {fabric.n_gpus} GPUs"
+            what = "GPUs" if view.n_rank_nodes == fabric.n_gpus else "ranks"
+            where = f"{len(ranks)} ranks given" if ranks is not None else f"the fabric has {n_comm} {what}"
             raise InvalidArgumentError(
                 f"{log.source}: the log ran {log.op} on {log.n_ranks} ranks, but {where}: calibrate against the "
                 "fabric the log ran on (or pass ranks=)")
@@ -147,29 +157,78 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: str = "auto", 
             if not (times[j] > 0 and sizes[j] > 0):
                 continue  # nccl-tests' 0-byte rows carry no information about bandwidth
             held = holdout_every > 0 and k % holdout_every == holdout_every - 1
-            rows.append((i, log.op, int(sizes[j]), float(times[j]), held))
+            try:
+                e = estimate(start_fabric, log.op, int(sizes[j]), ranks, algorithm=per_log[i], cost_model=cost)
+            except InvalidArgumentError as err:
+                raise InvalidArgumentError(f"{log.source}: {err}") from None
+            rows.append((i, log.op, int(sizes[j]), float(times[j]), held, e.algorithm, e.protocol))
     if not rows:
         raise InvalidArgumentError("the logs hold no row of a positive size and time to fit")
-    arch = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}[fabric_view(fabric).arch]
+    arch = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}[view.arch]
     has = fabric.payload_efficiency
-    fit_rows = [r for r in rows if not r[4]] or rows
 
     def model(c: CostModel, which: list) -> np.ndarray:
         f = applied_fabric(fabric, c)
-        return np.array([estimate(f, op, size, ranks, algorithm=algorithm, cost_model=c).time_s
-                         for _, op, size, _, _ in which])
+        return np.array([estimate(f, op, size, ranks, algorithm=algo, protocol=proto, cost_model=c).time_s
+                         for _, op, size, _, _, algo, proto in which])
 
+    candidates = [p for p in names if not (p == "nvlink_efficiency" and has["nvlink"] is None)
+                  and not (p == "network_efficiency" and has["network"] is None)
+                  and not (p == "nvls_efficiency" and cost.nvls_efficiency[arch] == 0)]
+    values = {p: _parameter_value(cost, p, arch, fabric) for p in candidates}
+    # The rows' algorithms are fixed for a fit; where auto chose them, they are chosen again
+    # under the fitted model and refitted until they agree (NCCL chose on the real cluster,
+    # and a model that fits the times chooses as it did).
+    for _ in range(4):
+        fitted_cost, determined = _fit(model, rows, cost, candidates, values, arch)
+        f_fit = applied_fabric(fabric, fitted_cost)
+        again = []
+        for r in rows:
+            if per_log[r[0]] == "auto":
+                e = estimate(f_fit, r[1], r[2], ranks, cost_model=fitted_cost)
+                r = r[:5] + (e.algorithm, e.protocol)
+            again.append(r)
+        if again == rows:
+            break
+        rows = again
+    not_determined = tuple(p for p in names if p not in determined)
+    fitted = {p: _parameter_value(fitted_cost, p, arch, fabric) for p in determined}
+    all_measured = np.array([r[3] for r in rows])
+    default_t, fitted_t = model(cost, rows), model(fitted_cost, rows)
+    from .nccl_conventions import busbw_factor
+
+    factor = np.array([busbw_factor(r[1], n_comm) for r in rows])
+    size = np.array([r[2] for r in rows], dtype=np.float64)
+    table = pa.table({
+        "log": pa.array([parsed[r[0]].source for r in rows]),
+        "op": pa.array([r[1] for r in rows]),
+        "n_ranks": pa.array([n_comm] * len(rows), pa.int64()),
+        "size_bytes": pa.array(size.astype(np.int64)),
+        "algorithm": pa.array([r[5] for r in rows]),
+        "protocol": pa.array([r[6] for r in rows]),
+        "measured_time_s": pa.array(all_measured),
+        "default_time_s": pa.array(default_t),
+        "fitted_time_s": pa.array(fitted_t),
+        "measured_busbw_Bps": pa.array(size / all_measured * factor),
+        "fitted_busbw_Bps": pa.array(size / fitted_t * factor),
+        "default_error": pa.array(default_t / all_measured - 1),
+        "fitted_error": pa.array(fitted_t / all_measured - 1),
+        "held_out": pa.array([r[4] for r in rows]),
+    })
+    return Calibration(fitted_cost, fitted, not_determined, table)
+
+
+def _fit(model, rows: list, cost: CostModel, candidates: list, values: dict, arch: int) -> tuple:
+    """One fit on rows of fixed algorithms: the parameters they determine (module docs) and the
+    cost model minimising the squared log-ratio of modelled to measured time over the rows
+    not held out (Levenberg-Marquardt in log space, efficiencies at or below 1)."""
+    fit_rows = [r for r in rows if not r[4]] or rows
     measured = np.array([r[3] for r in fit_rows])
 
     def residual(c: CostModel) -> np.ndarray:
         return np.log(model(c, fit_rows) / measured)
 
-    # Which parameters the runs determine: a 10% change moves some fitted row's time by 1%.
-    candidates = [p for p in names if not (p == "nvlink_efficiency" and has["nvlink"] is None)
-                  and not (p == "network_efficiency" and has["network"] is None)
-                  and not (p == "nvls_efficiency" and cost.nvls_efficiency[arch] == 0)]
     base = residual(cost)
-    values = {p: _parameter_value(cost, p, arch, fabric) for p in candidates}
     determined, basis = [], []
     for p in sorted(candidates, key=PARAMETERS.index):
         if values[p] <= 0:
@@ -182,61 +241,34 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: str = "auto", 
             continue
         determined.append(p)
         basis.append(own / np.linalg.norm(own))
-    not_determined = tuple(p for p in names if p not in determined)
-    fitted_cost = cost
-    if determined:
-        x = np.log([values[p] for p in determined])
-        upper = np.array([0.0 if p != "latency_scale" else np.inf for p in determined])  # efficiencies <= 1
+    if not determined:
+        return cost, []
+    x = np.log([values[p] for p in determined])
+    upper = np.array([0.0 if p != "latency_scale" else np.inf for p in determined])  # efficiencies <= 1
 
-        def at(xv: np.ndarray) -> CostModel:
-            c = cost
-            for p, v in zip(determined, np.minimum(xv, upper)):
-                c = _with(c, p, float(math.exp(v)), arch)
-            return c
+    def at(xv: np.ndarray) -> CostModel:
+        c = cost
+        for p, v in zip(determined, np.minimum(xv, upper)):
+            c = _with(c, p, float(math.exp(v)), arch)
+        return c
 
-        r, damping = base, 1e-3
-        for _ in range(_MAX_ITERATIONS):
-            J = np.column_stack([_jacobian(residual, at, x, k, r) for k in range(len(x))])
-            A, g = J.T @ J, J.T @ r
-            improved = False
-            while damping < 1e8:
-                step = np.linalg.solve(A + damping * np.diag(np.diag(A) + 1e-12), -g)
-                trial = np.minimum(x + step, upper)
-                rt = residual(at(trial))
-                if rt @ rt < r @ r:
-                    x, r, improved = trial, rt, True
-                    damping = max(damping / 10, 1e-9)
-                    break
-                damping *= 10
-            if not improved or np.max(np.abs(step)) < 1e-9:
+    r, damping = base, 1e-3
+    for _ in range(_MAX_ITERATIONS):
+        J = np.column_stack([_jacobian(residual, at, x, k, r) for k in range(len(x))])
+        A, g = J.T @ J, J.T @ r
+        improved = False
+        while damping < 1e8:
+            step = np.linalg.solve(A + damping * np.diag(np.diag(A) + 1e-12), -g)
+            trial = np.minimum(x + step, upper)
+            rt = residual(at(trial))
+            if rt @ rt < r @ r:
+                x, r, improved = trial, rt, True
+                damping = max(damping / 10, 1e-9)
                 break
-        fitted_cost = at(x)
-    fitted = {p: _parameter_value(fitted_cost, p, arch, fabric) for p in determined}
-    all_measured = np.array([r[3] for r in rows])
-    default_t, fitted_t = model(cost, rows), model(fitted_cost, rows)
-    f_fit = applied_fabric(fabric, fitted_cost)
-    algos = [estimate(f_fit, op, size, ranks, algorithm=algorithm, cost_model=fitted_cost).algorithm
-             for _, op, size, _, _ in rows]
-    from .nccl_conventions import busbw_factor
-
-    factor = np.array([busbw_factor(op, n_comm) for _, op, _, _, _ in rows])
-    size = np.array([r[2] for r in rows], dtype=np.float64)
-    table = pa.table({
-        "log": pa.array([parsed[r[0]].source for r in rows]),
-        "op": pa.array([r[1] for r in rows]),
-        "n_ranks": pa.array([n_comm] * len(rows), pa.int64()),
-        "size_bytes": pa.array(size.astype(np.int64)),
-        "algorithm": pa.array(algos),
-        "measured_time_s": pa.array(all_measured),
-        "default_time_s": pa.array(default_t),
-        "fitted_time_s": pa.array(fitted_t),
-        "measured_busbw_Bps": pa.array(size / all_measured * factor),
-        "fitted_busbw_Bps": pa.array(size / fitted_t * factor),
-        "default_error": pa.array(default_t / all_measured - 1),
-        "fitted_error": pa.array(fitted_t / all_measured - 1),
-        "held_out": pa.array([r[4] for r in rows]),
-    })
-    return Calibration(fitted_cost, fitted, not_determined, table)
+            damping *= 10
+        if not improved or np.max(np.abs(step)) < 1e-9:
+            break
+    return at(x), determined
 
 
 def _jacobian(residual, at, x: np.ndarray, k: int, r: np.ndarray) -> np.ndarray:

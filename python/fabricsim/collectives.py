@@ -131,7 +131,7 @@ from . import nccl_conventions, nccl_model
 from .cost_model import DEFAULT as DEFAULT_COST
 from .cost_model import CostModel
 from ._checks import callback, integers, parsed, quantities, real, shown
-from .exceptions import InvalidArgumentError, UnknownNodeError
+from .exceptions import InvalidArgumentError, UnknownNodeError, ZeroCapacityPathError
 
 __all__ = ["ALGORITHMS", "OPS", "Estimate", "FabricView", "estimate", "fabric_view", "analytical_s"]
 
@@ -179,6 +179,8 @@ class FabricView:
     comms: dict = field(default_factory=dict)
     #: The fabric rebuilt with a cost model's payload efficiencies, by (nvlink, network).
     variants: dict = field(default_factory=dict)
+    #: Rank nodes whose every outgoing link is down (after fabric.fail), sorted.
+    cut_off: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def checked_cost_model(cost_model: Any) -> CostModel:
@@ -198,14 +200,21 @@ def applied_fabric(topology, cost: CostModel):
     pair of efficiencies, so that a sweep reuses it."""
     if cost.nvlink_efficiency is None and cost.network_efficiency is None:
         return topology
+    has = getattr(topology, "payload_efficiency", None)
+    if has is None:
+        raise InvalidArgumentError(
+            f"cost_model sets nvlink_efficiency={cost.nvlink_efficiency!r}, network_efficiency="
+            f"{cost.network_efficiency!r}, but this topology is not a generated fabric: its link capacities are "
+            "as given (set those fields to None)")
+    # A tier the fabric does not have keeps nothing to rebuild: a model calibrated on a
+    # cluster applies to one of its domains too.
+    key = (cost.nvlink_efficiency if has["nvlink"] is not None else None,
+           cost.network_efficiency if has["network"] is not None else None)
+    if key == (None, None):
+        return topology
     view = fabric_view(topology)
-    key = (cost.nvlink_efficiency, cost.network_efficiency)
     if key not in view.variants:
-        rebuild = getattr(topology, "with_payload_efficiency", None)
-        if rebuild is None:
-            raise InvalidArgumentError(
-                f"cost_model sets nvlink_efficiency={key[0]!r}, network_efficiency={key[1]!r}, but this topology "
-                "is not a generated fabric: its link capacities are as given (set those fields to None)")
+        rebuild = topology.with_payload_efficiency
         if len(view.variants) >= 8:  # a calibration tries many; keep the memory of a few
             view.variants.clear()
         view.variants[key] = rebuild(nvlink=key[0], network=key[1])
@@ -261,7 +270,14 @@ def fabric_view(topology) -> FabricView:
         links = topology.links
         injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
                                 minlength=topology.n_nodes)
-    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection)
+    cut_off = np.zeros(0, dtype=np.int64)
+    if parts.get("faults"):  # which ranks a fault cut off: a collective over them cannot run
+        links = topology.links
+        live = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy() > 0,
+                           minlength=topology.n_nodes)
+        cut_off = np.flatnonzero(live[:n_rank_nodes if n_rank_nodes is not None else topology.n_nodes] == 0)
+    view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection,
+                      cut_off=cut_off)
     topology._collective_view = view
     return view
 
@@ -305,11 +321,12 @@ class _Comm:
         first domain holding two of this communicator's ranks (0 where none does): every
         such route crosses as many switch chips."""
         if self._intra_path_s is None:
-            self._intra_path_s = 0.0
+            latency = 0.0
             big = np.flatnonzero(self.counts >= 2)
             if big.size and self.view.gpus_per_domain > 1:
                 i = int(self.starts[big[0]])
-                self._intra_path_s = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[i + 1]))
+                latency = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[i + 1]))
+            self._intra_path_s = latency  # only once measured: a route that is down raises each time
         return self._intra_path_s
 
     @property
@@ -450,8 +467,9 @@ def _comm(topology, ranks: Any) -> _Comm:
     return comm
 
 
-def applicable(op: str, comm: _Comm) -> list[str]:
-    """The algorithms fabricsim can run for ``op`` on this communicator."""
+def applicable(op: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> list[str]:
+    """The algorithms fabricsim can run for ``op`` on this communicator (NVLS where the cost
+    model gives it channels to run on)."""
     if op in ("all_to_all", "send_recv"):
         return ["direct"]
     pof2 = comm.n & (comm.n - 1) == 0
@@ -462,13 +480,14 @@ def applicable(op: str, comm: _Comm) -> list[str]:
     algos = ["ring"]
     if comm.n > 1:  # NCCL builds its tree on any layout: each node's chain is its own ranks
         algos.append("tree")
-    if d == 1 and v.nvls and comm.n > 1:
+    nvls = v.nvls and comm.n > 1 and nvls_ceiling_busbw_Bps(v, cost, d) > 0
+    if d == 1 and nvls:
         algos.append("nvls")
     if d > 1 and p == 1 and v.sharp:
         algos.append("sharp")
     if d > 1 and comm.n > d:  # some domain has an intra-domain phase
         algos.append("hierarchical")
-    if d > 1 and comm.heads > 1 and v.nvls:  # NCCL's NVLS needs >= 2 GPUs per node
+    if d > 1 and comm.heads > 1 and nvls:  # NCCL's NVLS needs >= 2 GPUs per node
         algos.append("nvls_tree")
         if v.sharp:
             algos.append("nvls_sharp")
@@ -904,7 +923,7 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
     fabricsim times fastest on an idle fabric, ties to NCCL's order; either fixed where it is
     not "auto". Timed by fabricsim's own analytical form, so that the time reported is the
     time of the construction chosen."""
-    algos = applicable(op, comm) if algorithm == "auto" else [algorithm]
+    algos = applicable(op, comm, cost) if algorithm == "auto" else [algorithm]
     names = {a: _nccl_name(a, comm.view) for a in algos}
     pairs = [(a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",)) if protocol in ("auto", p)]
     if pairs and comm.n > 1:
@@ -941,6 +960,10 @@ def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algo
     ``cost_model`` (default :data:`fabricsim.cost_model.DEFAULT`) holds the constants."""
     cost = checked_cost_model(cost_model)
     comm = communicator(applied_fabric(fabric, cost), op, ranks)
+    cut = comm.ranks[np.isin(comm.ranks, comm.view.cut_off)] if comm.view.cut_off.size else comm.ranks[:0]
+    if cut.size:  # in a scenario its flows would fail; an estimate has no time to give
+        raise ZeroCapacityPathError(
+            f"rank {int(cut[0])} has every link down (fabric.fail): {op} over it cannot run")
     S, sizes = collective_size(op, size_bytes, sizes, comm.n)
     algo, proto = resolve_algorithm(op, algorithm, protocol, S, comm, cost)
     t = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
@@ -971,7 +994,7 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
         raise InvalidArgumentError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     if not isinstance(algorithm, str):
         raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
-    algos = applicable(op, comm)
+    algos = applicable(op, comm, cost)
     if algorithm == "auto" or algorithm in algos:
         algo, proto = choose(op, size_bytes, comm, algorithm, protocol, cost)
         if proto in _PROTOCOLS_OF.get(algo, ("simple",)):
@@ -981,13 +1004,14 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
             "(NCCL runs NVLS, CollNet and point-to-point on Simple)")
     algo = algorithm
     why = {
-        "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+) and all ranks in one NVLink domain",
+        "nvls": "NVLS needs NVSwitch chips that reduce (NVSwitch gen 3+), all ranks in one NVLink domain and, "
+                "in the cost model, NVLS efficiency > 0 and nvls_channels >= 2 for the GPU's architecture",
         "sharp": "SHARP needs a fabric built with SHARP enabled (fs.cluster(..., sharp=True) on InfiniBand "
                  "switches with SHARP) and one rank per NVLink domain",
         "nvls_sharp": "NVLS+SHARP needs reducing NVSwitches, a fabric built with SHARP enabled "
                       "(fs.cluster(..., sharp=True)) and >= 2 ranks in each of several domains",
-        "nvls_tree": "NVLSTree needs reducing NVSwitches (NVSwitch gen 3+, Hopper or later) and >= 2 ranks in "
-                     "each of several domains",
+        "nvls_tree": "NVLSTree needs reducing NVSwitches (NVSwitch gen 3+, Hopper or later), >= 2 ranks in "
+                     "each of several domains and, in the cost model, nvls_channels_multi_node >= 2",
         "hierarchical": "hierarchical needs ranks in several domains, one of them holding >= 2",
         "tree": "the double binary tree runs all_reduce on >= 2 ranks",
         "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "

@@ -79,8 +79,9 @@ _TUNING = "NCCL v2.30.7 src/graph/tuning.cc"
 SOURCES: dict[str, str] = {
     "base_latency_s": f"{_TUNING}:150-155 baseLat (hardware.md 4.2)",
     "hw_latency_s": f"{_TUNING}:157-175 hwLat, per step (hardware.md 4.2)",
-    "latency_scale": "fabricsim: 1 keeps NCCL's software latencies; 0 leaves only wire latency, as "
-                     "ASTRA-sim's analytical backend has it (hardware.md 6.4)",
+    "latency_scale": "fabricsim: a factor on NCCL's latency tables (base and per-step latencies, the "
+                     "point-to-point alpha: what a step costs beyond its wire): 1 keeps NCCL's; 0 leaves only "
+                     "the routes' wire latency, as ASTRA-sim's analytical backend has it (hardware.md 6.4)",
     "net_overhead_s": f"{_TUNING}:225-233 netOverhead, 1 us Intel/ARM, 2 us AMD (hardware.md 4.4)",
     "simple_net_overhead_factor": f"{_TUNING}:404-410: x3 for Simple (hardware.md 4.4)",
     "ring_plateau_factor": f"{_TUNING}:647-650: ring/Simple all-reduce latency x1.9 before Ampere, "
@@ -98,6 +99,18 @@ SOURCES: dict[str, str] = {
     "tree_factor": f"{_TUNING}:330-336: Tree busBw x0.92 before its per-channel cap (hardware.md 4.3)",
     "collnet_direct_factor": f"{_TUNING}:340-350: CollNetDirect all-reduce x0.85 on Hopper+ (hardware.md 4.3)",
     "pat_factor": f"{_TUNING}:215-223,337: PAT busBw x0.75 (hardware.md 4.3)",
+    "collnet_direct_net_factor": f"{_TUNING}:340-350: CollNetDirect all-gather/reduce-scatter busBw = ppn x "
+                                 "min(bwIntra, 0.9 x bwInter) (hardware.md 4.3)",
+    "collnet_arity_latency_s": f"{_TUNING}:384-435: CollNetDirect's 0.4 us 'arity serialization' per local "
+                               "rank (hardware.md 4.4)",
+    "pat_latency_per_rank_s": f"{_TUNING}:384-435: PAT latency + 2.8 us per rank (hardware.md 4.4)",
+    "pat_net_latency_divisor": f"{_TUNING}:384-435: PAT latency + log2(nodes) x interLat / 3.5 (hardware.md 4.4)",
+    "channel_dup_below_Bps": "NCCL src/graph/search.cc:1036-1049: channels are not duplicated below 25 GB/s per "
+                             "channel (hardware.md 4.2)",
+    "channel_dup_ampere_below_Bps": "NCCL src/graph/search.cc:1036-1049: nor, after Ampere, below 50 GB/s with "
+                                    "more than 4 channels (hardware.md 4.2)",
+    "search_speed_drop": "NCCL src/graph/search.cc: the search stops lowering the speed once the next is at most "
+                         "0.49 x the best found",
     "nvls_efficiency": f"{_TUNING}:138-144 nvlsEfficiency: 0.85 Hopper, 0.74 Blackwell (hardware.md 3.3, 4.2); "
                        "fabricsim applies it to each GPU's NVLink traffic",
     "nvls_channels": "NCCL src/transport/nvls.cc:155-157,210-214: NVLS runs 16 channels (CTAs) on SM90 and "
@@ -159,6 +172,10 @@ class CostModel:
     tree_ll128_multi_node: float = 120 / 128
     collnet_direct_factor: float = 0.85
     pat_factor: float = 0.75
+    collnet_direct_net_factor: float = 0.9
+    collnet_arity_latency_s: float = 0.4e-6
+    pat_latency_per_rank_s: float = 2.8e-6
+    pat_net_latency_divisor: float = 3.5
     # -- per-channel ceilings (bytes/s per channel) ----------------------------------------
     ll_max_Bps: tuple = _scaled(((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)), _GB)
     per_channel_ring_ll128_Bps: tuple = _scaled(((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3), _GB)
@@ -186,6 +203,9 @@ class CostModel:
          2.4, 1.2, 0.24, 0.12),
     ), _GB)
     pci_Bps: float = 12e9
+    channel_dup_below_Bps: float = 25e9
+    channel_dup_ampere_below_Bps: float = 50e9
+    search_speed_drop: float = 0.49
     ring_max_channels: int = 32
     nvls_max_arity: int = 32
     direct_max_heads: int = 8
@@ -289,7 +309,8 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(CostModel) if f.name != "_has
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(CostModel) if f.name != "_hash"}
 _INTS = {"ring_max_channels", "nvls_max_arity", "direct_max_heads", "nvls_channels", "nvls_channels_multi_node"}
 _FRACTIONS = {"ll_payload", "ll128_payload", "tree_factor", "tree_ll_factor", "tree_ll128_one_node",
-              "tree_ll128_multi_node", "collnet_direct_factor", "pat_factor", "nvls_efficiency"}
+              "tree_ll128_multi_node", "collnet_direct_factor", "pat_factor", "nvls_efficiency",
+              "collnet_direct_net_factor", "search_speed_drop"}
 _OPTIONAL_FRACTIONS = {"nvlink_efficiency", "network_efficiency"}
 
 
@@ -306,7 +327,7 @@ def _checked(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, tuple):
         return _table(name, value, default)
     return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS,
-                   positive=name in _INTS or name == "pci_Bps")
+                   positive=name in _INTS or name in ("pci_Bps", "pat_net_latency_divisor"))
 
 
 def _scalar(name: str, value: Any, integral: bool = False, fraction: bool = False, positive: bool = False) -> Any:

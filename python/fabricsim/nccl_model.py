@@ -233,6 +233,8 @@ def _k(cost: CostModel) -> SimpleNamespace:
         tree_ll128=gb(cost.per_channel_tree_ll128_Bps), tree=gb(cost.per_channel_tree_Bps),
         nvls_tree=gb(cost.per_channel_nvls_tree_Bps), ladder_intra=gb(cost.ladder_intra_Bps),
         ladder_inter=gb(cost.ladder_inter_Bps), pci=cost.pci_Bps / 1e9, c=cost,
+        dup_below=cost.channel_dup_below_Bps / 1e9, dup_ampere_below=cost.channel_dup_ampere_below_Bps / 1e9,
+        arity=us(cost.collnet_arity_latency_s), pat_per_rank=us(cost.pat_latency_per_rank_s),
     )
 
 
@@ -299,13 +301,13 @@ def _ring_graph(sy: _Sys) -> tuple[int, float, float]:
             n, s = c, lad[i]
         if n and (n == sy.k.c.ring_max_channels or n * s >= sy.total_bw - _EPS):
             break
-        if i + 1 >= len(lad) or (n and lad[i + 1] / s <= 0.49):
+        if i + 1 >= len(lad) or (n and lad[i + 1] / s <= sy.k.c.search_speed_drop):
             break
         i += 1
     if not n:  # search.cc's fallback graph
         return 1, 0.1, 0.1
     # ncclTopoDupChannels (search.cc:1036-1049): double the channels, split their bandwidth.
-    if not (s < 25.0 or (sy.cc > 80 and s < 50.0 and n > 4)):
+    if not (s < sy.k.dup_below or (sy.cc > 80 and s < sy.k.dup_ampere_below and n > 4)):
         d = min(2 * n, sy.k.c.ring_max_channels)
         s, n = s / math.ceil(d / n), d
     # Pass 2: a higher speed at no fewer channels, if it carries more.
@@ -458,7 +460,7 @@ def _bus_bw(op, a, p, g, s, sy, col) -> float:
         return 0.0
     if a == CN_DIRECT:
         if not ar:
-            return ppn * min(b_intra, b_inter * 0.9)  # tuning.cc:340-350
+            return ppn * min(b_intra, b_inter * c.collnet_direct_net_factor)
         f = ppn / n_ch  # "GPU/NIC ratio"
         bus /= f - (f - 1) / 2
         return bus * c.collnet_direct_factor if sy.cc >= 90 else bus
@@ -489,14 +491,14 @@ def _latency_us(op, a, p, s, sy, same_channels) -> float:
     if a == TREE:
         return base + 2 * (local * intra + log_nodes * inter)
     if a == CN_DIRECT:
-        return base + 2 * (min(1, local) * intra + local * 0.4) + inter
+        return base + 2 * (min(1, local) * intra + local * k.arity) + inter
     if a == CN_CHAIN:
         return base + 2 * local * intra + inter
     if a == NVLS:  # "=", not "+=": NCCL drops the base latency here
         return intra + (inter if nodes > 1 else 0.0)
     if a == NVLS_TREE:
         return base + intra + 2 * log_nodes * inter
-    return base + log_nodes * inter / 3.5 + n * 2.8  # PAT
+    return base + log_nodes * inter / s.cost.pat_net_latency_divisor + n * k.pat_per_rank  # PAT
 
 
 @lru_cache(maxsize=4096)

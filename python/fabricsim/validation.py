@@ -77,8 +77,13 @@ class Case:
 
 _ROCE_NODE = ("this cluster's one-node runs sit 11-13% below every other H100 measurement (ring 330 vs "
               "365-370 in #1455 and #212, NVLS 430 vs 480): a per-cluster NVLink efficiency under NCCL "
-              "2.19.3 that no network mechanism explains; `fabricsim calibrate` fits it from the cluster's "
-              "own logs")
+              "2.19.3, which `fabricsim calibrate` fits from the cluster's own logs")
+_ROCE_NET = ("not explained by a modelled mechanism: with the NVLink efficiency fitted to this cluster's "
+             "one-node ring (330), its 2- and 4-node rings stay 14-16% above what it measured, and the "
+             "4-node NVLSTree is held by NCCL's per-channel cap, which the NVLink rate does not move. IB "
+             "clusters of the same nodes and NICs measure 370-380 (#1649); this RoCE fabric's 32 NICs sit "
+             "on one SN5600, so ECMP has no collision to model: the shortfall is its Ethernet transport's "
+             "(NCCL 2.19.3 over RoCE), which fabricsim does not model")
 
 
 def _cases() -> tuple[Case, ...]:
@@ -130,13 +135,13 @@ def _cases() -> tuple[Case, ...]:
              algorithm="nvls_tree", tolerance=0.10),
         Case("roce-ring-2n", "6.2", "2 nodes x 8 H100, 8 x 400G RoCE, NVLS off (NCCL 2.19.3)",
              "2 x HGX H100, 400G RoCE (SN5600)", "all_reduce", (4 * GiB, 8 * GiB), 330e9, "NVIDIA/nccl#1221",
-             algorithm="ring", tolerance=0.10, known_miss=_ROCE_NODE),
+             algorithm="ring", tolerance=0.10, known_miss=_ROCE_NET),
         Case("roce-nvls-4n", "6.2", "4 nodes x 8 H100, 8 x 400G RoCE, NVLS on (NCCL 2.19.3)",
              "4 x HGX H100, 400G RoCE (SN5600)", "all_reduce", (4 * GiB, 8 * GiB), 320e9, "NVIDIA/nccl#1221",
-             algorithm="nvls_tree", tolerance=0.10, known_miss=_ROCE_NODE),
+             algorithm="nvls_tree", tolerance=0.10, known_miss=_ROCE_NET),
         Case("roce-ring-4n", "6.2", "4 nodes x 8 H100, 8 x 400G RoCE, NVLS off (NCCL 2.19.3)",
              "4 x HGX H100, 400G RoCE (SN5600)", "all_reduce", (4 * GiB, 8 * GiB), 320e9, "NVIDIA/nccl#1221",
-             algorithm="ring", tolerance=0.10, known_miss=_ROCE_NODE),
+             algorithm="ring", tolerance=0.10, known_miss=_ROCE_NET),
         Case("h100-allreduce-32n", "6.2", "32 nodes x 8 H100 (256 GPUs), all-reduce", "32 x HGX H100, Quantum-2 IB",
              "all_reduce", (2 * GiB,), 340e9, "NVIDIA/nccl#1218", tolerance=0.10,
              known_miss="NVIDIA's expected figure for the same nodes and NICs is 370-380 (#1649, met within "

@@ -2,7 +2,10 @@
 with the device list nccl-tests writes) made by a known cost model are fitted back to it, with
 the error on held-out sizes; bad logs and mismatched fabrics are refused."""
 
+import dataclasses
+
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import fabricsim as fs
@@ -64,6 +67,46 @@ def test_a_subset_of_ranks_is_calibrated_with_ranks():
     cal = calibrate(f, text, ranks=range(6), parameters=("nvls_efficiency",), holdout_every=0)
     assert cal.fitted["nvls_efficiency"] == pytest.approx(0.7, rel=2e-3)
     assert not any(cal.table["held_out"].to_pylist())
+
+
+def test_a_ring_log_said_to_be_ring_fits_the_nvlink_rate():
+    # nccl-tests does not print the algorithm: a run with NCCL_ALGO=RING is calibrated with
+    # algorithm="ring", and then fits the NVLink efficiency, never NVLS's.
+    f = fs.hgx_h100()
+    text = log_text(f, "all_reduce", DEFAULT.replace(nvlink_efficiency=0.7357), algorithm="ring", lo="64M")
+    cal = calibrate(f, text, algorithm="ring")
+    assert cal.fitted["nvlink_efficiency"] == pytest.approx(0.7357, rel=2e-3)
+    assert cal.fitted.get("latency_scale", 1.0) == pytest.approx(1.0, rel=0.05)
+    assert set(cal.table["algorithm"].to_pylist()) == {"ring"}
+    assert "nvls_efficiency" in cal.not_determined
+
+
+def test_an_nvls_only_log_puts_what_it_measures_on_nvls_efficiency():
+    # NVLS rows see only NVLS efficiency x NVLink rate: with no ring row to pin the NVLink
+    # rate, the product is fitted as NVLS efficiency, and every row's time is met.
+    f = fs.hgx_h100()
+    truth = DEFAULT.replace(nvlink_efficiency=0.80, nvls_efficiency={"hopper": 0.78})  # ceiling not binding
+    text = log_text(f, "all_reduce", truth, lo="512M")
+    cal = calibrate(f, text)
+    assert set(cal.table["algorithm"].to_pylist()) == {"nvls"}
+    assert "nvlink_efficiency" in cal.not_determined
+    assert cal.fitted["nvls_efficiency"] == pytest.approx(0.78 * 0.80 / (370.8 / 450), rel=2e-3)
+    assert cal.error_summary()["held_out_max"] < 0.002
+
+
+def test_measurement_noise_is_fitted_through_and_shows_on_held_out_rows():
+    # Real logs are not made by the model: 2% noise on each time still gives the efficiency
+    # within about a percent, with the held-out error the size of the noise.
+    f = fs.hgx_h100()
+    rng = np.random.default_rng(1)
+    log = fs.read_nccl_tests(log_text(f, "all_gather", DEFAULT.replace(nvlink_efficiency=0.7), lo="16M"))
+    noisy = log.rows.set_column(log.rows.column_names.index("time_s"), "time_s",
+                                pa.array(log.rows["time_s"].to_numpy() * rng.normal(1, 0.02, log.rows.num_rows)))
+    log = dataclasses.replace(log, rows=noisy)
+    cal = calibrate(f, log)
+    assert cal.fitted["nvlink_efficiency"] == pytest.approx(0.7, rel=0.02)
+    s = cal.error_summary()
+    assert 0.002 < s["held_out_rms"] < 0.06
 
 
 def test_a_log_whose_rank_count_is_not_the_fabrics_is_refused():
