@@ -119,3 +119,64 @@ class AnalyticalEstimate:
         # A new size every call, so nothing size-dependent is reused between calls.
         self.size += 1
         fs.estimate(self.fabric, "all_reduce", GiB + self.size, self.ranks, algorithm=algorithm)
+
+
+def moe_dispatch_sizes(n_ranks, seed=0, sigma=0.6, bytes_per_rank=64 * 2**20):
+    """An all-to-all-v as a mixture-of-experts dispatch: log-normal sizes (sigma 0.6), every
+    rank sending 64 MiB in all."""
+    rng = np.random.default_rng(seed)
+    m = rng.lognormal(0.0, sigma, (n_ranks, n_ranks))
+    np.fill_diagonal(m, 0.0)
+    return m / m.sum(axis=1, keepdims=True) * bytes_per_rank
+
+
+class MoeAllToAllV:
+    """All-to-all-v of a MoE dispatch over HGX H100 nodes on Quantum-2 (n_ranks^2 - n_ranks
+    flows of log-normal sizes starting together), exact and in the fast mode (the exact engine
+    only at 128 ranks: at 512 it would take hours)."""
+
+    params = ([128, 512, 1024], [0.0, 1e-2])
+    param_names = ["n_ranks", "tolerance"]
+    timeout = 900
+    number = 1
+    repeat = (1, 2, 300.0)
+    warmup_time = 0
+
+    def setup(self, n_ranks, tolerance):
+        if tolerance == 0.0 and n_ranks > 128:
+            raise NotImplementedError("the exact engine takes hours here")
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=n_ranks // 8, scale_out="quantum-2")
+        self.sizes = moe_dispatch_sizes(n_ranks)
+        self.ranks = np.arange(n_ranks)
+
+    def _run(self, tolerance):
+        sc = fs.Scenario(self.fabric)
+        sc.add_collective("all_to_all", self.ranks, sizes=self.sizes)
+        return sc.run(tolerance=tolerance)
+
+    def time_run(self, n_ranks, tolerance):
+        self._run(tolerance)
+
+    def peakmem_run(self, n_ranks, tolerance):
+        self._run(tolerance)
+
+
+class EthernetAllToAllEcmp:
+    """Uniform 1 GiB all-to-all among 512 H100s in 64 HGX servers on SN5600 Ethernet with ECMP:
+    collisions give the flows different rates, so the exact engine finishes them one by one."""
+
+    params = [0.0, 1e-2]
+    param_names = ["tolerance"]
+    timeout = 600
+    number = 1
+    repeat = (1, 2, 200.0)
+    warmup_time = 0
+
+    def setup(self, tolerance):
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="sn5600", nic="cx7")
+        self.ranks = np.arange(512)
+
+    def time_all_to_all(self, tolerance):
+        sc = fs.Scenario(self.fabric, routing="ecmp")
+        sc.add_collective("all_to_all", self.ranks, GiB, algorithm="direct")
+        sc.run(tolerance=tolerance)

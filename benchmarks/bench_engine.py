@@ -11,6 +11,13 @@ import fabricsim as fs
 from . import scenarios, workloads
 
 
+def two_tier_scenario(n_flows, arrival):
+    """TwoTierFatTree's scenario: its fabric, flows and routes (seed 0)."""
+    tree = workloads.two_tier_fat_tree()
+    flows = workloads.random_flows(tree, n_flows, arrival, seed=0)
+    return scenarios.scenario_with_routes(scenarios.topology(tree), flows)
+
+
 class TwoTierFatTree:
     """SimGrid-comparable runs: 512 hosts, 16 leaves x 16 spines, 100 Gb/s links, 1 us per
     link, leaf uplinks 2:1 oversubscribed; each flow goes through a random spine."""
@@ -23,9 +30,7 @@ class TwoTierFatTree:
     warmup_time = 0
 
     def setup(self, n_flows, arrival):
-        tree = workloads.two_tier_fat_tree()
-        flows = workloads.random_flows(tree, n_flows, arrival, seed=0)
-        self.scenario = scenarios.scenario_with_routes(scenarios.topology(tree), flows)
+        self.scenario = two_tier_scenario(n_flows, arrival)
 
     def time_run(self, n_flows, arrival):
         self.scenario.run()
@@ -96,3 +101,25 @@ class BuildScenario:
 
     def time_topology_from_arrays_three_tier(self):
         scenarios.topology(self.tree3)
+
+
+class FastModeFatTree:
+    """TwoTierFatTree's flows all starting together, the case the exact engine is slowest on
+    (each finish changes the rate of a large share of the others), in the fast mode
+    (``run(tolerance=...)``): finishes within the tolerance of an instant are taken with it."""
+
+    params = ([10_000, 100_000], [1e-2, 1e-3])
+    param_names = ["n_flows", "tolerance"]
+    timeout = 600
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+
+    def setup(self, n_flows, tolerance):
+        self.scenario = two_tier_scenario(n_flows, "together")
+
+    def time_run(self, n_flows, tolerance):
+        self.scenario.run(tolerance=tolerance)
+
+    def peakmem_run(self, n_flows, tolerance):
+        self.scenario.run(tolerance=tolerance)

@@ -148,6 +148,7 @@ class Scenario:
         record_rates: bool = False,
         progress: Optional[Callable[[int, int, float], Any]] = None,
         verify_rates: bool = False,
+        finish_rel_tol: float = 0.0,
     ) -> dict[str, Any]: ...
 
 def max_min_rates(

@@ -113,6 +113,10 @@ class Result:
         self.n_flows_resolved: int = raw["n_flows_resolved"]
         #: Flow rate changes applied, summed over instants.
         self.n_rate_changes: int = raw["n_rate_changes"]
+        #: "exact", or "fast" where ``run(tolerance=...)`` asked for the fast mode.
+        self.mode: str = "exact"
+        #: The fast mode's relative tolerance (0 for the exact engine).
+        self.tolerance: float = 0.0
 
     @property
     def rate_changes(self) -> pa.Table:

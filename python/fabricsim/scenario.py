@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
-from ._checks import U64, callback, flag, integer, integers, parsed, quantities, shown
+from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
 from .results import Result
@@ -402,6 +402,7 @@ class Scenario:
         progress: bool | ProgressCallback = False,
         record_rates: bool = False,
         verify_rates: bool = False,
+        tolerance: float = 0.0,
     ) -> Result:
         """Simulates to completion and returns the :class:`Result`.
 
@@ -413,8 +414,19 @@ class Scenario:
         ``verify_rates=True`` re-solves every rate from scratch after every instant and raises
         :class:`InternalError` on any difference with the incremental engine (slow; a check).
         Ctrl-C stops the run with KeyboardInterrupt.
+
+        ``tolerance``: 0 (the default) runs the exact engine. A positive relative tolerance
+        runs the fast mode, for many flows of different sizes that start together: the
+        flows due to finish within ``tolerance`` times the current time after an instant
+        finish with it, each at its own projected time, and the others' rates are re-solved
+        once for all of them (``Result.mode`` and ``Result.tolerance`` say which ran; the
+        README's "Fast mode" gives the bound it holds to).
         """
         checked_progress(progress)
+        tol = real(tolerance)
+        if tol is None or not 0 <= tol < 1:
+            raise InvalidArgumentError(
+                f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
         flag("record_rates", record_rates)
         flag("verify_rates", verify_rates)
         bar = _ProgressBar() if progress is True else None
@@ -423,7 +435,7 @@ class Scenario:
             self._n_runs += 1
         raw = None
         try:
-            raw = self._core.run(record_rates, callback, verify_rates)
+            raw = self._core.run(record_rates, callback, verify_rates, tol)
         finally:
             with self._lock:
                 self._n_runs -= 1
@@ -433,6 +445,7 @@ class Scenario:
 
         builder = self._collectives or Builder(self)
         result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
+        result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
         result.collectives = builder.table(result.delays)
         return result
 

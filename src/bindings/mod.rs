@@ -981,18 +981,25 @@ impl Scenario {
 
     /// Runs the scenario with the GIL released. `progress(n_done, n_activities, time_s)` is
     /// called now and then; Ctrl-C stops the run with KeyboardInterrupt.
-    #[pyo3(signature = (record_rates=false, progress=None, verify_rates=false))]
+    #[pyo3(signature = (record_rates=false, progress=None, verify_rates=false, finish_rel_tol=0.0))]
     fn run<'py>(
         &self,
         py: Python<'py>,
         record_rates: bool,
         progress: Option<PyObject>,
         verify_rates: bool,
+        finish_rel_tol: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.inner;
+        if !(finish_rel_tol.is_finite() && finish_rel_tol >= 0.0) {
+            return Err(to_py(Error::InvalidArgument(format!(
+                "finish_rel_tol must be a finite number >= 0 (0: exact), got {finish_rel_tol}"
+            ))));
+        }
         let options = RunOptions {
             record_rates,
             verify: verify_rates,
+            finish_rel_tol,
             ..Default::default()
         };
         let mut stop: Option<PyErr> = None;

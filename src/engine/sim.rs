@@ -29,6 +29,11 @@ pub struct RunOptions {
     pub record_rates: bool,
     /// After every instant, check all rates against a from-scratch solve (slow: for tests).
     pub verify: bool,
+    /// 0: exact. Above 0, the fast mode: the flows whose projected finish falls within this
+    /// fraction of the current time after it (and before any other event) finish with this
+    /// instant, each reported at its own projected time, and the rates of the others are
+    /// re-solved once for all of them (module `sim` docs on `finish_window`).
+    pub finish_rel_tol: f64,
     /// Sums of constraint loads whose peak and busy time to report (`RunOutput::meter_*`).
     pub meters: Meters,
 }
@@ -270,6 +275,7 @@ struct Sim<'a> {
     out: RunOutput,
     record_rates: bool,
     verify: bool,
+    finish_rel_tol: f64,
     /// Activities done, failed or skipped.
     n_over: usize,
     /// The disruptions in time order, and those due at the current instant.
@@ -454,6 +460,7 @@ impl<'a> Sim<'a> {
             },
             record_rates: options.record_rates,
             verify: options.verify,
+            finish_rel_tol: options.finish_rel_tol,
             n_over: 0,
             steps,
             due: Vec::new(),
@@ -529,6 +536,47 @@ impl<'a> Sim<'a> {
         )))
     }
 
+    /// The latest projected finish the instant at `now` takes. Exact: its own rounding
+    /// horizon. Fast mode (`finish_rel_tol` > 0): up to `now * (1 + finish_rel_tol)`, but
+    /// never past the next event of another kind (an arrival, a delay's end, a disruption
+    /// keeps its exact time and order). The flows taken leave now and are reported finished
+    /// at their own projected times; their share of bandwidth goes to the others at once,
+    /// which is what the tolerance buys: one re-solve for all of them, where the exact
+    /// engine re-solves at each. The others' rates are exact for the flows left.
+    fn finish_window(&mut self, now: f64, horizon: f64) -> f64 {
+        if self.finish_rel_tol <= 0.0 {
+            return horizon;
+        }
+        let next_event = self.events.peek().map_or(f64::INFINITY, |e| e.time_s);
+        (now + now.abs() * self.finish_rel_tol)
+            .min(next_event)
+            .max(horizon)
+    }
+
+    /// When the flows a fast-mode instant took leave and the others are re-solved: the
+    /// rate-weighted mean of their projected finishes, so that the bandwidth those finishing
+    /// before it hold too long and those finishing after it free too soon balance, to first
+    /// order (where the instant has arrivals or disruptions, at its own time, theirs). Never
+    /// past an event the instant's finishes made (a dependent ready at once).
+    fn release_time(&mut self, now: f64, released: &[(u32, f64)], only_finishes: bool) -> f64 {
+        if !only_finishes {
+            return now;
+        }
+        let (mut weight, mut sum) = (0.0, 0.0);
+        for &(f, t) in released {
+            let r = self.sharing.rate(f);
+            weight += r;
+            sum += r * (t - now);
+        }
+        let mean = if weight > 0.0 {
+            now + sum / weight
+        } else {
+            now
+        };
+        let next_event = self.events.peek().map_or(f64::INFINITY, |e| e.time_s);
+        mean.min(next_event).max(now)
+    }
+
     fn next_finish_s(&self) -> Option<f64> {
         self.finishes.peek().map(|(t, _)| t)
     }
@@ -536,6 +584,10 @@ impl<'a> Sim<'a> {
     fn event_loop(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<()> {
         let mut arrived: Vec<u32> = Vec::new();
         let mut finishing: Vec<u32> = Vec::new();
+        // Fast mode: the flows an instant takes early, their projected finish times, and
+        // their rates (which weigh when the instant's re-solve comes).
+        let mut finishing_s: Vec<f64> = Vec::new();
+        let mut released: Vec<(u32, f64)> = Vec::new();
         // The first check (after 64 instants) reports at once.
         let mut last_report = std::time::Instant::now()
             .checked_sub(REPORT_EVERY)
@@ -543,7 +595,7 @@ impl<'a> Sim<'a> {
         loop {
             let next_event = self.events.peek().map(|e| e.time_s);
             let next_finish = self.next_finish_s();
-            let now = match (next_event, next_finish) {
+            let mut now = match (next_event, next_finish) {
                 (None, None) => break,
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) | (None, Some(a)) => a,
@@ -580,9 +632,26 @@ impl<'a> Sim<'a> {
                         continue;
                     }
                 }
+                let bound = self.finish_window(now, horizon);
                 match self.finishes.peek() {
-                    Some((t, _)) if t <= horizon => {
+                    Some((t, _)) if t <= bound => {
                         finishing.clear();
+                        if bound > horizon {
+                            finishing_s.clear();
+                            self.finishes.take_at_most_keyed(
+                                bound,
+                                &mut finishing,
+                                Some(&mut finishing_s),
+                            );
+                            for (&f, &t) in finishing.iter().zip(&finishing_s) {
+                                // Its own projected finish: within the window after now. It
+                                // leaves when the instant re-solves (`release_time`).
+                                self.complete(f, t.max(now));
+                                released.push((f, t.max(now)));
+                            }
+                            n_left += finishing.len();
+                            continue;
+                        }
                         self.finishes.take_at_most(horizon, &mut finishing);
                         // Highest id first: flows attach in id order, so when many leave at
                         // once they come off the end of their constraints' lists.
@@ -597,6 +666,14 @@ impl<'a> Sim<'a> {
                     }
                     _ => break,
                 }
+            }
+            if !released.is_empty() {
+                now = self.release_time(now, &released, arrived.is_empty() && self.due.is_empty());
+                for &(f, _) in &released {
+                    self.left[f as usize].bytes = 0.0;
+                    self.leave(now, f);
+                }
+                released.clear();
             }
             if !self.due.is_empty() {
                 n_left += self.disrupt(now, &mut arrived)?;

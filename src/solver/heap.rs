@@ -100,12 +100,25 @@ impl IndexedHeap {
     /// key, and a large share of the heap (a collective's flows finishing together) is
     /// removed in one pass and a rebuild instead of a sift each.
     pub fn take_at_most(&mut self, bound: f64, out: &mut Vec<u32>) {
+        self.take_at_most_keyed(bound, out, None);
+    }
+
+    /// As `take_at_most`, also appending each taken id's key to `keys` (in `out`'s order).
+    pub fn take_at_most_keyed(
+        &mut self,
+        bound: f64,
+        out: &mut Vec<u32>,
+        mut keys: Option<&mut Vec<f64>>,
+    ) {
         // Mostly one or a few.
         for _ in 0..64 {
             match self.peek() {
                 Some((key, id)) if key <= bound => {
                     self.remove(id);
                     out.push(id);
+                    if let Some(k) = keys.as_deref_mut() {
+                        k.push(key);
+                    }
                 }
                 _ => return,
             }
@@ -115,6 +128,9 @@ impl IndexedHeap {
         while let Some(i) = stack.pop() {
             if i < self.items.len() && self.items[i].0 <= bound {
                 out.push(self.items[i].1);
+                if let Some(k) = keys.as_deref_mut() {
+                    k.push(self.items[i].0);
+                }
                 stack.extend((ARITY * i + 1..).take(ARITY));
             }
         }

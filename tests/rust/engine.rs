@@ -819,3 +819,71 @@ fn a_flow_whose_rate_changes_leaves_no_rounding_in_the_load() {
     let want = ((c0 - b - f_part) - f_part_err) / k_x;
     assert_close("X's last rate", last, want);
 }
+
+/// The fast mode (`finish_rel_tol` > 0) on random DAGs: the same outcomes as the exact engine,
+/// every rate exact for the flows still transferring at each instant (`verify`), and every
+/// finish time within the README's stated bound (2% at a tolerance of 1e-2); a tolerance of 0
+/// is the exact engine, bit for bit.
+#[test]
+fn fast_mode_keeps_outcomes_and_finish_times_within_its_bound_on_random_dags() {
+    let mut rng = Rng::new(0x5eed_fa57);
+    let mut worst = 0.0f64;
+    for _ in 0..300 {
+        let RandomDag { capacity, acts, .. } =
+            random_dag_with(&mut rng, 6, 40, false, &COEFFICIENTS);
+        let exact = go(&capacity, &acts);
+        let zero = run(
+            &capacity,
+            &acts,
+            &RunOptions {
+                record_rates: true,
+                verify: true,
+                finish_rel_tol: 0.0,
+                ..Default::default()
+            },
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!(
+            zero.finish_s
+                .iter()
+                .map(|t| t.to_bits())
+                .collect::<Vec<_>>(),
+            exact
+                .finish_s
+                .iter()
+                .map(|t| t.to_bits())
+                .collect::<Vec<_>>()
+        );
+        let fast = run(
+            &capacity,
+            &acts,
+            &RunOptions {
+                verify: true,
+                finish_rel_tol: 1e-2,
+                ..Default::default()
+            },
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!(fast.outcome, exact.outcome);
+        for (a, (&f, &e)) in fast.finish_s.iter().zip(&exact.finish_s).enumerate() {
+            if e.is_nan() {
+                assert!(f.is_nan(), "activity {a}");
+                continue;
+            }
+            assert!(
+                f >= fast.start_s[a] || fast.start_s[a].is_nan(),
+                "activity {a} ends before it starts"
+            );
+            let err = if e == 0.0 {
+                f.abs()
+            } else {
+                (f / e - 1.0).abs()
+            };
+            worst = worst.max(err);
+            assert!(err <= 0.02, "activity {a}: fast {f} s, exact {e} s");
+        }
+    }
+    assert!(worst > 0.0, "no random DAG exercised the fast mode");
+}
