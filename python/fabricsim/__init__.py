@@ -18,7 +18,8 @@ from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .results import Result, Summary
 from .scenario import Scenario
-from .collectives import Estimate, estimate, nccl_tests
+from .collectives import Estimate, estimate
+from .nccl_sweep import nccl_tests
 from .cost_model import CostModel
 from .nccl_logs import NcclTestsLog, read_nccl_tests
 from .calibration import Calibration, calibrate

@@ -154,8 +154,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _nccl_tests(args: argparse.Namespace) -> int:
-    from . import fabrics
-    from .collectives import nccl_tests
+    from .nccl_sweep import nccl_tests
     from .nccl_conventions import format_footer, format_header, format_row
 
     fabric = _cli_fabric(args)

@@ -13,6 +13,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
+from .collectives.communicator import applied_fabric, checked_cost_model, collective_size, communicator
+from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
@@ -165,8 +167,6 @@ class Scenario:
     """
 
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None, cost_model: Any = None) -> None:
-        from .collectives import applied_fabric, checked_cost_model
-
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
         #: The constants its collectives use (fabricsim.CostModel; the defaults unless given).
@@ -340,8 +340,6 @@ class Scenario:
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
         the op) labels its flows and delays in the results."""
-        from .collectives import Builder, collective_size, communicator
-
         if self._collectives is None:
             self._collectives = Builder(self)
         if ranks is not None and not isinstance(ranks, np.ndarray):  # an iterator is read once, here
@@ -441,8 +439,6 @@ class Scenario:
                 self._n_runs -= 1
             if bar is not None:
                 bar.close(None if raw is None else raw["makespan_s"])
-        from .collectives import Builder
-
         builder = self._collectives or Builder(self)
         result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol

@@ -218,7 +218,8 @@ def validate(cases: Sequence[Case | str] | None = None, *, cost_model: Any = Non
     measured and simulated busbw (bytes/s), ``error`` (simulated / measured - 1), its
     ``tolerance``, ``within`` it or not, ``known_miss`` (the reason, where the case is a
     known miss) and the source. ``on_row`` gets each row as it is made."""
-    from .collectives import checked_cost_model, nccl_tests
+    from .collectives import checked_cost_model
+    from .nccl_sweep import nccl_tests
 
     cost = checked_cost_model(cost_model)
     built: dict[str, Any] = {}

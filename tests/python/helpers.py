@@ -670,7 +670,7 @@ def auto_candidates(fabric, op, size_bytes, ranks=None, cost_model=None):
     algorithm, protocol)]``. Auto runs the first of ``min()`` of these: fabricsim's own fastest
     construction, ties to NCCL's order."""
     from fabricsim import nccl_model
-    from fabricsim.collectives import PROTOCOLS, _shape, communicator
+    from fabricsim.collectives.timing import PROTOCOLS, _shape, communicator
     from fabricsim.exceptions import InvalidArgumentError
 
     comm = communicator(fabric, op, ranks)

@@ -460,7 +460,7 @@ def test_finish_beyond_double_precision_is_an_error_not_inf():
 def test_ctrl_c_while_a_collective_is_built_leaves_the_scenario_as_it_was(monkeypatch):
     # Only an Exception undid a partly built collective: a KeyboardInterrupt left its first
     # delay and flows in the scenario, run without a row in the collectives table.
-    from fabricsim.collectives import Builder
+    from fabricsim.collectives.construction import Builder
 
     fabric = fs.hgx_h100()
     sc = fs.Scenario(fabric)
@@ -520,7 +520,7 @@ def test_a_run_started_by_another_thread_waits_for_a_change_under_way(monkeypatc
     # started between them made the collective's next call fail with PyO3's bare "Already
     # borrowed", and the undo too, leaving its first delay in the scenario without a row.
     import threading
-    from fabricsim import collectives
+    from fabricsim.collectives import construction as collectives
 
     sc = fs.Scenario(line_topology(3))
     for i in range(200):

@@ -178,7 +178,7 @@ def star(n, link_Bps=50e9, latency_s=0.5e-6):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 16, 31, 72, 100, 1000])
 def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four_edges(n):
-    from fabricsim.collectives import dtree_parents
+    from fabricsim.collectives.timing import dtree_parents
 
     degree = np.zeros(n, dtype=int)
     for parents in dtree_parents(n):
@@ -259,7 +259,8 @@ def test_nvls_sharp_pays_nccls_one_nvls_latency_not_three_collectives(domain, n_
     plus one network step (tuning.cc hwLat 25 + 18 us, no base), not the sum of an NVLS
     reduce-scatter, a CollNet all-reduce and an NVLS all-gather (64 us). Its wire latency is
     likewise one NVSwitch hop and one network hop (both fabrics put every NIC on one leaf)."""
-    from fabricsim.collectives import _comm, latency_s
+    from fabricsim.collectives.communicator import _comm
+    from fabricsim.collectives.timing import latency_s
 
     fabric = fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, sharp=True)
     assert fabric.structure["scale_out"]["n_leaves"] == 1
@@ -290,7 +291,8 @@ def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size
     """LL and LL128 send flags with the data: every edge carries 1/efficiency wire bytes per
     payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's;
     also where the domains hold 3, 5, 1 and 8 ranks."""
-    from fabricsim.collectives import _comm, _efficiency, latency_s
+    from fabricsim.collectives.communicator import _comm
+    from fabricsim.collectives.timing import _efficiency, latency_s
 
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     _, row = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol=protocol)
@@ -917,7 +919,8 @@ def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
     Ring Simple busBw 2 x 24, algBw x 3/4 = 36 GB/s: 60.48 us + S / 36 GB/s = 29.89 ms."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     from fabricsim import nccl_model
-    from fabricsim.collectives import _comm, _shape
+    from fabricsim.collectives.communicator import _comm
+    from fabricsim.collectives.timing import _shape
 
     wire = 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
     tree_s = 36.4e-6 + wire + GiB / NET_Bps
@@ -1064,7 +1067,7 @@ def test_every_pair_of_a_communicator_has_its_latency_class_wire_latency(n_domai
     (one domain, one leaf, a spine, a core), measured on one pair of the class: every pair of
     the class has it, the network classes' latencies ascend, and the per-rank peer counts are
     the classes' pairs counted."""
-    from fabricsim.collectives import _CLASSES, _comm
+    from fabricsim.collectives.communicator import _CLASSES, _comm
 
     fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
     rng = np.random.default_rng(7)
@@ -1291,12 +1294,12 @@ def test_cli_nccl_tests_prints_rows_as_they_finish_and_stops_on_ctrl_c(monkeypat
 
 
 def test_cli_reports_a_too_large_scenario_without_a_traceback(monkeypatch, capsys):
-    import fabricsim.collectives
+    import fabricsim.nccl_sweep
 
     def too_large(*args, **kwargs):
         raise fs.ScenarioTooLargeError("5000000000 more flows than fit")
 
-    monkeypatch.setattr(fabricsim.collectives, "nccl_tests", too_large)
+    monkeypatch.setattr(fabricsim.nccl_sweep, "nccl_tests", too_large)
     assert main(["nccl-tests", "--op", "all_to_all"]) == 1
     assert capsys.readouterr().err == "fabricsim: error: 5000000000 more flows than fit\n"
 
