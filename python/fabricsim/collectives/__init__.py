@@ -115,6 +115,12 @@ fabricsim builds, the one fabricsim's own analytical time finds fastest, so that
 reported is the time of the construction chosen; ``hierarchical`` and ``halving_doubling``
 have no NCCL counterpart and are only used when asked for (on Simple).
 :func:`estimate` gives the analytical time alone, without a scenario.
+
+Modules: :mod:`~fabricsim.collectives.communicator` (the fabric as collectives see it, the
+ranks grouped by domain, sizes as nccl-tests counts them), :mod:`~fabricsim.collectives.timing`
+(each algorithm's analytical time, ``auto``'s choice, :func:`estimate`),
+:mod:`~fabricsim.collectives.construction` (each algorithm's flows on a scenario, the results
+table); the sweep of nccl-tests is :mod:`fabricsim.nccl_sweep`.
 """
 
 from .communicator import FabricView, applied_fabric, checked_cost_model, collective_size, communicator, fabric_view
