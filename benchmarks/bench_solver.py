@@ -1,4 +1,4 @@
-"""fs.max_min_rates alone: the water-filling solver (DESIGN.md section 1) on random problems.
+"""fs.max_min_rates alone: the water-filling solver (docs/design.md section 1) on random problems.
 
 Each flow uses 6 distinct constraints with coefficient 1; about 30 flows share a constraint.
 Problems are built in ``setup``, outside the timed part.

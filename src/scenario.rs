@@ -84,7 +84,7 @@ pub struct Edge {
     pub tree: u32,
 }
 
-/// One coupled flow's recipe (DESIGN.md section 2): edges, routed with `modes`, combined,
+/// One coupled flow's recipe (docs/design.md section 2): edges, routed with `modes`, combined,
 /// plus usage of scenario constraints (reduction engines) in fabric-constraint numbering.
 #[derive(Debug, Clone)]
 pub struct Coupled {
@@ -493,7 +493,7 @@ impl Scenario {
         }
     }
 
-    /// Adds a coupled flow (DESIGN.md section 2): one flow of `bytes` whose usage is its
+    /// Adds a coupled flow (docs/design.md section 2): one flow of `bytes` whose usage is its
     /// edges' routes, each scaled by the edge's coefficient and combined by `combine`, plus
     /// `engines` (scenario constraints from `add_engine`). `latency_s` is the algorithm's
     /// latency term, waited before the transfer; `rate_cap_Bps` caps its rate (infinity for

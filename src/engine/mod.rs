@@ -1,5 +1,5 @@
 //! Event-driven fluid simulation of a DAG of activities under max-min fair sharing
-//! (DESIGN.md section 1). The engine sees constraints (capacities) and activities only;
+//! (docs/design.md section 1). The engine sees constraints (capacities) and activities only;
 //! disruptions change capacities and usage lists during a run (module `disruption`).
 
 mod activities;

@@ -1,5 +1,5 @@
 //! Result tables as named columns, ready to hand to Arrow without copying.
-//! Column names carry their units (DESIGN.md section 5).
+//! Column names carry their units (docs/design.md section 5).
 
 use std::collections::HashMap;
 

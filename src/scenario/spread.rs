@@ -1,7 +1,7 @@
 //! A scenario compiled for the engine, with even spreading made exact where the members of
 //! a pooled bundle carry traffic of their own or change capacity mid-run.
 //!
-//! A sprayed flow loads a pooled bundle (DESIGN.md section 3), whose members carry it
+//! A sprayed flow loads a pooled bundle (docs/design.md section 3), whose members carry it
 //! evenly, each in proportion to its capacity. A flow pinned to a member (an explicit route,
 //! ECMP on a sprayed tier, a sprayed flow's own host links on a faulty Clos) loads that
 //! member's own constraint, which alone would let the member carry the pinned traffic plus

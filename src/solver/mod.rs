@@ -1,4 +1,4 @@
-//! Weighted max-min fair sharing (DESIGN.md section 1), in SimGrid's LMM nouns: constraints
+//! Weighted max-min fair sharing (docs/design.md section 1), in SimGrid's LMM nouns: constraints
 //! with capacities, variables (flows) with usage coefficients and optional rate caps.
 //! Nothing here knows about networks.
 

@@ -149,7 +149,7 @@ class Model:
 
     def coupled(self, edges, size_bytes, *, latency_s=0.0, start_s=0.0, after=(), tag=None,
                 max_rate_Bps=None, usage=None):
-        """A coupled flow (DESIGN.md section 2) of edges (src, dst, coefficient), each routed
+        """A coupled flow (docs/design.md section 2) of edges (src, dst, coefficient), each routed
         by ECMP and their routes added up: how a flow comes to put a coefficient other than 1
         on a link, now that a route may not cross a link twice. Recorded with the usage the
         engine made of it, which must be ``usage`` [(link, coefficient)] when given."""

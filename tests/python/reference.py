@@ -1,4 +1,4 @@
-"""Pure-Python reference implementation of fabricsim's model (DESIGN.md section 1).
+"""Pure-Python reference implementation of fabricsim's model (docs/design.md section 1).
 
 Slow and plain on purpose: it is the contract the Rust engine is checked against, so every step
 is written the way the design states it, with no incremental bookkeeping and no cleverness.
@@ -242,7 +242,7 @@ def simulate_reference(capacity, activities, faults=(), *, exact=False):
     capacity: per link (constraint), bytes/s.
     faults: RefFault list: capacities and usage lists that change at a time (link failures,
         repairs, degradations, and the reroutes that come with them).
-    Semantics (DESIGN.md section 1, docs/python-api.md, Scenario.add_fault):
+    Semantics (docs/design.md section 1, docs/python-api.md, Scenario.add_fault):
       ready_s  = max(start_s, finish_s of every dependency)
       flow:  transfer starts at ready_s + latency_s (the latency of its first path, whatever
              reroutes come later); zero-byte flows finish right then (they never transfer, so

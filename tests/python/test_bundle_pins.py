@@ -1,4 +1,4 @@
-"""Flows pinned to a member of a pooled bundle while other flows spray over it (DESIGN.md
+"""Flows pinned to a member of a pooled bundle while other flows spray over it (docs/design.md
 sections 1 and 3). Sprayed traffic spreads evenly over the members, each taking its share of
 the bundle's capacity, so a member carries its pinned flows plus that share and never more
 than its capacity, also after a fault changes the shares. Closed forms on one host's two

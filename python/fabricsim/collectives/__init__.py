@@ -1,4 +1,4 @@
-"""Collectives as NCCL runs them, in two fidelities (DESIGN.md section 2).
+"""Collectives as NCCL runs them, in two fidelities (docs/design.md section 2).
 
 **flow**: a pipelined ring (or reduction tree) is one *coupled flow* whose usage is the union
 of its edges' routes, so the slowest edge paces it; phases (hierarchical algorithms) are a DAG
