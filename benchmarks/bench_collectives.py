@@ -58,6 +58,58 @@ class OneSwitch4096Npus:
         run_collective(self.topology, "all_to_all", self.ranks, GiB, "direct")
 
 
+class OneSwitch65536Npus:
+    """1 GiB ring all-reduce on 65,536 NPUs behind one switch (a ``Topology.from_arrays``
+    graph, routed by the generic router): the whole job, routing its 65,536 edges included
+    (issue 23; 16 s when the router searched every NPU from each destination)."""
+
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+
+    def setup(self):
+        self.topology = one_switch(65536)
+        self.ranks = np.arange(65536)
+
+    def time_all_reduce_ring_1GiB(self):
+        run_collective(self.topology, "all_reduce", self.ranks, GiB, "ring")
+
+    def peakmem_all_reduce_ring_1GiB(self):
+        run_collective(self.topology, "all_reduce", self.ranks, GiB, "ring")
+
+
+class RouteHandBuiltLeafSpine:
+    """ECMP routes for 200,000 random host pairs on a leaf-spine built by hand with
+    ``Topology.from_arrays`` (512 leaves of 128 hosts, 64 spines: 66,112 nodes), added with one
+    ``add_flows`` call (issue 23: 60 s for the routes alone when every destination host had its
+    own search of the whole graph)."""
+
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+
+    def setup(self):
+        leaves, hosts, spines = 512, 128, 64
+        n_hosts = leaves * hosts
+        host = np.arange(n_hosts)
+        leaf = n_hosts + np.repeat(np.arange(leaves), spines)
+        spine = n_hosts + leaves + np.tile(np.arange(spines), leaves)
+        a = np.concatenate([host, leaf])
+        b = np.concatenate([n_hosts + host // hosts, spine])
+        self.topology = fs.Topology.from_arrays(
+            np.concatenate([a, b]), np.concatenate([b, a]), 50e9, 0.5e-6
+        )
+        rng = np.random.default_rng(0)
+        src, dst = rng.integers(0, n_hosts, (2, 200_000))
+        keep = src != dst
+        self.src, self.dst = src[keep], dst[keep]
+
+    def time_add_flows_ecmp(self):
+        fs.Scenario(self.topology).add_flows(self.src, self.dst, GiB)
+
+
 class AllToAll512GpusAcrossRacks:
     """1 GiB all-to-all among 512 H100s in 64 HGX servers on a rail-optimised Quantum-2 fat-tree
     (261,632 flows, 448 of every GPU's 511 peers in other servers)."""

@@ -4,7 +4,15 @@
 //! takes one of the next links that lie on a shortest path, chosen by the fixed hash
 //! `rng::ecmp_hash(seed, key, node)` over those candidates in link-id order, as a switch
 //! hashing a flow's header would. Links of zero capacity are treated as down.
-//! Distances to each destination are computed once by a reverse breadth-first search and kept.
+//!
+//! Distances are kept between the *core* nodes only. A node whose links all join it to one
+//! other node (a host or NPU on its switch, with any number of parallel links either way) is
+//! *pendant* on that node; every other node is core. No shortest path passes through a
+//! pendant node (it would leave by the node it came from), so distances between core nodes
+//! are those of the core graph alone, and a pendant node is one hop further than its
+//! neighbour. Distances to each core node are computed once by a reverse breadth-first search
+//! over the core and kept: in a star, tree or leaf-spine built by hand the core is the
+//! switches, so the search and the cache grow with switches, not hosts.
 
 pub mod structured;
 
@@ -14,6 +22,8 @@ use crate::rng::ecmp_hash;
 use crate::topology::Topology;
 
 const UNREACHED: u32 = u32::MAX;
+/// No node (a core node's `parent`, a pendant node's `core` index).
+const NONE: u32 = u32::MAX;
 /// Distance entries kept across destinations before the cache is emptied: about 1 GiB at
 /// most, and a quarter of the memory available (`cache_max_entries`), which is read once,
 /// when the cache first outgrows `CACHE_SMALL_ENTRIES` (64 MiB, kept on any machine).
@@ -26,12 +36,174 @@ fn cache_max_entries(available: Option<u64>) -> usize {
     quarter.clamp(CACHE_SMALL_ENTRIES as u64, CACHE_MAX_ENTRIES as u64) as usize
 }
 
+/// A topology split into core and pendant nodes (see the module notes), with the links
+/// between core nodes as adjacency lists over core indices. Capacities play no part: a
+/// pendant node whose links are down is still pendant, and unreachable.
+#[derive(Debug, Default, Clone)]
+struct Shape {
+    /// The topology this was built for, by size (a router serves one topology).
+    n_nodes: usize,
+    n_links: usize,
+    /// Per node: the one node a pendant node is linked to (always a core node), else `NONE`.
+    parent: Vec<u32>,
+    /// Per node: its index among the core nodes (in id order), `NONE` if pendant.
+    core: Vec<u32>,
+    /// Per core node, the links to other core nodes leaving it, in link-id order, each with
+    /// the core index of its far end; `out_offsets[c]..out_offsets[c + 1]`.
+    out_offsets: Vec<usize>,
+    out: Vec<(u32, u32)>,
+    /// Per core node, the links from other core nodes entering it, with the near end's index.
+    in_offsets: Vec<usize>,
+    into: Vec<(u32, u32)>,
+}
+
+impl Shape {
+    fn new(topo: &Topology) -> Shape {
+        let n = topo.n_nodes();
+        let (link_src, link_dst) = (topo.link_src(), topo.link_dst());
+        let mut parent = vec![NONE; n];
+        for (v, p) in parent.iter_mut().enumerate() {
+            let node = NodeId(v as u32);
+            let ends = topo.out_links(node).iter().map(|&l| link_dst[l as usize]);
+            let ends = ends.chain(topo.in_links(node).iter().map(|&l| link_src[l as usize]));
+            let mut one = NONE;
+            let mut single = true;
+            for w in ends {
+                if one == NONE {
+                    one = w;
+                } else if w != one {
+                    single = false;
+                    break;
+                }
+            }
+            if single && one != v as u32 {
+                *p = one;
+            }
+        }
+        // Two nodes linked only to each other are each other's one neighbour: the lower id
+        // stays in the core (set first), so a pendant node's neighbour is always core.
+        for v in 0..n {
+            let p = parent[v];
+            if p != NONE && parent[p as usize] != NONE {
+                parent[v] = NONE;
+            }
+        }
+        let mut core = vec![NONE; n];
+        let mut n_core = 0u32;
+        for v in 0..n {
+            if parent[v] == NONE {
+                core[v] = n_core;
+                n_core += 1;
+            }
+        }
+        let (mut out_offsets, mut out) = (Vec::with_capacity(n_core as usize + 1), Vec::new());
+        let (mut in_offsets, mut into) = (Vec::with_capacity(n_core as usize + 1), Vec::new());
+        out_offsets.push(0);
+        in_offsets.push(0);
+        for v in (0..n).filter(|&v| parent[v] == NONE) {
+            let node = NodeId(v as u32);
+            for &l in topo.out_links(node) {
+                let c = core[link_dst[l as usize] as usize];
+                if c != NONE {
+                    out.push((l, c));
+                }
+            }
+            for &l in topo.in_links(node) {
+                let c = core[link_src[l as usize] as usize];
+                if c != NONE {
+                    into.push((l, c));
+                }
+            }
+            out_offsets.push(out.len());
+            in_offsets.push(into.len());
+        }
+        Shape {
+            n_nodes: n,
+            n_links: topo.n_links(),
+            parent,
+            core,
+            out_offsets,
+            out,
+            in_offsets,
+            into,
+        }
+    }
+
+    fn n_core(&self) -> usize {
+        self.out_offsets.len() - 1
+    }
+
+    fn core_out(&self, c: u32) -> &[(u32, u32)] {
+        &self.out[self.out_offsets[c as usize]..self.out_offsets[c as usize + 1]]
+    }
+
+    /// Breadth-first hop distances from every core node to core node `to` (by core index),
+    /// within the core, over the links of positive capacity when capacities are given.
+    fn distances_to(&self, capacity_Bps: Option<&[f64]>, to: u32) -> Vec<u32> {
+        let mut dist = vec![UNREACHED; self.n_core()];
+        let mut queue = std::collections::VecDeque::new();
+        dist[to as usize] = 0;
+        queue.push_back(to);
+        while let Some(v) = queue.pop_front() {
+            let (a, b) = (self.in_offsets[v as usize], self.in_offsets[v as usize + 1]);
+            for &(l, u) in &self.into[a..b] {
+                if capacity_Bps.is_some_and(|c| c[l as usize] <= 0.0) {
+                    continue;
+                }
+                if dist[u as usize] == UNREACHED {
+                    dist[u as usize] = dist[v as usize] + 1;
+                    queue.push_back(u);
+                }
+            }
+        }
+        dist
+    }
+
+    /// The core node a path to `dst` ends at before its last hop when `dst` is pendant (its
+    /// neighbour), else `dst` itself, by core index; and the hops from there (1 or 0).
+    fn target(&self, dst: NodeId) -> (u32, u32) {
+        match self.parent[dst.index()] {
+            NONE => (self.core[dst.index()], 0),
+            p => (self.core[p as usize], 1),
+        }
+    }
+
+    /// Whether some path leads from `src` to `dst` (src != dst), over the links of positive
+    /// capacity when capacities are given.
+    fn connected(
+        &self,
+        topo: &Topology,
+        capacity_Bps: Option<&[f64]>,
+        src: NodeId,
+        dst: NodeId,
+    ) -> bool {
+        let live = |l: &u32| capacity_Bps.is_none_or(|c| c[*l as usize] > 0.0);
+        let (to, last) = self.target(dst);
+        if last == 1 && !topo.in_links(dst).iter().any(live) {
+            return false;
+        }
+        let from = match self.parent[src.index()] {
+            NONE => self.core[src.index()],
+            p => {
+                if !topo.out_links(src).iter().any(live) {
+                    return false;
+                }
+                self.core[p as usize]
+            }
+        };
+        self.distances_to(capacity_Bps, to)[from as usize] != UNREACHED
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Router {
-    /// Per destination node, the hop distance of every node to it over links with
-    /// capacity > 0 (empty until a flow goes there): indexed, as a lookup per flow adds up.
+    /// The topology's core and pendant nodes (built at the first route).
+    shape: Shape,
+    /// Per core node (by core index), the hop distance of every core node to it over links
+    /// with capacity > 0 (empty until a flow goes there or to a node pendant on it):
+    /// indexed, as a lookup per flow adds up.
     distances: Vec<Vec<u32>>,
-    /// Destinations with distances kept (each holds one entry per node).
+    /// Core nodes with distances kept (each holds one entry per core node).
     cached: Vec<u32>,
     /// The last path found, and the next-hop candidates at a node (reused buffers).
     path: Vec<LinkId>,
@@ -62,50 +234,90 @@ impl Router {
                 src.0
             )));
         }
-        self.cache_distances_to(topo, capacity_Bps, dst);
-        let dist = &self.distances[dst.index()];
-        if dist[src.index()] == UNREACHED {
-            return Err(no_path_error(topo, src, dst));
+        if self.shape.n_nodes != topo.n_nodes()
+            || self.shape.n_links != topo.n_links()
+            || self.shape.out_offsets.is_empty()
+        {
+            self.shape = Shape::new(topo);
+            self.distances.clear();
+            self.cached.clear();
         }
+        let (to, last) = self.shape.target(dst);
+        let live = |l: &u32| capacity_Bps[*l as usize] > 0.0;
+        if last == 1 && !topo.in_links(dst).iter().any(live) {
+            return Err(no_path_error(topo, &self.shape, src, dst));
+        }
+        self.cache_distances_to(capacity_Bps, to);
+        let (shape, dist) = (&self.shape, &self.distances[to as usize]);
         let (path, candidates) = (&mut self.path, &mut self.candidates);
         path.clear();
         let mut node = src;
-        while node != dst {
-            let want = dist[node.index()] - 1;
+        let p = shape.parent[src.index()];
+        // A pendant source's live links all lead to its neighbour: any of them is a first hop
+        // on a shortest path, if the neighbour reaches dst.
+        let from = if p == NONE { src } else { NodeId(p) };
+        if dist[shape.core[from.index()] as usize] == UNREACHED
+            || (p != NONE && !topo.out_links(src).iter().any(live))
+        {
+            return Err(no_path_error(topo, shape, src, dst));
+        }
+        if p != NONE {
             candidates.clear();
-            let (out, into) = (topo.out_links(node), topo.in_links(dst));
-            if want == 0 && into.len() < out.len() {
-                // Last hop from a high-radix switch: the links into dst are fewer to scan,
-                // and both lists are in id order, so the candidates are the same.
-                candidates.extend(into.iter().copied().filter(|&l| {
-                    capacity_Bps[l as usize] > 0.0 && topo.link_src()[l as usize] == node.0
-                }));
+            candidates.extend(topo.out_links(src).iter().copied().filter(live));
+            let l = pick(candidates, seed, key, src);
+            path.push(LinkId(l));
+            node = NodeId(p);
+        }
+        while node != dst {
+            candidates.clear();
+            // node is a core node here; dst is `last` hops from `to`.
+            let want = dist[shape.core[node.index()] as usize] + last - 1;
+            if want == 0 {
+                // The last hop: the links from node into dst, scanning whichever list is
+                // shorter (both are in id order, so the candidates are the same).
+                let (out, into) = (topo.out_links(node), topo.in_links(dst));
+                if into.len() < out.len() {
+                    candidates.extend(
+                        into.iter()
+                            .copied()
+                            .filter(|&l| live(&l) && topo.link_src()[l as usize] == node.0),
+                    );
+                } else {
+                    candidates.extend(
+                        out.iter()
+                            .copied()
+                            .filter(|&l| live(&l) && topo.link_dst()[l as usize] == dst.0),
+                    );
+                }
             } else {
-                candidates.extend(out.iter().copied().filter(|&l| {
-                    capacity_Bps[l as usize] > 0.0
-                        && dist[topo.link_dst()[l as usize] as usize] == want
-                }));
+                // Only core nodes lie on the way (a pendant node other than dst is a hop
+                // further from dst than node is), so the core links are the ones to scan.
+                let target = want - last;
+                candidates.extend(
+                    shape
+                        .core_out(shape.core[node.index()])
+                        .iter()
+                        .filter(|&&(l, c)| live(&l) && dist[c as usize] == target)
+                        .map(|&(l, _)| l),
+                );
             }
-            let pick = if candidates.len() == 1 {
-                0
-            } else {
-                (ecmp_hash(seed, key, node.0 as u64) % candidates.len() as u64) as usize
-            };
-            let l = candidates[pick];
+            let l = pick(candidates, seed, key, node);
             path.push(LinkId(l));
             node = NodeId(topo.link_dst()[l as usize]);
         }
         Ok(path)
     }
 
-    fn cache_distances_to(&mut self, topo: &Topology, capacity_Bps: &[f64], dst: NodeId) {
-        if self.distances.len() < topo.n_nodes() {
-            self.distances.resize(topo.n_nodes(), Vec::new());
+    /// Computes and keeps the distances to core node `to` (by core index), unless kept.
+    fn cache_distances_to(&mut self, capacity_Bps: &[f64], to: u32) {
+        let n_core = self.shape.n_core();
+        if self.distances.len() < n_core {
+            self.distances.resize(n_core, Vec::new());
         }
-        if !self.distances[dst.index()].is_empty() {
+        if !self.distances[to as usize].is_empty() {
             return;
         }
-        let entries = (self.cached.len() + 1) * topo.n_nodes();
+        let entries = (self.cached.len() + 1) * n_core;
         if entries > CACHE_SMALL_ENTRIES || self.max_entries.is_some() {
             // An unreadable limit (a bad FABRICSIM_AVAILABLE_BYTES) is reported by the
             // memory checks; here it leaves the cache at its most.
@@ -118,37 +330,22 @@ impl Router {
                 }
             }
         }
-        let d = hop_distances_to(topo, Some(capacity_Bps), dst);
-        self.cached.push(dst.0);
-        self.distances[dst.index()] = d;
+        let d = self.shape.distances_to(Some(capacity_Bps), to);
+        self.cached.push(to);
+        self.distances[to as usize] = d;
     }
 }
 
-/// Breadth-first hop distances from every node to `dst` (reverse search), over the links
-/// of positive capacity when capacities are given.
-fn hop_distances_to(topo: &Topology, capacity_Bps: Option<&[f64]>, dst: NodeId) -> Vec<u32> {
-    let mut dist = vec![UNREACHED; topo.n_nodes()];
-    let mut queue = std::collections::VecDeque::new();
-    dist[dst.index()] = 0;
-    queue.push_back(dst);
-    while let Some(v) = queue.pop_front() {
-        for &l in topo.in_links(v) {
-            if capacity_Bps.is_some_and(|c| c[l as usize] <= 0.0) {
-                continue;
-            }
-            let u = topo.link_src()[l as usize] as usize;
-            if dist[u] == UNREACHED {
-                dist[u] = dist[v.index()] + 1;
-                queue.push_back(NodeId(u as u32));
-            }
-        }
+/// The candidate (a link id) the flow with `key` takes at `node` under `seed`.
+fn pick(candidates: &[u32], seed: u64, key: u64, node: NodeId) -> u32 {
+    if candidates.len() == 1 {
+        return candidates[0];
     }
-    dist
+    candidates[(ecmp_hash(seed, key, node.0 as u64) % candidates.len() as u64) as usize]
 }
 
-fn no_path_error(topo: &Topology, src: NodeId, dst: NodeId) -> Error {
-    let any = hop_distances_to(topo, None, dst);
-    if any[src.index()] == UNREACHED {
+fn no_path_error(topo: &Topology, shape: &Shape, src: NodeId, dst: NodeId) -> Error {
+    if !shape.connected(topo, None, src, dst) {
         Error::Unreachable(format!("no path from node {} to node {}", src.0, dst.0))
     } else {
         Error::ZeroCapacityPath(format!(
@@ -288,6 +485,40 @@ mod tests {
         }
         assert_eq!(r.cached, vec![2]);
         assert!(r.distances[3].is_empty() && r.distances[1].is_empty());
+    }
+
+    #[test]
+    fn distances_are_kept_between_switches_not_hosts() {
+        // 1000 hosts on switch 1000, which joins switch 1001, with 5 hosts of its own:
+        // distances to every host are the two switches', two entries each.
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for h in 0..1005u32 {
+            let s = if h < 1000 { 1000 } else { 1001 };
+            let h = if h < 1000 { h } else { h + 2 };
+            src.extend([h, s]);
+            dst.extend([s, h]);
+        }
+        src.extend([1000, 1001]);
+        dst.extend([1001, 1000]);
+        let t = unit_links(1007, src, dst);
+        let mut r = Router::new();
+        for (a, b) in [
+            (0, 1),
+            (1, 0),
+            (5, 1004),
+            (1006, 3),
+            (1002, 1000),
+            (1001, 7),
+        ] {
+            let p = r
+                .route(&t, t.capacity_Bps(), NodeId(a), NodeId(b), 0, 0)
+                .unwrap()
+                .to_vec();
+            check_route(&t, t.capacity_Bps(), NodeId(a), NodeId(b), &p).unwrap();
+        }
+        assert_eq!(r.shape.n_core(), 2);
+        assert_eq!(r.cached, vec![0, 1]);
+        assert!(r.distances.iter().all(|d| d.len() == 2));
     }
 
     /// `n` nodes and links `src[i] -> dst[i]`, each of capacity 1 and no latency.
