@@ -95,6 +95,26 @@ pub fn check_non_negative(what: impl std::fmt::Display, value: f64) -> Result<()
     }
 }
 
+/// Checks that a capacity `value` (named `what`) is finite, >= 0 and at most
+/// `units::MAX_CAPACITY_BPS`, whose docs say why the arithmetic needs that headroom.
+pub fn check_capacity(what: impl std::fmt::Display, value: f64) -> Result<()> {
+    check_non_negative(&what, value)?;
+    if value > crate::units::MAX_CAPACITY_BPS {
+        return Err(capacity_too_large(what, value));
+    }
+    Ok(())
+}
+
+/// The error of a capacity above `units::MAX_CAPACITY_BPS`.
+pub fn capacity_too_large(what: impl std::fmt::Display, value: f64) -> Error {
+    Error::InvalidArgument(format!(
+        "{what} must be at most {} B/s, got {}: fabricsim's arithmetic keeps a margin below \
+         the largest double (1.8e308) above every capacity (sums of loads, bundles, meters)",
+        shown(crate::units::MAX_CAPACITY_BPS),
+        shown(value)
+    ))
+}
+
 /// A max-min rate outside what a double holds (inf, or 0 on links of positive capacity):
 /// the engine and `max_min_rates` refuse it alike. `when` is " at <t> s" or empty.
 pub fn rate_out_of_range(flow: u32, rate_Bps: f64, when: &str) -> Error {

@@ -199,6 +199,18 @@ impl Ran {
 /// only what cannot fit.
 const BYTES_PER_FLOW: f64 = 380.0;
 
+/// Memory of each usage entry past the two of `BYTES_PER_FLOW`'s route: 16 B in the
+/// scenario's usage list (32 while the list doubles), 16 in the copy a run compiles and 40 in
+/// the engine's run (its own per-entry estimate); and of each link of a route past two, 4 B
+/// (8 while the list doubles). A flow along a path of 2,000,000 links takes 192 MB: 60 of
+/// them grew the process by 2.5 GB before anything was checked (issue 24, defect 7).
+const BYTES_PER_ENTRY: f64 = 88.0;
+const BYTES_PER_ROUTE_LINK: f64 = 8.0;
+
+/// Growth of the estimate between two checks of the memory available while flows are added
+/// one by one (each check reads /proc/meminfo): at most 1/16 of the estimate and 64 MiB.
+const ROOM_CHECK_STEP_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
+
 #[derive(Debug, Clone)]
 pub struct Scenario {
     fabric: Arc<Fabric>,
@@ -234,6 +246,11 @@ pub struct Scenario {
     /// Capacities of the scenario's own constraints (reduction engines), numbered after the
     /// fabric's constraints.
     engine_capacity: Vec<f64>,
+    /// `BYTES_PER_ENTRY` times the usage entries and route links of every flow past its first
+    /// two: the memory of long routes, which `BYTES_PER_FLOW` does not count.
+    long_route_bytes: f64,
+    /// The memory estimate past which the next flow is checked against the memory available.
+    next_room_check: f64,
 }
 
 /// Where a flow's path comes from.
@@ -276,6 +293,8 @@ impl Scenario {
             faults: Vec::new(),
             coupled: Vec::new(),
             engine_capacity: Vec::new(),
+            long_route_bytes: 0.0,
+            next_room_check: 0.0,
         }
     }
 
@@ -317,8 +336,38 @@ impl Scenario {
                 "{n_flows} more flows (with the {} already added) and their run",
                 self.acts.len()
             ),
-            (n_flows + self.acts.len()) as f64 * BYTES_PER_FLOW,
+            (n_flows + self.acts.len()) as f64 * BYTES_PER_FLOW + self.long_route_bytes,
         )
+    }
+
+    /// Memory of a flow's usage entries and route links past the two `BYTES_PER_FLOW` counts.
+    fn long_route_bytes_of(n_entries: usize, n_links: usize) -> f64 {
+        BYTES_PER_ENTRY * n_entries.saturating_sub(2) as f64
+            + BYTES_PER_ROUTE_LINK * n_links.saturating_sub(2) as f64
+    }
+
+    /// Refuses, before it is stored, a flow whose route (`n_entries` usage entries, `n_links`
+    /// links) would take the scenario and its run past the memory available. Long routes are
+    /// what `check_room_for_flows`, made before flows are routed, cannot see; the memory is
+    /// read again only once the estimate has grown by `ROOM_CHECK_STEP_BYTES` or 1/16.
+    fn check_room_for_route(&mut self, n_entries: usize, n_links: usize) -> Result<()> {
+        let extra = Self::long_route_bytes_of(n_entries, n_links);
+        if extra == 0.0 {
+            return Ok(());
+        }
+        let needed = (self.acts.len() + 1) as f64 * BYTES_PER_FLOW + self.long_route_bytes + extra;
+        if needed > self.next_room_check {
+            crate::memory::check_fits(
+                &format!(
+                    "a flow with a route of {n_entries} usage entries, with the {} activities \
+                     already added, and their run",
+                    self.acts.len()
+                ),
+                needed,
+            )?;
+            self.next_room_check = needed + (needed / 16.0).min(ROOM_CHECK_STEP_BYTES);
+        }
+        Ok(())
     }
 
     pub fn n_activities(&self) -> usize {
@@ -383,6 +432,10 @@ impl Scenario {
             self.routed = routed;
             return Err(e);
         }
+        if let Err(e) = self.check_room_for_route(routed.usage.len(), routed.links.len()) {
+            self.routed = routed;
+            return Err(e);
+        }
         for u in routed.usage.iter_mut() {
             u.constraint = self.compact(u.constraint);
         }
@@ -408,6 +461,8 @@ impl Scenario {
         };
         match added {
             Ok(a) => {
+                self.long_route_bytes +=
+                    Self::long_route_bytes_of(routed.usage.len(), routed.links.len());
                 self.route_links.extend_from_slice(&routed.links);
                 self.push_meta(src.0, dst.0, tag, choice);
                 if unrouted {
@@ -445,11 +500,11 @@ impl Scenario {
         Ok(Arc::clone(self.nominal.as_ref().expect("set above")))
     }
 
-    /// From `time_s` on, `links` carry `factor` times their nominal capacity (0 = down,
-    /// 1 = repaired); the last fault on a link counts.
+    /// From `time_s` on, `links` carry `factor` (in [0, 1]) times their nominal capacity
+    /// (0 = down, 1 = repaired); the last fault on a link counts.
     pub fn add_fault(&mut self, time_s: f64, links: &[u32], factor: f64) -> Result<()> {
         crate::error::check_non_negative("fault time_s", time_s)?;
-        crate::error::check_non_negative("fault capacity factor", factor)?;
+        crate::topology::fabric::check_factor(factor)?;
         if links.is_empty() {
             return Err(Error::InvalidArgument(
                 "a fault needs at least one link".into(),
@@ -479,6 +534,7 @@ impl Scenario {
                 shown(capacity_Bps)
             )));
         }
+        crate::error::check_capacity("engine capacity_Bps", capacity_Bps)?;
         self.engine_capacity.push(capacity_Bps);
         Ok((self.fabric.n_constraints() + self.engine_capacity.len() - 1) as u32)
     }
@@ -557,6 +613,7 @@ impl Scenario {
         });
         self.routed = routed;
         let unrouted = found?;
+        self.check_room_for_route(usage.len(), 0)?;
         for u in usage.iter_mut() {
             u.constraint = self.compact(u.constraint);
         }
@@ -564,6 +621,7 @@ impl Scenario {
             .acts
             .add_flow(bytes, &usage, latency_s, start_s, rate_cap_Bps, after)
             .inspect_err(|_| self.forget_constraints_from(id as usize))?;
+        self.long_route_bytes += Self::long_route_bytes_of(usage.len(), 0);
         self.push_meta(
             NONE,
             NONE,
@@ -650,6 +708,13 @@ impl Scenario {
         self.unrouted.retain(|&f| (f as usize) < first);
         self.route_links.truncate(self.route_offsets[first]);
         self.route_offsets.truncate(first + 1);
+        self.long_route_bytes = (0..first)
+            .map(|a| {
+                let a = ActivityId(a as u32);
+                Self::long_route_bytes_of(self.acts.usage(a).len(), self.route_of(a).len())
+            })
+            .sum();
+        self.next_room_check = 0.0;
     }
 
     /// Checks an activity id coming from outside.

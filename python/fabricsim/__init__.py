@@ -14,7 +14,27 @@ from . import catalog, exceptions, units
 from ._checks import U32, integer, integers, number, quantities
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
-from .exceptions import *  # noqa: F401,F403  (the exception tree is part of the API)
+from .exceptions import (  # the exception tree is part of the API
+    FabricsimError,
+    InvalidArgumentError,
+    UnknownNodeError,
+    UnknownLinkError,
+    UnknownPartError,
+    UnknownActivityError,
+    SameEndpointsError,
+    RoutingError,
+    UnreachableError,
+    ZeroCapacityPathError,
+    DependencyCycleError,
+    ScenarioTooLargeError,
+    RunInterruptedError,
+    ScenarioRunningError,
+    InternalError,
+    NcclLogError,
+    SweepError,
+    ScenarioFileError,
+    WriteError,
+)
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .results import Result, Summary
 from .scenario import Scenario
@@ -25,6 +45,11 @@ from .nccl_logs import NcclTestsLog, read_nccl_tests
 from .calibration import Calibration, calibrate
 from .validation import validate
 from . import cost_model, nccl_model  # noqa: F401  (modules of the API)
+from .sweep import sweep
+from .scenario_file import ScenarioFile, load_scenario
+from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
+from . import training
+from .training import Model, Parallelism, TrainingStep
 
 __all__ = [
     "estimate",
@@ -37,6 +62,10 @@ __all__ = [
     "calibrate",
     "Calibration",
     "validate",
+    "training",
+    "Model",
+    "Parallelism",
+    "TrainingStep",
     "Topology",
     "Fabric",
     "hgx_h100",
@@ -48,13 +77,40 @@ __all__ = [
     "pcie_server",
     "catalog",
     "Scenario",
+    "sweep",
+    "load_scenario",
+    "ScenarioFile",
+    "plot",
+    "progress",
+    "trace",
     "Result",
     "Summary",
     "max_min_rates",
     "units",
     "exceptions",
     "__version__",
-] + exceptions.__all__
+    # the exception tree (fabricsim.exceptions): listed here so that type checkers see the
+    # re-exports, which a computed __all__ hides from them
+    "FabricsimError",
+    "InvalidArgumentError",
+    "UnknownNodeError",
+    "UnknownLinkError",
+    "UnknownPartError",
+    "UnknownActivityError",
+    "SameEndpointsError",
+    "RoutingError",
+    "UnreachableError",
+    "ZeroCapacityPathError",
+    "DependencyCycleError",
+    "ScenarioTooLargeError",
+    "RunInterruptedError",
+    "ScenarioRunningError",
+    "InternalError",
+    "NcclLogError",
+    "SweepError",
+    "ScenarioFileError",
+    "WriteError",
+]
 
 
 def max_min_rates(

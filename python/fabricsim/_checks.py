@@ -33,6 +33,11 @@ import numpy as np
 
 from .exceptions import InvalidArgumentError
 
+# The largest capacity the core takes for a link (src/units.rs MAX_CAPACITY_BPS, whose docs
+# give the arithmetic that needs the margin below the largest double): rates that become link
+# capacities (catalog parts) are refused above it where they are given.
+MAX_CAPACITY_BPS = 1e300
+
 # [lo, hi) of what the core's parameters take.
 I64 = (-(2**63), 2**63)  # ids: the core checks them against what the topology or scenario has
 U64 = (0, 2**64)  # seeds and ECMP hash keys
@@ -93,7 +98,7 @@ def flag(name: str, value: Any) -> bool:
     return value
 
 
-def callback(name: str, value: Callable, params: tuple[str, ...]) -> Callable:
+def callback(name: str, value: Callable[..., Any], params: tuple[str, ...]) -> Callable[..., Any]:
     """``value`` (a callable) if it can be called with ``len(params)`` positional arguments,
     checked now: a wrong signature would otherwise fail only at the first call, mid-run. A
     callable whose signature cannot be read (some builtins) is taken as it is."""
@@ -110,7 +115,7 @@ def callback(name: str, value: Callable, params: tuple[str, ...]) -> Callable:
     return value
 
 
-def pathlike(name: str, value: Any) -> str | os.PathLike:
+def pathlike(name: str, value: Any) -> str | os.PathLike[str]:
     """``value`` if it is a file or directory path: a non-empty str or os.PathLike (an int
     would be taken by ``open`` for a file descriptor, True for stdout)."""
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
@@ -209,11 +214,21 @@ def parsed(name: str, parse: Callable[[Any], float], value: Any) -> float:
         raise InvalidArgumentError(f"{name}: {err}") from None
 
 
+# Arrays from this many values on are checked against the memory available before they are
+# made (a check reads /proc/meminfo: not worth it for small ones).
+_LARGE = 1 << 20
+
+
 def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
     """A float64 array of ``n`` quantities from one value for all or a sequence of ``n``;
     each value a number or a unit string that ``parse`` reads ("1GiB", "500ns").
     ``n=None`` takes a sequence of any length (and no single value)."""
     expected = "a 1-D sequence of values" if n is None else f"one value or a 1-D sequence of {n}"
+    if n is not None and n >= _LARGE:
+        # Before the array: one value broadcast to n is n x 8 bytes from nothing.
+        from . import _core
+
+        _core.check_fits(f"{name} ({n} values of 8 bytes)", 8.0 * n)
     if one_value(values):
         if n is None:
             raise InvalidArgumentError(f"{name} must be {expected}, got {shown(values)}")

@@ -5,20 +5,35 @@ pooled bundles (``structure()["n_bundles"]`` of them), then the scenario's reduc
 the order ``Scenario.add_engine`` made them.
 """
 
-from typing import Any, Callable, Literal, Optional, Sequence, TypedDict
+from typing import Any, Callable, Literal, Optional, Sequence, TypeAlias, TypedDict, final, type_check_only
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
-__all__: list[str]
+# What the module exports, as PyO3 lists it at run time (stubtest checks the two agree).
+__all__ = [
+    "Topology",
+    "Scenario",
+    "max_min_rates",
+    "build_nvlink_domains",
+    "build_clos",
+    "build_cluster",
+    "build_pcie_server",
+    "clos_shape_check",
+    "check_fits",
+    "__version__",
+]
 
+# The aliases and TypedDicts below exist only for type checking (the core has no such objects), hence
+# private aliases and @type_check_only classes.
 # A string column is (int32 indices, -1 for null; its distinct values).
-Column = npt.NDArray[Any] | tuple[npt.NDArray[np.int32], list[str]]
+_Column: TypeAlias = npt.NDArray[Any] | tuple[npt.NDArray[np.int32], list[str]]
 # Activity ids to wait for; an int64 array is read without a Python object per id.
-Ids = Sequence[int] | npt.NDArray[np.int64]
-Routing = Literal["ecmp", "adaptive", "spray"]
+_Ids: TypeAlias = Sequence[int] | npt.NDArray[np.int64]
+_Routing: TypeAlias = Literal["ecmp", "adaptive", "spray"]
 
+@type_check_only
 class NvlinkParams(TypedDict):
     """One NVLink domain, as fabrics._nvlink_spec lays it out."""
 
@@ -29,6 +44,7 @@ class NvlinkParams(TypedDict):
     link_Bps: float
     chip_latency_s: float
 
+@type_check_only
 class ScaleOutParams(TypedDict):
     """A scale-out Clos, as fabrics._scale_out_spec lays it out."""
 
@@ -39,8 +55,10 @@ class ScaleOutParams(TypedDict):
     link_Bps: float
     switch_latency_s: float
     nic_latency_s: float
-    routing: Routing
+    routing: _Routing
 
+# PyO3 classes, which Python cannot subclass.
+@final
 class Topology:
     @staticmethod
     def from_arrays(
@@ -58,7 +76,7 @@ class Topology:
     def n_gpus(self) -> int: ...
     @property
     def n_nics(self) -> int: ...
-    def link_columns(self) -> list[tuple[str, Column]]: ...
+    def link_columns(self) -> list[tuple[str, _Column]]: ...
     def route(self, src: int, dst: int, key: int = 0, seed: int = 0) -> list[int]: ...
     def path_latency_s(self, src: int, dst: int, key: int = 0, seed: int = 0) -> float: ...
     def route_many(
@@ -66,7 +84,7 @@ class Topology:
         src: npt.NDArray[np.int64],
         dst: npt.NDArray[np.int64],
         seed: int = 0,
-        mode: Routing = "ecmp",
+        mode: _Routing = "ecmp",
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
     def with_link_factors(self, links: Sequence[int], factor: float) -> Topology: ...
     def links_of_nodes(self, nodes: Sequence[int]) -> list[int]: ...
@@ -78,14 +96,15 @@ class Topology:
     def node_kinds(self) -> npt.NDArray[np.uint8]: ...
     def structure(self) -> dict[str, Any]: ...
 
+@final
 class Scenario:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         topology: Topology,
         seed: int = 0,
-        scale_up: Optional[Routing] = None,
-        scale_out: Optional[Routing] = None,
-    ) -> None: ...
+        scale_up: Optional[_Routing] = None,
+        scale_out: Optional[_Routing] = None,
+    ) -> Scenario: ...
     @property
     def routing(self) -> tuple[Literal["ecmp", "adaptive"], Literal["ecmp", "adaptive"]]: ...
     @property
@@ -101,7 +120,7 @@ class Scenario:
         dst: int,
         size_bytes: float,
         start_s: float = 0.0,
-        after: Ids = ...,
+        after: _Ids = ...,
         route: Optional[Sequence[int]] = None,
         tag: Optional[str] = None,
         max_rate_Bps: Optional[float] = None,
@@ -115,11 +134,11 @@ class Scenario:
         tag: Optional[str] = None,
         route_offsets: Optional[npt.NDArray[np.int64]] = None,
         route_links: Optional[npt.NDArray[np.int64]] = None,
-        after: Ids = ...,
+        after: _Ids = ...,
         striped: bool = False,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
-        self, duration_s: float, start_s: float = 0.0, after: Ids = ..., tag: Optional[str] = None
+        self, duration_s: float, start_s: float = 0.0, after: _Ids = ..., tag: Optional[str] = None
     ) -> int: ...
     def check_room_for_flows(self, n_flows: int) -> None: ...
     def truncate(self, first: int) -> None: ...
@@ -134,7 +153,7 @@ class Scenario:
         size_bytes: float,
         latency_s: float,
         start_s: float = 0.0,
-        after: Ids = ...,
+        after: _Ids = ...,
         tag: Optional[str] = None,
         max_rate_Bps: Optional[float] = None,
         edge_leg: Optional[Sequence[Literal["whole", "up", "down"]]] = None,

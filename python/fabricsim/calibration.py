@@ -28,14 +28,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from ._checks import integers
 from .cost_model import ARCHS, CostModel
 from .exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .fabrics import Fabric
+    from .nccl_logs import NcclTestsLog
 
 __all__ = ["Calibration", "PARAMETERS", "SENSITIVITY", "calibrate"]
 
@@ -44,6 +49,8 @@ SENSITIVITY = 0.01  # a 10% change must move some row's time by this much for a 
 UNIQUE = 0.1  # the share of a parameter's effect on the rows that the earlier ones cannot mimic
 _STEP = math.log(1.1)
 _MAX_ITERATIONS = 50
+# A log row to fit: (log index, op, size, measured time, held out, algorithm, protocol).
+_FitRow = tuple[int, str, int, float, bool, str, str]
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,8 @@ class Calibration:
     error (fitted / measured time - 1) and whether the row was ``held_out`` of the fit."""
 
     cost_model: CostModel
-    fitted: dict
-    not_determined: tuple
+    fitted: dict[str, float]
+    not_determined: tuple[str, ...]
     table: pa.Table
 
     def error_summary(self) -> dict[str, float]:
@@ -71,7 +78,7 @@ class Calibration:
         return out
 
 
-def _logs(logs: Any) -> list:
+def _logs(logs: Any) -> list[NcclTestsLog]:
     from .nccl_logs import NcclTestsLog, read_nccl_tests
 
     if isinstance(logs, str) or hasattr(logs, "__fspath__") or isinstance(logs, NcclTestsLog):
@@ -87,7 +94,7 @@ def _logs(logs: Any) -> list:
     return [x if isinstance(x, NcclTestsLog) else read_nccl_tests(x) for x in items]
 
 
-def _parameter_value(cost: CostModel, name: str, arch: int, fabric) -> float:
+def _parameter_value(cost: CostModel, name: str, arch: int, fabric: Fabric) -> float:
     if name == "nvls_efficiency":
         return cost.nvls_efficiency[arch]
     v = getattr(cost, name)
@@ -102,7 +109,7 @@ def _with(cost: CostModel, name: str, value: float, arch: int) -> CostModel:
     return cost.replace(**{name: value})
 
 
-def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", holdout_every: int = 3,
+def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", holdout_every: int = 3,
               cost_model: CostModel | None = None, parameters: Sequence[str] = PARAMETERS) -> Calibration:
     """Fit ``cost_model`` (default the defaults) to real nccl-tests ``logs`` run on ``fabric``.
 
@@ -142,7 +149,7 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", 
         raise InvalidArgumentError(
             f"algorithm must be one name or one per log ({len(parsed)}), got {algorithm!r}")
     start_fabric = applied_fabric(fabric, cost)
-    rows = []  # (log index, op, size, measured time, held out, algorithm, protocol)
+    rows: list[_FitRow] = []
     for i, log in enumerate(parsed):
         if log.n_ranks != n_comm:
             what = "GPUs" if view.n_rank_nodes == fabric.n_gpus else "ranks"
@@ -167,7 +174,7 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", 
     arch = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}[view.arch]
     has = fabric.payload_efficiency
 
-    def model(c: CostModel, which: list) -> np.ndarray:
+    def model(c: CostModel, which: list[_FitRow]) -> npt.NDArray[np.float64]:
         f = applied_fabric(fabric, c)
         return np.array([estimate(f, op, size, ranks, algorithm=algo, protocol=proto, cost_model=c).time_s
                          for _, op, size, _, _, algo, proto in which])
@@ -218,18 +225,20 @@ def calibrate(fabric, logs: Any, *, ranks: Any = None, algorithm: Any = "auto", 
     return Calibration(fitted_cost, fitted, not_determined, table)
 
 
-def _fit(model, rows: list, cost: CostModel, candidates: list, values: dict, arch: int) -> tuple:
+def _fit(model: Callable[[CostModel, list[_FitRow]], npt.NDArray[np.float64]], rows: list[_FitRow], cost: CostModel,
+         candidates: list[str], values: dict[str, float], arch: int) -> tuple[CostModel, list[str]]:
     """One fit on rows of fixed algorithms: the parameters they determine (module docs) and the
     cost model minimising the squared log-ratio of modelled to measured time over the rows
     not held out (Levenberg-Marquardt in log space, efficiencies at or below 1)."""
     fit_rows = [r for r in rows if not r[4]] or rows
-    measured = np.array([r[3] for r in fit_rows])
+    measured: npt.NDArray[np.float64] = np.array([r[3] for r in fit_rows])
 
-    def residual(c: CostModel) -> np.ndarray:
+    def residual(c: CostModel) -> npt.NDArray[np.float64]:
         return np.log(model(c, fit_rows) / measured)
 
     base = residual(cost)
-    determined, basis = [], []
+    determined: list[str] = []
+    basis: list[np.ndarray] = []
     for p in sorted(candidates, key=PARAMETERS.index):
         if values[p] <= 0:
             continue
@@ -271,7 +280,8 @@ def _fit(model, rows: list, cost: CostModel, candidates: list, values: dict, arc
     return at(x), determined
 
 
-def _jacobian(residual, at, x: np.ndarray, k: int, r: np.ndarray) -> np.ndarray:
+def _jacobian(residual: Callable[[CostModel], npt.NDArray[np.float64]], at: Callable[[np.ndarray], CostModel],
+              x: np.ndarray, k: int, r: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Column k of d residual / d x by a one-sided difference (toward the feasible side)."""
     h = 1e-4
     xk = x.copy()

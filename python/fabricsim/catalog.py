@@ -57,6 +57,7 @@ import math
 import numbers
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -66,7 +67,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
-from ._checks import did_you_mean, finite, flag, parsed, pathlike, real, shown
+from ._checks import MAX_CAPACITY_BPS, did_you_mean, finite, flag, parsed, pathlike, real, shown
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -102,11 +103,12 @@ class _Field:
     ref_kind: str = ""
     positive: bool = True  # for watts: > 0 (True) or >= 0 (False)
     nullable: bool = False
+    optional: bool = False  # may be left out (then None); implies nullable
 
     @property
     def sourced(self) -> bool:
         """Numeric and boolean fields must carry a source."""
-        return self.type in ("int", "rate", "duration", "watts", "fraction", "bool")
+        return self.type in ("int", "rate", "duration", "watts", "fraction", "bool", "flops", "bytes")
 
 
 _PROTOCOLS = ("infiniband", "ethernet")
@@ -120,6 +122,10 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("nic", "ref", ref_kind="nic"),
         _Field("pcie_Bps", "rate"),
         _Field("arch", "enum", choices=("hopper", "blackwell")),
+        _Field("bf16_dense_flop_per_s", "flops", nullable=True, optional=True),
+        _Field("fp8_dense_flop_per_s", "flops", nullable=True, optional=True),
+        _Field("hbm_bytes", "bytes", nullable=True, optional=True),
+        _Field("hbm_Bps", "rate", nullable=True, optional=True),
     ),
     "nvswitch": (
         _Field("nvlink_generation", "int"),
@@ -173,6 +179,8 @@ _ARROW_TYPE = {
     "protocols": pa.list_(pa.string()),
     "ref": pa.string(),
     "text": pa.string(),
+    "flops": pa.float64(),
+    "bytes": pa.float64(),
 }
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
@@ -367,6 +375,9 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
         out = _number(where, parsed(where, units.bandwidth_Bps, value))
         if out <= 0:
             raise _bad(f"{where} must be a rate > 0 bytes/s, got {value!r}")
+        if out > MAX_CAPACITY_BPS:  # the links built from it would be refused, far from here
+            raise _bad(f"{where} must be a rate of at most {MAX_CAPACITY_BPS:g} bytes/s (the most a link may "
+                       f"carry in fabricsim), got {value!r}")
         return out
     if t == "duration":
         out = _number(where, parsed(where, units.duration_s, value))
@@ -383,6 +394,16 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
         out = _number(where, value)
         if not 0.0 < out <= 1.0:
             raise _bad(f"{where} must be an efficiency in (0, 1], got {value!r}")
+        return out
+    if t == "flops":
+        out = _number(where, value)
+        if out <= 0:
+            raise _bad(f"{where} must be a rate > 0 FLOP/s, got {value!r}")
+        return out
+    if t == "bytes":
+        out = _number(where, parsed(where, units.size_bytes, value))
+        if out <= 0:
+            raise _bad(f"{where} must be a size > 0 bytes, got {value!r}")
         return out
     if t == "bool":
         if not isinstance(value, bool):
@@ -451,16 +472,19 @@ def _build(
             f"{where}: unknown field(s) {', '.join(map(repr, unknown))}{hints}; "
             f"a {kind} has {', '.join(specs)}"
         )
-    missing = [k for k in specs if k not in raw_fields]
+    missing = [k for k, spec in specs.items() if k not in raw_fields and not spec.optional]
     if missing:
         raise _bad(f"{where}: missing field(s) {', '.join(map(repr, missing))}")
-    fields = {k: _check_value(f"{where}: {k}", spec, raw_fields[k]) for k, spec in specs.items()}
+    fields = {k: _check_value(f"{where}: {k}", spec, raw_fields.get(k)) for k, spec in specs.items()}
 
     if kind == "switch":
         if fields["optics"] == "pluggable" and fields["ports_per_cage"] is None:
             raise _bad(f"{where}: a switch with pluggable optics needs ports_per_cage, got None")
-        radix = fields["ports"] * fields["port_Bps"] / fields["lane_Bps"]
-        if fields["lane_Bps"] > fields["port_Bps"] or abs(radix - round(radix)) > 1e-9 * radix:
+        # Lanes per port first: ports * port_Bps overflowed to inf for 2 ports of 1e308 B/s,
+        # and round(inf) raised a bare OverflowError. Still inf for lanes of 1e-300 B/s.
+        radix = fields["ports"] * (fields["port_Bps"] / fields["lane_Bps"])
+        if (fields["lane_Bps"] > fields["port_Bps"] or not math.isfinite(radix)
+                or abs(radix - round(radix)) > 1e-9 * radix):
             raise _bad(
                 f"{where}: lane_Bps {fields['lane_Bps']!r} must divide port_Bps "
                 f"{fields['port_Bps']!r} into a whole number of lanes (ports * port_Bps / lane_Bps "
@@ -472,7 +496,10 @@ def _build(
     if not isinstance(description, str):
         raise _bad(f"{where}: description must be a string, got {type(description).__name__}")
 
-    sourced = [k for k, spec in specs.items() if spec.sourced]
+    # An optional field left out (or None) of a user part needs no source; a shipped one
+    # still says what was searched ('[no source]').
+    sourced = [k for k, spec in specs.items() if spec.sourced
+               and not (spec.optional and fields[k] is None and (origin != "shipped" or k not in raw_fields))]
     if isinstance(source, str):
         if not source.strip():
             raise _bad(f"{where}: source must be a non-empty string or a mapping field -> source")
@@ -773,6 +800,28 @@ def add_part(
     return _USER[key]
 
 
+def _parse_json(data: bytes, where: str) -> Any:
+    """The JSON document in ``data`` (UTF-8), or an InvalidArgumentError saying why it is not
+    one: text in another encoding (Latin-1, UTF-16), nesting deeper than Python's recursion
+    limit and integers of more digits than Python converts (4300) raised UnicodeDecodeError,
+    RecursionError and a bare ValueError."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        hint = " (it starts with a UTF-16 byte order mark)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise _bad(f"{where} is not UTF-8 text{hint}: byte {data[err.start]:#04x} at offset {err.start} "
+                   "cannot be decoded; save it as UTF-8") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _bad(f"{where} is not valid JSON: {err}") from err
+    except RecursionError:
+        raise _bad(f"{where} nests arrays or objects too deeply to read (deeper than Python's recursion "
+                   f"limit, {sys.getrecursionlimit()})") from None
+    except ValueError as err:  # an integer of more digits than int() converts
+        raise _bad(f"{where} holds a number that cannot be read: {err}") from None
+
+
 def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[Part, ...]:
     """Add every part (and alias) of a JSON file in the shipped catalog's format.
 
@@ -782,13 +831,13 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
     Returns the added parts.
     """
     flag("replace", replace)
+    pathlike("path", path)
     try:
-        with open(pathlike("path", path), encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise _bad(f"{os.fspath(path)!r} is not valid JSON: {err}") from err
-    except OSError as err:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
         raise _bad(f"cannot read catalog file {os.fspath(path)!r}: {err}") from err
+    doc = _parse_json(data, f"catalog file {os.fspath(path)!r}")
     new, new_aliases = _parse_document(doc, f"catalog file {os.fspath(path)!r}", origin="user")
     _commit(new, new_aliases, replace)
     return tuple(_USER[n] for n in new)

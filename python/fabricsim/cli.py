@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 from . import __version__, _core
 from ._checks import parsed
 from .exceptions import FabricsimError, InvalidArgumentError
+from .results import output_directory
 from .fabrics import Topology
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
@@ -125,6 +127,8 @@ def _phase_table(flows: pa.Table) -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.parquet is not None:  # a bad directory is reported now, not after the whole run
+        output_directory("--parquet", args.parquet)
     sc = demo_scenario(
         n_leaves=args.leaves,
         hosts_per_leaf=args.hosts_per_leaf,
@@ -141,7 +145,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     print(f"{topo.n_nodes} nodes, {topo.n_links} links, {sc.n_activities} activities\n")
     t0 = time.perf_counter()
-    res = sc.run(progress=args.progress)
+    res = _run_with_progress(sc, args.progress, "demo")
     wall_s = time.perf_counter() - t0
     print(_phase_table(res.flows))
     print()
@@ -161,18 +165,32 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     cost = _cli_cost_model(args)
     extras = ("algorithm", "protocol", "analytical_s")
 
+    bars = _SizeProgress(args.progress)
+    if args.plot is not None:  # a bad path or no matplotlib is reported now, not after the sweep
+        _need_matplotlib("--plot")
+        output_directory("--plot", os.path.dirname(os.path.abspath(args.plot)))
+
     def header(sizes: list[int]) -> None:  # once every argument is checked: a bad one prints only its error
         print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
               f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
         print(format_header(extras), flush=True)
+        bars.start(sizes)
 
     def show(row: dict) -> None:  # each size as it finishes, as nccl-tests prints
-        print(format_row(row, op=args.op, dtype=args.datatype, extras=extras), flush=True)
+        bars.write(format_row(row, op=args.op, dtype=args.datatype, extras=extras))
+        bars.row_done()
 
-    table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor, algorithm=args.algorithm,
-                       protocol=args.protocol, dtype=args.datatype, on_row=show, on_start=header,
-                       progress=args.progress, cost_model=cost)
+    try:
+        table = nccl_tests(fabric, args.op, args.minbytes, args.maxbytes, args.stepfactor, algorithm=args.algorithm,
+                           protocol=args.protocol, dtype=args.datatype, on_row=show, on_start=header,
+                           progress=bars.run_callback, cost_model=cost)
+    finally:
+        bars.close()
     print(format_footer(table["busbw_Bps"].to_pylist()))
+    if args.plot is not None:
+        from . import plot
+
+        print(f"wrote {plot.save(plot.busbw(table, by='algorithm'), args.plot)}")
     return 0
 
 
@@ -210,8 +228,19 @@ def _add_fabric_flags(p: argparse.ArgumentParser) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from .validation import format_validation, validate
 
+    from . import progress as bars
+    from .validation import _checked_cases
+
     cost = _cli_cost_model(args)
-    print(format_validation(validate(args.case or None, cost_model=cost)))
+    cases = args.case or None
+    n_rows = sum(len(c.sizes_bytes) for c in _checked_cases(cases))
+    with bars.bar(n_rows, "validate", "size", disable=not bars.enabled(args.progress)) as bar:
+        def done(row: dict[str, Any]) -> None:  # which case ran last, sizes per second, time left
+            bar.set_postfix_str(f"{row['case']}", refresh=False)
+            bar.update(1)
+
+        table = validate(cases, cost_model=cost, on_row=done)
+    print(format_validation(table))
     return 0
 
 
@@ -250,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--size", default="1GiB", help="bytes per permutation flow, e.g. 1GiB")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--parquet", metavar="DIR", help="also write the result tables here")
-    demo.add_argument("--progress", action="store_true", help="show progress on stderr")
+    demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="a progress bar on stderr (default: when stderr is a terminal)")
     demo.set_defaults(func=_demo)
     nt = sub.add_parser("nccl-tests", help="a simulated nccl-tests sweep, printed in its layout")
     _add_fabric_flags(nt)
@@ -262,11 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     nt.add_argument("-d", "--datatype", default="float", choices=list(DTYPE_SIZE_BYTES))
     nt.add_argument("--algorithm", default="auto", help="auto (NCCL's choice), ring, tree, nvls, ...")
     nt.add_argument("--protocol", default="auto", help="auto (NCCL's choice), simple, ll128 or ll")
-    nt.add_argument("--progress", action="store_true", help="show each size's progress on stderr")
+    nt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bars on stderr, over the sizes and within each (default: when stderr is a terminal)")
+    nt.add_argument("--plot", metavar="PNG", help="also draw busbw against size into this file (needs matplotlib)")
     nt.set_defaults(func=_nccl_tests)
     va = sub.add_parser("validate", help="simulated vs measured for every public measurement of the validation table")
     va.add_argument("case", nargs="*", help="case ids (default: every case)")
     va.add_argument("--cost-model", metavar="JSON", help="a cost model (CostModel.to_json) instead of the defaults")
+    va.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a progress bar on stderr over the cases' sizes (default: when stderr is a terminal)")
     va.set_defaults(func=_validate)
     ca = sub.add_parser("calibrate", help="fit the cost model to real nccl-tests logs from a cluster")
     ca.add_argument("logs", nargs="+", help="nccl-tests output files (any op and size range)")
@@ -279,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ca.add_argument("--cost-model", metavar="JSON", help="start from this cost model instead of the defaults")
     ca.add_argument("--out", metavar="JSON", help="write the fitted cost model here")
     ca.set_defaults(func=_calibrate)
+    _add_train_command(sub)
+    _add_scenario_file_commands(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
@@ -295,6 +331,224 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # e.g. --parquet in a directory that cannot be made or written
         print(f"fabricsim: error: {e}", file=sys.stderr)
         return 1
+
+
+def _add_train_command(sub: "argparse._SubParsersAction") -> None:
+    """``fabricsim train``: one training step's breakdown (fabricsim.training, issue 25)."""
+    tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
+    tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
+    _add_fabric_flags(tr)
+    for dim in ("tp", "pp", "dp", "cp", "ep"):
+        tr.add_argument(f"--{dim}", type=int, default=1)
+    tr.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
+    tr.add_argument("--global-batch", type=int, help="sequences per step (default: dp x micro-batch x pp)")
+    tr.add_argument("--vp", type=int, default=1, help="virtual stages (interleaved schedule when > 1)")
+    tr.add_argument("--dp-sharding", default="none", choices=["none", "zero1", "fsdp"])
+    tr.add_argument("--recompute", action="store_true")
+    tr.add_argument("--efficiency", type=float, help="fraction of dense BF16 peak (default: the compute model's)")
+    tr.add_argument("--no-memory-check", action="store_true")
+    tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
+
+    def run(args: argparse.Namespace) -> int:
+        from . import training
+
+        par = training.Parallelism(
+            tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
+            global_batch_size=args.global_batch, schedule="interleaved" if args.vp > 1 else "1f1b",
+            virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute)
+        compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
+        step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute,
+                                     check_memory=not args.no_memory_check)
+        out = step.estimate() if args.analytical else step.run()
+        print(out)
+        mem = step.memory
+        worst = max(range(mem.num_rows), key=lambda i: mem["total_bytes"][i].as_py())
+        print(f"  memory: {mem['total_bytes'][worst].as_py() / 1e9:.1f} GB per GPU on stage {worst} "
+              f"(HBM {step.gpu.get('hbm_bytes', 0) / 1e9:.0f} GB)")
+        return 0
+
+    tr.set_defaults(func=run)
+
+
+# ---- scenario files, plots, progress (issue 26 items 1-3) ---------------------------------
+
+
+def _run_with_progress(sc: Scenario, progress: bool | None, desc: str) -> Any:
+    """``sc.run()`` with a tqdm bar when ``progress`` says so (None: on a terminal)."""
+    from . import progress as bars
+
+    if not bars.enabled(progress):
+        return sc.run()
+    with bars.RunProgress(desc) as bar:
+        res = sc.run(progress=bar)
+        bar.finish(res.makespan_s)
+    return res
+
+
+class _SizeProgress:
+    """nccl-tests' bars: one over the sizes (sizes done, their rate, the time left and the
+    size running) and, for a size that runs long enough for the engine to report, one within
+    it; the rows print above them."""
+
+    def __init__(self, progress: bool | None) -> None:
+        from . import progress as bars
+
+        self._bars = bars
+        self.on = bars.enabled(progress)
+        self._outer: Any = None
+        self._inner: Any = None
+        self._sizes: list[int] = []
+        self.run_callback: Any = self._run if self.on else False
+
+    def start(self, sizes: list[int]) -> None:
+        if not self.on:
+            return
+        self._sizes = list(sizes)
+        self._outer = self._bars.bar(len(sizes), "sizes", "size", position=0)
+        self._show_running()
+
+    def _size(self) -> str:
+        from .units import format_bytes
+
+        i = self._outer.n
+        return format_bytes(self._sizes[i]) if i < len(self._sizes) else ""
+
+    def _show_running(self) -> None:
+        size = self._size()
+        self._outer.set_postfix_str(f"running {size}" if size else "", refresh=True)
+
+    def _run(self, n_done: int, n_total: int, sim_time_s: float) -> None:
+        if self._outer is None:
+            return
+        if self._inner is None:  # only a size that runs long gets a bar of its own
+            self._inner = self._bars.RunProgress(f"size {self._size()}", leave=False, position=1)
+        self._inner(n_done, n_total, sim_time_s)
+
+    def write(self, line: str) -> None:
+        if self.on:
+            self._bars.write(line)
+        else:
+            print(line, flush=True)
+
+    def row_done(self) -> None:
+        if self._outer is None:
+            return
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None
+        self._outer.update(1)
+        self._show_running()
+
+    def close(self) -> None:
+        for bar in (self._inner, self._outer):
+            if bar is not None:
+                bar.close()
+        self._inner = self._outer = None
+
+
+def _need_matplotlib(what: str) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InvalidArgumentError(f"{what} need matplotlib: pip install 'fabricsim[plot]'") from None
+
+
+def _run_file(args: argparse.Namespace) -> int:
+    from .scenario_file import load_scenario
+
+    spec = load_scenario(args.file)
+    if args.plot:
+        spec.plots = tuple(dict.fromkeys(spec.plots + tuple(args.plot)))
+    if args.trace:
+        spec.trace = True
+    out = args.out if args.out is not None else spec.output_directory
+    if out is None and (spec.plots or spec.trace):
+        raise InvalidArgumentError("plots and traces are files: give an output directory (--out DIR, or "
+                                   "[output] directory in the scenario file)")
+    if spec.plots:
+        _need_matplotlib("plots")
+    if out is not None:  # a bad directory is reported now, not after the whole run
+        output_directory("--out" if args.out is not None else "[output] directory", out)
+    sc = spec.scenario
+    print(f"fabricsim {__version__}: {args.file}: {sc.topology!r}, {sc.n_activities} activities")
+    from . import progress as bars
+
+    t0 = time.perf_counter()
+    if bars.enabled(args.progress):
+        with bars.RunProgress(os.path.basename(args.file)) as bar:
+            res = spec.run(progress=bar)
+            bar.finish(res.makespan_s)
+    else:
+        res = spec.run()
+    wall_s = time.perf_counter() - t0
+    print(res.summary)
+    if res.collectives.num_rows:
+        print("collectives:")
+        for r in res.collectives.to_pylist():
+            print(f"  {r['collective_id']:>6} {r['op']:<15} {r['algorithm']:<12} {r['n_ranks']:>5} ranks "
+                  f"{format_bytes(r['size_bytes']):>10}  {format_duration((r['finish_s'] or 0) - (r['start_s'] or 0)):>10}"
+                  f"  busbw {format_rate(r['busbw_Bps'] or 0.0)}")
+    print(f"simulated in {format_duration(wall_s)} wall time ({res.n_instants} event instants)")
+    if out is not None:
+        for path in spec.write(res, out):
+            print(f"wrote {path}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from .scenario_file import SCHEMA_PATH
+
+    if args.path:
+        print(SCHEMA_PATH)
+    else:
+        with open(SCHEMA_PATH, encoding="utf-8") as fh:
+            sys.stdout.write(fh.read())
+    return 0
+
+
+def _plot_dir(args: argparse.Namespace) -> int:
+    """``fabricsim plot KIND DIR``: a plot from tables written before (Parquet)."""
+    import pyarrow.parquet as pq
+
+    _need_matplotlib("plots")
+    from . import plot
+
+    if args.kind == "busbw":
+        table = pq.read_table(args.source)
+        fig = plot.busbw(table, by=args.by)
+    else:
+        raise InvalidArgumentError(f"unknown plot {args.kind!r}")
+    print(f"wrote {plot.save(fig, args.out)}")
+    return 0
+
+
+def _add_scenario_file_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fabricsim run FILE`` and ``fabricsim schema``: scenario files (issue 26)."""
+    from .scenario_file import PLOTS
+
+    ru = sub.add_parser("run", help="run a scenario file (TOML) and write its tables, plots and trace",
+                        description="Runs a scenario file: builds its fabric and workload, runs it, prints the "
+                        "summary and writes the Parquet tables (and the plots and trace asked for) into the "
+                        "output directory. `fabricsim schema` prints the file format's JSON Schema.")
+    ru.add_argument("file", help="the scenario file (TOML)")
+    ru.add_argument("--out", metavar="DIR", help="write the results here (default: the file's [output] directory, "
+                    "relative to the file; none: print only)")
+    ru.add_argument("--plot", action="append", choices=PLOTS, metavar="KIND",
+                    help=f"also draw this plot into DIR/KIND.png: {', '.join(PLOTS)} (repeatable; needs matplotlib)")
+    ru.add_argument("--trace", action="store_true", help="also write DIR/trace.json, for ui.perfetto.dev or "
+                    "chrome://tracing")
+    ru.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a progress bar on stderr (default: when stderr is a terminal)")
+    ru.set_defaults(func=_run_file)
+    sc = sub.add_parser("schema", help="print the JSON Schema of scenario files (for editors)")
+    sc.add_argument("--path", action="store_true", help="print the schema file's path instead")
+    sc.set_defaults(func=_schema)
+    pl = sub.add_parser("plot", help="draw busbw against size from a table written before (Parquet)")
+    pl.add_argument("kind", choices=["busbw"], help="busbw: from nccl-tests' or a sweep's table")
+    pl.add_argument("source", help="the Parquet file")
+    pl.add_argument("-o", "--out", required=True, metavar="PNG", help="the image to write")
+    pl.add_argument("--by", help="one line per value of this column (e.g. algorithm, or a sweep parameter)")
+    pl.set_defaults(func=_plot_dir)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ AXES: dict[str, tuple[tuple[str, ...], ...]] = {
 _US, _GB = 1e-6, 1e9
 
 
-def _scaled(table, unit):
+def _scaled(table: Any, unit: float) -> Any:
+    """A table (nested tuples of any depth) or a number, times ``unit``."""
     if isinstance(table, tuple):
         return tuple(_scaled(x, unit) for x in table)
     return table * unit
@@ -147,19 +148,19 @@ class CostModel:
     architectures to change (``replace(nvls_efficiency={"hopper": 0.8})``)."""
 
     # -- latencies (NCCL's alpha) ------------------------------------------------------------
-    base_latency_s: tuple = _scaled((
+    base_latency_s: tuple[tuple[float, ...], ...] = _scaled((
         (6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0),
         (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (8.0, 8.0, 8.0),
     ), _US)
-    hw_latency_s: tuple = _scaled((
+    hw_latency_s: tuple[tuple[tuple[float, ...], ...], ...] = _scaled((
         ((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25.0), (0, 0, 25.0), (0, 0, 4.0)),
         ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0.0), (0, 0, 0.0), (0, 0, 4.0)),
         ((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), (0, 0, 31.0), (0, 0, 30.0), (0, 0, 18.0), (0, 0, 20.9), (0, 0, 14.0)),
     ), _US)
     latency_scale: float = 1.0
-    net_overhead_s: tuple = (1e-6, 2e-6)
+    net_overhead_s: tuple[float, ...] = (1e-6, 2e-6)
     simple_net_overhead_factor: float = 3.0
-    ring_plateau_factor: tuple = (1.9, 1.4)
+    ring_plateau_factor: tuple[float, ...] = (1.9, 1.4)
     p2p_base_latency_s: float = 8.4e-6
     p2p_nvlink_latency_s: float = 3.4e-6
     p2p_net_latency_s: float = 14e-6
@@ -177,25 +178,28 @@ class CostModel:
     pat_latency_per_rank_s: float = 2.8e-6
     pat_net_latency_divisor: float = 3.5
     # -- per-channel ceilings (bytes/s per channel) ----------------------------------------
-    ll_max_Bps: tuple = _scaled(((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)), _GB)
-    per_channel_ring_ll128_Bps: tuple = _scaled(((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3), _GB)
-    per_channel_tree_ll128_Bps: tuple = _scaled(
+    ll_max_Bps: tuple[tuple[float, ...], ...] = _scaled(
+        ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)), _GB)
+    per_channel_ring_ll128_Bps: tuple[tuple[float, ...], ...] = _scaled(
+        ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3), _GB)
+    per_channel_tree_ll128_Bps: tuple[tuple[float, ...], ...] = _scaled(
         ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0)), _GB)
-    per_channel_tree_Bps: tuple = _scaled(
+    per_channel_tree_Bps: tuple[tuple[float, ...], ...] = _scaled(
         ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0)), _GB)
-    per_channel_nvls_tree_Bps: tuple = _scaled(((0.0,) * 3, (0.0,) * 3, (0.0, 57.7, 45.5), (0.0, 96.0, 80.0)), _GB)
+    per_channel_nvls_tree_Bps: tuple[tuple[float, ...], ...] = _scaled(
+        ((0.0,) * 3, (0.0,) * 3, (0.0, 57.7, 45.5), (0.0, 96.0, 80.0)), _GB)
     # -- NVLS --------------------------------------------------------------------------------
-    nvls_efficiency: tuple = (0.0, 0.0, 0.85, 0.74)
-    nvls_channels: tuple = (0, 0, 16, 24)
-    nvls_channels_multi_node: tuple = (0, 0, 16, 32)
+    nvls_efficiency: tuple[float, ...] = (0.0, 0.0, 0.85, 0.74)
+    nvls_channels: tuple[int, ...] = (0, 0, 16, 24)
+    nvls_channels_multi_node: tuple[int, ...] = (0, 0, 16, 32)
     # -- channel graphs (search.cc) ----------------------------------------------------------
-    ladder_intra_Bps: tuple = _scaled((
+    ladder_intra_Bps: tuple[tuple[float, ...], ...] = _scaled((
         (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
         (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
         (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
         (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
     ), _GB)
-    ladder_inter_Bps: tuple = _scaled((
+    ladder_inter_Bps: tuple[tuple[float, ...], ...] = _scaled((
         _GENERIC_INTER,
         _GENERIC_INTER,
         (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
@@ -234,7 +238,7 @@ class CostModel:
         v = getattr(self, table)
         for i in index:
             v = v[i]
-        return v * self.latency_scale
+        return float(v * self.latency_scale)
 
     def without_software_latency(self) -> "CostModel":
         """This model with every software latency zero: what is left is wire latency, as in
@@ -274,7 +278,7 @@ class CostModel:
             raise InvalidArgumentError(f"a cost model is a mapping of field names, got {type(data).__name__}")
         return DEFAULT.replace(**dict(data))
 
-    def to_json(self, path: str | os.PathLike | None = None) -> str:
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """JSON text of :meth:`to_dict`; written to ``path`` as well when one is given."""
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
@@ -283,7 +287,7 @@ class CostModel:
         return text
 
     @classmethod
-    def from_json(cls, source: str | os.PathLike) -> "CostModel":
+    def from_json(cls, source: str | os.PathLike[str]) -> "CostModel":
         """A model from JSON text or a JSON file's path."""
         text = str(source)
         if not text.lstrip().startswith("{"):
@@ -344,11 +348,11 @@ def _scalar(name: str, value: Any, integral: bool = False, fraction: bool = Fals
     return v
 
 
-def _table(name: str, value: Any, default: tuple) -> tuple:
+def _table(name: str, value: Any, default: tuple[Any, ...]) -> tuple[Any, ...]:
     """A table shaped as its default (ladders may differ in length: a ladder is a list)."""
     ladder = name.startswith("ladder_")
 
-    def walk(v, d, where):
+    def walk(v: Any, d: Any, where: str) -> Any:
         if isinstance(d, tuple) and not (ladder and where.count("[") == 1):
             if isinstance(v, (str, bytes, Mapping)) or not hasattr(v, "__len__") or len(v) != len(d):
                 raise InvalidArgumentError(
@@ -365,16 +369,19 @@ def _table(name: str, value: Any, default: tuple) -> tuple:
 
     if isinstance(value, Mapping):
         value = _from_named(name, value, AXES[name], default, partial=False)
-    return walk(value, default, "")
+    table: tuple[Any, ...] = walk(value, default, "")  # a tuple, as ``default`` is
+    return table
 
 
-def _to_named(v: Any, axes: tuple) -> Any:
+def _to_named(v: Any, axes: tuple[tuple[str, ...], ...]) -> Any:
     if not axes:
         return list(v) if isinstance(v, tuple) else v
     return {label: _to_named(x, axes[1:]) for label, x in zip(axes[0], v)}
 
 
-def _from_named(name: str, value: Mapping, axes: tuple, base: tuple, partial: bool) -> tuple:
+def _from_named(
+    name: str, value: Mapping[str, Any], axes: tuple[tuple[str, ...], ...], base: tuple[Any, ...], partial: bool
+) -> tuple[Any, ...]:
     """A nested mapping keyed by axis labels as a tuple; entries it leaves out keep ``base``'s."""
     labels = axes[0]
     unknown = [k for k in value if k not in labels]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .units import format_rate
+
+if TYPE_CHECKING:
+    from .fabrics import Fabric
 
 __all__ = ["Description", "describe"]
 
@@ -56,24 +59,24 @@ class Description:
         return "<pre>" + str(self) + "</pre>"
 
 
-def _native_ports(out: dict, parts: dict) -> float:
+def _native_ports(out: dict[str, Any], parts: dict[str, Any]) -> float:
     """Scale-out switch ports in use, counted in native ports (a port broken out into lanes
     at the plane rate counts once): leaves' host ports, then both ends of every
     switch-to-switch cable."""
     ports_used = out["planes"] * (
         out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
     )
-    return ports_used * parts["plane_Bps"] / parts["switch"]["port_Bps"]
+    return float(ports_used * parts["plane_Bps"] / parts["switch"]["port_Bps"])
 
 
-def describe(fabric: Any) -> Description:
+def describe(fabric: Fabric) -> Description:
     from . import catalog
 
     s = fabric.structure
     parts = fabric._parts
-    rows: list[tuple[str, str, float, str]] = []
+    rows: list[tuple[str, str, float | None, str]] = []
 
-    def add(section: str, quantity: str, value: float, unit: str) -> None:
+    def add(section: str, quantity: str, value: float | None, unit: str) -> None:
         rows.append((section, quantity, None if value is None else float(value), unit))
 
     add("counts", "GPUs", s["n_gpus"], "count")

@@ -23,6 +23,9 @@ __all__ = [
     "ScenarioRunningError",
     "InternalError",
     "NcclLogError",
+    "SweepError",
+    "ScenarioFileError",
+    "WriteError",
 ]
 
 
@@ -91,3 +94,28 @@ class NcclLogError(InvalidArgumentError):
     """A file or text that :func:`fabricsim.read_nccl_tests` cannot read as nccl-tests output:
     missing, binary, not UTF-8, not nccl-tests' layout, or numbers that do not agree with the
     op and rank count (the message names the source, the line and what was expected)."""
+
+
+class WriteError(FabricsimError, OSError):
+    """Results that could not be written (:meth:`Result.to_parquet`, ``fabricsim demo
+    --parquet``): a directory that cannot be made or written, a file where a directory should
+    be, a full disk, a path with a NUL in it. The message names the path and the cause; a
+    write that fails leaves the files that were there as they were. Also an ``OSError``, as
+    the errors it stands for are."""
+
+
+class SweepError(FabricsimError, RuntimeError):
+    """A point of :func:`fabricsim.sweep` raised: the message names the point (its index and
+    parameters) and the error, which is the ``__cause__``. The points not yet started were
+    cancelled."""
+
+
+class ScenarioFileError(InvalidArgumentError):
+    """A scenario file (``fabricsim run FILE``, :func:`fabricsim.load_scenario`) that cannot be
+    read or built: the message starts with ``file:line:`` and names the key (``workload[2].src``)
+    and what is wrong with it. ``path``, ``line`` and ``key`` hold them (line and key may be
+    None)."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.path, self.line, self.key = path, line, key

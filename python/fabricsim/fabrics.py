@@ -200,8 +200,26 @@ class Topology:
             self._node("src", src), self._node("dst", dst), integer("key", key, U64), integer("seed", seed, U64)
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The Rust core cannot be pickled: a topology travels as the link arrays it was built
+        # from and its labels, and is built again from them where it is unpickled.
+        cols = dict(self._core.link_columns())
+        return (_unpickled_topology, (self._core.n_nodes, cols["src"], cols["dst"], cols["capacity_Bps"],
+                                      cols["latency_s"], self._labels))
+
     def __repr__(self) -> str:
         return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
+
+
+def _unpickled_topology(n_nodes: int, src: np.ndarray, dst: np.ndarray, capacity_Bps: np.ndarray,
+                        latency_s: np.ndarray, labels: list[Hashable] | None) -> Topology:
+    """A pickled :class:`Topology`, built again (``Topology.__reduce__``)."""
+    def arr(a: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    core = _core.Topology.from_arrays(n_nodes, arr(src, np.int64), arr(dst, np.int64), arr(capacity_Bps, np.float64),
+                                      arr(latency_s, np.float64))
+    return Topology(core, labels)
 
 
 # ---- structured fabrics ----------------------------------------------------------------
@@ -590,9 +608,29 @@ class Fabric(Topology):
 
         return describe(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A fabric travels as its parts (the generator's checked arguments, the catalog parts
+        # it used, its faults) and is generated again where it is unpickled: a few numbers
+        # instead of its links, and wired and numbered as the first build was.
+        return (_unpickled_fabric, (self._parts,))
+
     def __repr__(self) -> str:
         s = self._core.structure()
         return f"Fabric(n_gpus={s['n_gpus']}, n_nodes={s['n_nodes']}, n_links={s['n_links']})"
+
+
+def _unpickled_fabric(parts: dict[str, Any]) -> Fabric:
+    """A pickled :class:`Fabric`, generated again from its parts, faults re-applied in order
+    (``Fabric.__reduce__``)."""
+    build = parts.get("pcie_server")
+    core = _core.build_pcie_server(*build) if build is not None else _build_core(parts)
+    faults = []
+    for ids, factor in parts.get("faults", ()):
+        ids = np.asarray(ids, dtype=np.int64)
+        ids.flags.writeable = False  # as fail() keeps them
+        core = core.with_link_factors(ids.tolist(), factor)
+        faults.append((ids, factor))
+    return Fabric(core, dict(parts, faults=tuple(faults)))
 
 
 def _kind_of(parts: dict[str, Any]) -> str:
@@ -795,10 +833,12 @@ def pcie_server(
     NVLink is compared with. Routes are searched (the graph is a tree)."""
     pcie_p = _part(pcie, "pcie", "pcie")
     nic_p = _part(nic, "nic", "nic")
-    core = _core.build_pcie_server(
+    # Kept in the parts: a pickled server is rebuilt from them (Fabric.__reduce__).
+    build = (
         integer("n_gpus", n_gpus, COUNT), integer("gpus_per_switch", gpus_per_switch, COUNT),
         integer("nics_per_switch", nics_per_switch, U32), integer("n_cpus", n_cpus, COUNT),
         float(pcie_p["rate_Bps"]), float(nic_p["rate_Bps"]), parsed("cpu_link_Bps", bandwidth_Bps, cpu_link_Bps),
         parsed("latency_s", duration_s, latency_s),
     )
-    return Fabric(core, dict(pcie=pcie_p, nic=nic_p, sharp_enabled=False, faults=()))
+    core = _core.build_pcie_server(*build)
+    return Fabric(core, dict(pcie=pcie_p, nic=nic_p, sharp_enabled=False, faults=(), pcie_server=build))

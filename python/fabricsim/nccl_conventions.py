@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import numbers
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ._checks import finite, number, quantities, shown
 from .exceptions import InvalidArgumentError
 from .units import _NCCL_SUFFIX, _QUANTITY
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "BUSBW_FACTOR",
@@ -72,19 +75,19 @@ _REDOP_OPS = ("all_reduce", "reduce_scatter", "reduce", "send_recv")
 _ROOTED_OPS = ("broadcast", "reduce")
 
 
-def _check_op(op) -> str:
+def _check_op(op: Any) -> str:
     if not isinstance(op, str) or op not in OPS:
         raise InvalidArgumentError(f"op={op!r}: expected one of {', '.join(OPS)}")
     return op
 
 
-def _check_ranks(n_ranks) -> int:
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, numbers.Integral) or not 1 <= n_ranks < 2**32:
+def _check_ranks(n_ranks: Any) -> int:
+    if isinstance(n_ranks, bool) or not isinstance(n_ranks, numbers.Integral) or not 1 <= int(n_ranks) < 2**32:
         raise InvalidArgumentError(f"n_ranks={shown(n_ranks)}: expected a positive integer below 2**32")
     return int(n_ranks)
 
 
-def _check_bytes(name, v) -> float:
+def _check_bytes(name: str, v: float) -> float:
     f = finite(v)
     if f is None or f < 0:
         raise InvalidArgumentError(f"{name}={shown(v)}: expected a finite number of bytes >= 0")
@@ -98,7 +101,7 @@ def size_flag_bytes(text: str) -> float:
     fabricsim's, as in :func:`fabricsim.units.size_bytes`)."""
     m = _QUANTITY.match(text)
     scale = {"": 1.0, **_NCCL_SUFFIX}.get(m.group("unit")[:1]) if m else None
-    if scale is None:
+    if m is None or scale is None:
         raise InvalidArgumentError(
             f"size {text!r}: expected a number of bytes with an optional K, M, G or T suffix "
             "(powers of 1024, as nccl-tests reads -b and -e)")
@@ -157,7 +160,7 @@ _EXTRAS = {"algorithm": ("algorithm", 14, ""), "protocol": ("protocol", 8, ""),
 _REQUIRED = ("size_bytes", "count", "time_s", "algbw_Bps", "busbw_Bps")
 
 
-def _check_layout(op, dtype, redop, root) -> None:
+def _check_layout(op: Any, dtype: Any, redop: Any, root: Any) -> None:
     _check_op(op)
     if not isinstance(dtype, str) or dtype not in DTYPE_SIZE_BYTES:
         raise InvalidArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPE_SIZE_BYTES)}")
@@ -167,7 +170,7 @@ def _check_layout(op, dtype, redop, root) -> None:
         raise InvalidArgumentError(f"root={root!r}: expected a rank >= 0")
 
 
-def format_header(extras: tuple = ()) -> str:
+def format_header(extras: tuple[str, ...] = ()) -> str:
     """nccl-tests' header lines (common.cu run(): time/algbw/busbw per half), with the
     ``extras`` among algorithm, protocol, analytical_s as columns on the right."""
     unknown = [c for c in extras if c not in _EXTRAS]
@@ -188,8 +191,8 @@ def format_header(extras: tuple = ()) -> str:
     ])
 
 
-def format_row(row: Mapping, *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0,
-               extras: tuple = ()) -> str:
+def format_row(row: Mapping[str, Any], *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0,
+               extras: tuple[str, ...] = ()) -> str:
     """One result line: ``row`` maps size_bytes, count, time_s, algbw_Bps, busbw_Bps (and the
     ``extras``) to its values; the other arguments as for :func:`format_table`."""
     _check_layout(op, dtype, redop, root)
@@ -226,7 +229,7 @@ def format_footer(busbw_Bps: Sequence[float]) -> str:
     return "\n".join(["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#"])
 
 
-def format_table(table, *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0) -> str:
+def format_table(table: pa.Table, *, op: str, dtype: str = "float", redop: str = "sum", root: int = 0) -> str:
     """Text in nccl-tests' own layout for a table of one result per message size.
 
     ``table`` is a :class:`pyarrow.Table` (or anything with ``column_names`` and

@@ -32,6 +32,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -87,7 +88,7 @@ class NcclTestsLog:
     source: str
     rows: pa.Table = field(repr=False)
 
-    def __arrow_c_stream__(self, requested_schema=None):
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         return self.rows.__arrow_c_stream__(requested_schema)
 
 
@@ -152,7 +153,7 @@ def _shorten(text: str, n: int = 100) -> str:
 
 # ------------------------------------------------------------------------------ the source
 
-def _load(source) -> tuple[str, str, str | None]:
+def _load(source: str | os.PathLike[str]) -> tuple[str, str, str | None]:
     """(label for messages, text, file name) of ``source``."""
     if isinstance(source, str) and ("\n" in source or "\r" in source or not source):
         return "<text>", source, None
@@ -273,16 +274,17 @@ def _row(tokens: list[str], line: int, layout: _Layout, label: str, text: str) -
         return tokens[i]
 
     size, count, dtype = integer(0), integer(1), name(2)
-    redop = root = None
+    redop: str | None = None
+    root: int | None = None
     if layout.redop is not None:
         redop = name(layout.redop)
         redop = None if redop == "none" else redop
     if layout.root is not None:
         root = integer(layout.root, lo=-1)
         root = None if root < 0 else root
-    halves = []
+    halves: list[tuple[_Value, _Value, _Value, int | None]] = []
     for t, a, b, w in layout.halves:
-        values = []
+        values: list[_Value] = []
         for i, what in ((t, "a time in us"), (a, "a bandwidth in GB/s"), (b, "a bandwidth in GB/s")):
             v = _number(tokens[i])
             if v is None:
@@ -298,7 +300,7 @@ def _row(tokens: list[str], line: int, layout: _Layout, label: str, text: str) -
                     raise bad(w, "a count of wrong elements, or N/A")
                 n_wrong = int(v.value)
             n_wrong = n_wrong if n_wrong >= 0 else None
-        halves.append((*values, n_wrong))
+        halves.append((values[0], values[1], values[2], n_wrong))
     return _Row(line, size, count, dtype, redop, root, halves)
 
 
@@ -316,8 +318,8 @@ class _RankEntry:
 @dataclass
 class _Scan:
     layout: _Layout | None = None
-    rows: list = field(default_factory=list)
-    ranks: list = field(default_factory=list)
+    rows: list[_Row] = field(default_factory=list)
+    ranks: list[_RankEntry] = field(default_factory=list)
     collective: tuple[int, str] | None = None  # (line, program name)
     nthread: tuple[int, int, int] | None = None  # (line, nThread, nGpus)
     first_data_like: int | None = None
@@ -372,6 +374,7 @@ def _scan(text: str, label: str) -> _Scan:
         if scan.first_data_like is None:
             scan.first_data_like = number
         if in_table:
+            assert scan.layout is not None  # the table began at its header line
             scan.rows.append(_row(tokens, number, scan.layout, label, s))
     if scan.layout is None:
         seen = ("" if scan.first_line is None else
@@ -390,7 +393,7 @@ def _scan(text: str, label: str) -> _Scan:
 
 # ------------------------------------------------------------------------ op and rank count
 
-def _resolve_op(op, scan: _Scan, label: str, filename: str | None) -> tuple[str, str]:
+def _resolve_op(op: str | None, scan: _Scan, label: str, filename: str | None) -> tuple[str, str]:
     """The op and where it came from (for messages)."""
     logged = None
     if scan.collective is not None:
@@ -470,10 +473,13 @@ def _ranks_fitting(op: str, lo: float, hi: float) -> tuple[int, int | None] | No
     c = _FACTOR_SCALE.get(op)
     if c is None:
         return (1, None) if lo <= 1.0 <= hi else None
-    f = lambda n: c * (n - 1) / n  # noqa: E731  (increasing in n)
-    first = 1 if lo <= 0 else math.inf if lo >= c else max(1, math.floor(c / (c - lo)) - 1)
-    if first == math.inf:
+
+    def f(n: int) -> float:  # increasing in n
+        return c * (n - 1) / n
+
+    if lo >= c:
         return None
+    first = 1 if lo <= 0 else max(1, math.floor(c / (c - lo)) - 1)
     while f(first) < lo:
         first += 1
     if first > _MAX_RANKS:
@@ -501,7 +507,8 @@ class _Ratio:
     hi: float
     lo_line: int
     hi_line: int
-    entries: list  # (line, algbw, busbw, lo, hi): each half that bounds the ratio
+    #: (line, algbw, busbw, lo, hi): each half that bounds the ratio.
+    entries: list[tuple[int, _Value, _Value, float, float]]
 
 
 def _ratio(rows: list[_Row]) -> _Ratio | None:
@@ -558,7 +565,8 @@ def _check_factor(op: str, op_how: str, n: int, n_how: str, ratio: _Ratio | None
     raise NcclLogError(" ".join([message, *causes]))
 
 
-def _resolve_ranks(n_ranks, op: str, scan: _Scan, ratio: _Ratio | None, label: str):
+def _resolve_ranks(n_ranks: int | None, op: str, scan: _Scan, ratio: _Ratio | None,
+                   label: str) -> tuple[int, str, int | None, tuple[str, ...]]:
     """(n_ranks, where it came from, n_hosts, devices)."""
     listed, how = _listed_ranks(scan, label) if scan.ranks and n_ranks is None else ([], "")
     if n_ranks is not None:
@@ -593,7 +601,7 @@ def _resolve_ranks(n_ranks, op: str, scan: _Scan, ratio: _Ratio | None, label: s
 # ------------------------------------------------------------------------------ the reader
 
 def _table(rows: list[_Row]) -> pa.Table:
-    def half(k: int, i: int, scale: float) -> pa.Array:
+    def half(k: int, i: Literal[0, 1, 2], scale: float) -> pa.Array[Any]:
         return pa.array([r.halves[k][i].value * scale if len(r.halves) > k else None for r in rows],
                         type=pa.float64())
 
@@ -618,7 +626,8 @@ def _table(rows: list[_Row]) -> pa.Table:
     })
 
 
-def read_nccl_tests(source, *, op: str | None = None, n_ranks: int | None = None) -> NcclTestsLog:
+def read_nccl_tests(source: str | os.PathLike[str], *, op: str | None = None,
+                    n_ranks: int | None = None) -> NcclTestsLog:
     """Read the output of an nccl-tests run (``all_reduce_perf`` and the like).
 
     ``source`` is a path (str or os.PathLike) or the log's text, a str with newlines. Lines

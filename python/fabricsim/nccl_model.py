@@ -58,8 +58,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import lru_cache
-
-from types import SimpleNamespace
+from typing import Any
 
 from ._checks import finite, shown
 from .cost_model import DEFAULT, CostModel
@@ -125,14 +124,14 @@ class CommShape:
     nvswitch: bool
     collnet: bool
     cpu_vendor: str = "intel"
-    local_ranks: tuple = ()
+    local_ranks: tuple[int, ...] = ()
     #: The constants NCCL's model is evaluated with (fabricsim.cost_model).
     cost: CostModel = DEFAULT
 
     def __post_init__(self) -> None:
         for name in ("n_ranks", "n_nodes"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v < 2**32:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= int(v) < 2**32:
                 raise InvalidArgumentError(f"{name}={shown(v)}: expected a positive integer below 2**32")
         if self.n_ranks < 2:
             raise InvalidArgumentError(
@@ -140,7 +139,7 @@ class CommShape:
             )
         counts = self.local_ranks
         if not isinstance(counts, tuple) or not all(
-            isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in counts
+            isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 1 for k in counts
         ):
             raise InvalidArgumentError(f"local_ranks={counts!r}: expected a tuple of positive integers")
         if not counts and self.n_ranks % self.n_nodes:
@@ -184,7 +183,7 @@ class CommShape:
         return self.n_ranks / self.n_nodes
 
     @property
-    def node_sizes(self) -> tuple:
+    def node_sizes(self) -> tuple[int, ...]:
         """The distinct numbers of GPUs the nodes hold."""
         return tuple(sorted(set(self.local_ranks))) or (self.n_ranks // self.n_nodes,)
 
@@ -218,16 +217,39 @@ class Graph:
 # --- Graph search (approximation of search.cc, see the module docstring) -----------------------
 
 
+@dataclass(frozen=True)
+class _Units:
+    """The cost model's NCCL constants in NCCL's units (us, GB/s), as _k gives them."""
+
+    base_lat: tuple[tuple[float, ...], ...]
+    hw_lat: tuple[tuple[tuple[float, ...], ...], ...]
+    net_overhead: tuple[float, ...]
+    ll_max: tuple[tuple[float, ...], ...]
+    ring_ll128: tuple[tuple[float, ...], ...]
+    tree_ll128: tuple[tuple[float, ...], ...]
+    tree: tuple[tuple[float, ...], ...]
+    nvls_tree: tuple[tuple[float, ...], ...]
+    ladder_intra: tuple[tuple[float, ...], ...]
+    ladder_inter: tuple[tuple[float, ...], ...]
+    pci: float
+    c: CostModel
+    dup_below: float
+    dup_ampere_below: float
+    arity: float
+    pat_per_rank: float
+
+
 @lru_cache(maxsize=64)
-def _k(cost: CostModel) -> SimpleNamespace:
+def _k(cost: CostModel) -> _Units:
     """The cost model's NCCL constants in NCCL's units: us (times latency_scale) and GB/s."""
-    def us(t):
+    # A table (nested tuples of any depth) or a number, converted entry by entry.
+    def us(t: Any) -> Any:
         return tuple(us(x) for x in t) if isinstance(t, tuple) else t * 1e6 * cost.latency_scale
 
-    def gb(t):
+    def gb(t: Any) -> Any:
         return tuple(gb(x) for x in t) if isinstance(t, tuple) else t / 1e9
 
-    return SimpleNamespace(
+    return _Units(
         base_lat=us(cost.base_latency_s), hw_lat=us(cost.hw_latency_s), net_overhead=us(cost.net_overhead_s),
         ll_max=gb(cost.ll_max_Bps), ring_ll128=gb(cost.per_channel_ring_ll128_Bps),
         tree_ll128=gb(cost.per_channel_tree_ll128_Bps), tree=gb(cost.per_channel_tree_Bps),
@@ -248,8 +270,8 @@ class _Sys:
     net: float
     max_bw: float   # system->maxBw
     total_bw: float  # system->totalBw
-    ladder: tuple
-    k: SimpleNamespace  # the cost model's constants in NCCL's units (_k)
+    ladder: tuple[float, ...]
+    k: _Units  # the cost model's constants in NCCL's units (_k)
 
 
 def _system(s: CommShape, ppn: int) -> _Sys:
@@ -405,7 +427,7 @@ def _graphs(s: CommShape) -> dict[int, tuple[int, float, float]]:
     """Every node's graphs, combined as NCCL combines them across ranks (init.cc): the fewest
     channels and the lowest bandwidths; a graph some node cannot build is absent."""
     per_node = [_node_graphs(s, _system(s, k)) for k in s.node_sizes]
-    return {a: tuple(min(g[a][i] for g in per_node) for i in range(3))
+    return {a: (min(g[a][0] for g in per_node), min(g[a][1] for g in per_node), min(g[a][2] for g in per_node))
             for a in per_node[0] if all(a in g for g in per_node)}
 
 
@@ -422,7 +444,7 @@ def _node_graphs(s: CommShape, sy: _Sys) -> dict[int, tuple[int, float, float]]:
     return out
 
 
-def _bus_bw(op, a, p, g, s, sy, col) -> float:
+def _bus_bw(op: str, a: int, p: int, g: tuple[int, float, float], s: CommShape, sy: _Sys, col: int) -> float:
     """busBw in GB/s of algorithm a, protocol p on graph g = (nCh, bwIntra, bwInter); 0 = disabled."""
     ar = op == "all_reduce"
     arch = _ARCH[s.arch]
@@ -467,7 +489,7 @@ def _bus_bw(op, a, p, g, s, sy, col) -> float:
     return bus  # ring Simple, CollNet chain
 
 
-def _latency_us(op, a, p, s, sy, same_channels) -> float:
+def _latency_us(op: str, a: int, p: int, s: CommShape, sy: _Sys, same_channels: bool) -> float:
     n, nodes, ppn = s.n_ranks, s.n_nodes, s.ppn
     local = n // nodes - 1  # NCCL's integer nRanks/nNodes - 1 in the tree and CollNet latencies
     k = sy.k
@@ -541,7 +563,7 @@ def _table(op: str, s: CommShape) -> tuple[_Entry, ...]:
 # --- Public API ------------------------------------------------------------------------------------
 
 
-def _check(op, size_bytes, shape) -> float:
+def _check(op: Any, size_bytes: Any, shape: Any) -> float:
     if type(size_bytes) is float and type(shape) is CommShape and type(op) is str and op in OPS and 0 <= size_bytes < math.inf:
         return size_bytes  # the common case, checked without the abstract-class tests below
     if not isinstance(shape, CommShape):
@@ -592,6 +614,7 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
         t = e.lat_us * (e.plateau if nbytes >= e.plateau_bytes else 1.0) + nbytes / (1000.0 * e.bw)
         if t < best_t:
             best, best_t = e, t
+    assert best is not None  # Ring/Simple is always enabled, with a finite time
     return _prediction(best, nbytes)
 
 

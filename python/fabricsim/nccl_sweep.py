@@ -4,7 +4,7 @@ own conventions (sizes cut to whole elements, algbw and busbw)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
@@ -16,6 +16,9 @@ from .cost_model import CostModel
 from .exceptions import InvalidArgumentError
 from .scenario import Scenario, checked_progress
 
+if TYPE_CHECKING:
+    from .fabrics import Topology
+
 
 # nccl-tests bounds no sweep (each of its sizes runs in microseconds), but here each size is a
 # simulation of milliseconds to seconds: 10,000 sizes are more than any plot needs (1% steps
@@ -25,7 +28,7 @@ _MAX_SWEEP_SIZES = 10_000
 
 
 def nccl_tests(
-    fabric,
+    fabric: Topology,
     op: str = "all_reduce",
     min_bytes: Any = "8M",
     max_bytes: Any = "8G",
@@ -36,7 +39,7 @@ def nccl_tests(
     ranks: Any = None,
     dtype: str = "float",
     seed: int = 0,
-    on_row: Callable[[dict], Any] | None = None,
+    on_row: Callable[[dict[str, Any]], Any] | None = None,
     on_start: Callable[[list[int]], Any] | None = None,
     progress: Any = False,
     cost_model: CostModel | None = None,

@@ -8,6 +8,7 @@ polars (``pl.from_arrow`` / ``pl.DataFrame``), DuckDB and pandas read it directl
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any
@@ -17,9 +18,52 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._checks import pathlike
+from .exceptions import WriteError
 from .units import format_bytes, format_duration
 
 __all__ = ["Result", "Summary", "table_from_columns"]
+
+# Every table to_parquet can write, in the order it writes them.
+_TABLES = ("flows", "delays", "links", "collectives", "rate_changes")
+
+
+def _quietly(action: Any, *args: Any) -> None:
+    """Undoing a failed write as far as it can: an error here would hide the first one."""
+    try:
+        action(*args)
+    except OSError:
+        pass
+
+
+def _write(path: str, action: Any) -> Any:
+    """``action()``, with an OS error (or NumPy/Arrow's for a path it cannot take) as a
+    :class:`WriteError` naming ``path``."""
+    try:
+        return action()
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise WriteError(f"cannot write {path!r}: {reason}") from err
+
+
+def _temporary(directory: str, name: str) -> str:
+    """A fresh file for ``name``'s table in ``directory`` (beside its final name, so that
+    the rename that installs it stays on one file system)."""
+    fd, path = _write(os.path.join(directory, f".{name}.parquet.tmp"),
+                      lambda: tempfile.mkstemp(prefix=f".{name}.parquet.", suffix=".tmp", dir=directory))
+    os.close(fd)
+    return path
+
+
+def output_directory(name: str, directory: Any) -> str:
+    """``directory`` made if need be and checked writable (a file made and removed in it), as
+    a str: checked before a long run whose results go there (``fabricsim demo --parquet``)
+    and by :meth:`Result.to_parquet`. Raises :class:`WriteError` naming the path."""
+    path = os.fspath(pathlike(name, directory))
+    _write(path, lambda: os.makedirs(path, exist_ok=True))
+    if not os.path.isdir(path):
+        raise WriteError(f"cannot write {path!r}: not a directory")
+    _quietly(os.remove, _temporary(path, "probe"))
+    return path
 
 
 def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
@@ -158,27 +202,50 @@ class Result:
     def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:
         """Writes every table as ``<directory>/<name>.parquet``; returns the paths written.
         A table this run does not have (collectives, rate_changes) left there by an earlier
-        write is removed, so the directory holds one run."""
+        write is removed, so the directory holds one run.
+
+        All or nothing: the tables are written to temporary files in the directory and take
+        their names only once every one is written, so a write that fails (a full disk, a
+        table that cannot be written) leaves the directory as it was. A directory that cannot
+        be made or written raises :class:`WriteError` naming the path."""
         import pyarrow.parquet as pq
 
-        os.makedirs(pathlike("directory", directory), exist_ok=True)
+        directory = output_directory("directory", directory)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
         if self.collectives.num_rows:
             tables["collectives"] = self.collectives
         if self._rate_changes is not None:
             tables["rate_changes"] = self._rate_changes
-        paths = []
-        for name, table in tables.items():
-            path = os.path.join(os.fspath(directory), f"{name}.parquet")
-            meta = dict(table.schema.metadata or {})
-            meta[b"fabricsim.makespan_s"] = repr(self.makespan_s).encode()
-            pq.write_table(table.replace_schema_metadata(meta), path)
-            paths.append(path)
-        for name in ("collectives", "rate_changes"):
-            stale = os.path.join(os.fspath(directory), f"{name}.parquet")
-            if name not in tables and os.path.exists(stale):
-                os.remove(stale)
-        return paths
+        final = {name: os.path.join(directory, f"{name}.parquet") for name in _TABLES}
+        written: dict[str, str] = {}  # name -> temporary file
+        moved: dict[str, str] = {}  # name -> the earlier file, set aside
+        installed: list[str] = []
+        try:
+            for name, table in tables.items():
+                meta = dict(table.schema.metadata or {})
+                meta[b"fabricsim.makespan_s"] = repr(self.makespan_s).encode()
+                written[name] = _temporary(directory, name)
+                _write(final[name], lambda: pq.write_table(table.replace_schema_metadata(meta), written[name]))
+            # Every table is written: the earlier files step aside, the new ones take their names.
+            for name, path in final.items():
+                if os.path.lexists(path):
+                    moved[name] = _temporary(directory, name)
+                    _write(path, lambda: os.replace(path, moved[name]))
+            for name, tmp in written.items():
+                _write(final[name], lambda: os.replace(tmp, final[name]))
+                installed.append(name)
+        except BaseException:  # Ctrl-C too: the directory goes back to what it was
+            for name in installed:
+                _quietly(os.remove, final[name])
+            for name, old in moved.items():
+                _quietly(os.replace, old, final[name])
+            for name, tmp in written.items():
+                if name not in installed:
+                    _quietly(os.remove, tmp)
+            raise
+        for old in moved.values():
+            _quietly(os.remove, old)
+        return [final[name] for name in tables]
 
     def __repr__(self) -> str:
         return (

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import pickle
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -18,6 +20,7 @@ from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
+from .progress import RunProgress
 from .results import Result
 from .units import duration_s as _duration_s
 from .units import format_duration as _format_duration
@@ -29,19 +32,68 @@ __all__ = ["Scenario"]
 ProgressCallback = Callable[[int, int, float], Any]
 
 
-def _change(method: Callable) -> Callable:
+def _change(method: Callable | None = None, *, precheck: Callable | None = None) -> Callable:
     """A method that changes the scenario: refused while it runs, and done whole before a run
     can start (the lock), so that a run started by another thread cannot come between the
-    check and the core's calls (PyO3's bare "Already borrowed", half a collective left in)."""
+    check and the core's calls (PyO3's bare "Already borrowed", half a collective left in).
+    ``precheck(self, *args, **kwargs)`` runs first, before the arguments are copied for
+    pickling: a memory check that must refuse before anything is made."""
+    if method is None:
+        return functools.partial(_change, precheck=precheck)
     name = method.__name__
 
     @functools.wraps(method)
     def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._refuse_while_running(name)
-            return method(self, *args, **kwargs)
+            if precheck is not None:
+                precheck(self, *args, **kwargs)
+            # Pickling: the call is kept, to be replayed where the scenario is unpickled, with
+            # arguments the caller can no longer change (and an iterator read once, here).
+            args = tuple(_kept(a) for a in args)
+            kwargs = {k: _kept(v) for k, v in kwargs.items()}
+            out = method(self, *args, **kwargs)
+            self._calls.append((name, args, kwargs))
+            self._n_recorded = (self._core.n_activities, self._core.n_faults)
+            return out
 
     return changing
+
+
+# Values a kept call holds as they are: nothing can change them (the types, exactly, that most
+# elements of a list have, for a fast check of each).
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, np.generic)
+_SCALAR_TYPES = frozenset((int, float, str, bool, type(None), np.int64, np.float64, np.int32))
+
+
+def _kept(value: Any) -> Any:
+    """An add_* argument as a pickled scenario replays it: arrays and containers copied (the
+    caller may change them after the call), an iterator read into a list."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if type(value) is list or type(value) is tuple or isinstance(value, Iterator):
+        items = [v if type(v) in _SCALAR_TYPES else _kept(v) for v in value]
+        return tuple(items) if type(value) is tuple else items
+    if type(value) is dict:
+        return {k: _kept(v) for k, v in value.items()}
+    if type(value) in (set, frozenset):
+        return type(value)(value)  # of hashable, so immutable, elements
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an object that cannot be copied is kept as it is
+        return value
+
+
+def _room_for_flows(self: "Scenario", src: Any, *args: Any, **kwargs: Any) -> None:
+    """add_flows' memory check, on the number of flows alone, before any array is made."""
+    # Only where the count is plain (an array of one dimension, a list): anything else is
+    # checked, and refused if it must be, by add_flows itself.
+    if isinstance(src, np.ndarray) and src.ndim == 1:
+        self._core.check_room_for_flows(src.shape[0])
+    elif isinstance(src, (list, tuple, range)):
+        self._core.check_room_for_flows(len(src))
 
 
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
@@ -110,40 +162,6 @@ def _after(after: int | Iterable[int]) -> np.ndarray:
     return integers("after", after, one=True, ordered=False)
 
 
-class _ProgressBar:
-    """A one-line progress report on stderr, at most a few times a second."""
-
-    def __init__(self) -> None:
-        self._last = 0.0
-        self._n_total = 0
-        self._width = 0  # of the longest line written
-
-    def __call__(self, n_done: int, n_total: int, time_s: float) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.25:
-            return
-        self._last = now
-        self._n_total = n_total
-        self._write(n_done, time_s)
-
-    def _write(self, n_done: int, time_s: float) -> None:
-        share = n_done / self._n_total if self._n_total else 1.0
-        bar = "#" * int(share * 30)
-        line = f"[{bar:<30}] {share:6.1%} of {self._n_total} activities, sim time {_format_duration(time_s)}"
-        # \r only moves back to the start: blank out what a longer line before left after it.
-        self._width = max(self._width, len(line))
-        sys.stderr.write("\r" + line.ljust(self._width))
-        sys.stderr.flush()
-
-    def close(self, makespan_s: float | None) -> None:
-        """Ends the line; a run that finished (``makespan_s``) shows as complete, not as it
-        stood at its last report."""
-        if self._last:
-            if makespan_s is not None:
-                self._write(self._n_total, makespan_s)
-            sys.stderr.write("\n")
-
-
 class Scenario:
     """Flows between nodes of a topology and delays (compute time), joined by dependencies.
 
@@ -169,6 +187,7 @@ class Scenario:
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None, cost_model: Any = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidArgumentError(f"topology must be a fabricsim.Topology, got {type(topology).__name__}")
+        topology_arg = topology
         #: The constants its collectives use (fabricsim.CostModel; the defaults unless given).
         self.cost_model = checked_cost_model(cost_model)
         topology = applied_fabric(topology, self.cost_model)
@@ -201,6 +220,10 @@ class Scenario:
             topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
         )
         self._collectives = None
+        # Pickling: what built the scenario, replayed where it is unpickled (__reduce__).
+        self._init_args = (topology_arg, seed, _kept(routing), cost_model)
+        self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._n_recorded = (0, 0)  # (activities, faults) the kept calls made
         self._n_runs = 0  # under way: a progress callback may run it again
         # Held by a change for its whole length and to count a run in or out (_change).
         self._lock = threading.RLock()
@@ -263,7 +286,7 @@ class Scenario:
             None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
         )
 
-    @_change
+    @_change(precheck=_room_for_flows)
     def add_flows(
         self,
         src: Any,
@@ -427,7 +450,7 @@ class Scenario:
                 f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
         flag("record_rates", record_rates)
         flag("verify_rates", verify_rates)
-        bar = _ProgressBar() if progress is True else None
+        bar = RunProgress() if progress is True else None
         callback = bar if bar is not None else (progress or None)
         with self._lock:  # not while another thread is changing it
             self._n_runs += 1
@@ -438,12 +461,41 @@ class Scenario:
             with self._lock:
                 self._n_runs -= 1
             if bar is not None:
-                bar.close(None if raw is None else raw["makespan_s"])
+                if raw is not None:  # a finished run shows as complete, not as it last reported
+                    bar.finish(raw["makespan_s"])
+                bar.close()
         builder = self._collectives or Builder(self)
         result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
         result.collectives = builder.table(result.delays)
         return result
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling: a scenario travels as what built it, its constructor's arguments (the
+        topology or fabric pickles as its own arguments) and every ``add_*`` call in order,
+        and is built again by replaying them where it is unpickled, so that it runs to the
+        same result. What a run returned is not part of it."""
+        with self._lock:
+            self._refuse_while_running("pickling")
+            if (self._core.n_activities, self._core.n_faults) != self._n_recorded:
+                raise pickle.PicklingError(
+                    "this scenario was changed through its core, not its add_* methods, so it cannot "
+                    "be rebuilt from its calls")
+            return (_unpickled_scenario, (type(self), self._init_args, tuple(self._calls), self._n_recorded))
+
     def __repr__(self) -> str:
         return f"Scenario({self.topology!r}, seed={self.seed}, n_activities={self.n_activities})"
+
+
+def _unpickled_scenario(cls: type[Scenario], init_args: tuple[Any, ...], calls: tuple[Any, ...],
+                        n_recorded: tuple[int, int]) -> Scenario:
+    """A pickled :class:`Scenario`, built again by replaying its calls (``Scenario.__reduce__``)."""
+    topology, seed, routing, cost_model = init_args
+    sc = cls(topology, seed=seed, routing=routing, cost_model=cost_model)
+    for name, args, kwargs in calls:
+        getattr(sc, name)(*args, **kwargs)
+    if (sc._core.n_activities, sc._core.n_faults) != tuple(n_recorded):
+        raise pickle.UnpicklingError(
+            f"the unpickled scenario has {sc._core.n_activities} activities and {sc._core.n_faults} faults where "
+            f"the pickled one had {n_recorded[0]} and {n_recorded[1]}: built by another fabricsim version?")
+    return sc

@@ -97,8 +97,10 @@ _DURATION_UNIT = {
     "h": (3600.0, 1.0),
 }
 
+# ASCII digits only: ``\d`` also matches other scripts' digits, which Decimal reads too, so
+# "١٢Gb/s" (Arabic-Indic) and "１２Gb/s" (fullwidth) were taken as 12 Gb/s.
 _QUANTITY = re.compile(
-    r"^\s*(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S*?)\s*$"
+    r"^\s*(?P<number>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>\S*?)\s*$"
 )
 # Exactly the prefixes above (longest first, so "Ki" wins over "K"): a made-up one such as "ki"
 # must fail to match and be reported as an unknown unit.
@@ -129,7 +131,7 @@ def _split(text: str, kind: str, help_text: str) -> tuple[decimal.Decimal, str]:
     """The number (exact, as written) and the unit of a quantity string."""
     match = _QUANTITY.match(text)
     if match is None:
-        raise _invalid(f"cannot parse {kind} {text!r}: expected a non-negative number and a unit; {help_text}")
+        raise _invalid(f"cannot parse {kind} {text!r}: expected a non-negative number (digits 0-9) and a unit; {help_text}")
     return _EXACT.create_decimal(match.group("number")), match.group("unit")
 
 

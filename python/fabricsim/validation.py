@@ -14,11 +14,14 @@ case it does not meet is reported as missed, with the mechanism that would accou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
 
 from .exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .fabrics import Fabric
 
 __all__ = ["CASES", "Case", "validate", "format_validation"]
 
@@ -26,22 +29,22 @@ GiB, MiB = 2**30, 2**20
 _LARGE = (4 * GiB,)  # where a source gives only "large": nccl-tests' plateau (hardware.md 5)
 
 
-def _domain(preset: str) -> Callable[[], Any]:
-    def build():
+def _domain(preset: str) -> Callable[[], Fabric]:
+    def build() -> Fabric:
         from .fabrics import _preset
         return _preset(preset, None)
     return build
 
 
-def _cluster(domain: Any, n_domains: int, scale_out: str, **kw: Any) -> Callable[[], Any]:
-    def build():
+def _cluster(domain: Any, n_domains: int, scale_out: str, **kw: Any) -> Callable[[], Fabric]:
+    def build() -> Fabric:
         from .fabrics import cluster
         return cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, **kw)
     return build
 
 
 # Fabrics by the name the table shows; each is built once per validate() call.
-FABRICS: dict[str, Callable[[], Any]] = {
+FABRICS: dict[str, Callable[[], Fabric]] = {
     "HGX H100": _domain("hgx-h100"),
     "HGX H200": _domain("hgx-h200"),
     "GB200 NVL72": _domain("gb200-nvl72"),
@@ -64,7 +67,7 @@ class Case:
     system: str
     fabric: str
     op: str
-    sizes_bytes: tuple
+    sizes_bytes: tuple[int, ...]
     measured_busbw_Bps: float
     source: str
     n_ranks: int | None = None  # the first n GPUs; None: every GPU of the fabric
@@ -212,7 +215,7 @@ def _checked_cases(cases: Any) -> tuple[Case, ...]:
 
 
 def validate(cases: Sequence[Case | str] | None = None, *, cost_model: Any = None,
-             on_row: Callable[[dict], Any] | None = None) -> pa.Table:
+             on_row: Callable[[dict[str, Any]], Any] | None = None) -> pa.Table:
     """Simulate every case (default :data:`CASES`, or some of them, by id) at each of its
     sizes, with ``cost_model`` (default the defaults), and return one row per case and size:
     measured and simulated busbw (bytes/s), ``error`` (simulated / measured - 1), its
@@ -222,7 +225,7 @@ def validate(cases: Sequence[Case | str] | None = None, *, cost_model: Any = Non
     from .nccl_sweep import nccl_tests
 
     cost = checked_cost_model(cost_model)
-    built: dict[str, Any] = {}
+    built: dict[str, Fabric] = {}
     rows = []
     for case in _checked_cases(cases):
         if case.fabric not in built:

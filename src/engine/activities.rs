@@ -25,6 +25,9 @@ pub struct Activities {
     pub(crate) usage: Vec<Usage>,
     /// Dependency edges `(activity, after)`: `activity` waits for `after` to finish.
     pub(crate) deps: Vec<(u32, u32)>,
+    /// The bytes the flows carry over their constraints: the sum of `carried_by`, held to
+    /// `units::MAX_CARRIED_BYTES`.
+    pub(crate) carried_bytes: f64,
 }
 
 impl Default for Activities {
@@ -39,6 +42,7 @@ impl Default for Activities {
             usage_offsets: vec![0],
             usage: Vec::new(),
             deps: Vec::new(),
+            carried_bytes: 0.0,
         }
     }
 }
@@ -87,6 +91,17 @@ impl Activities {
         self.usage.len()
     }
 
+    /// The bytes the flows carry over their constraints: each flow's bytes times its usage
+    /// coefficients (at least once), added up; never above `units::MAX_CARRIED_BYTES`.
+    pub fn carried_bytes(&self) -> f64 {
+        self.carried_bytes
+    }
+
+    /// Dependency edges `(activity, after)`: `activity` waits for `after` to finish.
+    pub fn dependencies(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.deps.iter().copied()
+    }
+
     /// Adds a flow of `bytes` over `usage` (entries on one constraint are merged by adding
     /// their coefficients). `rate_cap_Bps` is `f64::INFINITY` for none.
     pub fn add_flow(
@@ -109,8 +124,28 @@ impl Activities {
         }
         check_usage(usage, bytes, rate_cap_Bps)?;
         self.check_after(after)?;
-        let id = self.push(Kind::Flow, start_s, latency_s, bytes, rate_cap_Bps, after);
+        let carried = carried_by(bytes, usage);
+        let total = self.carried_bytes + carried;
+        if !(total <= crate::units::MAX_CARRIED_BYTES) {
+            return Err(too_much_carried(bytes, usage, total));
+        }
+        let begin = self.usage.len();
         push_merged(&mut self.usage, usage);
+        // Finite coefficients on one constraint can add up past the largest double, as
+        // `max_min_rates` refuses them too (the engine took a coefficient of inf).
+        if let Some(u) = self.usage[begin..]
+            .iter()
+            .find(|u| !u.coefficient.is_finite())
+        {
+            let c = u.constraint;
+            self.usage.truncate(begin);
+            return Err(Error::InvalidArgument(format!(
+                "the usage coefficients of the flow on constraint {c} add up to inf: beyond \
+                 what double precision holds"
+            )));
+        }
+        self.carried_bytes = total;
+        let id = self.push(Kind::Flow, start_s, latency_s, bytes, rate_cap_Bps, after);
         self.usage_offsets.push(self.usage.len());
         Ok(id)
     }
@@ -155,6 +190,7 @@ impl Activities {
             usage_offsets,
             usage,
             deps: self.deps.clone(),
+            carried_bytes: self.carried_bytes,
         }
     }
 
@@ -185,6 +221,9 @@ impl Activities {
         self.usage_offsets.truncate(first + 1);
         self.deps
             .retain(|&(a, after)| (a as usize) < first && (after as usize) < first);
+        self.carried_bytes = (0..first)
+            .map(|a| carried_by(self.bytes[a], self.usage(ActivityId(a as u32))))
+            .sum();
     }
 
     fn check_after(&self, after: &[ActivityId]) -> Result<()> {
@@ -236,6 +275,29 @@ pub(crate) fn check_usage(usage: &[Usage], bytes: f64, rate_cap_Bps: f64) -> Res
         ));
     }
     Ok(())
+}
+
+/// The bytes a flow of `bytes` carries over `usage`: its bytes times its coefficients, added
+/// up (at least once: the summary counts a flow's bytes even where it uses no constraint).
+pub(crate) fn carried_by(bytes: f64, usage: &[Usage]) -> f64 {
+    if bytes == 0.0 {
+        return 0.0; // coefficients adding up to inf carry nothing either
+    }
+    bytes * usage.iter().map(|u| u.coefficient).sum::<f64>().max(1.0)
+}
+
+/// A flow that would bring the bytes carried to `total`, past `units::MAX_CARRIED_BYTES`.
+pub(crate) fn too_much_carried(bytes: f64, usage: &[Usage], total: f64) -> Error {
+    let k: f64 = usage.iter().map(|u| u.coefficient).sum();
+    Error::InvalidArgument(format!(
+        "size_bytes {} over usage coefficients adding up to {} would bring the bytes all flows \
+         carry over their constraints to {}: more than the {} bytes a link's bytes_carried can \
+         count (a margin below the largest double, 1.8e308)",
+        shown(bytes),
+        shown(k),
+        shown(total),
+        shown(crate::units::MAX_CARRIED_BYTES)
+    ))
 }
 
 /// Appends `usage` to `to` sorted by constraint, entries on one constraint merged by adding

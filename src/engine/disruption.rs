@@ -20,8 +20,8 @@
 
 use std::borrow::Cow;
 
-use super::activities::{check_usage, push_merged, Activities, Kind};
-use crate::error::{check_non_negative, Error, Result};
+use super::activities::{carried_by, check_usage, push_merged, too_much_carried, Activities, Kind};
+use crate::error::{check_capacity, check_non_negative, Error, Result};
 use crate::solver::Usage;
 
 /// Capacities that change at one time, with the usage lists that change with them (how they
@@ -59,6 +59,23 @@ impl<'a> Schedule<'a> {
     ) -> Result<Self> {
         for (i, d) in disruptions.iter().enumerate() {
             check(i, d, n_constraints, acts)?;
+        }
+        // A rerouted flow carries over its old list what it moved before and over its new one
+        // what is left: counting all of its bytes on both bounds what links can carry.
+        let mut carried = acts.carried_bytes;
+        for (f, list) in disruptions.iter().flat_map(|d| &d.reroutes) {
+            let (bytes, Some(list)) = (acts.bytes[*f as usize], list) else {
+                continue; // to no path: it carries nothing more
+            };
+            carried += carried_by(bytes, list);
+            if !(carried <= crate::units::MAX_CARRIED_BYTES) {
+                return Err(match too_much_carried(bytes, list, carried) {
+                    Error::InvalidArgument(m) => {
+                        Error::InvalidArgument(format!("the reroute of flow {f}: {m}"))
+                    }
+                    other => other,
+                });
+            }
         }
         let mut order: Vec<usize> = (0..disruptions.len()).collect();
         order.sort_by(|&a, &b| disruptions[a].time_s.total_cmp(&disruptions[b].time_s));
@@ -99,7 +116,7 @@ fn check(i: usize, d: &Disruption, n_constraints: usize, acts: &Activities) -> R
     };
     for &(c, capacity) in &d.capacities {
         check_constraint(c)?;
-        check_non_negative(
+        check_capacity(
             format_args!("capacity of constraint {c} in disruption {i}"),
             capacity,
         )?;

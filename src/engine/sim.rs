@@ -364,7 +364,7 @@ fn validate(capacity: &[f64], acts: &Activities) -> Result<()> {
         )));
     }
     for (c, &cap) in capacity.iter().enumerate() {
-        crate::error::check_non_negative(format_args!("capacity of constraint {c}"), cap)?;
+        crate::error::check_capacity(format_args!("capacity of constraint {c}"), cap)?;
     }
     for a in 0..acts.len() {
         let usage = &acts.usage[acts.usage_offsets[a]..acts.usage_offsets[a + 1]];

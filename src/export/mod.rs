@@ -223,6 +223,18 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
     }
     let ids: Vec<usize> = (0..n).filter(|&l| used[l]).collect();
     let util = |x: f64, c: f64| if c > 0.0 { x / c } else { 0.0 };
+    // Bytes over capacity x makespan; where that product leaves double range (a slow link
+    // over a run of 1e302 s), the mean load first, which is within the capacity.
+    let mean_util = |l: usize| {
+        let span = link_cap[l] * out.makespan_s;
+        if span.is_finite() && span >= f64::MIN_POSITIVE {
+            bytes[l] / span
+        } else if out.makespan_s > 0.0 {
+            util(bytes[l] / out.makespan_s, link_cap[l])
+        } else {
+            0.0
+        }
+    };
     let column = |f: &dyn Fn(usize) -> f64| Column::F64(ids.iter().map(|&l| f(l)).collect());
     let node = |nodes: &[u32]| Column::I64(ids.iter().map(|&l| nodes[l] as i64).collect());
     Table {
@@ -236,10 +248,7 @@ pub fn links_table(sc: &Scenario, ran: &Ran) -> Table {
             ("capacity_Bps", column(&|l| link_cap[l])),
             ("bytes_carried", column(&|l| bytes[l])),
             ("busy_s", column(&|l| busy[l])),
-            (
-                "mean_utilization",
-                column(&|l| util(bytes[l], link_cap[l] * out.makespan_s)),
-            ),
+            ("mean_utilization", column(&|l| mean_util(l))),
             ("peak_utilization", column(&|l| util(peak[l], link_cap[l]))),
         ],
     }

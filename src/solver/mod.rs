@@ -10,7 +10,7 @@ pub use filling::{Filling, CAPPED};
 pub use heap::IndexedHeap;
 pub use sum::CompensatedSum;
 
-use crate::error::{check_non_negative, shown, Error, Result};
+use crate::error::{check_capacity, shown, Error, Result};
 
 /// One entry of a flow's usage list: its rate `r` puts `coefficient * r` on `constraint`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,7 +79,7 @@ impl Problem {
             40.0 * n_entries as f64 + 64.0 * n_flows as f64 + 80.0 * n_constraints as f64,
         )?;
         for (c, &cap) in capacity.iter().enumerate() {
-            check_non_negative(format_args!("capacity of constraint {c}"), cap)?;
+            check_capacity(format_args!("capacity of constraint {c}"), cap)?;
         }
         let rate_cap = match rate_cap {
             Some(v) => {

@@ -132,6 +132,17 @@ pub struct FabricSpec {
     pub scale_out_mode: Mode,
 }
 
+/// A fault's capacity factor: in [0, 1] (0 = down, 1 = nominal).
+pub(crate) fn check_factor(factor: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&factor) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "capacity factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {}",
+        crate::error::shown(factor)
+    )))
+}
+
 /// Refuses, before anything is allocated, a fabric of `n_nodes` nodes, `n_links` links and
 /// `n_bundles` bundles (counted in u64, so that no product wraps) beyond the 2^32 ids
 /// fabricsim numbers them with or the memory available.
@@ -319,7 +330,30 @@ impl Fabric {
             default_modes: [Mode::Spray, spec.scale_out_mode],
         };
         f.bundle_capacity = Arc::new(f.nominal_bundle_capacities());
+        for b in 0..f.n_bundles() as u32 {
+            f.check_bundle_capacity(b)?;
+        }
         Ok(f)
+    }
+
+    /// A bundle's capacity, the sum of its members', is a capacity like any other
+    /// (`units::MAX_CAPACITY_BPS`): members each within it can add up past it.
+    fn check_bundle_capacity(&self, b: u32) -> Result<()> {
+        let cap = self.bundle_capacity[b as usize];
+        if cap <= crate::units::MAX_CAPACITY_BPS {
+            return Ok(());
+        }
+        let (mut first, mut n) = (u32::MAX, 0usize);
+        self.for_each_bundle_member(b, |l| {
+            first = first.min(l);
+            n += 1;
+        });
+        Err(crate::error::capacity_too_large(
+            format_args!(
+                "the capacity of bundle {b} (its {n} parallel links like link {first}, added up)"
+            ),
+            cap,
+        ))
     }
 
     fn nominal_bundle_capacities(&self) -> Vec<f64> {
@@ -440,10 +474,12 @@ impl Fabric {
         (gpu < self.n_gpus).then(|| (gpu / d.shape.n_endpoints, gpu % d.shape.n_endpoints))
     }
 
-    /// A copy with the given links' capacities multiplied by `factor` (0 = down); bundles
-    /// lose what their members lose.
+    /// A copy with the given links' capacities multiplied by `factor`, in [0, 1] (0 = down,
+    /// 1 = nominal); bundles lose what their members lose. A fault takes capacity away or
+    /// gives it back: more than nominal would be a faster link, and could pass
+    /// `units::MAX_CAPACITY_BPS` (a factor of 8 gave links a peak utilization of 8).
     pub fn with_link_factors(&self, links: &[u32], factor: f64) -> Result<Fabric> {
-        crate::error::check_non_negative("capacity factor", factor)?;
+        check_factor(factor)?;
         let mut caps = self.link_capacity_Bps().to_vec();
         let nominal = self.topology.capacity_Bps();
         for &l in links {

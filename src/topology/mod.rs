@@ -5,7 +5,7 @@ pub mod clos;
 pub mod fabric;
 pub mod generators;
 
-use crate::error::{check_non_negative, Error, Result};
+use crate::error::{check_capacity, check_non_negative, Error, Result};
 use crate::ids::{LinkId, NodeId};
 
 /// A directed graph of links. Immutable once built; adjacency is kept in compressed rows
@@ -66,7 +66,7 @@ impl Topology {
                     src[l]
                 )));
             }
-            check_non_negative(format_args!("capacity_Bps of link {l}"), capacity_Bps[l])?;
+            check_capacity(format_args!("capacity_Bps of link {l}"), capacity_Bps[l])?;
             check_non_negative(format_args!("latency_s of link {l}"), latency_s[l])?;
         }
         let (out_offsets, out_links) = rows(n_nodes, &src);

@@ -603,7 +603,8 @@ def test_cli_parquet_needs_a_directory(capsys):
     from fabricsim.cli import main
 
     assert main(["demo", "--parquet", ""]) == 2
-    assert "fabricsim: error: directory must be a path" in capsys.readouterr().err
+    # Named as the command line gives it, and before the run (issue 24, defect 10).
+    assert "fabricsim: error: --parquet must be a path" in capsys.readouterr().err
 
 
 def test_cli_parquet_in_a_directory_it_cannot_make_is_an_error_not_a_traceback(tmp_path, capsys):
@@ -1076,7 +1077,7 @@ def test_max_min_rates_beyond_double_range_are_refused_not_inf_or_0():
                        r"apart overflow or underflow double precision$"):
         fs.max_min_rates([1.0], [0], [0], [5e-324])
     with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate inf B/s"):
-        fs.max_min_rates([1e308], [0], [0], [1e-10])
+        fs.max_min_rates([1e300], [0], [0], [1e-10])  # 1e308 is refused as a capacity
     with pytest.raises(InvalidArgumentError, match=r"^flow 0 got rate 0 B/s"):
         fs.max_min_rates([1e300, 1e-300], [0, 0, 1], [0, 1, 1], [1e-300, 1e300, 1.0])
     # A subnormal rate has lost precision: 1e-317 B/s put 1.00000023e-9 B/s on 1e-9.

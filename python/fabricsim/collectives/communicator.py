@@ -6,8 +6,9 @@ a collective as nccl-tests counts it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -16,6 +17,11 @@ from .._checks import integers, parsed, quantities, shown
 from ..cost_model import DEFAULT as DEFAULT_COST
 from ..cost_model import CostModel
 from ..exceptions import InvalidArgumentError, UnknownNodeError
+
+if TYPE_CHECKING:
+    from .. import _core
+    from ..fabrics import Fabric, Topology
+    from ..nccl_model import CommShape
 
 OPS = nccl_conventions.OPS
 _ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
@@ -49,10 +55,10 @@ class FabricView:
     injection_Bps: np.ndarray | None = None
     #: NCCL model shapes by (n_ranks, n_nodes, net_Bps), and communicators by their ranks'
     #: bytes, built so far: sweeps reuse them.
-    shapes: dict = field(default_factory=dict)
-    comms: dict = field(default_factory=dict)
+    shapes: dict[tuple[int, int, float, tuple[int, ...], CostModel], CommShape] = field(default_factory=dict)
+    comms: dict[bytes, _Comm] = field(default_factory=dict)
     #: The fabric rebuilt with a cost model's payload efficiencies, by (nvlink, network).
-    variants: dict = field(default_factory=dict)
+    variants: dict[tuple[float | None, float | None], Fabric] = field(default_factory=dict)
     #: Rank nodes whose every outgoing link is down (after fabric.fail), sorted.
     cut_off: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
@@ -68,7 +74,7 @@ def checked_cost_model(cost_model: Any) -> CostModel:
     return cost_model
 
 
-def applied_fabric(topology, cost: CostModel):
+def applied_fabric(topology: Topology, cost: CostModel) -> Topology:
     """``topology``, rebuilt with the cost model's payload efficiencies where it sets them
     (``nvlink_efficiency``, ``network_efficiency``; faults kept). Rebuilt once per fabric and
     pair of efficiencies, so that a sweep reuses it."""
@@ -88,14 +94,14 @@ def applied_fabric(topology, cost: CostModel):
         return topology
     view = fabric_view(topology)
     if key not in view.variants:
-        rebuild = topology.with_payload_efficiency
+        rebuild = cast("Fabric", topology).with_payload_efficiency  # only a Fabric has payload_efficiency
         if len(view.variants) >= 8:  # a calibration tries many; keep the memory of a few
             view.variants.clear()
         view.variants[key] = rebuild(nvlink=key[0], network=key[1])
     return view.variants[key]
 
 
-def fabric_view(topology) -> FabricView:
+def fabric_view(topology: Any) -> FabricView:
     """The per-GPU figures of a generated fabric (or, for a plain topology, of its nodes),
     computed once per topology."""
     from ..fabrics import Topology
@@ -105,10 +111,10 @@ def fabric_view(topology) -> FabricView:
             f"fabric must be a fabricsim.Topology or a generated Fabric (fs.hgx_h100(), fs.cluster(...)), "
             f"got {type(topology).__name__} {shown(topology)}"
         )
-    cached = getattr(topology, "_collective_view", None)
+    cached: FabricView | None = getattr(topology, "_collective_view", None)
     if cached is not None:
         return cached
-    parts = getattr(topology, "_parts", None) or {}
+    parts: dict[str, Any] = getattr(topology, "_parts", None) or {}
     core = topology._core
     st = core.structure() if parts else {}
     gpu = parts.get("gpu")
@@ -129,7 +135,7 @@ def fabric_view(topology) -> FabricView:
         # endpoint_links holds each plane's links, so its sum already counts the planes.
         net = float(so["link_Bps"]) * float(sum(so["endpoint_links"]))
         if st["n_gpus"] > 0 and "nic" in parts:
-            net = min(net, min(float(parts["nic"]["host_Bps"]), float(gpu["pcie_Bps"])))
+            net = min(net, min(float(parts["nic"]["host_Bps"]), float(parts["gpu"]["pcie_Bps"])))
         # SHARP is a deployment's choice (cluster(sharp=True)), not every InfiniBand switch's.
         sharp = bool(parts.get("sharp_enabled", False))
     if st.get("n_gpus", 0) > 0:
@@ -160,8 +166,8 @@ class _Comm:
     """An ordered communicator: its ranks grouped by NVLink domain (domains, and ranks within
     them, in the order given), the per-rank network rate and the wire latencies."""
 
-    def __init__(self, ranks: np.ndarray, starts: np.ndarray, ppn: int, view: FabricView,
-                 net_Bps: float, core, path_s: tuple[float, float] | None = None) -> None:
+    def __init__(self, ranks: np.ndarray, starts: np.ndarray, ppn: int, view: FabricView, net_Bps: float,
+                 core: _core.Topology, path_s: tuple[float | None, float | None] | None = None) -> None:
         self.ranks = ranks  # grouped by domain
         self.starts = starts  # index in ranks where each domain begins
         #: Ranks per domain if every domain has as many, else 0.
@@ -172,16 +178,18 @@ class _Comm:
         # A plain topology's paths are measured up front; a fabric's, on the communicator's own
         # ranks, only when an algorithm asks (intra_path_s, class_latency_s): a failed GPU
         # elsewhere on the fabric must not stop this communicator.
+        self._intra_path_s: float | None
+        self._inter_path_s: float | None
         self._intra_path_s, self._inter_path_s = path_s or (None, None)
         self.n = len(ranks)
         self.n_domains = len(starts)
         #: Ranks in each domain.
         self.counts = np.diff(starts, append=self.n)
         #: The distinct numbers of ranks the domains hold when they differ (NCCL's localRanks).
-        self.local_ranks = () if ppn else tuple(int(k) for k in np.unique(self.counts))
-        self._domains = None
+        self.local_ranks: tuple[int, ...] = () if ppn else tuple(int(k) for k in np.unique(self.counts))
+        self._domains: list[np.ndarray] | None = None
         #: Size-independent structure computed once per communicator (tree degrees, steps).
-        self.memo: dict = {}
+        self.memo: dict[Hashable, Any] = {}
 
     @property
     def domains(self) -> list[np.ndarray]:
@@ -229,7 +237,7 @@ class _Comm:
         """Rank k of every domain, for each k < ``heads``."""
         return [self.ranks[self.starts + k] for k in range(self.heads)]
 
-    def _plain_paths(self) -> tuple[float, float] | None:
+    def _plain_paths(self) -> tuple[float | None, float | None] | None:
         return (self._intra_path_s, self._inter_path_s) if self.view.injection_Bps is not None else None
 
     def _places(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,9 +249,10 @@ class _Comm:
             if self.n_domains > 1 and self.view.scale_out:
                 leaf, pod = self._core.scale_out_positions(np.ascontiguousarray(self.ranks, dtype=np.int64))
             self.memo["places"] = dom, leaf, pod
-        return self.memo["places"]
+        places: tuple[np.ndarray, np.ndarray, np.ndarray] = self.memo["places"]
+        return places
 
-    def pair_classes(self, i, j) -> np.ndarray:
+    def pair_classes(self, i: np.ndarray | int, j: np.ndarray | int) -> np.ndarray:
         """The latency class (_CLASSES) of each pair of rank positions ``(i[k], j[k])``."""
         dom, leaf, pod = self._places()
         return np.where(dom[i] == dom[j], 0, np.where(leaf[i] == leaf[j], 1, np.where(pod[i] == pod[j], 2, 3)))
@@ -254,7 +263,8 @@ class _Comm:
         if "peers" not in self.memo:
             dom, leaf, pod = self._places()
 
-            def elsewhere(place):  # ranks sharing each rank's place, less those of its domain
+            # Ranks sharing each rank's place, less those of its domain.
+            def elsewhere(place: np.ndarray) -> np.ndarray:
                 _, at, k = np.unique(place, return_inverse=True, return_counts=True)
                 # Both indices are below n: the key stays far inside int64.
                 _, at_dom, k_dom = np.unique(at * self.n_domains + dom, return_inverse=True, return_counts=True)
@@ -264,7 +274,8 @@ class _Comm:
             leaf_peers, pod_peers = elsewhere(leaf), elsewhere(pod)
             self.memo["peers"] = np.stack(
                 [own - 1, leaf_peers, pod_peers - leaf_peers, self.n - own - pod_peers], axis=1)
-        return self.memo["peers"]
+        peers: np.ndarray = self.memo["peers"]
+        return peers
 
     @property
     def class_latency_s(self) -> np.ndarray:
@@ -285,7 +296,8 @@ class _Comm:
                         j = np.flatnonzero(self.pair_classes(i, np.arange(self.n)) == c)[0]
                         latency[c] = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[j]))
             self.memo["class_latency"] = latency
-        return self.memo["class_latency"]
+        class_latency: np.ndarray = self.memo["class_latency"]
+        return class_latency
 
     @property
     def inter_path_s(self) -> float:
@@ -298,7 +310,7 @@ class _Comm:
         return np.array([self.view.nvlink_Bps] + [self.net_Bps] * (len(_CLASSES) - 1))
 
 
-def _comm(topology, ranks: Any) -> _Comm:
+def _comm(topology: Topology, ranks: Any) -> _Comm:
     view = fabric_view(topology)
     arr = integers("ranks", ranks)
     key = arr.tobytes()
@@ -341,7 +353,7 @@ def _comm(topology, ranks: Any) -> _Comm:
     return comm
 
 
-def communicator(topology, op: str, ranks: Any = None) -> _Comm:
+def communicator(topology: Topology, op: str, ranks: Any = None) -> _Comm:
     """The communicator ``op`` runs on (default: every GPU, or every node of a plain topology),
     refused where ``op`` cannot run on it: one check for scenarios and estimates alike."""
     if not isinstance(op, str) or op not in OPS:
@@ -388,8 +400,12 @@ def collective_size(op: str, size_bytes: Any, sizes: Any, n: int) -> tuple[float
 def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
     """An all-to-all-v matrix (rank i sends ``sizes[i][j]`` bytes to rank j) of numbers or
     sizes such as "1MiB", checked."""
+    from .. import _core
     from ..units import size_bytes as parse_size
 
+    # Reading the matrix takes about 41 n^2 bytes (entries, their flat copy, checks): refused
+    # before any of it is made where that would not fit.
+    _core.check_fits(f"an all_to_all size matrix of {n} x {n} ranks", 41.0 * n * n)
     try:
         shape = np.shape(sizes)
     except ValueError:  # ragged nesting

@@ -4,6 +4,7 @@ phases joined by barriers, independent transfers), and the ``collectives`` resul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,12 @@ from .timing import (_busbw_to_algbw, _direct_matrix, _efficiency, _halving_step
                      _step_pairs, dtree_parents, finite_analytical_s, latency_s, nvls_ceiling_busbw_Bps,
                      nvls_gpu_Bps, resolve_algorithm, sharp_bytes_per_byte)
 
+if TYPE_CHECKING:
+    from ..scenario import Scenario
+
+# Which part of an edge's route a tree edge loads (Scenario.add_coupled_flow's edge_leg).
+_Leg = Literal["whole", "up", "down"]
+
 
 @dataclass(frozen=True)
 class _Tree:
@@ -23,7 +30,7 @@ class _Tree:
     src: np.ndarray
     dst: np.ndarray
     coef: np.ndarray
-    legs: list[str]
+    legs: list[_Leg]
     engines: dict[int, float]
     #: Each edge is a tree of its own (its stream adds to others on a shared link).
     per_edge: bool = False
@@ -32,17 +39,19 @@ class _Tree:
 class Builder:
     """Adds collectives to a scenario's core and remembers them for the results table."""
 
-    def __init__(self, scenario) -> None:
+    def __init__(self, scenario: Scenario) -> None:
         self.sc = scenario
         self.cost: CostModel = scenario.cost_model
-        self.rows: list[tuple] = []
+        #: Per collective: (end id, communicator, op, algorithm, ranks, size, begin id, analytical s, protocol).
+        self.rows: list[tuple[int, int, str, str, int, float, int, float, str]] = []
         self._communicators: dict[bytes, int] = {}
-        self._engines: dict[tuple, int] = {}
+        self._engines: dict[tuple[str | int, ...], int] = {}
         #: Per coupled flow id, the bytes its edges carry per byte of the flow (the sum of
         #: their coefficients): one flow of a ring stands for all its edges' traffic.
         self.edge_bytes_per_byte: dict[int, float] = {}
 
-    def add(self, op, ranks, size_bytes, algorithm, after, start_s, tag, sizes=None, protocol="auto") -> int:
+    def add(self, op: str, ranks: np.ndarray | None, size_bytes: float, algorithm: str, after: np.ndarray,
+            start_s: float, tag: str | None, sizes: np.ndarray | None = None, protocol: str = "auto") -> int:
         comm = communicator(self.sc.topology, op, ranks)
         algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm, self.cost)
         core = self.sc._core
@@ -62,8 +71,10 @@ class Builder:
 
     # -- flow construction ---------------------------------------------------------------------
 
-    def _coupled(self, src, dst, coef, combine, engines, nbytes, latency, after, tag, legs=None, trees=None,
-                 max_rate_Bps=None) -> int:
+    def _coupled(self, src: np.ndarray, dst: np.ndarray, coef: np.ndarray | float, combine: Literal["sum", "max"],
+                 engines: list[tuple[int, float]], nbytes: float, latency: float, after: int, tag: str,
+                 legs: list[_Leg] | None = None, trees: np.ndarray | None = None,
+                 max_rate_Bps: float | None = None) -> int:
         coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
         flow = self.sc._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
@@ -73,10 +84,11 @@ class Builder:
         self.edge_bytes_per_byte[flow] = float(coef.sum())
         return flow
 
-    def _barrier(self, after: list[int], tag) -> int:
+    def _barrier(self, after: list[int], tag: str) -> int:
         return self.sc._core.add_delay(0.0, 0.0, after, tag)
 
-    def _ring(self, op, comm: _Comm, S, latency, after, tag, wire=1.0, heads=None) -> list[int]:
+    def _ring(self, op: str, comm: _Comm, S: float, latency: float, after: int, tag: str, wire: float = 1.0,
+              heads: int | None = None) -> list[int]:
         """One coupled flow per channel (module docs); ``wire`` bytes cross each edge per byte
         of payload (1 / the protocol's efficiency). A reduce-scatter (all-gather) in one
         domain given ``heads`` leaves its shards on (takes them from) the first ``heads``
@@ -85,13 +97,13 @@ class Builder:
         volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
                   "all_gather": (n - 1) / n * S}.get(op, S)
         channels = p if d > 1 and p >= 2 else 1
-        ids = []
+        ids: list[int] = []
         for c in range(channels):
             if channels == 1:
                 order = np.concatenate(comm.domains)
             else:
                 order = np.concatenate([np.roll(x, -((c - k) % p)) for k, x in enumerate(comm.domains)])
-            coef = wire
+            coef: np.ndarray | float = wire
             if op in ("broadcast", "reduce"):  # a chain from (or to) the root, ranks[0]
                 root = int(np.flatnonzero(order == comm.ranks[0])[0])
                 order = np.roll(order, -root)
@@ -110,12 +122,12 @@ class Builder:
             ids.append(self._coupled(src, dst, coef, "sum", [], volume / channels, latency, after, tag))
         return ids
 
-    def _engine(self, key, capacity_Bps) -> int:
+    def _engine(self, key: tuple[str | int, ...], capacity_Bps: float) -> int:
         if key not in self._engines:
             self._engines[key] = self.sc._core.add_engine(capacity_Bps)
         return self._engines[key]
 
-    def _nvls(self, ranks, up, down) -> _Tree:
+    def _nvls(self, ranks: np.ndarray, up: np.ndarray | float, down: np.ndarray | float) -> _Tree:
         """A reduction through the NVSwitches of one domain: each rank sends ``up`` and
         receives ``down`` bytes per byte of the flow (numbers, or one per rank). Each rank's
         up leg is the part of its route to a peer (ranks[0], or ranks[1] for ranks[0] itself)
@@ -141,7 +153,8 @@ class Builder:
         two trees of half the rail's bytes, every edge carrying its half once up (reduce) and
         once down (broadcast). A directed edge is a stream of its own, so edges that share a
         link add there (a parent's NIC receives every child's stream): each is its own tree."""
-        src, dst = [], []
+        src: list[np.ndarray] = []
+        dst: list[np.ndarray] = []
         for rail in comm.rails():
             for parents in dtree_parents(len(rail)):
                 child = np.flatnonzero(parents >= 0)
@@ -151,7 +164,7 @@ class Builder:
         src_a, dst_a = np.concatenate(src), np.concatenate(dst)
         return _Tree(src_a, dst_a, np.full(len(src_a), 0.5), ["whole"] * len(src_a), {}, per_edge=True)
 
-    def _sharp(self, ranks, coef: float = 1.0) -> _Tree:
+    def _sharp(self, ranks: np.ndarray, coef: float = 1.0) -> _Tree:
         """Up and down the scale-out aggregation tree: every link carries ``coef`` bytes per
         byte of the flow (:func:`sharp_bytes_per_byte`)."""
         st = self.sc.topology._core.structure()["scale_out"]
@@ -162,12 +175,14 @@ class Builder:
         dst = np.concatenate([np.full(len(rest), p0), rest])
         return _Tree(src, dst, np.full(len(src), coef), ["whole"] * len(src), {engine: float(len(ranks))})
 
-    def _reduction(self, trees: list[_Tree], S, latency, after, tag, max_rate_Bps=None) -> int:
+    def _reduction(self, trees: list[_Tree], S: float, latency: float, after: int, tag: str,
+                   max_rate_Bps: float | None = None) -> int:
         """One pipelined flow of S through reduction trees (DESIGN section 2): links count a
         tree's edges once (combine="max"), and different trees' streams add; ``max_rate_Bps``
         is the communicator's ceiling (NCCL's channel limit)."""
         engines: dict[int, float] = {}
-        ids, next_id = [], 0
+        ids: list[np.ndarray] = []
+        next_id = 0
         for t in trees:
             for e, w in t.engines.items():
                 engines[e] = engines.get(e, 0.0) + w
@@ -180,7 +195,7 @@ class Builder:
             [leg for t in trees for leg in t.legs], np.concatenate(ids), max_rate_Bps,
         )
 
-    def _flows(self, src, dst, nbytes, after: int, tag) -> np.ndarray:
+    def _flows(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | float, after: int, tag: str) -> np.ndarray:
         """Independent routed flows (ECMP or spraying as the scenario routes), all after one id.
         Each stands for NCCL's channels to its peer, striped over the NIC's ports as a ring's
         edge is (``striped``)."""
@@ -192,7 +207,7 @@ class Builder:
             np.zeros(len(src)), tag, None, None, [after], striped=True,
         )
 
-    def _tree(self, comm: _Comm, S, latency, after, tag, wire=1.0) -> list[int]:
+    def _tree(self, comm: _Comm, S: float, latency: float, after: int, tag: str, wire: float = 1.0) -> list[int]:
         """NCCL's double binary tree all-reduce: m channels (m = ``comm.heads``, one per rail
         where every domain holds m ranks), each two pipelined trees of S/(2m). Channel c's
         tree joins rank c of every domain; inside a domain its chain starts there and runs
@@ -205,7 +220,7 @@ class Builder:
         size = np.repeat(comm.counts, comm.counts)
         position = np.arange(comm.n) - first
         linked = position[1:] > 0  # consecutive ranks of one domain
-        ids = []
+        ids: list[int] = []
         for c in range(m):
             chain = comm.ranks[first + (position + c) % size]
             heads = chain[comm.starts]
@@ -219,7 +234,7 @@ class Builder:
                     ids.append(self._coupled(src, dst, wire, "sum", [], S / (2 * m), latency, after, tag))
         return ids
 
-    def _halving_doubling(self, op, comm: _Comm, S, begin, tag) -> int:
+    def _halving_doubling(self, op: str, comm: _Comm, S: float, begin: int, tag: str) -> int:
         """Recursive halving-doubling: one phase of independent flows per step (each rank
         sends to its partner), a barrier paying the step's alpha after each."""
         at = begin
@@ -229,7 +244,8 @@ class Builder:
             at = self.sc._core.add_delay(alpha, 0.0, ids, tag)
         return at
 
-    def _build(self, op, algo, proto, comm: _Comm, S, begin, tag, sizes) -> tuple[int, float]:
+    def _build(self, op: str, algo: str, proto: str, comm: _Comm, S: float, begin: int, tag: str,
+               sizes: np.ndarray | None) -> tuple[int, float]:
         core = self.sc._core
         n = comm.n
         cost = self.cost
@@ -240,11 +256,11 @@ class Builder:
                 i = np.repeat(np.arange(n), n - 1)
                 j = np.tile(np.arange(n - 1), n)
                 j += j >= i
-                nbytes = S / n
+                nbytes: np.ndarray | float = S / n
             else:
-                m = _direct_matrix(op, n, S, sizes)
-                i, j = np.nonzero(m)
-                nbytes = m[i, j]
+                matrix = _direct_matrix(op, n, S, sizes)
+                i, j = np.nonzero(matrix)
+                nbytes = matrix[i, j]
             ids = self._flows(comm.ranks[i], comm.ranks[j], nbytes, begin, tag)
             if not len(ids):
                 return core.add_delay(0.0, 0.0, [begin], tag), 0.0
@@ -278,7 +294,7 @@ class Builder:
         third = [i for x in domains for i in self._ring("all_gather", comm.within(x), S, 0.0, mid, tag, heads=m)]
         return self._barrier(third, tag), analytical
 
-    def _nvls_pipeline(self, op, algo, comm: _Comm, S, latency, after, tag) -> int:
+    def _nvls_pipeline(self, op: str, algo: str, comm: _Comm, S: float, latency: float, after: int, tag: str) -> int:
         """NVLS in one domain, or NVLS in each domain joined across domains by each rail's
         double binary tree (NVLSTree) or SHARP tree (NVLS+SHARP), as one pipelined flow: NCCL
         runs its scatter, reduce, network and broadcast warps at once over chunks, so the
@@ -304,9 +320,9 @@ class Builder:
         """The ``collectives`` table: one row per collective, nccl-tests' algbw and busbw."""
         rows = self.rows
         ids = delays["delay_id"].to_numpy()
-        finish = delays["finish_s"].to_numpy(zero_copy_only=False)
+        finish: np.ndarray = delays["finish_s"].to_numpy(zero_copy_only=False)
 
-        def at(a):
+        def at(a: np.ndarray) -> np.ndarray:
             return finish[np.searchsorted(ids, np.asarray(a, dtype=np.int64))]
 
         end = np.array([r[0] for r in rows], dtype=np.int64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from ..cost_model import CostModel
 from ..exceptions import InvalidArgumentError, ZeroCapacityPathError
 from .communicator import (_ARCH_INDEX, _CLASSES, _COMMS_KEPT, OPS, FabricView, _Comm, applied_fabric,
                            checked_cost_model, collective_size, communicator)
+
+if TYPE_CHECKING:
+    from ..fabrics import Topology
 
 ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "nvls_tree", "sharp", "hierarchical",
               "nvls_sharp")
@@ -85,7 +88,8 @@ def _nccl_latency_s(op: str, algo: str, size_bytes: float, comm: _Comm, n: int, 
     if n < 2:
         return 0.0
     name = _nccl_name(algo, comm.view)
-    latency = nccl_model.latency_of(op, max(size_bytes, 1.0), _shape(comm, n, n_nodes, cost), name, protocol)
+    latency = None if name is None else nccl_model.latency_of(
+        op, max(size_bytes, 1.0), _shape(comm, n, n_nodes, cost), name, protocol)
     if latency is None:
         raise InvalidArgumentError(f"NCCL's model has no {name}/{protocol} for {op} on {n} ranks over {n_nodes} nodes")
     return latency
@@ -96,7 +100,9 @@ def _efficiency(op: str, algo: str, protocol: str, comm: _Comm, cost: CostModel 
     if protocol == "simple":
         return 1.0
     shape = _shape(comm, comm.n, comm.n_domains, cost)
-    return nccl_model.protocol_efficiency(op, shape)[(_nccl_name(algo, comm.view), protocol)]
+    name = _nccl_name(algo, comm.view)
+    assert name is not None  # LL and LL128 run on ring and tree only, both NCCL's
+    return nccl_model.protocol_efficiency(op, shape)[(name, protocol)]
 
 
 def _p2p_latency_s(crosses_domains: bool, cost: CostModel = DEFAULT_COST) -> float:
@@ -165,7 +171,8 @@ def _phases(comm: _Comm) -> tuple[_Comm, _Comm]:
         start = int(comm.starts[big])
         comm.memo["phases"] = (comm.within(comm.ranks[start:start + int(comm.counts[big])]),
                                comm.across(comm.ranks[comm.starts]))
-    return comm.memo["phases"]
+    phases: tuple[_Comm, _Comm] = comm.memo["phases"]
+    return phases
 
 
 def _head_ring_shares(k: int, m: int) -> np.ndarray:
@@ -300,11 +307,12 @@ def _step_pairs(kind: str, distance: int, n: int) -> tuple[np.ndarray, np.ndarra
     return (far, near) if kind == "fold" else (near, far)
 
 
-def _halving_step_times(op: str, S: float, comm: _Comm, cost: CostModel = DEFAULT_COST):
+def _halving_step_times(op: str, S: float, comm: _Comm,
+                        cost: CostModel = DEFAULT_COST) -> list[tuple[str, int, float, bool, float, float]]:
     """Per step: (kind, distance, bytes, crosses domains, alpha, idle-fabric time). Each rank
     sends and receives at most one transfer per step, alone on its port: the step lasts as its
     slowest latency class's transfer, then its alpha."""
-    steps = comm.memo.get(("halving", op))
+    steps: list[tuple[str, int, float, bool, list[tuple[float, float]]]] | None = comm.memo.get(("halving", op))
     if steps is None:
         steps = comm.memo[("halving", op)] = []
         for kind, distance, share in _halving_steps(op, comm.n):
@@ -336,7 +344,7 @@ def _seconds_per_byte(op: str, algo: str, protocol: str, comm: _Comm, cost: Cost
     constraints, as the coupled flow's max-min rate is. Size-independent, so kept per
     communicator: auto tries every algorithm on every call."""
     key = ("beta", op, algo, protocol, cost)
-    beta = comm.memo.get(key)
+    beta: float | None = comm.memo.get(key)
     if beta is None:
         beta = comm.memo[key] = _beta(op, algo, protocol, comm, cost)
     return beta
@@ -431,7 +439,8 @@ def _last_busy_bytes(nbytes: np.ndarray) -> np.ndarray:
     A port that moves whenever it holds bytes (as max-min sharing has it where every port
     holds the same) finishes a busy period that began as some class started."""
     after = np.cumsum(nbytes[:, :0:-1], axis=1)[:, ::-1]  # the NIC's classes, latest first
-    return np.where(nbytes > 0, np.column_stack([nbytes[:, 0], after]), 0.0).max(axis=0, initial=0.0)
+    busy: np.ndarray = np.where(nbytes > 0, np.column_stack([nbytes[:, 0], after]), 0.0).max(axis=0, initial=0.0)
+    return busy
 
 
 def _busy_terms(comm: _Comm, last_busy_bytes: np.ndarray) -> list[tuple[float, float]]:
@@ -486,8 +495,8 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
     not "auto". Timed by fabricsim's own analytical form, so that the time reported is the
     time of the construction chosen."""
     algos = applicable(op, comm, cost) if algorithm == "auto" else [algorithm]
-    names = {a: _nccl_name(a, comm.view) for a in algos}
-    pairs = [(a, p) for a in algos if names[a] for p in _PROTOCOLS_OF.get(a, ("simple",)) if protocol in ("auto", p)]
+    names = {a: name for a in algos if (name := _nccl_name(a, comm.view)) is not None}
+    pairs = [(a, p) for a in algos if a in names for p in _PROTOCOLS_OF.get(a, ("simple",)) if protocol in ("auto", p)]
     if pairs and comm.n > 1:
         enabled = nccl_model.enabled_pairs(op, _shape(comm, comm.n, comm.n_domains, cost))
         order = {key: i for i, key in enumerate(enabled)}
@@ -514,7 +523,7 @@ class Estimate:
     busbw_Bps: float
 
 
-def estimate(fabric, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
+def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
              protocol: str = "auto", sizes: Any = None, cost_model: CostModel | None = None) -> Estimate:
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
@@ -542,10 +551,20 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
         raise InvalidArgumentError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     if not isinstance(algorithm, str):
         raise InvalidArgumentError(f"algorithm must be a name, got {algorithm!r}")
+    # A workload repeats its collectives (a training step's TP all-reduces): the choice for the
+    # same call on the same communicator is made once (a handful of entries per communicator).
+    resolved: dict[tuple[Any, ...], tuple[str, str]] = comm.memo.setdefault("resolved", {})
+    key = (op, algorithm, protocol, float(size_bytes), cost)
+    hit = resolved.get(key)
+    if hit is not None:
+        return hit
     algos = applicable(op, comm, cost)
     if algorithm == "auto" or algorithm in algos:
         algo, proto = choose(op, size_bytes, comm, algorithm, protocol, cost)
         if proto in _PROTOCOLS_OF.get(algo, ("simple",)):
+            if len(resolved) >= 256:
+                resolved.clear()
+            resolved[key] = (algo, proto)
             return algo, proto
         raise InvalidArgumentError(
             f"protocol {proto!r} cannot run {algo}: fabricsim runs LL and LL128 on ring and tree "

@@ -1,0 +1,42 @@
+"""Training steps (issue 25): Llama 3 405B on 16,384 H100 (TP 8, PP 16, DP 128, 16 micro-batches
+of 8,192 tokens per replica, interleaved with 4 virtual stages), built as one scenario and
+simulated at flow level, and the same step estimated analytically. The fabric and the checked
+plan are built in ``setup``; each timed call builds and runs the DAG (or the closed form)."""
+
+import fabricsim as fs
+from fabricsim import training
+
+
+class Llama405B16kH100:
+    timeout = 900
+    number = 1
+    repeat = (1, 3, 300.0)
+    warmup_time = 0
+
+    def setup(self):
+        self.step = training.validation_step("llama3-405b-16k")
+        self.step_tp_analytical = training.validation_step("llama3-405b-16k", tp_comm="analytical")
+
+    def time_step_flow_level(self):
+        self.step.run()
+
+    def peakmem_step_flow_level(self):
+        self.step.run()
+
+    def time_step_flow_level_tp_analytical(self):
+        self.step_tp_analytical.run()
+
+    def peakmem_step_flow_level_tp_analytical(self):
+        self.step_tp_analytical.run()
+
+
+class Llama405BEstimate:
+    number = 20
+    repeat = (3, 10, 20.0)
+
+    def setup(self):
+        self.fabric = fs.cluster(domain="hgx-h100", n_domains=2048, scale_out="quantum-2")
+        self.par = training.Parallelism(**training.VALIDATION["llama3-405b-16k"]["parallelism"])
+
+    def time_estimate_step(self):
+        training.TrainingStep("llama3-405b", self.par, self.fabric, check_memory=False).estimate()

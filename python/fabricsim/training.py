@@ -1,0 +1,1432 @@
+"""Training steps: a model and its parallelism, as one scenario DAG on any fabric (issue 25).
+
+A :class:`Model` (presets in ``data/models.json``, each figure with its source) and a
+:class:`Parallelism` as Megatron-LM users write it make a :class:`TrainingStep`. It checks the
+configuration (sizes that do not divide, TP wider than an NVLink domain, memory over HBM: each
+error names the numbers), then either
+
+* :meth:`TrainingStep.run` builds one step as one :class:`~fabricsim.Scenario` and simulates it
+  at flow level (contention, ECMP, faults and other tenants act on every transfer), or
+* :meth:`TrainingStep.estimate` gives the closed form of the same schedule, with
+  :func:`fabricsim.estimate` timing each collective (milliseconds, for sweeps).
+
+**FLOPs** (as reference/compute.md counts them): a layer's forward is 2 x tokens x (its matmul
+weights: attention projections, MLP or the routed and shared experts a token visits) plus
+causal attention, 2 x seq^2 x heads x (d_qk + d_v) / 2 per sequence; the vocabulary projection
+adds 2 x tokens x vocab x hidden. Backward is twice the forward; full recomputation adds one
+forward. Model FLOPs (for MFU) are 3 x forward, without recomputation.
+
+**Compute time** is FLOPs / (peak x efficiency). Peak is the GPU's dense BF16 (or FP8) FLOP/s
+from the catalog. The efficiency is :data:`DEFAULT_COMPUTE_EFFICIENCY` = 0.50, calibrated on
+reference/compute.md's H100 fwd+bwd Llama-3 layers (8B TP1: 0.527 of peak, 405B TP8: 0.495),
+derated in proportion where tensor parallelism leaves the FFN shard narrower than
+:data:`DEFAULT_FULL_WIDTH` = 4,608 (70B at TP8, 3,584 wide, measured 0.388; modelled 0.389).
+These are unfused PyTorch layers; production stacks with fused kernels may pass a higher
+``efficiency``.
+
+**Granularity** (so that a 16,384-GPU step stays a few hundred thousand activities): per
+pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model chunk
+(interleaved schedules have ``virtual_stages`` chunks per stage), one compute delay for the
+chunk's layers, followed by one TP collective carrying all of the chunk's TP traffic
+(all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
+GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds one all-to-all
+per TP rank on its EP group carrying the dispatch and combine of all its MoE layers; context
+parallelism adds a ring exchange (send/recv over the CP group) of the chunk's K and V beside
+the compute. Per-collective latencies of the layers grouped in a chunk are paid once.
+Pipeline transfers are point-to-point flows, one per TP rank carrying its 1/tp slice of
+micro_batch x seq x hidden x 2 bytes (Megatron's scatter/gather of the activation). The data
+parallel gradient reduction (fp32 by default, Megatron's main grads) runs per stage, chunk and
+TP rank over the (dp x cp) ranks, in buckets of ``bucket_size_bytes``; with
+``overlap_grad_reduce`` the chunk's last backward is cut into as many pieces as bucket groups
+(at most 8) and each group starts as its piece ends, as the layers' gradients become final.
+Then each GPU's optimizer step (a delay: Adam's memory traffic over the HBM bandwidth) and,
+for a sharded optimizer without ``overlap_param_gather``, the parameter all-gather.
+
+Each stage runs its operations in Megatron's order (1F1B: warm-up forwards, one forward one
+backward, cool-down backwards; interleaved: Megatron's chunked order), one at a time.
+
+**Breakdown** (per step, seconds; they add up to the step time): ``compute`` the busiest
+stage's compute, ``tp``/``cp``/``ep``/``pp``/``dp`` the communication of each dimension on
+the critical path (exposed communication), ``optimizer``, and ``bubble`` the rest (pipeline
+fill and drain, waits for other stages). The critical path is found from the results: from
+the last activity back, each step to the dependency that finished last.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from . import catalog as _catalog
+from .exceptions import InvalidArgumentError
+
+__all__ = [
+    "Model",
+    "Parallelism",
+    "ComputeModel",
+    "TrainingStep",
+    "StepResult",
+    "StepEstimate",
+    "TrainingConfigError",
+    "model",
+    "models",
+    "train_step",
+    "estimate_step",
+    "DEFAULT_COMPUTE_EFFICIENCY",
+    "DEFAULT_FULL_WIDTH",
+    "VALIDATION",
+    "validation_step",
+    "validate_training",
+    "schedule_order",
+]
+
+#: Achievable fraction of dense peak for transformer layers: reference/compute.md's H100
+#: forward+backward Llama-3 layers, 8B TP1 seq 8192 (0.527) and 405B TP8 (0.495).
+DEFAULT_COMPUTE_EFFICIENCY = 0.50
+#: Per-GPU FFN width (ffn / tp) below which efficiency falls in proportion (reference/compute.md:
+#: Llama 3 70B at TP8, 3,584 wide, reaches 0.388 of peak where wider shards reach ~0.5).
+DEFAULT_FULL_WIDTH = 4608
+#: Bytes Adam moves per parameter it updates (read fp32 grad, master, m, v; write master, m,
+#: v; write the bf16 weight): 4 x 4 + 3 x 4 + 2.
+ADAM_BYTES_PER_PARAM = 30.0
+#: Fraction of HBM bandwidth an elementwise optimizer kernel reaches ([assumed], as STREAM-like
+#: kernels do on H100).
+HBM_EFFICIENCY = 0.8
+
+
+class TrainingConfigError(InvalidArgumentError):
+    """An impossible model/parallelism/fabric combination; the message names the numbers."""
+
+
+def _bad(message: str) -> TrainingConfigError:
+    return TrainingConfigError(message)
+
+
+# ------------------------------------------------------------------------------------------
+# Models
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer. Sizes are counts (not bytes).
+
+    ``ffn`` is the dense MLP width (SwiGLU: ``gated_mlp=True``, three matrices; else two).
+    Mixture of experts: ``n_experts`` routed experts of width ``expert_ffn``, of which
+    ``experts_per_token`` are visited, plus ``n_shared_experts`` always visited; layers
+    ``first_dense_layers`` onward are MoE every ``moe_layer_frequency``-th layer. Multi-head
+    latent attention (DeepSeek) when ``kv_lora_rank`` is set.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    seq_len: int
+    head_dim: int | None = None
+    gated_mlp: bool = True
+    tied_embeddings: bool = False
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    expert_ffn: int = 0
+    first_dense_layers: int = 0
+    moe_layer_frequency: int = 1
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise InvalidArgumentError(f"Model {self.name!r}: {f} must be a whole number >= 1, got {v!r}")
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise InvalidArgumentError(
+                    f"Model {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}; give head_dim")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        if self.heads % self.kv_heads:
+            raise InvalidArgumentError(f"Model {self.name!r}: heads {self.heads} not divisible by kv_heads {self.kv_heads}")
+        if self.n_experts:
+            if not 1 <= self.experts_per_token <= self.n_experts or self.expert_ffn < 1:
+                raise InvalidArgumentError(
+                    f"Model {self.name!r}: MoE needs 1 <= experts_per_token ({self.experts_per_token}) <= n_experts "
+                    f"({self.n_experts}) and expert_ffn >= 1 (got {self.expert_ffn})")
+            if self.moe_layer_frequency < 1:
+                raise InvalidArgumentError(f"Model {self.name!r}: moe_layer_frequency must be >= 1")
+
+    # ---- structure
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Layer ``i`` (0-based) has a MoE FFN."""
+        return self.is_moe and i >= self.first_dense_layers and (i - self.first_dense_layers) % self.moe_layer_frequency == 0
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
+
+    @property
+    def _d_qk(self) -> int:
+        return self.head_dim + self.qk_rope_head_dim if self.kv_lora_rank else self.head_dim
+
+    @property
+    def _d_v(self) -> int:
+        return self.v_head_dim if self.kv_lora_rank else self.head_dim
+
+    # ---- parameters
+    def attention_params(self) -> int:
+        h = self.hidden
+        if self.kv_lora_rank:  # MLA: down/up projections of Q and of the joint KV latent
+            q = (h * self.q_lora_rank + self.q_lora_rank * self.heads * self._d_qk) if self.q_lora_rank else h * self.heads * self._d_qk
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (self.head_dim + self._d_v)
+            return q + kv + self.heads * self._d_v * h
+        hd = self.head_dim
+        return h * self.heads * hd + 2 * h * self.kv_heads * hd + self.heads * hd * h
+
+    def _mlp(self, width: int) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden * width
+
+    def dense_mlp_params(self) -> int:
+        return self._mlp(self.ffn)
+
+    def expert_params(self) -> int:
+        """One routed expert."""
+        return self._mlp(self.expert_ffn)
+
+    def layer_params(self, i: int) -> int:
+        """All parameters of layer ``i`` (every expert)."""
+        if self.is_moe_layer(i):
+            return (self.attention_params() + (self.n_experts + self.n_shared_experts) * self.expert_params()
+                    + self.hidden * self.n_experts)
+        return self.attention_params() + self.dense_mlp_params()
+
+    def layer_active_params(self, i: int) -> int:
+        """Parameters one token's forward multiplies by in layer ``i``."""
+        if self.is_moe_layer(i):
+            return (self.attention_params() + (self.experts_per_token + self.n_shared_experts) * self.expert_params()
+                    + self.hidden * self.n_experts)
+        return self.attention_params() + self.dense_mlp_params()
+
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @property
+    def n_params(self) -> int:
+        return sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params()
+
+    @property
+    def n_active_params(self) -> int:
+        return sum(self.layer_active_params(i) for i in range(self.layers)) + self.embedding_params()
+
+    # ---- FLOPs (forward, per sequence of seq_len tokens unless said)
+    def attention_core_flops(self, seq_len: int | None = None) -> float:
+        """Causal attention scores and values of one layer, forward, one sequence."""
+        s = self.seq_len if seq_len is None else seq_len
+        return 2.0 * s * s * self.heads * (self._d_qk + self._d_v) / 2.0
+
+    def layer_forward_flops(self, i: int, seq_len: int | None = None) -> float:
+        s = self.seq_len if seq_len is None else seq_len
+        return 2.0 * s * self.layer_active_params(i) + self.attention_core_flops(s)
+
+    def logits_forward_flops(self, seq_len: int | None = None) -> float:
+        s = self.seq_len if seq_len is None else seq_len
+        return 2.0 * s * self.vocab * self.hidden
+
+    def forward_flops(self, seq_len: int | None = None) -> float:
+        return sum(self.layer_forward_flops(i, seq_len) for i in range(self.layers)) + self.logits_forward_flops(seq_len)
+
+    def model_flops_per_sequence(self) -> float:
+        """Forward + backward (3 x forward), the FLOPs MFU counts."""
+        return 3.0 * self.forward_flops()
+
+    def replace(self, **changes: Any) -> "Model":
+        return replace(self, **changes)
+
+
+def _load_models() -> dict[str, Model]:
+    text = resources.files("fabricsim").joinpath("data/models.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    out = {}
+    names = {f.name for f in fields(Model)}
+    for name, entry in doc["models"].items():
+        entry = dict(entry)
+        sources = entry.pop("sources")
+        missing = [k for k in entry if k not in sources]
+        if missing:  # every figure has a source
+            raise AssertionError(f"models.json: {name} has no source for {missing}")
+        unknown = [k for k in entry if k not in names]
+        if unknown:
+            raise AssertionError(f"models.json: {name} has unknown fields {unknown}")
+        out[name] = Model(name=name, sources=sources, **entry)
+    return out
+
+
+_MODELS = _load_models()
+
+
+def models() -> list[str]:
+    """Names of the preset models."""
+    return list(_MODELS)
+
+
+def model(name: str | Model) -> Model:
+    """A preset :class:`Model` by name ("gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b",
+    "mixtral-8x7b", "deepseek-v3"), or a Model as is."""
+    if isinstance(name, Model):
+        return name
+    key = str(name).strip().lower()
+    if key not in _MODELS:
+        raise InvalidArgumentError(f"unknown model {name!r}; presets are {', '.join(_MODELS)}")
+    return _MODELS[key]
+
+
+# ------------------------------------------------------------------------------------------
+# Parallelism
+# ------------------------------------------------------------------------------------------
+
+_DIMS = ("tp", "cp", "ep", "dp", "pp")
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Parallelism as Megatron-LM's arguments spell it.
+
+    ``tp``, ``pp``, ``dp``, ``cp`` (context), ``ep`` (expert; Megatron splits the dp x cp ranks
+    of MoE layers into ep x expert-dp, ep innermost; expert TP = ``tp``). ``micro_batch_size``
+    and ``global_batch_size`` are in sequences (global default: one micro-batch per pipeline
+    stage per replica, ``dp * micro_batch_size * pp``). ``schedule``: "1f1b" or "interleaved"
+    with ``virtual_stages`` model chunks per stage. ``dp_sharding``: "none" (all-reduce of
+    gradients), "zero1" (Megatron's distributed optimizer: reduce-scatter of gradients,
+    all-gather of parameters) or "fsdp" (also parameters and gradients sharded: each chunk's
+    parameters are all-gathered before its first forward and first backward).
+    ``stage_layers`` gives each stage's layer count (default: equal; Llama 3 405B used one layer
+    fewer on the first and last stage). ``order`` is Megatron's rank order, innermost first
+    (default "tp-cp-ep-dp-pp"); ``placement`` maps Megatron rank i to GPU ``placement[i]`` of the
+    fabric (default: rank i on GPU i). ``tp_in_domain`` refuses a TP group that leaves an NVLink
+    domain.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    micro_batch_size: int = 1
+    global_batch_size: int | None = None
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    dp_sharding: str = "none"
+    sequence_parallel: bool | None = None
+    recompute: bool = False
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    bucket_size_bytes: float = 160e6
+    grad_reduce_bytes: int = 4
+    ep_imbalance: float = 1.0
+    stage_layers: tuple[int, ...] | None = None
+    order: str = "tp-cp-ep-dp-pp"
+    placement: tuple[int, ...] | None = None
+    tp_in_domain: bool = True
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise _bad(f"Parallelism: {f} must be a whole number >= 1, got {v!r}")
+        if self.schedule not in ("1f1b", "interleaved"):
+            raise _bad(f"Parallelism: schedule must be '1f1b' or 'interleaved', got {self.schedule!r}")
+        if self.schedule == "1f1b" and self.virtual_stages != 1:
+            raise _bad(f"Parallelism: virtual_stages={self.virtual_stages} needs schedule='interleaved'")
+        if self.dp_sharding not in ("none", "zero1", "fsdp"):
+            raise _bad(f"Parallelism: dp_sharding must be 'none', 'zero1' or 'fsdp', got {self.dp_sharding!r}")
+        if self.sequence_parallel is None:
+            object.__setattr__(self, "sequence_parallel", self.tp > 1)
+        if sorted(self.order.split("-")) != sorted(_DIMS):
+            raise _bad(f"Parallelism: order must name each of tp, cp, ep, dp, pp once (e.g. 'tp-cp-ep-dp-pp'), got {self.order!r}")
+        if not self.ep_imbalance >= 1.0:
+            raise _bad(f"Parallelism: ep_imbalance is the busiest EP rank's share over the mean, >= 1; got {self.ep_imbalance!r}")
+        if self.grad_reduce_bytes not in (2, 4):
+            raise _bad(f"Parallelism: grad_reduce_bytes must be 2 (bf16) or 4 (fp32), got {self.grad_reduce_bytes!r}")
+        if not self.bucket_size_bytes > 0:
+            raise _bad(f"Parallelism: bucket_size_bytes must be > 0, got {self.bucket_size_bytes!r}")
+        if self.stage_layers is not None:
+            object.__setattr__(self, "stage_layers", tuple(int(x) for x in self.stage_layers))
+        if self.placement is not None:
+            object.__setattr__(self, "placement", tuple(int(x) for x in self.placement))
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def n_micro_batches(self) -> int:
+        return self.global_batch() // (self.dp * self.micro_batch_size)
+
+    def global_batch(self) -> int:
+        return self.global_batch_size if self.global_batch_size is not None else self.dp * self.micro_batch_size * self.pp
+
+    def rank(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
+        """Megatron's global rank of a (tp, cp, dp, pp) coordinate, under ``order`` (ep
+        divides the dp x cp ranks for MoE layers only, so it has no coordinate of its own)."""
+        coords = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
+        sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp, "ep": 1}
+        r, stride = 0, 1
+        for d in self.order.split("-"):
+            r += coords[d] * stride
+            stride *= sizes[d]
+        return r
+
+    def gpu_map(self) -> np.ndarray:
+        """GPU of every (pp, dp, cp, tp) coordinate, shape (pp, dp, cp, tp)."""
+        pp, dp, cp, tp = np.meshgrid(np.arange(self.pp), np.arange(self.dp), np.arange(self.cp), np.arange(self.tp), indexing="ij")
+        sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp, "ep": 1}
+        coords = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
+        r = np.zeros_like(tp)
+        stride = 1
+        for d in self.order.split("-"):
+            r = r + coords[d] * stride
+            stride *= sizes[d]
+        if self.placement is not None:
+            r = np.asarray(self.placement, dtype=np.int64)[r]
+        return r
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """How FLOPs become seconds: ``efficiency`` of the GPU's dense peak at ``precision``
+    ("bf16" or "fp8"), derated by ``ffn_shard / full_width`` where TP leaves the FFN shard
+    narrower than ``full_width`` (see the module docstring for the calibration)."""
+
+    efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    full_width: float = DEFAULT_FULL_WIDTH
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.efficiency <= 1:
+            raise InvalidArgumentError(f"ComputeModel: efficiency must be in (0, 1], got {self.efficiency!r}")
+        if self.precision not in ("bf16", "fp8"):
+            raise InvalidArgumentError(f"ComputeModel: precision must be 'bf16' or 'fp8', got {self.precision!r}")
+        if not self.full_width >= 0:
+            raise InvalidArgumentError(f"ComputeModel: full_width must be >= 0, got {self.full_width!r}")
+
+    def layer_efficiency(self, ffn_shard_width: float) -> float:
+        if self.full_width <= 0:
+            return self.efficiency
+        return self.efficiency * min(1.0, ffn_shard_width / self.full_width)
+
+
+# ------------------------------------------------------------------------------------------
+# The plan: checks, per-stage work, memory
+# ------------------------------------------------------------------------------------------
+
+
+def _gpu_part(fabric: Any, gpu: str | None) -> Any:
+    if gpu is not None:
+        return _catalog.part(gpu)
+    parts = getattr(fabric, "_parts", None) or {}
+    p = parts.get("gpu")
+    if p is None:
+        raise InvalidArgumentError("this fabric has no GPU part (a plain topology): pass gpu='h100' (a catalog GPU)")
+    return p
+
+
+@dataclass
+class _Chunk:
+    """One model chunk of one stage (virtual stage ``c * pp + s``)."""
+
+    stage: int
+    chunk: int
+    layers: list[int]
+    fwd_s: float = 0.0
+    bwd_s: float = 0.0
+    tp_bytes: float = 0.0  # nccl-tests size of the chunk's TP collective, one direction, per micro-batch
+    ep_bytes: float = 0.0  # all-to-all size (each rank sends) per direction per micro-batch
+    cp_bytes: float = 0.0  # per send/recv step total over the ring, per direction
+    params: float = 0.0  # parameters on one GPU (dense part)
+    expert_params: float = 0.0  # on one GPU
+    flops_fwd: float = 0.0  # per GPU per micro-batch
+
+
+class TrainingStep:
+    """One training step of ``model`` under ``parallelism`` on ``fabric``; checked on creation.
+
+    ``compute``: a :class:`ComputeModel` (default 0.50 of BF16 peak); ``gpu``: catalog GPU
+    name when the fabric does not say; ``cost_model``: for the collectives;
+    ``check_memory``: refuse a configuration whose busiest GPU needs more than its HBM.
+    ``tp_comm``: "flow" (TP collectives simulated on the fabric) or "analytical" (TP
+    collectives as delays of their :func:`fabricsim.estimate` time: exact where nothing else
+    shares the TP group's NVLink, and about 20x cheaper to build).
+    """
+
+    def __init__(
+        self,
+        model: str | Model,
+        parallelism: Parallelism,
+        fabric: Any,
+        *,
+        compute: ComputeModel | None = None,
+        gpu: str | None = None,
+        cost_model: Any = None,
+        check_memory: bool = True,
+        tp_comm: str = "flow",
+    ) -> None:
+        self.model = globals()["model"](model)
+        self.par = parallelism
+        self.fabric = fabric
+        self.compute = compute or ComputeModel()
+        self.cost_model = cost_model
+        if tp_comm not in ("flow", "analytical"):
+            raise InvalidArgumentError(f"tp_comm must be 'flow' or 'analytical', got {tp_comm!r}")
+        self.tp_comm = tp_comm
+        self.gpu = _gpu_part(fabric, gpu)
+        key = "bf16_dense_flop_per_s" if self.compute.precision == "bf16" else "fp8_dense_flop_per_s"
+        self.peak_flop_per_s = self.gpu.get(key)
+        if self.peak_flop_per_s is None:
+            raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
+        self._check()
+        self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
+        self._check_placement()
+        self.chunks = self._chunks()
+        self.memory = self._memory()
+        if check_memory:
+            self._check_memory()
+        self._est_cache: dict[tuple, float] = {}
+
+    # ---- checks
+    def _check(self) -> None:
+        m, p = self.model, self.par
+        n = getattr(self.fabric, "n_gpus", None)
+        if n is not None and p.n_gpus > n:
+            raise _bad(f"tp {p.tp} x pp {p.pp} x dp {p.dp} x cp {p.cp} = {p.n_gpus} GPUs, but the fabric has {n}")
+        if m.heads % p.tp:
+            raise _bad(f"{m.name}: heads {m.heads} not divisible by tp {p.tp}")
+        if m.ffn % p.tp or (m.is_moe and m.expert_ffn % p.tp):
+            raise _bad(f"{m.name}: FFN width {m.ffn if m.ffn % p.tp else m.expert_ffn} not divisible by tp {p.tp}")
+        if m.seq_len % p.cp or (m.seq_len // p.cp) % max(1, p.tp if p.sequence_parallel else 1):
+            raise _bad(f"{m.name}: seq_len {m.seq_len} not divisible by cp {p.cp}"
+                       + (f" x tp {p.tp} (sequence parallelism)" if p.sequence_parallel else ""))
+        if p.ep > 1:
+            if not m.is_moe:
+                raise _bad(f"ep {p.ep} > 1 but {m.name} has no experts")
+            if m.n_experts % p.ep:
+                raise _bad(f"{m.name}: n_experts {m.n_experts} not divisible by ep {p.ep}")
+            if (p.dp * p.cp) % p.ep:
+                raise _bad(f"ep {p.ep} must divide dp {p.dp} x cp {p.cp} = {p.dp * p.cp} (Megatron carves EP out of the data-parallel ranks)")
+        gb = p.global_batch()
+        if gb % (p.dp * p.micro_batch_size):
+            raise _bad(f"global_batch_size {gb} is not divisible by dp {p.dp} x micro_batch_size {p.micro_batch_size} = {p.dp * p.micro_batch_size}")
+        mb = p.n_micro_batches
+        if p.schedule == "interleaved" and mb % p.pp:
+            raise _bad(f"the interleaved schedule needs the number of micro-batches ({gb} / ({p.dp} x {p.micro_batch_size}) = {mb}) divisible by pp {p.pp}")
+        if p.stage_layers is not None:
+            if len(p.stage_layers) != p.pp or sum(p.stage_layers) != m.layers or min(p.stage_layers) < p.virtual_stages:
+                raise _bad(f"stage_layers {list(p.stage_layers)} must give pp={p.pp} stages, each >= virtual_stages {p.virtual_stages}, summing to {m.name}'s {m.layers} layers")
+        elif m.layers % (p.pp * p.virtual_stages):
+            raise _bad(f"{m.name}: {m.layers} layers are not divisible by pp {p.pp} x virtual_stages {p.virtual_stages} = {p.pp * p.virtual_stages}; give stage_layers=")
+
+    def _check_placement(self) -> None:
+        p = self.par
+        n = getattr(self.fabric, "n_gpus", None)
+        flat = self.gpus.ravel()
+        if p.placement is not None:
+            if len(p.placement) != p.n_gpus or len(set(p.placement)) != p.n_gpus:
+                raise _bad(f"placement must list {p.n_gpus} distinct GPUs (one per rank), got {len(p.placement)} ({len(set(p.placement))} distinct)")
+        if n is not None and (flat.min() < 0 or flat.max() >= n):
+            raise _bad(f"placement puts a rank on GPU {int(flat.max())}, but the fabric has GPUs 0..{n - 1}")
+        dom = (getattr(self.fabric, "structure", None) or {}).get("domain") if hasattr(self.fabric, "structure") else None
+        if p.tp_in_domain and dom is not None and p.tp > 1:
+            size = dom["n_endpoints"]
+            if p.tp > size:
+                raise _bad(f"tp {p.tp} is wider than an NVLink domain of {size} GPUs (tp_in_domain=True; pass tp_in_domain=False to span domains)")
+            d = self.gpus // size
+            bad = np.nonzero((d != d[..., :1]).any(axis=-1))
+            if bad[0].size:
+                i = tuple(int(x[0]) for x in bad)
+                raise _bad(f"the TP group at pp={i[0]} dp={i[1]} cp={i[2]} (GPUs {self.gpus[i].tolist()}) spans NVLink domains of {size} GPUs (tp_in_domain=True)")
+
+    # ---- work per chunk
+    def _split_layers(self) -> list[list[list[int]]]:
+        """Layer indices of chunk c of stage s: ``out[s][c]``; virtual stages in Megatron order."""
+        m, p = self.model, self.par
+        v = p.virtual_stages
+        per_stage = list(p.stage_layers) if p.stage_layers is not None else [m.layers // p.pp] * p.pp
+        sizes = [[per_stage[s] // v + (1 if c < per_stage[s] % v else 0) for c in range(v)] for s in range(p.pp)]
+        out = [[[] for _ in range(v)] for _ in range(p.pp)]
+        i = 0
+        for c in range(v):
+            for s in range(p.pp):
+                out[s][c] = list(range(i, i + sizes[s][c]))
+                i += sizes[s][c]
+        return out
+
+    def _chunks(self) -> list[list[_Chunk]]:
+        m, p, cm = self.model, self.par, self.compute
+        tokens = p.micro_batch_size * m.seq_len / p.cp  # per GPU (one CP rank)
+        seq = m.seq_len
+        rec = 1.0 if p.recompute else 0.0
+        act_bytes = 2.0
+        out = []
+        split = self._split_layers()
+        for s in range(p.pp):
+            row = []
+            for c in range(p.virtual_stages):
+                ch = _Chunk(s, c, split[s][c])
+                flops = 0.0
+                secs = 0.0
+                for i in ch.layers:
+                    # per GPU: matmuls of the tokens it holds over its 1/tp shard; attention over
+                    # the full causal sequence, 1/cp of it (Megatron balances CP's causal load)
+                    if m.is_moe_layer(i):
+                        dense = (m.attention_params() + m.hidden * m.n_experts) / p.tp
+                        experts = (m.experts_per_token + m.n_shared_experts) * m.expert_params() / p.tp
+                        lf = 2 * tokens * (dense + experts)
+                        width = m.expert_ffn / p.tp
+                        ch.ep_bytes += tokens / (p.tp if p.sequence_parallel else 1) * m.experts_per_token * m.hidden * act_bytes
+                        ch.expert_params += (m.n_experts / p.ep + m.n_shared_experts * 0) * m.expert_params() / p.tp
+                        ch.params += (m.attention_params() + m.hidden * m.n_experts + m.n_shared_experts * m.expert_params()) / p.tp
+                        # routed experts: derating on the expert width is not calibrated; use the base
+                        eff = cm.efficiency
+                    else:
+                        lf = 2 * tokens * m.layer_active_params(i) / p.tp
+                        width = m.ffn / p.tp
+                        ch.params += m.layer_params(i) / p.tp
+                        eff = cm.layer_efficiency(width)
+                    lf += p.micro_batch_size * m.attention_core_flops(seq) / p.tp / p.cp
+                    flops += lf
+                    secs += lf / (self.peak_flop_per_s * eff)
+                    # Megatron: 2 TP collectives per layer per direction of micro_batch x seq x hidden
+                    ch.tp_bytes += 2 * tokens * m.hidden * act_bytes
+                    if p.cp > 1:  # K and V of the local tokens, per ring step
+                        kv = 2 * tokens * (m.kv_lora_rank + m.qk_rope_head_dim if m.kv_lora_rank else m.kv_heads * m.head_dim) / p.tp * act_bytes
+                        ch.cp_bytes += kv * (p.cp - 1)
+                vs = c * p.pp + s
+                if vs == p.pp * p.virtual_stages - 1:  # logits + loss
+                    lf = 2 * tokens * m.vocab * m.hidden / p.tp
+                    flops += lf
+                    secs += lf / (self.peak_flop_per_s * cm.efficiency)
+                    ch.params += m.vocab * m.hidden / p.tp
+                if vs == 0:
+                    ch.params += m.vocab * m.hidden / p.tp if not (m.tied_embeddings and p.pp * p.virtual_stages == 1) else 0.0
+                ch.flops_fwd = flops
+                ch.fwd_s = secs
+                ch.bwd_s = secs * (2.0 + rec)
+                if p.tp == 1:
+                    ch.tp_bytes = 0.0
+                row.append(ch)
+            out.append(row)
+        return out
+
+    # ---- memory
+    def _memory(self) -> pa.Table:
+        m, p = self.model, self.par
+        v = p.virtual_stages
+        mb = p.n_micro_batches
+        dpcp = p.dp * p.cp
+        edp = dpcp // p.ep
+        tokens = p.micro_batch_size * m.seq_len / p.cp
+        rows = []
+        for s in range(p.pp):
+            dense = sum(ch.params for ch in self.chunks[s])
+            expert = sum(ch.expert_params for ch in self.chunks[s])
+            w = 2.0 * (dense + expert)
+            g = p.grad_reduce_bytes * (dense + expert)
+            opt = 12.0 * (dense + expert)
+            if p.dp_sharding in ("zero1", "fsdp"):
+                opt = 12.0 * (dense / dpcp + expert / edp)
+            if p.dp_sharding == "fsdp":
+                w = 2.0 * (dense / dpcp + expert / edp) + 2.0 * max(ch.params + ch.expert_params for ch in self.chunks[s])
+                g = p.grad_reduce_bytes * (dense / dpcp + expert / edp)
+            # activations per micro-batch of the whole stage (bf16), sharded by TP (with SP) and CP
+            per_layer = []
+            for ch in self.chunks[s]:
+                for i in ch.layers:
+                    kvd = m.kv_heads * m.head_dim
+                    f_eff = ((m.experts_per_token + m.n_shared_experts) * m.expert_ffn) if m.is_moe_layer(i) else m.ffn
+                    mlp = (6 if m.gated_mlp else 4) * f_eff
+                    full = tokens * (12 * m.hidden + 4 * kvd + mlp) / p.tp
+                    per_layer.append(full)
+            stage_act = sum(per_layer)
+            if p.recompute:
+                stage_act = len(per_layer) * tokens * 2 * m.hidden / p.tp + (max(per_layer) if per_layer else 0.0)
+            if p.schedule == "1f1b":
+                in_flight = min(mb, p.pp - s)
+                act = stage_act * in_flight
+            else:
+                chunks_in_flight = min(mb * v, (p.pp - s - 1) * 2 + (v - 1) * p.pp + 1)
+                act = stage_act * chunks_in_flight / v
+            if s == p.pp - 1:
+                act += tokens * m.vocab / p.tp * 4.0  # fp32 logits of one micro-batch
+            total = w + g + opt + act
+            rows.append((s, w, g, opt, act, total))
+        cols = list(zip(*rows))
+        return pa.table({
+            "stage": pa.array(cols[0], pa.int32()),
+            "weights_bytes": pa.array(cols[1], pa.float64()),
+            "grads_bytes": pa.array(cols[2], pa.float64()),
+            "optimizer_bytes": pa.array(cols[3], pa.float64()),
+            "activations_bytes": pa.array(cols[4], pa.float64()),
+            "total_bytes": pa.array(cols[5], pa.float64()),
+            "hbm_bytes": pa.array([self.gpu.get("hbm_bytes")] * len(rows), pa.float64()),
+        })
+
+    def _check_memory(self) -> None:
+        hbm = self.gpu.get("hbm_bytes")
+        if hbm is None:
+            return
+        tot = self.memory["total_bytes"].to_numpy()
+        s = int(np.argmax(tot))
+        if tot[s] > hbm:
+            r = {k: self.memory[k][s].as_py() / 1e9 for k in ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")}
+            raise _bad(
+                f"{self.model.name} does not fit: stage {s} needs {tot[s] / 1e9:.1f} GB per GPU (weights {r['weights_bytes']:.1f}, "
+                f"grads {r['grads_bytes']:.1f}, optimizer {r['optimizer_bytes']:.1f}, activations {r['activations_bytes']:.1f}) "
+                f"but a {self.gpu.name} has {hbm / 1e9:.0f} GB; try recompute=True, dp_sharding='zero1', more pp or tp, "
+                "or check_memory=False")
+
+    # ---- common figures
+    @property
+    def tokens_per_step(self) -> float:
+        return self.par.global_batch() * self.model.seq_len
+
+    @property
+    def model_flops_per_step(self) -> float:
+        return self.par.global_batch() * self.model.model_flops_per_sequence()
+
+    def _optimizer_s(self, s: int) -> float:
+        p = self.par
+        dense = sum(ch.params for ch in self.chunks[s])
+        expert = sum(ch.expert_params for ch in self.chunks[s])
+        if p.dp_sharding != "none":
+            dense, expert = dense / (p.dp * p.cp), expert / (p.dp * p.cp // p.ep)
+        bw = self.gpu.get("hbm_Bps") or 3.35e12
+        return ADAM_BYTES_PER_PARAM * (dense + expert) / (bw * HBM_EFFICIENCY)
+
+    def _groups(self):
+        """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
+        return self.gpus
+
+    def _dp_ranks(self, s: int, t: int) -> list[int]:
+        return self.gpus[s, :, :, t].ravel().tolist()
+
+    def _ep_groups(self, s: int, t: int) -> list[list[int]]:
+        """EP groups of TP rank t at stage s: ep consecutive (dp x cp) replicas (cp innermost)."""
+        reps = self.gpus[s, :, :, t].ravel()  # replica index r = dp * cp_size + cp
+        ep = self.par.ep
+        return [reps[i:i + ep].tolist() for i in range(0, reps.size, ep)]
+
+    def _buckets(self, ch: _Chunk) -> list[float]:
+        """Bytes per bucket group of one chunk's gradient reduction (per GPU), at most 8 groups."""
+        p = self.par
+        total = (ch.params + ch.expert_params) * p.grad_reduce_bytes
+        if total <= 0:
+            return []
+        n = max(1, math.ceil(total / p.bucket_size_bytes))
+        k = min(n, 8)
+        return [total / k] * k
+
+    def _estimate(self, op: str, size: float, ranks: Sequence[int], algorithm: str = "auto") -> float:
+        from .collectives import estimate
+
+        if size <= 0 or len(ranks) < 2:
+            return 0.0
+        key = (op, round(size), tuple(ranks), algorithm)
+        hit = self._est_cache.get(key)
+        if hit is None:
+            hit = estimate(self.fabric, op, size, list(ranks), algorithm=algorithm, cost_model=self.cost_model).time_s
+            self._est_cache[key] = hit
+        return hit
+
+    # ---- analytical
+    def estimate(self) -> "StepEstimate":
+        """Closed form of the step (no flow simulation): per-stage forward/backward times with
+        the exposed TP/EP (and CP beyond its overlap) collectives timed by
+        :func:`fabricsim.estimate` on replica 0's groups, the schedule's fill and drain
+        (``(pp - 1) / virtual_stages`` of a stage's work per micro-batch, plus ``2 (pp - 1)``
+        pipeline transfers), the data-parallel reduction left after the last backward, the
+        optimizer and, where it is not overlapped, the parameter all-gather."""
+        t0 = time.perf_counter()
+        p = self.par
+        mb = p.n_micro_batches
+        v = p.virtual_stages
+        parts = {k: 0.0 for k in ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")}
+        stage_f, stage_b = [], []
+        stage_comp, stage_tp, stage_ep, stage_cp = [], [], [], []
+        for s in range(p.pp):
+            f = b = comp = tp = ep = cpx = 0.0
+            for ch in self.chunks[s]:
+                t_tp = self._tp_time(ch)
+                t_ep = self._ep_time(ch)
+                t_cp = self._cp_time(ch)
+                tf_tp = 0.0 if p.tp_comm_overlap else t_tp
+                tb_tp = 0.0 if p.tp_comm_overlap else t_tp * (1 + p.recompute)
+                cf = max(0.0, t_cp - ch.fwd_s)
+                cb = max(0.0, 2 * t_cp - ch.bwd_s)
+                if p.tp_comm_overlap:
+                    tf_tp = max(0.0, t_tp - ch.fwd_s)
+                    tb_tp = max(0.0, t_tp * (1 + p.recompute) - ch.bwd_s)
+                f += ch.fwd_s + tf_tp + t_ep + cf
+                b += ch.bwd_s + tb_tp + t_ep * (1 + p.recompute) + cb
+                comp += ch.fwd_s + ch.bwd_s
+                tp += tf_tp + tb_tp
+                ep += t_ep * (2 + p.recompute)
+                cpx += cf + cb
+            stage_f.append(f)
+            stage_b.append(b)
+            stage_comp.append(comp)
+            stage_tp.append(tp)
+            stage_ep.append(ep)
+            stage_cp.append(cpx)
+        work = [f + b for f, b in zip(stage_f, stage_b)]
+        k = int(np.argmax(work))
+        t_pp = self._pp_time() if p.pp > 1 else 0.0
+        fill = (sum(work) - work[k]) / v
+        pipe = mb * work[k] + fill + 2 * (p.pp - 1) * t_pp
+        # data parallel: what is left of stage 0's chunk 0 reduction after its last backward
+        ch0 = self.chunks[0][0]
+        groups = self._buckets(ch0)
+        dp_tail = 0.0
+        if p.dp * p.cp > 1 and groups:
+            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+            t_groups = [self._estimate(op, g, self._dp_ranks(0, 0)) for g in groups]
+            if p.overlap_grad_reduce:
+                piece = stage_b[0] / mb / v / len(groups)  # the last backward, cut in pieces
+                t = 0.0
+                for i, tg in enumerate(t_groups):
+                    t = max(t, (i + 1) * piece) + tg
+                dp_tail = max(0.0, t - len(groups) * piece)
+            else:
+                dp_tail = sum(t_groups)
+                for ch in self.chunks[0][1:]:
+                    dp_tail += sum(self._estimate(op, g, self._dp_ranks(0, 0)) for g in self._buckets(ch))
+        opt = max(self._optimizer_s(s) for s in range(p.pp))
+        ag = 0.0
+        if p.dp_sharding != "none" and not p.overlap_param_gather and p.dp * p.cp > 1:
+            ag = sum(self._estimate("all_gather", sum(self._buckets(ch)) / p.grad_reduce_bytes * 2, self._dp_ranks(0, 0))
+                     for ch in self.chunks[0])
+        fsdp = 0.0
+        if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
+            fsdp = self._estimate("all_gather", (self.chunks[0][0].params + self.chunks[0][0].expert_params) * 2, self._dp_ranks(0, 0))
+        step = pipe + dp_tail + opt + ag + fsdp
+        parts["compute"] = stage_comp[k] * mb
+        parts["tp"] = stage_tp[k] * mb
+        parts["ep"] = stage_ep[k] * mb
+        parts["cp"] = stage_cp[k] * mb
+        parts["pp"] = 2 * (p.pp - 1) * t_pp
+        parts["dp"] = dp_tail + ag + fsdp
+        parts["optimizer"] = opt
+        parts["bubble"] = max(0.0, step - sum(v_ for k_, v_ in parts.items() if k_ != "bubble"))
+        return StepEstimate(self, step, parts, time.perf_counter() - t0)
+
+    def _tp_group(self, s: int, r: int = 0) -> list[int]:
+        p = self.par
+        return self.gpus[s, r // p.cp, r % p.cp, :].tolist()
+
+    def _tp_time(self, ch: _Chunk) -> float:
+        p = self.par
+        if p.tp == 1 or ch.tp_bytes <= 0:
+            return 0.0
+        ranks = self._tp_group(ch.stage)
+        if p.sequence_parallel:
+            return self._estimate("reduce_scatter", ch.tp_bytes, ranks) + self._estimate("all_gather", ch.tp_bytes, ranks)
+        return self._estimate("all_reduce", ch.tp_bytes, ranks)
+
+    def _ep_time(self, ch: _Chunk) -> float:
+        p = self.par
+        if p.ep == 1 or ch.ep_bytes <= 0:
+            return 0.0
+        ranks = self._ep_groups(ch.stage, 0)[0]
+        # dispatch + combine; the busiest rank receives ep_imbalance x the mean
+        return 2 * self._estimate("all_to_all", ch.ep_bytes * p.ep_imbalance, ranks)
+
+    def _cp_time(self, ch: _Chunk) -> float:
+        p = self.par
+        if p.cp == 1 or ch.cp_bytes <= 0:
+            return 0.0
+        ranks = self.gpus[ch.stage, 0, :, 0].tolist()
+        return self._estimate("send_recv", ch.cp_bytes, ranks)
+
+    def _pp_bytes(self) -> float:
+        m, p = self.model, self.par
+        return p.micro_batch_size * m.seq_len / p.cp * m.hidden * 2.0 / p.tp
+
+    def _pp_time(self) -> float:
+        a, b = int(self.gpus[0, 0, 0, 0]), int(self.gpus[1 % self.par.pp, 0, 0, 0])
+        return self._estimate("send_recv", self._pp_bytes(), [a, b])
+
+    # ---- simulation
+    def build(self) -> "_Built":
+        """The step as one :class:`~fabricsim.Scenario` (not run)."""
+        return _Builder(self).build()
+
+    def run(self, **run_options: Any) -> "StepResult":
+        """Builds the step, simulates it at flow level and returns a :class:`StepResult`."""
+        t0 = time.perf_counter()
+        built = self.build()
+        t1 = time.perf_counter()
+        res = built.scenario.run(**run_options)
+        t2 = time.perf_counter()
+        return StepResult(self, built, res, build_s=t1 - t0, run_s=t2 - t1)
+
+
+# ------------------------------------------------------------------------------------------
+# Schedules
+# ------------------------------------------------------------------------------------------
+
+
+def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: int = 1) -> list[tuple[str, int, int]]:
+    """Megatron's order of operations on ``stage``: ("F" or "B", micro-batch, chunk)."""
+    m, v, p, s = n_micro_batches, virtual_stages, pp, stage
+    if v == 1:
+        warm = min(p - s - 1, m)
+        ops = [("F", i, 0) for i in range(warm)]
+        for i in range(m - warm):
+            ops += [("F", warm + i, 0), ("B", i, 0)]
+        ops += [("B", m - warm + j, 0) for j in range(warm)]
+        return ops
+    total = m * v
+
+    def fwd(k: int) -> tuple[str, int, int]:
+        return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
+
+    def bwd(k: int) -> tuple[str, int, int]:
+        return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
+
+    warm = min((p - s - 1) * 2 + (v - 1) * p, total)
+    ops = [fwd(k) for k in range(warm)]
+    for k in range(total - warm):
+        ops += [fwd(warm + k), bwd(k)]
+    ops += [bwd(k) for k in range(total - warm, total)]
+    return ops
+
+
+# ------------------------------------------------------------------------------------------
+# Builder: the DAG
+# ------------------------------------------------------------------------------------------
+
+_CATS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer")
+
+
+@dataclass
+class _Built:
+    scenario: Any
+    ids: np.ndarray  # activity ids we made
+    cat: np.ndarray  # index into _CATS
+    stage: np.ndarray
+    replica: np.ndarray
+    micro_batch: np.ndarray
+    chunk: np.ndarray
+    deps: dict[int, list[int]]
+    n_activities: int
+
+
+class _Builder:
+    def __init__(self, step: TrainingStep) -> None:
+        from .scenario import Scenario
+
+        self.st = step
+        kw = {} if step.cost_model is None else {"cost_model": step.cost_model}
+        self.sc = Scenario(step.fabric, **kw)
+        self.ids: list[int] = []
+        self.meta: list[tuple[int, int, int, int, int]] = []
+        self.deps: dict[int, list[int]] = {}
+        self._tp_delay_cache: dict[tuple, float] = {}
+
+    def _rec(self, aid: int, cat: str, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
+        self.ids.append(aid)
+        self.meta.append((_CATS.index(cat), s, r, m, c))
+        self.deps[aid] = list(after)
+        return aid
+
+    def delay(self, dur: float, after: Sequence[int], cat: str, tag: str, *meta: int) -> int:
+        return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), cat, after, *meta)
+
+    def coll(self, op: str, ranks: list[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int, sizes=None) -> int:
+        if sizes is not None:
+            aid = self.sc.add_collective(op, ranks, sizes=sizes, after=after, tag=tag)
+        else:
+            aid = self.sc.add_collective(op, ranks, size, after=after, tag=tag)
+        return self._rec(aid, cat, after, *meta)
+
+    def build(self) -> _Built:
+        st, p = self.st, self.st.par
+        mb, v = p.n_micro_batches, p.virtual_stages
+        n_rep = p.dp * p.cp
+        G = st.gpus  # (pp, dp, cp, tp)
+        orders = [schedule_order(p.pp, s, mb, v) for s in range(p.pp)]
+        # position of the last backward of each chunk in each stage's order
+        last_b = [{c: max(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        first_f = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "F" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        first_b = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        fsdp = p.dp_sharding == "fsdp" and n_rep > 1
+        # FSDP: parameter all-gathers, per stage, chunk and TP rank, before the first forward
+        # (chained in chunk order from the start) and, prefetched after the chunk's last
+        # forward, before its first backward
+        fsdp_f: dict[tuple[int, int], list[int]] = {}
+        if fsdp:
+            for s in range(p.pp):
+                prev: list[int] = []
+                for c in range(v):
+                    ch = st.chunks[s][c]
+                    size = (ch.params + ch.expert_params) * 2.0
+                    ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
+                           for t in range(p.tp)]
+                    fsdp_f[(s, c)] = ids
+                    prev = ids
+        # per (replica, stage): the end of the previous op; outputs per (r, s, kind, mb, chunk)
+        out_f: dict[tuple[int, int, int, int], list[int]] = {}  # (r, s, m, c) -> ids to wait on (PP recv at the consumer)
+        out_b: dict[tuple[int, int, int, int], list[int]] = {}
+        last_op: dict[tuple[int, int], int] = {}
+        pieces: dict[tuple[int, int, int], list[int]] = {}  # (s, c, r) -> ids of the last backward's pieces
+        fsdp_b: dict[tuple[int, int], list[int]] = {}
+        # Walk the schedules in a global order that respects data dependencies: repeatedly
+        # advance each stage while its next op's inputs exist (identical for every replica).
+        pos = [0] * p.pp
+        n_left = sum(len(o) for o in orders)
+        ep_pending: dict[tuple[int, str, int, int], dict[int, int]] = {}
+        while n_left:
+            progressed = False
+            for s in range(p.pp):
+                while pos[s] < len(orders[s]):
+                    kind, m, c = orders[s][pos[s]]
+                    vs = c * p.pp + s
+                    if kind == "F" and vs > 0:
+                        ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
+                        if (0, ps, m, pc) not in out_f:
+                            break
+                    if kind == "B" and vs < p.pp * v - 1:
+                        ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
+                        if (0, ns, m, nc) not in out_b:
+                            break
+                    self._op(s, kind, m, c, pos[s], last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b)
+                    pos[s] += 1
+                    n_left -= 1
+                    progressed = True
+            if not progressed:  # pragma: no cover - the schedules are deadlock-free
+                raise AssertionError("pipeline schedule deadlocked")
+        # data-parallel reduction per stage and chunk, per TP rank over the replicas
+        dp_last: dict[int, list[int]] = {s: [] for s in range(p.pp)}
+        if n_rep > 1:
+            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+            for s in range(p.pp):
+                prev_t: list[int | None] = [None] * p.tp
+                for c in sorted(range(v), key=lambda c_: last_b[s][c_]):
+                    groups = st._buckets(st.chunks[s][c])
+                    for g, size in enumerate(groups):
+                        for t in range(p.tp):
+                            after = [pieces[(s, c, r)][g] for r in range(n_rep)]
+                            if prev_t[t] is not None:
+                                after.append(prev_t[t])
+                            prev_t[t] = self.coll(op, st._dp_ranks(s, t), size, after, "dp", "dp.grads", s, -1, -1, c)
+                dp_last[s] = [x for x in prev_t if x is not None]
+        # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
+        for s in range(p.pp):
+            opt_s = st._optimizer_s(s)
+            opts = []
+            for r in range(n_rep):
+                after = [last_op[(r, s)]] + dp_last[s]
+                opts.append(self.delay(opt_s, after, "optimizer", "optimizer", s, r))
+            if p.dp_sharding != "none" and not p.overlap_param_gather and n_rep > 1:
+                for t in range(p.tp):
+                    prev = opts
+                    for c in range(v):
+                        ch = st.chunks[s][c]
+                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
+                                          "dp", "dp.params", s, -1, -1, c)]
+        meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
+        return _Built(self.sc, np.array(self.ids, dtype=np.int64), meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3], meta[:, 4],
+                      self.deps, self.sc.n_activities)
+
+    # one scheduled op on every replica
+    def _op(self, s, kind, m, c, i, last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b) -> None:
+        st, p = self.st, self.st.par
+        ch = st.chunks[s][c]
+        n_rep = p.dp * p.cp
+        vs = c * p.pp + s
+        G = st.gpus
+        fwd = kind == "F"
+        comp_s = ch.fwd_s if fwd else ch.bwd_s
+        tp_mult = 1.0 if fwd else (1.0 + p.recompute)
+        ep_mult = 1.0 if fwd else (1.0 + p.recompute)
+        tag = f"{'fwd' if fwd else 'bwd'}"
+        ends: list[int] = []
+        comp_ids: list[int] = []
+        split = (not fwd) and i == last_b[s][c] and n_rep > 1
+        groups = st._buckets(ch) if split else []
+        # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
+        # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
+        # waits only for the forward gather, so it overlaps the forwards)
+        fs_after: list[int] = []
+        if p.dp_sharding == "fsdp" and n_rep > 1:
+            if fwd and i == first_f[s][c]:
+                fs_after = fsdp_f[(s, c)]
+            if not fwd and i == first_b[s][c]:
+                if (s, c) not in fsdp_b:
+                    size = (ch.params + ch.expert_params) * 2.0
+                    fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
+                                      for t in range(p.tp)]
+                fs_after = fsdp_b[(s, c)]
+        for r in range(n_rep):
+            d, cp_i = divmod(r, p.cp)
+            after = list(fs_after) + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            if groups:
+                k = len(groups)
+                ids = []
+                prev = after
+                for g in range(k):
+                    prev = [self.delay(comp_s / k, prev, "compute", tag, s, r, m, c)]
+                    ids.append(prev[0])
+                pieces[(s, c, r)] = ids
+                cid = ids[-1]
+            else:
+                cid = self.delay(comp_s, after, "compute", tag, s, r, m, c)
+            comp_ids.append(cid)
+            end = [cid]
+            # TP
+            if p.tp > 1 and ch.tp_bytes > 0:
+                base = [cid] if not p.tp_comm_overlap else after
+                ranks = G[s, d, cp_i, :].tolist()
+                size = ch.tp_bytes * tp_mult
+                if st.tp_comm == "analytical":
+                    key = (s, fwd)
+                    if key not in self._tp_delay_cache:
+                        self._tp_delay_cache[key] = st._tp_time(ch) * tp_mult
+                    tid = self.delay(self._tp_delay_cache[key], base, "tp", f"tp.{tag}", s, r, m, c)
+                elif p.sequence_parallel:
+                    a = self.coll("reduce_scatter", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.coll("all_gather", ranks, size, [a], "tp", f"tp.{tag}", s, r, m, c)
+                else:
+                    tid = self.coll("all_reduce", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
+                end = [cid, tid] if p.tp_comm_overlap else [tid]
+            # CP: ring exchange of K and V beside the compute, one ring per TP rank, shared by
+            # the cp replicas of this dp index (issued once, by its first)
+            if p.cp > 1 and ch.cp_bytes > 0 and cp_i == 0:
+                ring_after = sorted({x for rr in range(r, r + p.cp) for x in self._inputs(rr, s, kind, m, c, last_op, out_f, out_b)})
+                cps = self._ensure_cp()
+                for t in range(p.tp):
+                    x = self.coll("send_recv", G[s, d, :, t].tolist(), ch.cp_bytes * (1 if fwd else 2), ring_after,
+                                  "cp", f"cp.{tag}", s, r, m, c)
+                    cps.setdefault((d, s, kind, m, c), []).append(x)
+            ends.append(end)
+        # CP joins: every replica of the dp index waits for its ring exchanges
+        if p.cp > 1 and ch.cp_bytes > 0:
+            for r in range(n_rep):
+                ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
+        # EP: one all-to-all (dispatch + combine) per TP rank per EP group
+        if p.ep > 1 and ch.ep_bytes > 0:
+            size = 2 * ch.ep_bytes * ep_mult
+            for t in range(p.tp):
+                for grp_i, grp in enumerate(st._ep_groups(s, t)):
+                    reps = list(range(grp_i * p.ep, grp_i * p.ep + p.ep))
+                    after = sorted({x for r in reps for x in ends[r]})
+                    sizes = None
+                    if p.ep_imbalance > 1.0:
+                        n = p.ep
+                        w = np.full(n, (n - p.ep_imbalance) / (n - 1) if n > 1 else 1.0)
+                        w[0] = p.ep_imbalance
+                        per = size / n
+                        sizes = np.outer(np.ones(n), w * per)
+                        np.fill_diagonal(sizes, 0.0)
+                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=sizes)
+                    for r in reps:
+                        ends[r] = ends[r] + [x]
+        # PP: send to the next (forward) or previous (backward) virtual stage
+        last_vs = p.pp * p.virtual_stages - 1
+        for r in range(n_rep):
+            d, cp_i = divmod(r, p.cp)
+            end = ends[r]
+            last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            target = None
+            if fwd and vs < last_vs:
+                ns = s + 1 if s < p.pp - 1 else 0
+                target = ns
+            if not fwd and vs > 0:
+                target = s - 1 if s > 0 else p.pp - 1
+            if target is None:
+                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
+                continue
+            src = G[s, d, cp_i, :].tolist()
+            dst = G[target, d, cp_i, :].tolist()
+            if src == dst:
+                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
+                continue
+            ids = self.sc.add_flows(src, dst, st._pp_bytes(), after=[last_op[(r, s)]], tag=f"pp.{tag}")
+            ids = [int(x) for x in ids]
+            for x in ids:
+                self._rec(x, "pp", [last_op[(r, s)]], s, r, m, c)
+            (out_f if fwd else out_b)[(r, s, m, c)] = ids
+
+    def _inputs(self, r, s, kind, m, c, last_op, out_f, out_b) -> list[int]:
+        """What replica r's op waits for besides FSDP gathers: its stage's previous op and the
+        pipeline transfer bringing its input."""
+        p = self.st.par
+        vs = c * p.pp + s
+        after = [last_op[(r, s)]] if (r, s) in last_op else []
+        if kind == "F" and vs > 0:
+            ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
+            after += out_f[(r, ps, m, pc)]
+        if kind == "B" and vs < p.pp * p.virtual_stages - 1:
+            ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
+            after += out_b[(r, ns, m, nc)]
+        return after
+
+    def _ensure_cp(self) -> dict:
+        if not hasattr(self, "_cp_map"):
+            self._cp_map: dict = {}
+        return self._cp_map
+
+
+# ------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------
+
+
+def _breakdown_table(step_s: float, parts: Mapping[str, float]) -> pa.Table:
+    names = ["compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble"]
+    desc = {
+        "compute": "busiest stage's forward and backward compute",
+        "tp": "exposed tensor-parallel communication",
+        "cp": "exposed context-parallel communication",
+        "ep": "exposed expert-parallel all-to-all",
+        "pp": "exposed pipeline send/recv",
+        "dp": "exposed data-parallel gradient reduction and parameter gathers",
+        "optimizer": "optimizer step",
+        "bubble": "pipeline fill/drain and waits for other stages",
+    }
+    vals = [float(parts.get(n, 0.0)) for n in names]
+    return pa.table({
+        "component": pa.array(names, pa.string()),
+        "time_s": pa.array(vals, pa.float64()),
+        "fraction": pa.array([x / step_s if step_s > 0 else 0.0 for x in vals], pa.float64()),
+        "description": pa.array([desc[n] for n in names], pa.string()),
+    })
+
+
+class _Summary:
+    step: TrainingStep
+    step_s: float
+    parts: dict[str, float]
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens per second of the whole job."""
+        return self.step.tokens_per_step / self.step_s
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: model FLOPs per step / (step time x GPUs x peak)."""
+        return self.step.model_flops_per_step / (self.step_s * self.step.par.n_gpus * self.step.peak_flop_per_s)
+
+    @property
+    def model_flop_per_s_per_gpu(self) -> float:
+        return self.step.model_flops_per_step / (self.step_s * self.step.par.n_gpus)
+
+    @property
+    def breakdown(self) -> pa.Table:
+        """``component, time_s, fraction, description``: compute, exposed communication per
+        dimension (tp, cp, ep, pp, dp), optimizer and bubble; the times add up to the step."""
+        return _breakdown_table(self.step_s, self.parts)
+
+    @property
+    def memory(self) -> pa.Table:
+        """Per stage, bytes per GPU: weights, grads, optimizer, activations, total, and the HBM."""
+        return self.step.memory
+
+    def __str__(self) -> str:
+        lines = [f"{self.step.model.name} on {self.step.par.n_gpus} x {self.step.gpu.name}: step {self.step_s * 1e3:.1f} ms, "
+                 f"{self.tokens_per_s:,.0f} tokens/s, MFU {self.mfu * 100:.1f}% "
+                 f"({self.model_flop_per_s_per_gpu / 1e12:.0f} TFLOP/s per GPU)"]
+        for name, t in self.parts.items():
+            lines.append(f"  {name:<10} {t * 1e3:10.2f} ms  {t / self.step_s * 100:5.1f}%")
+        return "\n".join(lines)
+
+
+class StepEstimate(_Summary):
+    """The analytical step (:meth:`TrainingStep.estimate`): ``step_s``, ``tokens_per_s``,
+    ``mfu``, ``breakdown``, ``memory``; ``wall_s`` is how long the estimate took."""
+
+    def __init__(self, step: TrainingStep, step_s: float, parts: dict[str, float], wall_s: float) -> None:
+        self.step, self.step_s, self.parts, self.wall_s = step, step_s, dict(parts), wall_s
+
+    def __repr__(self) -> str:
+        return f"StepEstimate(step_s={self.step_s:.6g}, mfu={self.mfu:.4f})"
+
+
+class StepResult(_Summary):
+    """A simulated step (:meth:`TrainingStep.run`): ``step_s``, ``tokens_per_s``, ``mfu``,
+    ``breakdown``, ``critical_path`` and ``memory`` (Arrow tables), ``result`` (the
+    scenario's :class:`~fabricsim.Result`: flows, delays, collectives), ``build_s`` and
+    ``run_s`` (wall time)."""
+
+    def __init__(self, step: TrainingStep, built: _Built, result: Any, *, build_s: float, run_s: float) -> None:
+        self.step, self.built, self.result = step, built, result
+        self.build_s, self.run_s = build_s, run_s
+        n = built.n_activities
+        fin = np.full(n, np.nan)
+        for table, col in ((result.delays, "delay_id"), (result.flows, "flow_id"), (result.collectives, "collective_id")):
+            if table is not None and table.num_rows:
+                fin[table[col].to_numpy()] = table["finish_s"].to_numpy()
+        self._finish = fin
+        self.step_s = float(np.nanmax(fin[built.ids])) if built.ids.size else 0.0
+        self._cp = self._critical_path()
+        self.parts = self._parts()
+
+    def _critical_path(self) -> list[tuple[int, float, float]]:
+        b, fin = self.built, self._finish
+        ids = b.ids
+        cur = int(ids[int(np.nanargmax(fin[ids]))])
+        path = []
+        while True:
+            deps = b.deps.get(cur, [])
+            start = max((fin[x] for x in deps), default=0.0)
+            path.append((cur, float(start), float(fin[cur])))
+            if not deps:
+                break
+            cur = max(deps, key=lambda x: fin[x])
+        path.reverse()
+        return path
+
+    def _parts(self) -> dict[str, float]:
+        b = self.built
+        index = {int(a): i for i, a in enumerate(b.ids)}
+        exposed = {c: 0.0 for c in _CATS}
+        for aid, start, end in self._cp:
+            exposed[_CATS[b.cat[index[aid]]]] += end - start
+        # compute: the busiest stage's compute on one replica
+        p = self.step.par
+        mb = p.n_micro_batches
+        comp = max(sum(ch.fwd_s + ch.bwd_s for ch in self.step.chunks[s]) * mb for s in range(p.pp))
+        parts = {"compute": min(comp, exposed["compute"]) if exposed["compute"] > 0 else comp}
+        for c in ("tp", "cp", "ep", "pp", "dp", "optimizer"):
+            parts[c] = exposed[c]
+        parts["bubble"] = max(0.0, self.step_s - sum(parts.values()))
+        return parts
+
+    @property
+    def critical_path(self) -> pa.Table:
+        """The chain of activities that set the step time, in order: ``activity_id, kind``
+        (compute, tp, cp, ep, pp, dp, optimizer), ``stage, replica, micro_batch, chunk``
+        (-1 where not one), ``start_s`` (its last dependency's end), ``finish_s``, ``duration_s``."""
+        b = self.built
+        index = {int(a): i for i, a in enumerate(b.ids)}
+        rows = [index[a] for a, _, _ in self._cp]
+        return pa.table({
+            "activity_id": pa.array([a for a, _, _ in self._cp], pa.int64()),
+            "kind": pa.array([_CATS[b.cat[i]] for i in rows], pa.string()),
+            "stage": pa.array([int(b.stage[i]) for i in rows], pa.int32()),
+            "replica": pa.array([int(b.replica[i]) for i in rows], pa.int32()),
+            "micro_batch": pa.array([int(b.micro_batch[i]) for i in rows], pa.int32()),
+            "chunk": pa.array([int(b.chunk[i]) for i in rows], pa.int32()),
+            "start_s": pa.array([s for _, s, _ in self._cp], pa.float64()),
+            "finish_s": pa.array([f for _, _, f in self._cp], pa.float64()),
+            "duration_s": pa.array([f - s for _, s, f in self._cp], pa.float64()),
+        })
+
+    def __repr__(self) -> str:
+        return f"StepResult(step_s={self.step_s:.6g}, mfu={self.mfu:.4f}, n_activities={self.built.n_activities})"
+
+
+# ------------------------------------------------------------------------------------------
+# Conveniences and validation cases
+# ------------------------------------------------------------------------------------------
+
+
+def train_step(model: str | Model, parallelism: Parallelism, fabric: Any, **options: Any) -> StepResult:
+    """``TrainingStep(model, parallelism, fabric, **options).run()``."""
+    return TrainingStep(model, parallelism, fabric, **options).run()
+
+
+def estimate_step(model: str | Model, parallelism: Parallelism, fabric: Any, **options: Any) -> StepEstimate:
+    """``TrainingStep(model, parallelism, fabric, **options).estimate()``."""
+    return TrainingStep(model, parallelism, fabric, **options).estimate()
+
+
+#: Public step figures the model is held to (tests/python/test_training.py, within 15%).
+#: ``reported_flop_per_s_per_gpu`` is model FLOP/s per GPU (BF16); MFU = that / 989.5e12.
+VALIDATION: dict[str, dict[str, Any]] = {
+    "llama3-405b-16k": dict(
+        source="https://arxiv.org/abs/2407.21783 (Llama 3, Table 4: 16,384 H100, TP 8, CP 1, PP 16, DP 128, "
+               "seq 8,192, batch/DP 16, 16M tokens per batch, 400 TFLOP/s per GPU, BF16 MFU 41%)",
+        model="llama3-405b", n_gpus=16384, reported_flop_per_s_per_gpu=400e12,
+        parallelism=dict(tp=8, pp=16, dp=128, global_batch_size=2048, schedule="interleaved", virtual_stages=4,
+                         dp_sharding="zero1", stage_layers=(7,) + (8,) * 14 + (7,)),
+        assumptions="interleaved schedule with 4 virtual stages (the paper uses interleaving but gives no count); "
+                    "first and last stage one layer fewer (the paper's balancing); distributed optimizer; TP "
+                    "communication exposed (no overlap stated); memory not checked (our accounting, no "
+                    "recomputation, gives 87.6 GB on stage 1)",
+        check_memory=False),
+    "llama3-405b-8k": dict(
+        source="https://arxiv.org/abs/2407.21783 (Llama 3, Table 4: 8,192 H100, TP 8, CP 1, PP 16, DP 64, "
+               "seq 8,192, batch/DP 32, 16M tokens per batch, 430 TFLOP/s per GPU, BF16 MFU 43%)",
+        model="llama3-405b", n_gpus=8192, reported_flop_per_s_per_gpu=430e12,
+        parallelism=dict(tp=8, pp=16, dp=64, global_batch_size=2048, schedule="interleaved", virtual_stages=4,
+                         dp_sharding="zero1", stage_layers=(7,) + (8,) * 14 + (7,)),
+        assumptions="as llama3-405b-16k",
+        check_memory=False),
+    "megatron-gpt3-175b-96": dict(
+        source="https://github.com/NVIDIA/Megatron-LM (README, 'Strong Scaling Results': GPT-3 175B with a "
+               "131,072 vocabulary, seq 4,096, 1,152 sequences per batch, 96 H100: MFU 47%; benchmarks run "
+               "with --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap)",
+        model="gpt3-175b", n_gpus=96, reported_flop_per_s_per_gpu=0.47 * 989.5e12,
+        model_changes=dict(name="gpt3-175b-megatron", vocab=131072, seq_len=4096),
+        parallelism=dict(tp=8, pp=12, dp=1, global_batch_size=1152, schedule="interleaved", virtual_stages=4,
+                         dp_sharding="zero1", tp_comm_overlap=True),
+        assumptions="TP 8, PP 12, 4 virtual stages (the README shows the parallelism only in an image): it "
+                    "divides both 96 and 4,608 GPUs and 96 layers and fits 80 GB; distributed optimizer",
+        check_memory=True),
+    "megatron-gpt3-175b-4608": dict(
+        source="https://github.com/NVIDIA/Megatron-LM (README, 'Strong Scaling Results': the same GPT-3 175B "
+               "on 4,608 H100, same batch: MFU 42%)",
+        model="gpt3-175b", n_gpus=4608, reported_flop_per_s_per_gpu=0.42 * 989.5e12,
+        model_changes=dict(name="gpt3-175b-megatron", vocab=131072, seq_len=4096),
+        parallelism=dict(tp=8, pp=12, dp=48, global_batch_size=1152, schedule="interleaved", virtual_stages=4,
+                         dp_sharding="zero1", tp_comm_overlap=True),
+        assumptions="as megatron-gpt3-175b-96",
+        check_memory=True),
+}
+
+
+def validation_step(name: str, **options: Any) -> TrainingStep:
+    """The :class:`TrainingStep` of a :data:`VALIDATION` case on an HGX H100 cluster
+    (Quantum-2 scale-out), with the default compute model unless ``compute=`` is given."""
+    from .fabrics import cluster
+
+    case = VALIDATION[name]
+    m = model(case["model"]).replace(**case.get("model_changes", {}))
+    par = Parallelism(**case["parallelism"])
+    fabric = cluster(domain="hgx-h100", n_domains=case["n_gpus"] // 8, scale_out="quantum-2")
+    options.setdefault("check_memory", case["check_memory"])
+    return TrainingStep(m, par, fabric, **options)
+
+
+def validate_training(**options: Any) -> pa.Table:
+    """Every :data:`VALIDATION` case, analytically: ``case, n_gpus, reported_tflops,
+    modelled_tflops, error, reported_mfu, modelled_mfu, efficiency, source, assumptions``."""
+    rows = []
+    for name, case in VALIDATION.items():
+        st = validation_step(name, **options)
+        e = st.estimate()
+        rep = case["reported_flop_per_s_per_gpu"]
+        rows.append((name, case["n_gpus"], rep / 1e12, e.model_flop_per_s_per_gpu / 1e12,
+                     e.model_flop_per_s_per_gpu / rep - 1, rep / st.peak_flop_per_s, e.mfu,
+                     st.compute.efficiency, case["source"], case["assumptions"]))
+    cols = list(zip(*rows))
+    names = ["case", "n_gpus", "reported_tflops", "modelled_tflops", "error", "reported_mfu", "modelled_mfu",
+             "efficiency", "source", "assumptions"]
+    return pa.table({n: list(c) for n, c in zip(names, cols)})

@@ -1,0 +1,228 @@
+"""fabricsim.training (issue 25): models, parallelism checks, compute calibration, the step DAG,
+its breakdown and critical path, and the validation against published step figures."""
+
+from __future__ import annotations
+
+import pytest
+
+import fabricsim as fs
+from fabricsim import training as T
+
+
+@pytest.fixture(scope="module")
+def four_nodes():
+    return fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+
+
+# ---- models ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, params_b, rel", [
+    ("llama3-8b", 8.03, 0.01), ("llama3-70b", 70.6, 0.01), ("llama3-405b", 405.8, 0.005),
+    ("gpt3-175b", 174.6, 0.01), ("mixtral-8x7b", 46.7, 0.01), ("deepseek-v3", 671.0, 0.01)])
+def test_preset_parameter_counts_match_the_published_sizes(name, params_b, rel):
+    assert T.model(name).n_params / 1e9 == pytest.approx(params_b, rel=rel)
+
+
+def test_moe_active_parameters_and_pattern():
+    ds = T.model("deepseek-v3")
+    assert ds.n_active_params / 1e9 == pytest.approx(37.5, rel=0.02)  # paper: 37B activated
+    assert [ds.is_moe_layer(i) for i in range(4)] == [False, False, False, True] and ds.n_moe_layers == 58
+    assert T.model("mixtral-8x7b").n_active_params / 1e9 == pytest.approx(12.9, rel=0.02)  # paper: 13B active
+
+
+def test_every_preset_figure_has_a_source():
+    for name in T.models():
+        m = T.model(name)
+        assert m.sources and all(v.startswith(("http", "[derived]", "[assumed]")) for v in m.sources.values())
+
+
+def test_flops_count_as_compute_md():
+    m = T.model("llama3-405b")
+    # compute.md: 405B layer shard at TP8, seq 8192: 13.38 ms forward at ~508 TFLOP/s => 6.8e12 FLOPs
+    shard = (2 * 8192 * m.layer_active_params(0) + m.attention_core_flops(8192)) / 8
+    assert shard == pytest.approx(13.38e-3 * 508e12, rel=0.01)
+    assert m.model_flops_per_sequence() == pytest.approx(3 * m.forward_flops())
+
+
+# ---- compute calibration against reference/compute.md --------------------------------------
+
+@pytest.mark.parametrize("name, tp, seq, measured_s", [
+    ("llama3-8b", 1, 8192, 23.75e-3), ("llama3-8b", 1, 4096, 11.23e-3),
+    ("llama3-70b", 8, 8192, 14.76e-3), ("llama3-405b", 8, 8192, 41.66e-3), ("llama3-405b", 8, 4096, 20.91e-3)])
+def test_modelled_layer_fwd_bwd_lands_near_compute_md(name, tp, seq, measured_s):
+    m = T.model(name).replace(seq_len=seq, layers=T.model(name).layers)
+    cm = T.ComputeModel()
+    assert cm.efficiency == T.DEFAULT_COMPUTE_EFFICIENCY == 0.50
+    flops = 3 * (2 * seq * m.layer_active_params(0) + m.attention_core_flops(seq)) / tp
+    modelled = flops / (fs.catalog.part("h100").bf16_dense_flop_per_s * cm.layer_efficiency(m.ffn / tp))
+    assert modelled == pytest.approx(measured_s, rel=0.10)
+
+
+# ---- parallelism and checks ---------------------------------------------------------------
+
+def test_megatron_rank_order_tp_innermost_then_cp_dp_pp():
+    p = T.Parallelism(tp=2, cp=2, dp=2, pp=2)
+    assert p.rank(tp=1) == 1 and p.rank(cp=1) == 2 and p.rank(dp=1) == 4 and p.rank(pp=1) == 8
+    g = p.gpu_map()
+    assert g.shape == (2, 2, 2, 2) and g[1, 1, 1, 1] == 15
+    q = T.Parallelism(tp=2, dp=2, pp=2, order="tp-pp-dp-cp-ep")
+    assert q.rank(pp=1) == 2 and q.rank(dp=1) == 4
+    r = T.Parallelism(tp=2, dp=2, placement=[3, 2, 1, 0])
+    assert r.gpu_map()[0, 0, 0].tolist() == [3, 2]
+
+
+@pytest.mark.parametrize("par, fabric_nodes, message", [
+    (dict(tp=16, pp=1, dp=2), 4, "tp 16 is wider than an NVLink domain of 8 GPUs"),
+    (dict(tp=8, pp=3, dp=1), 4, "32 layers are not divisible by pp 3"),
+    (dict(tp=8, pp=2, dp=2, global_batch_size=5), 4, "global_batch_size 5 is not divisible by dp 2 x micro_batch_size 1"),
+    (dict(tp=8, pp=4, dp=2), 4, "= 64 GPUs, but the fabric has 32"),
+    (dict(tp=3, pp=1, dp=1), 4, "heads 32 not divisible by tp 3"),
+    (dict(tp=8, pp=2, dp=2, ep=2), 4, "ep 2 > 1 but llama3-8b has no experts"),
+    (dict(tp=8, pp=2, dp=2, schedule="interleaved", virtual_stages=2, global_batch_size=6), 4, "divisible by pp 2"),
+    (dict(tp=4, pp=1, dp=8, placement=list(range(2, 34))), 4, "GPUs 0..31"),
+])
+def test_impossible_configurations_name_the_numbers(par, fabric_nodes, message):
+    f = fs.cluster(domain="hgx-h100", n_domains=fabric_nodes, scale_out="quantum-2")
+    with pytest.raises(T.TrainingConfigError, match=None) as err:
+        T.TrainingStep("llama3-8b", T.Parallelism(**par), f)
+    assert message in str(err.value)
+
+
+def test_tp_group_across_domains_is_refused_when_asked_to_stay_inside(four_nodes):
+    par = T.Parallelism(tp=4, dp=8, placement=[(i % 4) * 8 + i // 4 for i in range(32)])
+    with pytest.raises(T.TrainingConfigError, match="spans NVLink domains"):
+        T.TrainingStep("llama3-8b", par, four_nodes)
+    T.TrainingStep("llama3-8b", T.Parallelism(tp=4, dp=8, placement=par.placement, tp_in_domain=False), four_nodes)
+
+
+def test_memory_over_hbm_is_refused_with_the_figures():
+    with pytest.raises(T.TrainingConfigError, match=r"llama3-70b does not fit: stage 0 needs [0-9.]+ GB per GPU .* has 80 GB"):
+        T.TrainingStep("llama3-70b", T.Parallelism(tp=8, dp=1), fs.hgx_h100())
+    step = T.TrainingStep("llama3-70b", T.Parallelism(tp=8, dp=1), fs.hgx_h100(), check_memory=False)
+    mem = step.memory
+    assert set(mem.column_names) >= {"weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"}
+    assert mem["weights_bytes"][0].as_py() == pytest.approx(2 * 70.6e9 / 8, rel=0.01)
+
+
+def test_recompute_and_sharding_shrink_memory(four_nodes):
+    base = T.Parallelism(tp=8, pp=2, dp=2, global_batch_size=8)
+    a = T.TrainingStep("llama3-8b", base, four_nodes).memory
+    b = T.TrainingStep("llama3-8b", T.Parallelism(**{**base.__dict__, "recompute": True}), four_nodes).memory
+    c = T.TrainingStep("llama3-8b", T.Parallelism(**{**base.__dict__, "dp_sharding": "zero1"}), four_nodes).memory
+    assert b["activations_bytes"][0].as_py() < a["activations_bytes"][0].as_py() / 4
+    assert c["optimizer_bytes"][0].as_py() == pytest.approx(a["optimizer_bytes"][0].as_py() / 2)
+
+
+# ---- schedules ----------------------------------------------------------------------------
+
+def test_1f1b_and_interleaved_orders_are_megatrons():
+    assert T.schedule_order(4, 0, 4) == [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 3, 0), ("B", 0, 0),
+                                        ("B", 1, 0), ("B", 2, 0), ("B", 3, 0)]
+    assert T.schedule_order(4, 3, 4)[:4] == [("F", 0, 0), ("B", 0, 0), ("F", 1, 0), ("B", 1, 0)]
+    o = T.schedule_order(2, 0, 4, 2)
+    assert len(o) == 16 and o[:5] == [("F", 0, 0), ("F", 1, 0), ("F", 0, 1), ("F", 1, 1), ("F", 2, 0)]
+    for s in range(2):  # every (kind, micro-batch, chunk) once
+        assert sorted(T.schedule_order(2, s, 4, 2)) == sorted((k, m, c) for k in "BF" for m in range(4) for c in range(2))
+
+
+# ---- the step as a DAG on the fabric ------------------------------------------------------
+
+def _step(fabric, **par):
+    kw = dict(tp=8, pp=2, dp=2, global_batch_size=16, dp_sharding="zero1")
+    kw.update(par)
+    return T.TrainingStep("llama3-8b", T.Parallelism(**kw), fabric)
+
+
+@pytest.mark.parametrize("par", [dict(), dict(schedule="interleaved", virtual_stages=2), dict(dp_sharding="none"),
+                                 dict(tp_comm_overlap=True), dict(dp_sharding="fsdp"), dict(recompute=True)])
+def test_flow_step_agrees_with_the_analytical_estimate_on_an_idle_fabric(four_nodes, par):
+    step = _step(four_nodes, **par)
+    res, est = step.run(), step.estimate()
+    assert res.step_s == pytest.approx(est.step_s, rel=0.05)
+    bd = res.breakdown
+    assert sum(bd["time_s"].to_pylist()) == pytest.approx(res.step_s, rel=1e-9)
+    assert bd["component"].to_pylist() == ["compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble"]
+    cp = res.critical_path
+    assert cp["finish_s"][cp.num_rows - 1].as_py() == pytest.approx(res.step_s)
+    # contiguous: each activity starts when the one before it on the path finished
+    assert cp["start_s"].to_pylist()[1:] == pytest.approx(cp["finish_s"].to_pylist()[:-1])
+
+
+def test_step_figures_are_consistent(four_nodes):
+    step = _step(four_nodes)
+    res = step.run()
+    assert res.tokens_per_s == pytest.approx(16 * 8192 / res.step_s)
+    assert res.mfu == pytest.approx(16 * T.model("llama3-8b").model_flops_per_sequence() / (res.step_s * 32 * 989.5e12))
+    # compute per stage: 8 micro-batches x (16 layers fwd + bwd) of the shard, at the calibrated efficiency
+    assert res.parts["compute"] == pytest.approx(sum(c.fwd_s + c.bwd_s for c in step.chunks[1]) * 8)
+    kinds = set(res.result.collectives["op"].to_pylist())
+    assert {"reduce_scatter", "all_gather"} <= kinds  # TP with sequence parallelism, DP sharded
+    assert "pp.fwd" in set(res.result.flows["tag"].to_pylist())
+
+
+def test_interleaving_shrinks_the_bubble(four_nodes):
+    a = _step(four_nodes).estimate()
+    b = _step(four_nodes, schedule="interleaved", virtual_stages=2).estimate()
+    assert b.parts["bubble"] < a.parts["bubble"] and b.step_s < a.step_s
+
+
+def test_tp_comm_analytical_mode_matches_flow_mode(four_nodes):
+    a = _step(four_nodes).run()
+    b = T.TrainingStep("llama3-8b", _step(four_nodes).par, four_nodes, tp_comm="analytical").run()
+    assert b.step_s == pytest.approx(a.step_s, rel=0.02)
+    assert b.built.n_activities < a.built.n_activities
+
+
+def test_a_degraded_link_slows_the_step_through_its_pipeline_transfers():
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, dp=1, global_batch_size=8), f)
+    base = step.run().step_s
+    slow = T.TrainingStep("llama3-8b", step.par, f.fail(nodes=f.nics[8:16], factor=0.01)).run()
+    assert slow.step_s > base * 1.02
+    assert slow.parts["pp"] > 0
+
+
+def test_moe_step_with_expert_parallelism_and_imbalance():
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
+    par = dict(tp=2, pp=1, dp=16, ep=8, global_batch_size=16, dp_sharding="zero1")
+    even = T.TrainingStep(m, T.Parallelism(**par), f).run()
+    hot = T.TrainingStep(m, T.Parallelism(**par, ep_imbalance=2.0), f).run()
+    assert "all_to_all" in set(even.result.collectives["op"].to_pylist())
+    assert even.parts["ep"] > 0 and hot.step_s > even.step_s
+
+
+def test_context_parallel_ring_exchanges():
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    res = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).run()
+    tags = set(res.result.collectives["communicator"].to_pylist()) if "communicator" in res.result.collectives.column_names else set()
+    assert "send_recv" in set(res.result.collectives["op"].to_pylist()) and tags is not None
+    assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.05)
+
+
+# ---- validation against published figures (analytical: fast) ------------------------------
+
+@pytest.mark.parametrize("case", list(T.VALIDATION))
+def test_validation_cases_within_15_percent(case):
+    step = T.validation_step(case)
+    est = step.estimate()
+    reported = T.VALIDATION[case]["reported_flop_per_s_per_gpu"]
+    assert est.model_flop_per_s_per_gpu == pytest.approx(reported, rel=0.15)
+    assert step.compute.efficiency == 0.50
+
+
+def test_llama3_405b_estimate_is_fast_and_reproduces_the_mfu_band():
+    step = T.validation_step("llama3-405b-16k")
+    step.estimate()
+    est = step.estimate()
+    assert est.wall_s < 0.05
+    assert 0.33 < est.mfu < 0.45  # reported ~38-43%
+
+
+def test_cli_train_prints_the_breakdown(capsys):
+    from fabricsim.cli import main
+
+    assert main(["train", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "2", "--nodes", "4", "--scale-out",
+                 "quantum-2", "--global-batch", "16", "--analytical"]) == 0
+    out = capsys.readouterr().out
+    assert "MFU" in out and "bubble" in out and "memory:" in out
