@@ -1,6 +1,5 @@
 """Issue 24's defects 2-5 and 7-10, each as it was found (defects 1 and 6 are in
-test_fidelity.py). A test marked xfail needs a change in a file another change owns: its
-reason says which; it passes (and strict xfail then fails it) once that change is in."""
+test_fidelity.py)."""
 
 import copy
 import json
@@ -270,10 +269,6 @@ def test_unit_strings_take_ascii_digits_only(text):
             parse(text.replace("Gb/s", "GB").replace("GB/s", "s").replace("B/s", "s"))
 
 
-@pytest.mark.xfail(strict=True, reason="needs python/fabricsim/collectives (communicator.py intra_path_s/inter_path_s "
-                   "and the builder) to time a collective whose ranks have every link down on the nominal fabric, "
-                   "as Scenario::add_coupled_flow already routes it (route_or_nominal): accepted, it fails in its "
-                   "row as add_flow's flow does")
 def test_a_fabric_with_every_link_down_takes_a_collective_as_it_takes_a_flow():
     fabric = fs.hgx_h100()
     dead = fabric.fail(links=list(range(fabric.n_links)))

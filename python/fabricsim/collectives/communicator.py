@@ -16,7 +16,7 @@ from .. import nccl_conventions
 from .._checks import integers, parsed, quantities, shown
 from ..cost_model import DEFAULT as DEFAULT_COST
 from ..cost_model import CostModel
-from ..exceptions import InvalidArgumentError, UnknownNodeError
+from ..exceptions import InvalidArgumentError, RoutingError, UnknownNodeError
 
 if TYPE_CHECKING:
     from .. import _core
@@ -61,6 +61,26 @@ class FabricView:
     variants: dict[tuple[float | None, float | None], Fabric] = field(default_factory=dict)
     #: Rank nodes whose every outgoing link is down (after fabric.fail), sorted.
     cut_off: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: For a fabric with faults: the parts to build it without them, whose routes time a
+    #: collective over ranks a fault cut off (its flows then fail in their rows, as a flow's do).
+    nominal_parts: dict[str, Any] | None = None
+    #: That fault-free core, built when first needed.
+    nominal: dict[str, Any] = field(default_factory=dict)
+
+    def path_latency_s(self, core: Any, src: int, dst: int) -> float:
+        """The wire latency of the route from ``src`` to ``dst``, or, where faults leave none,
+        of the route the fault-free fabric has (what a scenario's flows over it are routed
+        by before they fail)."""
+        try:
+            return float(core.path_latency_s(src, dst))
+        except RoutingError:
+            if self.nominal_parts is None:
+                raise
+            if "core" not in self.nominal:
+                from ..fabrics import _build_core
+
+                self.nominal["core"] = _build_core(self.nominal_parts)
+            return float(self.nominal["core"].path_latency_s(src, dst))
 
 
 def checked_cost_model(cost_model: Any) -> CostModel:
@@ -157,7 +177,9 @@ def fabric_view(topology: Any) -> FabricView:
                            minlength=topology.n_nodes)
         cut_off = np.flatnonzero(live[:n_rank_nodes if n_rank_nodes is not None else topology.n_nodes] == 0)
     view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection,
-                      cut_off=cut_off)
+                      cut_off=cut_off,
+                      nominal_parts=parts if parts.get("faults") and ("domain" in parts or "scale_out" in parts)
+                      else None)
     topology._collective_view = view
     return view
 
@@ -207,7 +229,7 @@ class _Comm:
             big = np.flatnonzero(self.counts >= 2)
             if big.size and self.view.gpus_per_domain > 1:
                 i = int(self.starts[big[0]])
-                latency = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[i + 1]))
+                latency = self.view.path_latency_s(self._core, int(self.ranks[i]), int(self.ranks[i + 1]))
             self._intra_path_s = latency  # only once measured: a route that is down raises each time
         return self._intra_path_s
 
@@ -294,7 +316,7 @@ class _Comm:
                     if has.size:
                         i = has[0]
                         j = np.flatnonzero(self.pair_classes(i, np.arange(self.n)) == c)[0]
-                        latency[c] = self._core.path_latency_s(int(self.ranks[i]), int(self.ranks[j]))
+                        latency[c] = self.view.path_latency_s(self._core, int(self.ranks[i]), int(self.ranks[j]))
             self.memo["class_latency"] = latency
         class_latency: np.ndarray = self.memo["class_latency"]
         return class_latency
