@@ -178,6 +178,8 @@ def integers(
     """``values`` (a sequence or a 1-D array) as a contiguous int64 array, if every element is
     an integer within ``bounds``; the first bad element is named by its index. ``one=True``
     also takes a single integer, as a sequence of one; ``ordered=False`` also a set (`many`)."""
+    if type(values) is np.ndarray and values.dtype == np.int64 and values.ndim == 1 and bounds == I64:
+        return np.ascontiguousarray(values)  # every int64 is within I64: nothing to check
     if one and isinstance(values, (int, np.integer, np.bool_)):
         return np.array([integer(name, values, bounds)], dtype=np.int64)
     many(name, values, f"{'an integer or ' if one else ''}a sequence of integers", ordered=ordered)

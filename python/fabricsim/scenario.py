@@ -88,12 +88,17 @@ def _kept(value: Any) -> Any:
 
 def _room_for_flows(self: "Scenario", src: Any, *args: Any, **kwargs: Any) -> None:
     """add_flows' memory check, on the number of flows alone, before any array is made."""
-    # Only where the count is plain (an array of one dimension, a list): anything else is
-    # checked, and refused if it must be, by add_flows itself.
-    if isinstance(src, np.ndarray) and src.ndim == 1:
-        self._core.check_room_for_flows(src.shape[0])
-    elif isinstance(src, (list, tuple, range)):
-        self._core.check_room_for_flows(len(src))
+    # Only where the count is plain (an array of one dimension, a list) and large enough for
+    # its copies to matter (a check reads the free memory: 13 us): anything else is checked,
+    # and refused if it must be, by add_flows itself.
+    n = src.shape[0] if isinstance(src, np.ndarray) and src.ndim == 1 else \
+        len(src) if isinstance(src, (list, tuple, range)) else 0
+    if n >= _PRECHECKED_FLOWS:
+        self._core.check_room_for_flows(n)
+
+
+# Fewest flows whose add_flows is checked for memory before its arguments are copied.
+_PRECHECKED_FLOWS = 1 << 16
 
 
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
