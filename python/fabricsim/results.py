@@ -161,6 +161,8 @@ class Result:
         self.mode: str = "exact"
         #: The fast mode's relative tolerance (0 for the exact engine).
         self.tolerance: float = 0.0
+        #: The scenario's seed (ECMP hashing), None where the result was not made by a run.
+        self.seed: int | None = None
 
     @property
     def rate_changes(self) -> pa.Table:
@@ -199,6 +201,26 @@ class Result:
             n_skipped=count(self.flows, "skipped") + count(self.delays, "skipped"),
         )
 
+    def _parquet_metadata(self, table: pa.Table) -> dict[bytes, bytes]:
+        """What a Parquet file says of the run it comes from: fabricsim's version, the seed, the
+        engine's mode and tolerance, the makespan, and each column's unit (SI, by its name's
+        suffix: DESIGN's convention)."""
+        import json
+
+        from ._core import __version__
+
+        units = {name: unit for name in table.column_names
+                 for suffix, unit in (("_Bps", "bytes/s"), ("_s", "s"), ("bytes", "bytes"), ("_bytes", "bytes"))
+                 if name.endswith(suffix)}
+        return {
+            b"fabricsim.version": __version__.encode(),
+            b"fabricsim.seed": repr(self.seed).encode(),
+            b"fabricsim.mode": self.mode.encode(),
+            b"fabricsim.tolerance": repr(self.tolerance).encode(),
+            b"fabricsim.makespan_s": repr(self.makespan_s).encode(),
+            b"fabricsim.units": json.dumps(units).encode(),
+        }
+
     def to_parquet(self, directory: str | os.PathLike[str]) -> list[str]:
         """Writes every table as ``<directory>/<name>.parquet``; returns the paths written.
         A table this run does not have (collectives, rate_changes) left there by an earlier
@@ -223,7 +245,7 @@ class Result:
         try:
             for name, table in tables.items():
                 meta = dict(table.schema.metadata or {})
-                meta[b"fabricsim.makespan_s"] = repr(self.makespan_s).encode()
+                meta.update(self._parquet_metadata(table))
                 written[name] = _temporary(directory, name)
                 _write(final[name], lambda: pq.write_table(table.replace_schema_metadata(meta), written[name]))
             # Every table is written: the earlier files step aside, the new ones take their names.

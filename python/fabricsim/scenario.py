@@ -472,6 +472,7 @@ class Scenario:
         builder = self._collectives or Builder(self)
         result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
+        result.seed = self.seed
         result.collectives = builder.table(result.delays)
         return result
 

@@ -178,3 +178,22 @@ def test_from_networkx_graph_and_digraph():
     dg = nx.DiGraph()
     dg.add_edge(0, 1, capacity_Bps=1.0, latency_s=0.0)
     assert fs.Topology.from_networkx(dg).n_links == 1
+
+
+def test_parquet_files_say_which_run_they_come_from(tmp_path):
+    # Issue 26: Parquet output carried no fabricsim version, seed or units.
+    import json
+
+    import pyarrow.parquet as pq
+
+    sc = fs.Scenario(fs.Topology.from_arrays([0], [1], 1e9), seed=7)
+    sc.add_flow(0, 1, 1e6)
+    res = sc.run(tolerance=1e-3)
+    res.to_parquet(tmp_path)
+    meta = pq.read_schema(tmp_path / "flows.parquet").metadata
+    assert meta[b"fabricsim.version"].decode() == fs.__version__
+    assert meta[b"fabricsim.seed"] == b"7"
+    assert meta[b"fabricsim.mode"] == b"fast" and float(meta[b"fabricsim.tolerance"]) == 1e-3
+    units = json.loads(meta[b"fabricsim.units"])
+    assert units["finish_s"] == "s" and units["bytes"] == "bytes" and units["mean_rate_Bps"] == "bytes/s"
+    assert "src" not in units
