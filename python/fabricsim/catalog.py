@@ -208,6 +208,12 @@ class Part(Mapping[str, Any]):
     """
 
     __slots__ = ("_name", "_kind", "_fields", "_sources", "_description", "_origin")
+    _name: str
+    _kind: str
+    _fields: Mapping[str, Any]
+    _sources: Mapping[str, str]
+    _description: str
+    _origin: str
 
     def __init__(
         self,
@@ -362,15 +368,15 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise _bad(f"{where} must be a whole number >= 1, got {type(value).__name__} {value!r}")
         if isinstance(value, numbers.Integral):
-            out = int(value)
+            count = int(value)
         elif (whole := finite(value)) is not None and whole.is_integer():
-            out = int(value)
+            count = int(whole)
         else:
             raise _bad(f"{where} must be a whole number >= 1, got {value!r}")
         # Counts of ports and links, kept as int64 in parts() and used as floats.
-        if not 1 <= out < 2**32:
+        if not 1 <= count < 2**32:
             raise _bad(f"{where} must be a whole number in [1, 2**32), got {shown(value)}")
-        return out
+        return count
     if t == "rate":
         out = _number(where, parsed(where, units.bandwidth_Bps, value))
         if out <= 0:

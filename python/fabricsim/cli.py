@@ -12,7 +12,8 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,10 +23,13 @@ from . import __version__, _core
 from ._checks import parsed
 from .exceptions import FabricsimError, InvalidArgumentError
 from .results import output_directory
-from .fabrics import Topology
+from .fabrics import Fabric, Topology
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
+
+if TYPE_CHECKING:
+    from .cost_model import CostModel
 
 
 def leaf_spine(
@@ -110,7 +114,7 @@ def _phase_table(flows: pa.Table) -> str:
     lines = [f"{'phase':<12} {'flows':>6} {'bytes':>11} {'first start':>12} {'last finish':>12} {'mean rate':>12}"]
     tags = flows.column("tag").cast(pa.string())
 
-    def shown(format_value, value) -> str:
+    def shown(format_value: Callable[[float], str], value: float | None) -> str:
         # A phase whose flows all failed has no finish.
         return "-" if value is None else format_value(value)
 
@@ -176,7 +180,7 @@ def _nccl_tests(args: argparse.Namespace) -> int:
         print(format_header(extras), flush=True)
         bars.start(sizes)
 
-    def show(row: dict) -> None:  # each size as it finishes, as nccl-tests prints
+    def show(row: dict[str, Any]) -> None:  # each size as it finishes, as nccl-tests prints
         bars.write(format_row(row, op=args.op, dtype=args.datatype, extras=extras))
         bars.row_done()
 
@@ -194,7 +198,7 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli_fabric(args: argparse.Namespace):
+def _cli_fabric(args: argparse.Namespace) -> Fabric:
     """The fabric of --fabric, --nodes, --scale-out and --sharp."""
     from . import fabrics
 
@@ -208,7 +212,7 @@ def _cli_fabric(args: argparse.Namespace):
     return fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
 
 
-def _cli_cost_model(args: argparse.Namespace):
+def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:
     from .cost_model import CostModel
 
     return None if args.cost_model is None else CostModel.from_json(args.cost_model)
@@ -317,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_scenario_file_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except (FabricsimError, ValueError, MemoryError) as e:  # a message, not a traceback
         print(f"fabricsim: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _add_train_command(sub: "argparse._SubParsersAction") -> None:
+def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """``fabricsim train``: one training step's breakdown (fabricsim.training, issue 25)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
     tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")

@@ -8,7 +8,8 @@ carry node labels, which are then accepted wherever a node is expected.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Hashable, Iterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Hashable, Iterator, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,12 @@ from . import _core
 from ._checks import COUNT, U32, U64, did_you_mean, integer, integers, many, one_value, parsed, quantities, real, shown
 from .exceptions import InvalidArgumentError, UnknownNodeError, UnknownPartError
 from .units import bandwidth_Bps, duration_s
+
+if TYPE_CHECKING:
+    from ._core import NvlinkParams, ScaleOutParams
+    from .catalog import Part
+    from .collectives.communicator import FabricView
+    from .describe import Description
 
 __all__ = ["Topology", "Fabric", "hgx_h100", "hgx_b200", "nvl72", "nvlink_domain", "clos", "cluster", "pcie_server"]
 
@@ -38,9 +45,9 @@ class Topology:
 
     def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None) -> None:
         self._core = core
-        self._collective_view = None
+        self._collective_view: FabricView | None = None
         self._labels = _labels(labels) if labels is not None else None
-        self._label_index = None
+        self._label_index: dict[Hashable, int] | None = None
         if self._labels is not None:
             if len(self._labels) != core.n_nodes:
                 raise InvalidArgumentError(
@@ -180,6 +187,7 @@ class Topology:
                 raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
             # A dict finds the label 1 for True and for 1.0: a label is found by a number of
             # its own kind, as ids are (never a bool, never a float), also within a tuple.
+            assert self._labels is not None  # set with _label_index
             if _number_kind(node) != _number_kind(self._labels[i]):
                 raise UnknownNodeError(
                     f"{name}: no node labelled {node!r} in this topology ({node!r} is of type "
@@ -251,15 +259,15 @@ _DOMAIN_KEYS = ("gpu", "n_gpus", "switch", "chip_links", "tiers")
 _CHIP_LINK_BYTES = 48.0
 
 
-def _catalog():
+def _catalog() -> ModuleType:
     from . import catalog
 
     return catalog
 
 
-def _part(name: Any, kind: str, what: str):
+def _part(name: Any, kind: str, what: str) -> Part:
     try:
-        p = _catalog().part(name)
+        p: Part = _catalog().part(name)
     except UnknownPartError as e:  # the message names the part, not the argument that gave it
         raise UnknownPartError(f"{what}: {e}") from None
     if p.kind != kind:
@@ -283,14 +291,15 @@ def _efficiency(value: Any, default_name: str, what: str) -> float:
                 f"efficiency part such as {default.name!r}"
             )
         return float(p["value"])
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
+    eff = real(value)  # None for a bool or anything but a real number
+    if eff is None or not 0.0 < eff <= 1.0:
         raise InvalidArgumentError(
             f"{what} must be a number in (0, 1] or the name of an efficiency part, got {value!r}"
         )
-    return float(value)
+    return eff
 
 
-def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
+def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[NvlinkParams, dict[str, Any]]:
     """(parameters for Rust, parts for describe) of a domain given by name or dict."""
     if isinstance(domain, str):
         key = domain.lower()
@@ -338,14 +347,14 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
     tiers = d.get("tiers")
     if tiers is None:
         tiers = 1 if n_gpus * max(chip_links) <= chip["ports"] else 2
-    params = dict(
-        gpus_per_domain=n_gpus,
-        chip_links=list(chip_links),
-        tiers=integer("tiers", tiers, COUNT),
-        chip_ports=int(chip["ports"]),
-        link_Bps=float(gpu["nvlink_link_Bps"]) * eff,
-        chip_latency_s=float(chip["latency_s"]),
-    )
+    params: NvlinkParams = {
+        "gpus_per_domain": n_gpus,
+        "chip_links": list(chip_links),
+        "tiers": integer("tiers", tiers, COUNT),
+        "chip_ports": int(chip["ports"]),
+        "link_Bps": float(gpu["nvlink_link_Bps"]) * eff,
+        "chip_latency_s": float(chip["latency_s"]),
+    }
     parts = dict(gpu=gpu, nvswitch=chip, nvlink_efficiency=eff)
     return params, parts
 
@@ -353,7 +362,7 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[dict, dict]:
 def _scale_out_spec(
     n_endpoints: int, rails: int, switch: Any, nic: Any, tiers: Any, planes: Any,
     oversubscription: Any, routing: Any, efficiency: Any, switch_arg: str = "switch",
-) -> tuple[dict, dict]:
+) -> tuple[ScaleOutParams, dict[str, Any]]:
     """The scale-out Clos's parameters and parts; ``switch_arg`` names the caller's argument
     that gave ``switch``."""
     sw = _part(switch, "switch", switch_arg)
@@ -364,6 +373,7 @@ def _scale_out_spec(
         routing = "adaptive" if sw["protocol"] == "infiniband" else "ecmp"
     if not isinstance(routing, str) or routing not in ("ecmp", "adaptive"):
         raise InvalidArgumentError(f"routing must be 'ecmp' or 'adaptive', got {routing!r}")
+    mode: Literal["ecmp", "adaptive"] = "adaptive" if routing == "adaptive" else "ecmp"  # routing, as the core types it
     if routing == "adaptive" and not sw["adaptive_routing"]:
         raise InvalidArgumentError(f"{sw.name} has no adaptive routing; use routing='ecmp'")
     over = _oversubscription(oversubscription)
@@ -399,11 +409,11 @@ def _scale_out_spec(
             )
             continue
         for t in tier_options:
-            params = dict(
-                tiers=integer("tiers", t, COUNT), planes=p, radix=radix, oversubscription=over,
-                link_Bps=plane_Bps * eff, switch_latency_s=float(sw["latency_s"]),
-                nic_latency_s=float(nic_p["latency_s"]), routing=routing,
-            )
+            params: ScaleOutParams = {
+                "tiers": integer("tiers", t, COUNT), "planes": p, "radix": radix, "oversubscription": over,
+                "link_Bps": plane_Bps * eff, "switch_latency_s": float(sw["latency_s"]),
+                "nic_latency_s": float(nic_p["latency_s"]), "routing": mode,
+            }
             if params["tiers"] == 1 and over != (1.0, 1.0):
                 raise InvalidArgumentError(
                     f"oversubscription {oversubscription!r} needs uplinks, but a Clos of 1 tier is one "
@@ -449,7 +459,7 @@ def _oversubscription(value: Any) -> tuple[float, float]:
     return ratio(value), 1.0
 
 
-def _clos_fits(n_endpoints: int, rails: int, params: dict) -> str | None:
+def _clos_fits(n_endpoints: int, rails: int, params: ScaleOutParams) -> str | None:
     """None when the Clos can be built, else why not (checked on a shape, no allocation)."""
     try:
         _core.clos_shape_check(n_endpoints, rails, params)
@@ -492,7 +502,7 @@ def _build_core(parts: dict[str, Any]) -> _core.Topology:
         return _core.build_cluster(parts["n_domains"], dom, _host_Bps(parts["nic"], parts["gpu"]), so)
     if so is not None:
         return _core.build_clos(parts["n_hosts"], so)
-    return _core.build_nvlink_domains(parts["n_domains"], dom)
+    return _core.build_nvlink_domains(parts["n_domains"], parts["domain"])
 
 
 class Fabric(Topology):
@@ -603,7 +613,7 @@ class Fabric(Topology):
             core = core.with_link_factors(ids.tolist(), factor)
         return Fabric(core, new)
 
-    def describe(self) -> "Description":
+    def describe(self) -> Description:
         from .describe import describe
 
         return describe(self)
@@ -694,7 +704,8 @@ def _is_label(topo: Topology, x: Any) -> bool:
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
     """The link ids a fault names and its capacity factor, checked."""
     # A fault takes capacity away or gives it back; more than nominal would be a faster link.
-    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0.0 <= factor <= 1.0:
+    checked = real(factor)  # None for a bool or anything but a real number
+    if checked is None or not 0.0 <= checked <= 1.0:
         raise InvalidArgumentError(
             f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
         )
@@ -710,7 +721,7 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         ids += topo._core.links_of_plane(p)
     if not ids:
         raise InvalidArgumentError("name at least one link, node or plane to fail")
-    return sorted(set(ids)), float(factor)
+    return sorted(set(ids)), checked
 
 
 def nvlink_domain(

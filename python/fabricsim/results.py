@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,8 @@ __all__ = ["Result", "Summary", "table_from_columns"]
 # Every table to_parquet can write, in the order it writes them.
 _TABLES = ("flows", "delays", "links", "collectives", "rate_changes")
 
+_T = TypeVar("_T")
+
 
 def _quietly(action: Any, *args: Any) -> None:
     """Undoing a failed write as far as it can: an error here would hide the first one."""
@@ -35,7 +37,7 @@ def _quietly(action: Any, *args: Any) -> None:
         pass
 
 
-def _write(path: str, action: Any) -> Any:
+def _write(path: str, action: Callable[[], _T]) -> _T:
     """``action()``, with an OS error (or NumPy/Arrow's for a path it cannot take) as a
     :class:`WriteError` naming ``path``."""
     try:
@@ -102,7 +104,7 @@ class Summary:
     #: The five links with the highest mean utilization.
     busiest_links: pa.Table
     #: Node labels of the topology, if it has them (used when printing).
-    node_names: list | None = None
+    node_names: Sequence[Hashable] | None = None
     #: Flows that failed (no path, or a link down under them) and activities skipped
     #: because something they wait for failed.
     n_failed: int = 0
@@ -135,7 +137,7 @@ class Result:
     """What :meth:`Scenario.run` returns: ``flows``, ``delays``, ``links`` tables (and
     ``rate_changes`` when the run recorded rates) plus a :attr:`summary`."""
 
-    def __init__(self, raw: dict[str, Any], node_names: list | None = None,
+    def __init__(self, raw: dict[str, Any], node_names: Sequence[Hashable] | None = None,
                  edge_bytes_per_byte: Mapping[int, float] | None = None) -> None:
         self._node_names = node_names
         self._edge_bytes_per_byte = edge_bytes_per_byte or {}

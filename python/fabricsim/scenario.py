@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable
+from typing import Any, Callable, Literal, TypeVar, cast, overload
 
 import numpy as np
 
@@ -31,8 +31,17 @@ __all__ = ["Scenario"]
 
 ProgressCallback = Callable[[int, int, float], Any]
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
-def _change(method: Callable | None = None, *, precheck: Callable | None = None) -> Callable:
+
+@overload
+def _change(method: _Method, *, precheck: Callable[..., Any] | None = None) -> _Method: ...
+@overload
+def _change(method: None = None, *, precheck: Callable[..., Any] | None = None) -> Callable[[_Method], _Method]: ...
+
+
+def _change(method: Callable[..., Any] | None = None, *,
+            precheck: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """A method that changes the scenario: refused while it runs, and done whole before a run
     can start (the lock), so that a run started by another thread cannot come between the
     check and the core's calls (PyO3's bare "Already borrowed", half a collective left in).
@@ -40,9 +49,10 @@ def _change(method: Callable | None = None, *, precheck: Callable | None = None)
     pickling: a memory check that must refuse before anything is made."""
     if method is None:
         return functools.partial(_change, precheck=precheck)
-    name = method.__name__
+    wrapped: Callable[..., Any] = method  # not None inside changing() either, for type checkers
+    name = wrapped.__name__
 
-    @functools.wraps(method)
+    @functools.wraps(wrapped)
     def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._refuse_while_running(name)
@@ -52,7 +62,7 @@ def _change(method: Callable | None = None, *, precheck: Callable | None = None)
             # arguments the caller can no longer change (and an iterator read once, here).
             args = tuple(_kept(a) for a in args)
             kwargs = {k: _kept(v) for k, v in kwargs.items()}
-            out = method(self, *args, **kwargs)
+            out = wrapped(self, *args, **kwargs)
             self._calls.append((name, args, kwargs))
             self._n_recorded = (self._core.n_activities, self._core.n_faults)
             return out
@@ -221,10 +231,12 @@ class Scenario:
                     f"routing of {tier} must be 'ecmp' or None here, got 'adaptive': this topology has no "
                     f"{what} to spread flows over, so each flow is hashed onto one shortest path"
                 )
+        # Each mode was checked above to be "ecmp", "adaptive" or None.
+        modes = cast("dict[str, Literal['ecmp', 'adaptive'] | None]", tiers)
         self._core = _core.Scenario(
-            topology._core, self.seed, tiers.get("scale_up"), tiers.get("scale_out")
+            topology._core, self.seed, modes.get("scale_up"), modes.get("scale_out")
         )
-        self._collectives = None
+        self._collectives: Builder | None = None
         # Pickling: what built the scenario, replayed where it is unpickled (__reduce__).
         self._init_args = (topology_arg, seed, _kept(routing), cost_model)
         self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
@@ -455,8 +467,12 @@ class Scenario:
                 f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
         flag("record_rates", record_rates)
         flag("verify_rates", verify_rates)
-        bar = RunProgress() if progress is True else None
-        callback = bar if bar is not None else (progress or None)
+        bar: RunProgress | None = None
+        callback: ProgressCallback | None
+        if progress is True:
+            bar = callback = RunProgress()
+        else:
+            callback = progress or None
         with self._lock:  # not while another thread is changing it
             self._n_runs += 1
         raw = None

@@ -182,21 +182,27 @@ class Model:
         return sum(self.is_moe_layer(i) for i in range(self.layers))
 
     @property
+    def _head_dim(self) -> int:
+        """``head_dim``, which ``__post_init__`` sets when it is not given."""
+        assert self.head_dim is not None
+        return self.head_dim
+
+    @property
     def _d_qk(self) -> int:
-        return self.head_dim + self.qk_rope_head_dim if self.kv_lora_rank else self.head_dim
+        return self._head_dim + self.qk_rope_head_dim if self.kv_lora_rank else self._head_dim
 
     @property
     def _d_v(self) -> int:
-        return self.v_head_dim if self.kv_lora_rank else self.head_dim
+        return self.v_head_dim if self.kv_lora_rank else self._head_dim
 
     # ---- parameters
     def attention_params(self) -> int:
         h = self.hidden
         if self.kv_lora_rank:  # MLA: down/up projections of Q and of the joint KV latent
             q = (h * self.q_lora_rank + self.q_lora_rank * self.heads * self._d_qk) if self.q_lora_rank else h * self.heads * self._d_qk
-            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (self.head_dim + self._d_v)
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (self._head_dim + self._d_v)
             return q + kv + self.heads * self._d_v * h
-        hd = self.head_dim
+        hd = self._head_dim
         return h * self.heads * hd + 2 * h * self.kv_heads * hd + self.heads * hd * h
 
     def _mlp(self, width: int) -> int:
@@ -397,7 +403,7 @@ class Parallelism:
         """GPU of every (pp, dp, cp, tp) coordinate, shape (pp, dp, cp, tp)."""
         pp, dp, cp, tp = np.meshgrid(np.arange(self.pp), np.arange(self.dp), np.arange(self.cp), np.arange(self.tp), indexing="ij")
         sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp, "ep": 1}
-        coords = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
+        coords: dict[str, np.ndarray | int] = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
         r = np.zeros_like(tp)
         stride = 1
         for d in self.order.split("-"):
@@ -487,7 +493,7 @@ class TrainingStep:
         check_memory: bool = True,
         tp_comm: str = "flow",
     ) -> None:
-        self.model = globals()["model"](model)
+        self.model: Model = globals()["model"](model)  # the function model(), which the argument hides
         self.par = parallelism
         self.fabric = fabric
         self.compute = compute or ComputeModel()
@@ -497,9 +503,10 @@ class TrainingStep:
         self.tp_comm = tp_comm
         self.gpu = _gpu_part(fabric, gpu)
         key = "bf16_dense_flop_per_s" if self.compute.precision == "bf16" else "fp8_dense_flop_per_s"
-        self.peak_flop_per_s = self.gpu.get(key)
-        if self.peak_flop_per_s is None:
+        peak = self.gpu.get(key)
+        if peak is None:
             raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
+        self.peak_flop_per_s: float = peak
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
         self._check_placement()
@@ -507,7 +514,7 @@ class TrainingStep:
         self.memory = self._memory()
         if check_memory:
             self._check_memory()
-        self._est_cache: dict[tuple, float] = {}
+        self._est_cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     # ---- checks
     def _check(self) -> None:
@@ -568,7 +575,7 @@ class TrainingStep:
         v = p.virtual_stages
         per_stage = list(p.stage_layers) if p.stage_layers is not None else [m.layers // p.pp] * p.pp
         sizes = [[per_stage[s] // v + (1 if c < per_stage[s] % v else 0) for c in range(v)] for s in range(p.pp)]
-        out = [[[] for _ in range(v)] for _ in range(p.pp)]
+        out: list[list[list[int]]] = [[[] for _ in range(v)] for _ in range(p.pp)]
         i = 0
         for c in range(v):
             for s in range(p.pp):
@@ -614,7 +621,7 @@ class TrainingStep:
                     # Megatron: 2 TP collectives per layer per direction of micro_batch x seq x hidden
                     ch.tp_bytes += 2 * tokens * m.hidden * act_bytes
                     if p.cp > 1:  # K and V of the local tokens, per ring step
-                        kv = 2 * tokens * (m.kv_lora_rank + m.qk_rope_head_dim if m.kv_lora_rank else m.kv_heads * m.head_dim) / p.tp * act_bytes
+                        kv = 2 * tokens * (m.kv_lora_rank + m.qk_rope_head_dim if m.kv_lora_rank else m.kv_heads * m._head_dim) / p.tp * act_bytes
                         ch.cp_bytes += kv * (p.cp - 1)
                 vs = c * p.pp + s
                 if vs == p.pp * p.virtual_stages - 1:  # logits + loss
@@ -657,7 +664,7 @@ class TrainingStep:
             per_layer = []
             for ch in self.chunks[s]:
                 for i in ch.layers:
-                    kvd = m.kv_heads * m.head_dim
+                    kvd = m.kv_heads * m._head_dim
                     f_eff = ((m.experts_per_token + m.n_shared_experts) * m.expert_ffn) if m.is_moe_layer(i) else m.ffn
                     mlp = (6 if m.gated_mlp else 4) * f_eff
                     full = tokens * (12 * m.hidden + 4 * kvd + mlp) / p.tp
@@ -718,7 +725,7 @@ class TrainingStep:
         bw = self.gpu.get("hbm_Bps") or 3.35e12
         return ADAM_BYTES_PER_PARAM * (dense + expert) / (bw * HBM_EFFICIENCY)
 
-    def _groups(self):
+    def _groups(self) -> np.ndarray:
         """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
         return self.gpus
 
@@ -836,7 +843,8 @@ class TrainingStep:
 
     def _tp_group(self, s: int, r: int = 0) -> list[int]:
         p = self.par
-        return self.gpus[s, r // p.cp, r % p.cp, :].tolist()
+        ranks: list[int] = self.gpus[s, r // p.cp, r % p.cp, :].tolist()
+        return ranks
 
     def _tp_time(self, ch: _Chunk) -> float:
         p = self.par
@@ -922,6 +930,9 @@ def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: in
 
 _CATS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer")
 
+# (replica, stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs).
+_Outputs = dict[tuple[int, int, int, int], list[int]]
+
 
 @dataclass
 class _Built:
@@ -946,7 +957,7 @@ class _Builder:
         self.ids: list[int] = []
         self.meta: list[tuple[int, int, int, int, int]] = []
         self.deps: dict[int, list[int]] = {}
-        self._tp_delay_cache: dict[tuple, float] = {}
+        self._tp_delay_cache: dict[tuple[int, bool], float] = {}
 
     def _rec(self, aid: int, cat: str, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
         self.ids.append(aid)
@@ -957,7 +968,8 @@ class _Builder:
     def delay(self, dur: float, after: Sequence[int], cat: str, tag: str, *meta: int) -> int:
         return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), cat, after, *meta)
 
-    def coll(self, op: str, ranks: list[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int, sizes=None) -> int:
+    def coll(self, op: str, ranks: list[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int,
+             sizes: np.ndarray | None = None) -> int:
         if sizes is not None:
             aid = self.sc.add_collective(op, ranks, sizes=sizes, after=after, tag=tag)
         else:
@@ -1031,8 +1043,9 @@ class _Builder:
                     for g, size in enumerate(groups):
                         for t in range(p.tp):
                             after = [pieces[(s, c, r)][g] for r in range(n_rep)]
-                            if prev_t[t] is not None:
-                                after.append(prev_t[t])
+                            prev_g = prev_t[t]
+                            if prev_g is not None:
+                                after.append(prev_g)
                             prev_t[t] = self.coll(op, st._dp_ranks(s, t), size, after, "dp", "dp.grads", s, -1, -1, c)
                 dp_last[s] = [x for x in prev_t if x is not None]
         # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
@@ -1054,7 +1067,10 @@ class _Builder:
                       self.deps, self.sc.n_activities)
 
     # one scheduled op on every replica
-    def _op(self, s, kind, m, c, i, last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b) -> None:
+    def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
+            first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
+            last_op: dict[tuple[int, int], int], pieces: dict[tuple[int, int, int], list[int]],
+            fsdp_f: dict[tuple[int, int], list[int]], fsdp_b: dict[tuple[int, int], list[int]]) -> None:
         st, p = self.st, self.st.par
         ch = st.chunks[s][c]
         n_rep = p.dp * p.cp
@@ -1065,7 +1081,7 @@ class _Builder:
         tp_mult = 1.0 if fwd else (1.0 + p.recompute)
         ep_mult = 1.0 if fwd else (1.0 + p.recompute)
         tag = f"{'fwd' if fwd else 'bwd'}"
-        ends: list[int] = []
+        ends: list[list[int]] = []
         comp_ids: list[int] = []
         split = (not fwd) and i == last_b[s][c] and n_rep > 1
         groups = st._buckets(ch) if split else []
@@ -1166,13 +1182,14 @@ class _Builder:
             if src == dst:
                 (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
                 continue
-            ids = self.sc.add_flows(src, dst, st._pp_bytes(), after=[last_op[(r, s)]], tag=f"pp.{tag}")
-            ids = [int(x) for x in ids]
+            flow_ids = self.sc.add_flows(src, dst, st._pp_bytes(), after=[last_op[(r, s)]], tag=f"pp.{tag}")
+            ids = [int(x) for x in flow_ids]
             for x in ids:
                 self._rec(x, "pp", [last_op[(r, s)]], s, r, m, c)
             (out_f if fwd else out_b)[(r, s, m, c)] = ids
 
-    def _inputs(self, r, s, kind, m, c, last_op, out_f, out_b) -> list[int]:
+    def _inputs(self, r: int, s: int, kind: str, m: int, c: int, last_op: dict[tuple[int, int], int], out_f: _Outputs,
+                out_b: _Outputs) -> list[int]:
         """What replica r's op waits for besides FSDP gathers: its stage's previous op and the
         pipeline transfer bringing its input."""
         p = self.st.par
@@ -1186,9 +1203,10 @@ class _Builder:
             after += out_b[(r, ns, m, nc)]
         return after
 
-    def _ensure_cp(self) -> dict:
+    def _ensure_cp(self) -> dict[tuple[int, int, str, int, int], list[int]]:
+        """The CP ring exchanges issued so far: (dp index, s, kind, m, c) -> their ids."""
         if not hasattr(self, "_cp_map"):
-            self._cp_map: dict = {}
+            self._cp_map: dict[tuple[int, int, str, int, int], list[int]] = {}
         return self._cp_map
 
 

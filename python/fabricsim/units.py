@@ -38,9 +38,13 @@ import decimal
 import math
 import numbers
 import re
+from typing import TYPE_CHECKING
 
 from ._checks import flag, integer, number, parsed, real, shown
 from .exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "bandwidth_Bps",
@@ -156,8 +160,9 @@ def _scaled(text: str, kind: str, help_text: str, number: decimal.Decimal, multi
 _SI_UNIT = {"bandwidth": "bytes/s", "size": "bytes", "duration": "seconds"}
 
 
-def _passthrough(value: object, kind: str, help_text: str) -> bool:
-    """True if ``value`` is a plain number that the parsers return unchanged."""
+def _passthrough(value: object, kind: str, help_text: str) -> TypeIs[float]:
+    """True if ``value`` is a plain number that the parsers return unchanged, False if it is a
+    string to parse; anything else is refused."""
     expected = f"{kind} must be a number (of {_SI_UNIT[kind]}) or a string with a unit"
     if isinstance(value, bool):
         # True/False are ints in Python but never a meaningful quantity.
@@ -181,8 +186,8 @@ def bandwidth_Bps(value: str | float) -> float:
     Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
     """
     if _passthrough(value, "bandwidth", _RATE_HELP):
-        return value  # type: ignore[return-value]
-    number, unit = _split(value, "bandwidth", _RATE_HELP)  # type: ignore[arg-type]
+        return value
+    number, unit = _split(value, "bandwidth", _RATE_HELP)
     if unit == "":
         raise _invalid(f"bandwidth {value!r} has no unit; {_RATE_HELP}")
     match = _RATE_UNIT.match(unit)
@@ -204,8 +209,8 @@ def size_bytes(value: str | float) -> float:
     Raises InvalidArgumentError (a ValueError) for an unknown unit, including bits ("8Mb").
     """
     if _passthrough(value, "size", _SIZE_HELP):
-        return value  # type: ignore[return-value]
-    number, unit = _split(value, "size", _SIZE_HELP)  # type: ignore[arg-type]
+        return value
+    number, unit = _split(value, "size", _SIZE_HELP)
     if unit == "":
         return _scaled(value, "size", _SIZE_HELP, number, 1.0)
     if unit in _NCCL_SUFFIX:
@@ -228,8 +233,8 @@ def duration_s(value: str | float) -> float:
     Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
     """
     if _passthrough(value, "duration", _DURATION_HELP):
-        return value  # type: ignore[return-value]
-    number, unit = _split(value, "duration", _DURATION_HELP)  # type: ignore[arg-type]
+        return value
+    number, unit = _split(value, "duration", _DURATION_HELP)
     if unit == "":
         raise _invalid(f"duration {value!r} has no unit; {_DURATION_HELP}")
     if unit not in _DURATION_UNIT:
