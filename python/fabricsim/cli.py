@@ -272,16 +272,20 @@ def _size_flag(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fabricsim", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="fabricsim",
+        description="fabricsim: flow-level, max-min fair simulation of AI-factory fabrics (NVLink, "
+                    "InfiniBand, Ethernet, photonics). Run a subcommand with --help for its options.")
     parser.add_argument("--version", action="version", version=f"fabricsim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the built-in default scenario and print a summary")
-    demo.add_argument("--leaves", type=int, default=4)
-    demo.add_argument("--hosts-per-leaf", type=int, default=8)
-    demo.add_argument("--spines", type=int, default=2)
-    demo.add_argument("--link", default="400Gb/s", help="rate of every link, e.g. 400Gb/s")
-    demo.add_argument("--size", default="1GiB", help="bytes per permutation flow, e.g. 1GiB")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--leaves", type=int, default=4, help="leaf switches (default: %(default)s)")
+    demo.add_argument("--hosts-per-leaf", type=int, default=8, help="hosts on each leaf (default: %(default)s)")
+    demo.add_argument("--spines", type=int, default=2,
+                      help="spine switches, every leaf linked to each (default: %(default)s)")
+    demo.add_argument("--link", default="400Gb/s", help="rate of every link (default: %(default)s)")
+    demo.add_argument("--size", default="1GiB", help="bytes per permutation flow (default: %(default)s)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the permutation and of ECMP (default: %(default)s)")
     demo.add_argument("--parquet", metavar="DIR", help="also write the result tables here")
     demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="a progress bar on stderr (default: when stderr is a terminal)")
@@ -290,12 +294,19 @@ def main(argv: list[str] | None = None) -> int:
     _add_fabric_flags(nt)
     nt.add_argument("--cost-model", metavar="JSON", help="a cost model (CostModel.to_json, fabricsim calibrate --out)")
     nt.add_argument("--op", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, all_to_all, ...")
-    nt.add_argument("-b", "--minbytes", default="8M", type=_size_flag, help="as nccl-tests: K/M/G are powers of 1024")
-    nt.add_argument("-e", "--maxbytes", default="8G", type=_size_flag)
-    nt.add_argument("-f", "--stepfactor", type=float, default=2.0)
-    nt.add_argument("-d", "--datatype", default="float", choices=list(DTYPE_SIZE_BYTES))
-    nt.add_argument("--algorithm", default="auto", help="auto (NCCL's choice), ring, tree, nvls, ...")
-    nt.add_argument("--protocol", default="auto", help="auto (NCCL's choice), simple, ll128 or ll")
+    nt.add_argument("-b", "--minbytes", default="8M", type=_size_flag,
+                    help="smallest size, as nccl-tests: K/M/G are powers of 1024 (default: %(default)s)")
+    nt.add_argument("-e", "--maxbytes", default="8G", type=_size_flag, help="largest size (default: %(default)s)")
+    nt.add_argument("-f", "--stepfactor", type=float, default=2.0,
+                    help="each size is the last times this (default: %(default)s)")
+    nt.add_argument("-d", "--datatype", default="float", choices=list(DTYPE_SIZE_BYTES), metavar="TYPE",
+                    help=f"element type, sizes are cut to whole elements: {', '.join(DTYPE_SIZE_BYTES)} "
+                         "(default: %(default)s)")
+    nt.add_argument("--algorithm", default="auto",
+                    help="auto (the fastest of what NCCL enables there), ring, tree, nvls, nvls_tree, sharp, "
+                         "nvls_sharp, hierarchical, halving_doubling, direct (default: %(default)s)")
+    nt.add_argument("--protocol", default="auto",
+                    help="auto (as for the algorithm), simple, ll128 or ll (default: %(default)s)")
     nt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="progress bars on stderr, over the sizes and within each (default: when stderr is a terminal)")
     nt.add_argument("--plot", metavar="PNG", help="also draw busbw against size into this file (needs matplotlib)")

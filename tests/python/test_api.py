@@ -550,3 +550,23 @@ def test_all_lists_the_exception_tree_and_every_name_resolves():
     assert isinstance(literal, ast.List)
     assert set(fs.exceptions.__all__) <= set(fs.__all__)
     assert all(hasattr(fs, name) for name in fs.__all__)
+
+
+def test_the_cli_help_is_plain_text_and_every_option_says_what_it_does(capsys):
+    # Issue 26: the description printed reST markup ("The ``fabricsim`` command line.") and
+    # demo's options showed no help or defaults.
+    from fabricsim.cli import main
+
+    for argv in (["--help"], ["demo", "--help"], ["nccl-tests", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert "``" not in out and ":class:" not in out, out
+        if argv[0] != "--help":
+            lines = out.splitlines()
+            # An option with no help: its line holds only the flag (and metavar), and the next
+            # line is not its help, wrapped below it, but another option or the end.
+            bare = [line for i, line in enumerate(lines) if line.startswith("  -") and not line.startswith("   ")
+                    and "  " not in line.strip()
+                    and (i + 1 == len(lines) or not lines[i + 1].startswith(" " * 8))]
+            assert not bare, bare
