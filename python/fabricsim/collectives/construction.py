@@ -92,35 +92,15 @@ class Builder:
         """One coupled flow per channel (module docs); ``wire`` bytes cross each edge per byte
         of payload (1 / the protocol's efficiency). A reduce-scatter (all-gather) in one
         domain given ``heads`` leaves its shards on (takes them from) the first ``heads``
-        ranks only (_head_ring_shares)."""
-        n, d, p = comm.n, len(comm.domains), comm.ppn
-        volume = {"all_reduce": 2 * (n - 1) / n * S, "reduce_scatter": (n - 1) / n * S,
-                  "all_gather": (n - 1) / n * S}.get(op, S)
-        channels = p if d > 1 and p >= 2 else 1
-        ids: list[int] = []
-        for c in range(channels):
-            if channels == 1:
-                order = np.concatenate(comm.domains)
-            else:
-                order = np.concatenate([np.roll(x, -((c - k) % p)) for k, x in enumerate(comm.domains)])
-            coef: np.ndarray | float = wire
-            if op in ("broadcast", "reduce"):  # a chain from (or to) the root, ranks[0]
-                root = int(np.flatnonzero(order == comm.ranks[0])[0])
-                order = np.roll(order, -root)
-                src, dst = order[:-1], order[1:]
-                if op == "reduce":
-                    src, dst = dst[::-1], src[::-1]
-            else:
-                src, dst = order, np.roll(order, -1)
-                if heads is not None:
-                    share = _head_ring_shares(n, heads)
-                    if op == "all_gather":
-                        share = np.roll(share, -1)
-                    volume = float(share.max()) * S
-                    keep = share > 0
-                    src, dst, coef = src[keep], dst[keep], wire * share[keep] / share.max()
-            ids.append(self._coupled(src, dst, coef, "sum", [], volume / channels, latency, after, tag))
-        return ids
+        ranks only (_head_ring_shares). The edges depend on the communicator alone, so they
+        are made once for it (a training step repeats its TP collectives thousands of times)."""
+        key = ("ring_edges", op, heads)
+        edges: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, float]] | None = comm.memo.get(key)
+        if edges is None:
+            edges = comm.memo[key] = _ring_edges(op, comm, heads)
+        return [self._coupled(src, dst, wire if share is None else wire * share, "sum", [], per_byte * S, latency,
+                              after, tag)
+                for src, dst, share, per_byte in edges]
 
     def _engine(self, key: tuple[str | int, ...], capacity_Bps: float) -> int:
         if key not in self._engines:
@@ -356,3 +336,34 @@ class Builder:
         })
 
 
+def _ring_edges(op: str, comm: _Comm, heads: int | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None, float]]:
+    """Per channel of a ring (module docs): its edges' sources and destinations, each edge's
+    share of the channel's bytes (None: all alike), and the channel's bytes per byte of S."""
+    n, d, p = comm.n, len(comm.domains), comm.ppn
+    volume = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n}.get(op, 1.0)
+    channels = p if d > 1 and p >= 2 else 1
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, float]] = []
+    for c in range(channels):
+        if channels == 1:
+            order = np.concatenate(comm.domains)
+        else:
+            order = np.concatenate([np.roll(x, -((c - k) % p)) for k, x in enumerate(comm.domains)])
+        share: np.ndarray | None = None
+        if op in ("broadcast", "reduce"):  # a chain from (or to) the root, ranks[0]
+            root = int(np.flatnonzero(order == comm.ranks[0])[0])
+            order = np.roll(order, -root)
+            src, dst = order[:-1], order[1:]
+            if op == "reduce":
+                src, dst = dst[::-1], src[::-1]
+        else:
+            src, dst = order, np.roll(order, -1)
+            if heads is not None:
+                shares = _head_ring_shares(n, heads)
+                if op == "all_gather":
+                    shares = np.roll(shares, -1)
+                volume = float(shares.max())
+                keep = shares > 0
+                src, dst, share = src[keep], dst[keep], shares[keep] / shares.max()
+        out.append((np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), share,
+                    volume / channels))
+    return out
