@@ -332,8 +332,12 @@ def _show(key: str, value: Any) -> str:
     if isinstance(value, float) and not isinstance(value, bool):
         if key.endswith("_Bps"):
             return f"{value:g} ({units.format_rate(value, bits=False)})"
+        if key.endswith("_flop_per_s"):  # a rate of operations, not a time
+            return f"{value:g} ({value / 1e12:.4g} TFLOP/s)"
         if key.endswith("_s"):
             return f"{value:g} ({units.format_duration(value)})"
+        if key.endswith("_bytes"):
+            return f"{value:g} ({units.format_bytes(value)})"
         return f"{value:g}"
     return repr(value)
 

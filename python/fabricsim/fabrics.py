@@ -142,10 +142,12 @@ class Topology:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes; ids are ``0..n_nodes-1``."""
         return self._core.n_nodes
 
     @property
     def n_links(self) -> int:
+        """Number of directed links; ids are ``0..n_links-1``."""
         return self._core.n_links
 
     @property
@@ -517,6 +519,7 @@ class Fabric(Topology):
 
     @property
     def n_gpus(self) -> int:
+        """Number of GPUs; GPU ``i`` is node ``i`` (0 for ``clos``, whose endpoints are hosts)."""
         return self._core.n_gpus
 
     @property
@@ -614,6 +617,7 @@ class Fabric(Topology):
         return Fabric(core, new)
 
     def describe(self) -> Description:
+        """Counts, bandwidths (line rates and payload), power and SHARP of the fabric, printed as a report (``print(fabric.describe())``)."""
         from .describe import describe
 
         return describe(self)

@@ -175,6 +175,7 @@ class Result:
 
     @property
     def summary(self) -> Summary:
+        """Makespan, counts, bytes moved, failures and the busiest links; prints as a short report."""
         links = self.links
         top = links.take(
             # Ties by link id, so which of many equally busy links show is not left to chance.

@@ -271,6 +271,7 @@ class Scenario:
 
     @property
     def n_activities(self) -> int:
+        """Flows, delays and collectives added so far (they share one id space)."""
         return self._core.n_activities
 
     @_change

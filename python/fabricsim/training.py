@@ -171,6 +171,7 @@ class Model:
     # ---- structure
     @property
     def is_moe(self) -> bool:
+        """Whether the model has routed experts (``n_experts > 0``)."""
         return self.n_experts > 0
 
     def is_moe_layer(self, i: int) -> bool:
@@ -179,6 +180,7 @@ class Model:
 
     @property
     def n_moe_layers(self) -> int:
+        """How many layers have a MoE FFN."""
         return sum(self.is_moe_layer(i) for i in range(self.layers))
 
     @property
@@ -197,6 +199,7 @@ class Model:
 
     # ---- parameters
     def attention_params(self) -> int:
+        """Weights of one layer's attention projections (Q, K, V and output; MLA's down and up projections where ``kv_lora_rank`` is set)."""
         h = self.hidden
         if self.kv_lora_rank:  # MLA: down/up projections of Q and of the joint KV latent
             q = (h * self.q_lora_rank + self.q_lora_rank * self.heads * self._d_qk) if self.q_lora_rank else h * self.heads * self._d_qk
@@ -209,6 +212,7 @@ class Model:
         return (3 if self.gated_mlp else 2) * self.hidden * width
 
     def dense_mlp_params(self) -> int:
+        """Weights of one dense MLP of width ``ffn`` (gated: three matrices, else two)."""
         return self._mlp(self.ffn)
 
     def expert_params(self) -> int:
@@ -230,14 +234,17 @@ class Model:
         return self.attention_params() + self.dense_mlp_params()
 
     def embedding_params(self) -> int:
+        """Input embedding and output projection weights (once if ``tied_embeddings``)."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
     @property
     def n_params(self) -> int:
+        """Total weights: every layer (all experts) plus the embeddings."""
         return sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params()
 
     @property
     def n_active_params(self) -> int:
+        """Weights a token uses: every layer with only its routed and shared experts, plus the embeddings."""
         return sum(self.layer_active_params(i) for i in range(self.layers)) + self.embedding_params()
 
     # ---- FLOPs (forward, per sequence of seq_len tokens unless said)
@@ -247,14 +254,17 @@ class Model:
         return 2.0 * s * s * self.heads * (self._d_qk + self._d_v) / 2.0
 
     def layer_forward_flops(self, i: int, seq_len: int | None = None) -> float:
+        """Forward FLOPs of layer ``i`` for one sequence: 2 x tokens x active weights, plus causal attention."""
         s = self.seq_len if seq_len is None else seq_len
         return 2.0 * s * self.layer_active_params(i) + self.attention_core_flops(s)
 
     def logits_forward_flops(self, seq_len: int | None = None) -> float:
+        """Forward FLOPs of the vocabulary projection for one sequence: 2 x tokens x vocab x hidden."""
         s = self.seq_len if seq_len is None else seq_len
         return 2.0 * s * self.vocab * self.hidden
 
     def forward_flops(self, seq_len: int | None = None) -> float:
+        """Forward FLOPs of the whole model for one sequence (every layer and the logits)."""
         return sum(self.layer_forward_flops(i, seq_len) for i in range(self.layers)) + self.logits_forward_flops(seq_len)
 
     def model_flops_per_sequence(self) -> float:
@@ -262,6 +272,7 @@ class Model:
         return 3.0 * self.forward_flops()
 
     def replace(self, **changes: Any) -> "Model":
+        """A copy with the given fields changed, e.g. ``model("llama3-8b").replace(seq_len=4096)``."""
         return replace(self, **changes)
 
 
@@ -379,13 +390,16 @@ class Parallelism:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs the layout needs: tp x pp x dp x cp."""
         return self.tp * self.pp * self.dp * self.cp
 
     @property
     def n_micro_batches(self) -> int:
+        """Micro-batches per pipeline per step: global batch / (dp x micro_batch_size)."""
         return self.global_batch() // (self.dp * self.micro_batch_size)
 
     def global_batch(self) -> int:
+        """Sequences per step: ``global_batch_size``, or dp x micro_batch_size x pp when it is not given."""
         return self.global_batch_size if self.global_batch_size is not None else self.dp * self.micro_batch_size * self.pp
 
     def rank(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
@@ -433,6 +447,7 @@ class ComputeModel:
             raise InvalidArgumentError(f"ComputeModel: full_width must be >= 0, got {self.full_width!r}")
 
     def layer_efficiency(self, ffn_shard_width: float) -> float:
+        """The fraction of peak a layer reaches whose FFN shard is ``ffn_shard_width`` wide: ``efficiency``, derated in proportion below ``full_width``."""
         if self.full_width <= 0:
             return self.efficiency
         return self.efficiency * min(1.0, ffn_shard_width / self.full_width)
@@ -710,10 +725,12 @@ class TrainingStep:
     # ---- common figures
     @property
     def tokens_per_step(self) -> float:
+        """Tokens per step: global batch x sequence length."""
         return self.par.global_batch() * self.model.seq_len
 
     @property
     def model_flops_per_step(self) -> float:
+        """Model FLOPs per step (3 x forward per sequence, without recomputation), the numerator of MFU."""
         return self.par.global_batch() * self.model.model_flops_per_sequence()
 
     def _optimizer_s(self, s: int) -> float:
@@ -1253,6 +1270,7 @@ class _Summary:
 
     @property
     def model_flop_per_s_per_gpu(self) -> float:
+        """Model FLOP/s per GPU achieved: model FLOPs per step / (step time x GPUs)."""
         return self.step.model_flops_per_step / (self.step_s * self.step.par.n_gpus)
 
     @property

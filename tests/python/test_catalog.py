@@ -618,3 +618,13 @@ def test_shipped_parts_cannot_be_removed():
     with pytest.raises(InvalidArgumentError, match="no catalog part named 'nothing'"):
         remove_part("nothing")
     assert part("h100").origin == "shipped"
+
+
+def test_a_part_shows_flop_rates_as_rates_and_memory_as_bytes():
+    # bf16_dense_flop_per_s ends in "_s" and was shown as a duration ("(2.749e+11 h)").
+    from fabricsim import catalog
+
+    shown = repr(catalog.part("h100"))
+    assert "bf16_dense_flop_per_s=9.895e+14 (989.5 TFLOP/s)" in shown
+    assert " h)" not in shown
+    assert "hbm_bytes=8e+10 (" in shown
