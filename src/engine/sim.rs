@@ -537,14 +537,19 @@ impl<'a> Sim<'a> {
     }
 
     /// The latest projected finish the instant at `now` takes. Exact: its own rounding
-    /// horizon. Fast mode (`finish_rel_tol` > 0): up to `now * (1 + finish_rel_tol)`, but
-    /// never past the next event of another kind (an arrival, a delay's end, a disruption
-    /// keeps its exact time and order). The flows taken leave now and are reported finished
-    /// at their own projected times; their share of bandwidth goes to the others at once,
-    /// which is what the tolerance buys: one re-solve for all of them, where the exact
-    /// engine re-solves at each. The others' rates are exact for the flows left.
-    fn finish_window(&mut self, now: f64, horizon: f64) -> f64 {
-        if self.finish_rel_tol <= 0.0 {
+    /// horizon. Fast mode (`finish_rel_tol` > 0), at an instant of finishes alone: up to
+    /// `now * (1 + finish_rel_tol)`, but never past the next event of another kind (an
+    /// arrival, a delay's end, a disruption keeps its exact time and order). The flows taken
+    /// are reported finished at their own projected times and leave together, at the
+    /// re-solve (`release_time`), which is what the tolerance buys: one re-solve for all of
+    /// them, where the exact engine re-solves at each. The others' rates are exact for the
+    /// flows left.
+    fn finish_window(&mut self, now: f64, horizon: f64, arrivals: bool) -> f64 {
+        // A disruption due at this instant applies after its finishes: a flow it cuts off or
+        // slows must not be taken early at its old rate. Arrivals start at this instant's
+        // time, so its re-solve cannot move to the finishes' mean: finishes taken early would
+        // free their bandwidth too soon, with nothing to balance it.
+        if self.finish_rel_tol <= 0.0 || !self.due.is_empty() || arrivals {
             return horizon;
         }
         let next_event = self.events.peek().map_or(f64::INFINITY, |e| e.time_s);
@@ -588,6 +593,7 @@ impl<'a> Sim<'a> {
         // their rates (which weigh when the instant's re-solve comes).
         let mut finishing_s: Vec<f64> = Vec::new();
         let mut released: Vec<(u32, f64)> = Vec::new();
+        let mut order: Vec<usize> = Vec::new();
         // The first check (after 64 instants) reports at once.
         let mut last_report = std::time::Instant::now()
             .checked_sub(REPORT_EVERY)
@@ -632,7 +638,7 @@ impl<'a> Sim<'a> {
                         continue;
                     }
                 }
-                let bound = self.finish_window(now, horizon);
+                let bound = self.finish_window(now, horizon, !arrived.is_empty());
                 match self.finishes.peek() {
                     Some((t, _)) if t <= bound => {
                         finishing.clear();
@@ -643,13 +649,31 @@ impl<'a> Sim<'a> {
                                 &mut finishing,
                                 Some(&mut finishing_s),
                             );
-                            for (&f, &t) in finishing.iter().zip(&finishing_s) {
-                                // Its own projected finish: within the window after now. It
-                                // leaves when the instant re-solves (`release_time`).
-                                self.complete(f, t.max(now));
-                                released.push((f, t.max(now)));
+                            // In order of projected finish: each is reported at its own time
+                            // (within the window after now) and leaves when the instant
+                            // re-solves (`release_time`). Where a completion makes an event
+                            // (a dependent ready at once) before the next one's finish, the
+                            // instant ends there and the rest go back: the release must not
+                            // come before finishes it has taken.
+                            order.clear();
+                            order.extend(0..finishing.len());
+                            order.sort_unstable_by(|&a, &b| {
+                                finishing_s[a]
+                                    .total_cmp(&finishing_s[b])
+                                    .then(finishing[a].cmp(&finishing[b]))
+                            });
+                            for (k, &i) in order.iter().enumerate() {
+                                let (f, t) = (finishing[i], finishing_s[i].max(now));
+                                if self.events.peek().is_some_and(|e| e.time_s < t) {
+                                    for &j in &order[k..] {
+                                        self.finishes.set(finishing[j], finishing_s[j]);
+                                    }
+                                    break;
+                                }
+                                self.complete(f, t);
+                                released.push((f, t));
+                                n_left += 1;
                             }
-                            n_left += finishing.len();
                             continue;
                         }
                         self.finishes.take_at_most(horizon, &mut finishing);

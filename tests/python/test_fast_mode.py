@@ -126,3 +126,34 @@ def test_a_bad_tolerance_is_refused_naming_it(bad):
     with pytest.raises(fs.InvalidArgumentError, match=r"tolerance must be a number in \[0, 1\)"):
         sc.run(tolerance=bad)
     assert sc.run().mode == "exact"
+
+
+def test_a_flow_a_fault_cuts_off_is_never_taken_early_at_its_old_rate():
+    # Found by a second reading: the window of the fault's own instant took a flow due just
+    # after it, which was reported done at its old rate on a dead link and ran its dependent.
+    topo = fs.Topology.from_arrays(src=[0, 1], dst=[1, 0], capacity_Bps=1e9, latency_s=0.0)
+    for tol in (0.0, 1e-2):
+        sc = fs.Scenario(topo)
+        a = sc.add_flow(0, 1, 1.005e9)
+        sc.add_flow(0, 1, 1e6, after=a)
+        sc.add_fault(at_s=1.0, links=[0])
+        rows = sc.run(tolerance=tol).flows.to_pylist()
+        assert [r["status"] for r in rows] == ["failed", "skipped"], tol
+        assert rows[0]["failed_s"] == 1.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_zero_latency_dependents_do_not_let_a_link_carry_more_than_its_capacity(seed):
+    # Found by a second reading: a dependent ready at once cut the instant's re-solve short of
+    # the finishes it had taken, which freed their bandwidth early: 300 flows on one 50 GB/s
+    # link, each with a 1 kB flow after it, ended up to 0.85% before bytes / capacity.
+    rng = np.random.default_rng(seed)
+    topo = fs.Topology.from_arrays([0], [1], 50e9)
+    sizes = rng.lognormal(16, 1.0, 300)
+    for tol in (1e-2, 1e-3):
+        sc = fs.Scenario(topo)
+        ids = sc.add_flows(np.zeros(300, dtype=np.int64), np.ones(300, dtype=np.int64), sizes)
+        for i in ids.tolist():
+            sc.add_flow(0, 1, 1e3, after=i)
+        res = sc.run(tolerance=tol)
+        assert res.makespan_s >= (sizes.sum() + 300e3) / 50e9 * (1 - 1e-12)
