@@ -118,7 +118,16 @@ def _wire_s(op: str, algo: str, comm: _Comm) -> float:
     """The wire latency a pipelined algorithm's steps add to its software latency: each step
     waits for its hop's route (a chunk crosses it before the next step can forward it), so
     NCCL's per-step counts (hardware.md 4.4) times the route latency of an NVLink hop or a
-    network hop. Point-to-point transfers pay their own routes' latency in the engine."""
+    network hop. Point-to-point transfers pay their own routes' latency in the engine.
+    Size-independent, so kept per communicator: auto times every algorithm on every call."""
+    key = ("wire", op, algo)
+    wire: float | None = comm.memo.get(key)
+    if wire is None:
+        wire = comm.memo[key] = _steps_wire_s(op, algo, comm)
+    return wire
+
+
+def _steps_wire_s(op: str, algo: str, comm: _Comm) -> float:
     n, d = comm.n, comm.n_domains
     intra, inter = comm.intra_path_s, comm.inter_path_s
     if algo == "ring":
