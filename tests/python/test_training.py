@@ -113,6 +113,106 @@ def test_recompute_and_sharding_shrink_memory(four_nodes):
     assert c["optimizer_bytes"][0].as_py() == pytest.approx(a["optimizer_bytes"][0].as_py() / 2)
 
 
+# ---- memory accounting: closed forms -------------------------------------------------------
+
+@pytest.mark.parametrize("sharding, grad_bytes, w, g, o", [
+    # bytes per parameter of the GPU's TP/PP shard, d = dp = 4; with pp = 1 the one chunk whose
+    # gradients (optim_grads) or weights (fsdp) are whole is the whole shard
+    ("none", 4, 2, 4, 12),                  # Megatron: bf16 params, fp32 grads: 18
+    ("none", 2, 2, 2, 16),                  # 16-bit params and grads: 20 (fp32 main grads kept)
+    ("zero1", 4, 2, 4, 12 / 4),             # distributed optimizer: 6 + 12/d
+    ("zero1", 2, 2, 2, 16 / 4),             # 4 + 16/d
+    ("optim_grads", 4, 2, 4 * (1 / 4 + 1), 12 / 4),
+    ("fsdp", 4, 2 * (1 / 4 + 1), 4 * (1 / 4 + 1), 12 / 4),
+])
+def test_model_state_bytes_per_parameter(four_nodes, sharding, grad_bytes, w, g, o):
+    par = T.Parallelism(tp=8, dp=4, global_batch_size=4, dp_sharding=sharding, grad_reduce_bytes=grad_bytes)
+    mem = T.TrainingStep("llama3-8b", par, four_nodes, check_memory=False).memory
+    P = T.model("llama3-8b").n_params / 8  # untied: every layer and both vocabulary matrices, split by TP
+    assert mem["weights_bytes"][0].as_py() == pytest.approx(w * P)
+    assert mem["grads_bytes"][0].as_py() == pytest.approx(g * P)
+    assert mem["optimizer_bytes"][0].as_py() == pytest.approx(o * P)
+    assert T.WEIGHT_BYTES + 4 + T.OPTIMIZER_STATE_BYTES == 18 and T.MAIN_GRAD_COPY_BYTES == 4
+
+
+def test_dp_sharding_spellings_and_exclusive_recompute():
+    for given, canonical in [("no_shard", "none"), ("optim", "zero1"), ("ZeRO2", "optim_grads"),
+                             ("optim_grads_params", "fsdp"), ("zero3", "fsdp")]:
+        assert T.Parallelism(dp_sharding=given).dp_sharding == canonical
+    with pytest.raises(T.TrainingConfigError, match="dp_sharding must be"):
+        T.Parallelism(dp_sharding="zero4")
+    with pytest.raises(T.TrainingConfigError, match="exclude each other"):
+        T.Parallelism(recompute=True, selective_recompute=True)
+
+
+_GPT = T.Model(name="gpt-like", layers=4, hidden=1024, ffn=4096, heads=16, kv_heads=16, vocab=1024, seq_len=2048,
+               gated_mlp=False)
+
+
+@pytest.mark.parametrize("par, per_layer", [
+    # Korthikanti et al. 2022 per layer, s*b*h*(34 + 5as/h) with dropout; without dropout the two
+    # one-byte masks (2 sbh) and the attention dropout's mask and output (3 as^2 b) go
+    (dict(tp=1), lambda s, h, a, t: s * h * 32),
+    (dict(tp=8), lambda s, h, a, t: s * h * 32 / t),                                   # sequence parallel: all / t
+    (dict(tp=8, sequence_parallel=False), lambda s, h, a, t: s * h * (8 + 24 / t)),   # 10 + 24/t, less the masks
+    (dict(tp=8, flash_attention=False), lambda s, h, a, t: s * h * 32 / t + 2 * a * s * s / t),
+    (dict(tp=8, flash_attention=False, selective_recompute=True), lambda s, h, a, t: s * h * 32 / t),  # 34/t
+    (dict(tp=8, recompute=True), None),
+])
+def test_activation_bytes_per_layer_are_korthikantis(par, per_layer):
+    m = _GPT
+    s, h, a = m.seq_len, m.hidden, m.heads
+    p = T.Parallelism(**par)
+    t, rep = p.tp, (p.tp if p.sequence_parallel else 1)
+    mem = T.TrainingStep(m, p, fs.hgx_h100(), check_memory=False).memory
+    last = 2 * s * 2 * h / rep + T.LOGIT_BYTES * s * m.vocab / t  # final norm and output-layer inputs, fp32 logits
+    if per_layer is None:  # full recomputation: each layer's input, plus the layer being re-run
+        expected = m.layers * 2 * s * h / t + s * h * 32 / t
+    else:
+        expected = m.layers * per_layer(s, h, a, t)
+    assert mem["activations_bytes"][0].as_py() == pytest.approx(expected + last)
+
+
+def _llama8b_layer_bytes(tp):
+    m = T.model("llama3-8b")
+    return 2 * m.seq_len * (6 * m.hidden + 2 * m.kv_heads * m.head_dim + 3 * m.ffn) / tp
+
+
+def test_schedules_keep_their_micro_batches_in_flight(four_nodes):
+    per_layer = _llama8b_layer_bytes(8)
+    one = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, global_batch_size=8), four_nodes).memory
+    acts = one["activations_bytes"].to_pylist()
+    assert acts[0] == pytest.approx(4 * 8 * per_layer)  # 1F1B: stage s holds pp - s micro-batches
+    assert acts[2] == pytest.approx(2 * 8 * per_layer)
+    inter = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, global_batch_size=8, schedule="interleaved",
+                                                      virtual_stages=2), four_nodes).memory
+    # Megatron's interleaved warm-up on stage 0: 2 (pp - 1) + (v - 1) pp = 10 chunk forwards, then one more
+    assert inter["activations_bytes"][0].as_py() == pytest.approx(11 * 4 * per_layer)
+
+
+def test_llama3_405b_fits_with_the_papers_settings_and_the_distributed_optimizer_alone_does_not():
+    step = T.validation_step("llama3-405b-16k")  # check_memory on
+    assert T.VALIDATION["llama3-405b-16k"]["check_memory"] and step.par.dp_sharding == "optim_grads"
+    mem = step.memory
+    worst = max(range(mem.num_rows), key=lambda i: mem["total_bytes"][i].as_py())
+    gb = {k: mem[k][worst].as_py() / 1e9 for k in ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+                                                    "total_bytes")}
+    assert gb["total_bytes"] < 80
+    P = sum(c.params for c in step.chunks[worst])  # 8 layers of the TP shard: 3.19 B
+    assert gb["weights_bytes"] == pytest.approx(2 * P / 1e9)
+    assert gb["optimizer_bytes"] == pytest.approx(12 * P / 128 / 1e9)
+    # 16 micro-batches of 8 layers in flight (the interleaved warm-up covers the whole step)
+    per_layer = 2 * 8192 * (6 * 16384 + 2 * 8 * 128 + 3 * 53248) / 8  # 533 MB at TP8 with sequence parallelism
+    assert gb["activations_bytes"] == pytest.approx(16 * 8 * per_layer / 1e9)
+    assert gb["grads_bytes"] == pytest.approx(4 * (P / 128 + 2 * P / 8) / 1e9)  # fp32, sharded + one 2-layer chunk
+    par = T.Parallelism(**{**T.VALIDATION["llama3-405b-16k"]["parallelism"], "dp_sharding": "zero1"})
+    with pytest.raises(T.TrainingConfigError) as err:
+        T.TrainingStep("llama3-405b", par, step.fabric)
+    msg = str(err.value)
+    assert "llama3-405b does not fit: stage 1 needs 87.6 GB per GPU" in msg and "grads 12.8" in msg
+    assert "activations 68.2" in msg and "has 80 GB" in msg
+
+
 # ---- schedules ----------------------------------------------------------------------------
 
 def test_1f1b_and_interleaved_orders_are_megatrons():
@@ -134,7 +234,8 @@ def _step(fabric, **par):
 
 
 @pytest.mark.parametrize("par", [dict(), dict(schedule="interleaved", virtual_stages=2), dict(dp_sharding="none"),
-                                 dict(tp_comm_overlap=True), dict(dp_sharding="fsdp"), dict(recompute=True)])
+                                 dict(tp_comm_overlap=True), dict(dp_sharding="fsdp"), dict(recompute=True),
+                                 dict(dp_sharding="optim_grads")])
 def test_flow_step_agrees_with_the_analytical_estimate_on_an_idle_fabric(four_nodes, par):
     step = _step(four_nodes, **par)
     res, est = step.run(), step.estimate()
