@@ -688,6 +688,12 @@ impl Scenario {
         self.acts.add_dependency(activity, after)
     }
 
+    /// Gives the flows among activities `first..end` the share weight `weight`
+    /// (`Activities::set_weights`).
+    pub fn set_weights(&mut self, first: usize, end: usize, weight: f64) -> Result<()> {
+        self.acts.set_weights(first, end, weight)
+    }
+
     /// Forgets activities `first..` (tags they introduced stay known).
     pub fn truncate(&mut self, first: usize) {
         if first >= self.n_activities() {

@@ -263,3 +263,17 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the candidates close to a misspelt name, else ""."""
     matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
     return f" (did you mean {', '.join(repr(m) for m in matches)}?)" if matches else ""
+
+
+# Share weights a flow may have (src/engine/activities.rs MIN_WEIGHT, MAX_WEIGHT: wide enough
+# for any switch's traffic-class ratios, narrow enough for the solver's relative precision).
+MIN_WEIGHT = 1e-6
+MAX_WEIGHT = 1e6
+
+
+def share_weight(value: Any) -> float:
+    """``value`` as a share weight (weighted max-min): a number within [MIN_WEIGHT, MAX_WEIGHT]."""
+    w = real(value)
+    if w is None or not MIN_WEIGHT <= w <= MAX_WEIGHT:
+        raise InvalidArgumentError(f"weight must be a number within [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {shown(value)}")
+    return w

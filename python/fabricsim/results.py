@@ -24,7 +24,7 @@ from .units import format_bytes, format_duration
 __all__ = ["Result", "Summary", "table_from_columns"]
 
 # Every table to_parquet can write, in the order it writes them.
-_TABLES = ("flows", "delays", "links", "collectives", "rate_changes")
+_TABLES = ("flows", "delays", "links", "collectives", "jobs", "job_links", "rate_changes")
 
 _T = TypeVar("_T")
 
@@ -147,6 +147,11 @@ class Result:
         #: One row per collective (``Scenario.add_collective``): nccl-tests' algbw and busbw,
         #: and the analytical estimate beside the simulated time.
         self.collectives: pa.Table = pa.table({})
+        #: One row per job (``Scenario.add_job``): its time shared and alone, its slowdown
+        #: and the links it met other jobs on (empty without jobs).
+        self.jobs: pa.Table = pa.table({})
+        #: The links two or more jobs loaded, with the jobs and the shared run's load.
+        self.job_links: pa.Table = pa.table({})
         self._rate_changes = (
             table_from_columns(raw["rate_changes"]) if "rate_changes" in raw else None
         )
@@ -237,8 +242,9 @@ class Result:
 
         directory = output_directory("directory", directory)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
-        if self.collectives.num_rows:
-            tables["collectives"] = self.collectives
+        for name in ("collectives", "jobs", "job_links"):
+            if getattr(self, name).num_rows:
+                tables[name] = getattr(self, name)
         if self._rate_changes is not None:
             tables["rate_changes"] = self._rate_changes
         final = {name: os.path.join(directory, f"{name}.parquet") for name in _TABLES}

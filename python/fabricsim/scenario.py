@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -17,9 +18,10 @@ import numpy as np
 from . import _core
 from .collectives.communicator import applied_fabric, checked_cost_model, collective_size, communicator
 from .collectives.construction import Builder
-from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, shown
+from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology, _fault
+from .jobs import Job, jobs_tables, new_job
 from .progress import RunProgress
 from .results import Result
 from .units import duration_s as _duration_s
@@ -56,14 +58,22 @@ def _change(method: Callable[..., Any] | None = None, *,
     def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._refuse_while_running(name)
+            if self._depth:  # made by an outer change (a job's call, a training step): kept there
+                return wrapped(self, *args, **kwargs)
             if precheck is not None:
                 precheck(self, *args, **kwargs)
             # Pickling: the call is kept, to be replayed where the scenario is unpickled, with
             # arguments the caller can no longer change (and an iterator read once, here).
             args = tuple(_kept(a) for a in args)
             kwargs = {k: _kept(v) for k, v in kwargs.items()}
-            out = wrapped(self, *args, **kwargs)
+            first = self._core.n_activities
+            self._depth += 1
+            try:
+                out = wrapped(self, *args, **kwargs)
+            finally:
+                self._depth -= 1
             self._calls.append((name, args, kwargs))
+            self._call_spans.append((first, self._core.n_activities))
             self._n_recorded = (self._core.n_activities, self._core.n_faults)
             return out
 
@@ -240,7 +250,13 @@ class Scenario:
         # Pickling: what built the scenario, replayed where it is unpickled (__reduce__).
         self._init_args = (topology_arg, seed, _kept(routing), cost_model)
         self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        # The activity ids each kept call made, [first, end): a job's own (fabricsim.jobs).
+        self._call_spans: list[tuple[int, int]] = []
+        self._depth = 0  # changes under way (only the outermost is kept)
         self._n_recorded = (0, 0)  # (activities, faults) the kept calls made
+        #: Jobs (tenants) on this scenario by name, in the order added (:meth:`add_job`).
+        self.jobs: dict[str, Job] = {}
+        self._jobs_report = True  # False for a job's run alone (fabricsim.jobs)
         self._n_runs = 0  # under way: a progress callback may run it again
         # Held by a change for its whole length and to count a run in or out (_change).
         self._lock = threading.RLock()
@@ -286,23 +302,27 @@ class Scenario:
         route: Iterable[int] | None = None,
         tag: str | None = None,
         max_rate_Bps: float | str | None = None,
+        weight: float = 1.0,
     ) -> int:
         """A flow of ``size_bytes`` from ``src`` to ``dst``, starting no earlier than
         ``start_s`` and after every activity in ``after``. ``route`` is a list of link ids, a
         path from src to dst crossing each link at most once and reaching dst only at its end
         (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string,
-        or None) labels it in the results."""
+        or None) labels it in the results. ``weight`` is its share weight: at a bottleneck,
+        flows get bandwidth in proportion to their weights (weighted max-min, as a switch's
+        weighted traffic classes share a port); 1 by default, within [1e-6, 1e6]."""
         topo = self.topology
-        return self._core.add_flow(
-            topo._node("src", src),
-            topo._node("dst", dst),
-            parsed("size_bytes", _size_bytes, size_bytes),
-            parsed("start_s", _duration_s, start_s),
-            _after(after),
-            None if route is None else integers("route", route).tolist(),
-            _tag(tag),
-            None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
-        )
+        with self._weighted(weight):
+            return self._core.add_flow(
+                topo._node("src", src),
+                topo._node("dst", dst),
+                parsed("size_bytes", _size_bytes, size_bytes),
+                parsed("start_s", _duration_s, start_s),
+                _after(after),
+                None if route is None else integers("route", route).tolist(),
+                _tag(tag),
+                None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
+            )
 
     @_change(precheck=_room_for_flows)
     def add_flows(
@@ -315,6 +335,7 @@ class Scenario:
         tag: str | None = None,
         routes: Any = None,
         after: int | Iterable[int] = (),
+        weight: float = 1.0,
     ) -> np.ndarray:
         """Many flows at once; returns their ids. ``src`` and ``dst`` are sequences of nodes
         (not sets: flow i goes from ``src[i]`` to ``dst[i]``); ``size_bytes`` and ``start_s``
@@ -325,22 +346,24 @@ class Scenario:
         compressed rows: a tuple ``(offsets, link_ids)`` of ``n_flows + 1`` offsets from 0 and
         the link ids, flow i taking ``link_ids[offsets[i]:offsets[i + 1]]``. A tuple of two is
         always read as compressed rows, so give per-flow routes as a list.
-        Every flow waits for every activity in ``after`` and carries ``tag`` (a string, or None).
+        Every flow waits for every activity in ``after``, carries ``tag`` (a string, or None)
+        and has the share weight ``weight`` (:meth:`add_flow`).
         All or nothing: if one element is bad, none is added and the error names it."""
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
         offsets, links = (None, None) if routes is None else _routes(routes, n)
-        return self._core.add_flows(
-            src_ids,
-            dst_ids,
-            quantities("size_bytes", size_bytes, n, _size_bytes),
-            quantities("start_s", start_s, n, _duration_s),
-            _tag(tag),
-            offsets,
-            links,
-            _after(after),
-        )
+        with self._weighted(weight):
+            return self._core.add_flows(
+                src_ids,
+                dst_ids,
+                quantities("size_bytes", size_bytes, n, _size_bytes),
+                quantities("start_s", start_s, n, _duration_s),
+                _tag(tag),
+                offsets,
+                links,
+                _after(after),
+            )
 
     @_change
     def add_delay(
@@ -370,6 +393,7 @@ class Scenario:
         start_s: float | str = 0.0,
         tag: str | None = None,
         sizes: Any = None,
+        weight: float = 1.0,
     ) -> int:
         """A collective ``op`` ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
         "reduce", "all_to_all", "send_recv") over ``ranks`` (GPU ids, in order), of
@@ -380,14 +404,26 @@ class Scenario:
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
-        the op) labels its flows and delays in the results."""
+        the op) labels its flows and delays in the results. ``weight``: its flows' share
+        weight (:meth:`add_flow`)."""
         if self._collectives is None:
             self._collectives = Builder(self)
         if ranks is not None and not isinstance(ranks, np.ndarray):  # an iterator is read once, here
             ranks = integers("ranks", ranks)
         size, sizes = collective_size(op, size_bytes, sizes, communicator(self.topology, op, ranks).n)
-        return self._collectives.add(op, ranks, size, algorithm, _after(after), parsed("start_s", _duration_s, start_s),
-                                     _tag(tag), sizes, protocol)
+        with self._weighted(weight):
+            return self._collectives.add(op, ranks, size, algorithm, _after(after),
+                                         parsed("start_s", _duration_s, start_s), _tag(tag), sizes, protocol)
+
+    @contextlib.contextmanager
+    def _weighted(self, weight: Any) -> Iterator[None]:
+        """Gives the flows added inside the block the share weight ``weight``, checked before
+        anything is added (so a bad one adds nothing)."""
+        w = share_weight(weight)
+        first = self._core.n_activities
+        yield
+        if w != 1.0:
+            self._core.set_weights(first, self._core.n_activities, w)
 
     @_change
     def add_fault(
@@ -423,6 +459,44 @@ class Scenario:
         self._core.add_fault(at, ids, factor)
         if until is not None:
             self._core.add_fault(until, ids, 1.0)
+
+    @_change
+    def add_job(
+        self,
+        name: str,
+        *,
+        n_gpus: int | None = None,
+        gpus: Any = None,
+        placement: str = "packed",
+        weight: float = 1.0,
+    ) -> Job:
+        """A job (tenant) named ``name`` owning ``n_gpus`` GPUs placed by ``placement``
+("packed": whole free NVLink domains first, in order; "random": whole free domains
+        drawn with the scenario's seed, as a batch scheduler hands out the free nodes of a
+        fragmented cluster; "spread": one GPU per domain in turn) or the GPUs ``gpus`` given
+        in rank order. Its flows share bottlenecks with ``weight`` (weighted max-min, as a
+        switch's traffic classes or NCCL's traffic class let a tenant have a larger share).
+        Add its work through the returned :class:`~fabricsim.jobs.Job` (ranks are the job's
+        own, 0..n_gpus-1); ``Result.jobs`` then reports each job's time shared and alone.
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"))
+            a = sc.add_job("a", n_gpus=16)
+            b = sc.add_job("b", n_gpus=16, placement="spread", weight=2.0)
+            a.add_collective("all_reduce", None, "256MiB")
+            b.add_collective("all_to_all", None, "256MiB")
+            print(sc.run().jobs)
+        """
+        job = new_job(self, name, n_gpus, gpus, placement, weight)
+        self.jobs[job.name] = job
+        return job
+
+    @_change
+    def _job_call(self, job_name: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What a :class:`~fabricsim.jobs.Job` adds, as one kept call (replayed by pickling)
+        whose activities the job owns."""
+        return getattr(self.jobs[job_name], "_" + method)(*args, **kwargs)
 
     @_change
     def add_dependency(self, activity_id: int, after_id: int) -> None:
@@ -491,6 +565,8 @@ class Scenario:
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
         result.seed = self.seed
         result.collectives = builder.table(result.delays)
+        if self.jobs and self._jobs_report:
+            result.jobs, result.job_links = jobs_tables(self, result, tolerance=tol)
         return result
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -805,6 +805,13 @@ impl Scenario {
         guard(|| self.inner.check_room_for_flows(n_flows))
     }
 
+    /// Gives the flows among activities `first..end` the share weight `weight` (weighted
+    /// max-min: bandwidth at a shared bottleneck in proportion to it).
+    fn set_weights(&mut self, first: usize, end: usize, weight: f64) -> PyResult<()> {
+        let s = &mut self.inner;
+        guard(|| s.set_weights(first, end, weight))
+    }
+
     /// Forgets activities `first..` (undoes a partly added collective).
     fn truncate(&mut self, first: usize) {
         self.inner.truncate(first);

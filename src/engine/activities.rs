@@ -6,6 +6,12 @@ use crate::error::{check_non_negative, shown, Error, Result};
 use crate::ids::ActivityId;
 use crate::solver::Usage;
 
+/// Share weights are held to this range: wide enough for any traffic-class ratio a switch
+/// offers (percent shares, strict-priority-like 1000:1), narrow enough that weighted
+/// coefficients keep the solver's relative precision.
+pub const MIN_WEIGHT: f64 = 1e-6;
+pub const MAX_WEIGHT: f64 = 1e6;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Flow,
@@ -21,6 +27,9 @@ pub struct Activities {
     pub(crate) wait_s: Vec<f64>,
     pub(crate) bytes: Vec<f64>,
     pub(crate) rate_cap_Bps: Vec<f64>,
+    /// Each activity's share weight (weighted max-min: rates rise in proportion to it), or
+    /// empty while every weight is 1, as in most runs.
+    pub(crate) weight: Vec<f64>,
     pub(crate) usage_offsets: Vec<usize>,
     pub(crate) usage: Vec<Usage>,
     /// Dependency edges `(activity, after)`: `activity` waits for `after` to finish.
@@ -39,6 +48,7 @@ impl Default for Activities {
             wait_s: Vec::new(),
             bytes: Vec::new(),
             rate_cap_Bps: Vec::new(),
+            weight: Vec::new(),
             usage_offsets: vec![0],
             usage: Vec::new(),
             deps: Vec::new(),
@@ -187,11 +197,49 @@ impl Activities {
             wait_s: self.wait_s.clone(),
             bytes: self.bytes.clone(),
             rate_cap_Bps: self.rate_cap_Bps.clone(),
+            weight: self.weight.clone(),
             usage_offsets,
             usage,
             deps: self.deps.clone(),
             carried_bytes: self.carried_bytes,
         }
+    }
+
+    /// Gives the flows among activities `first..end` the share weight `weight` (delays have
+    /// none): where flows share a bottleneck, each gets bandwidth in proportion to its weight
+    /// (weighted max-min fairness, as a switch's weighted traffic classes share a port). 1
+    /// for every flow by default. Nothing is changed if anything is refused.
+    pub fn set_weights(&mut self, first: usize, end: usize, weight: f64) -> Result<()> {
+        if first > end || end > self.len() {
+            return Err(Error::InvalidArgument(format!(
+                "activities {first}..{end}: expected a range within 0..{}",
+                self.len()
+            )));
+        }
+        if !((MIN_WEIGHT..=MAX_WEIGHT).contains(&weight)) {
+            return Err(Error::InvalidArgument(format!(
+                "weight must be within [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}], got {}",
+                shown(weight)
+            )));
+        }
+        if self.weight.is_empty() {
+            if weight == 1.0 {
+                return Ok(());
+            }
+            self.weight = vec![1.0; self.len()];
+        }
+        for a in first..end {
+            if self.kind[a] == Kind::Flow {
+                self.weight[a] = weight;
+            }
+        }
+        Ok(())
+    }
+
+    /// The share weight of activity `a` (1 unless set).
+    #[inline]
+    pub fn weight(&self, a: ActivityId) -> f64 {
+        self.weight.get(a.index()).copied().unwrap_or(1.0)
     }
 
     /// Makes `activity` wait for `after`. Cycles are allowed here and refused by the run.
@@ -217,6 +265,7 @@ impl Activities {
         self.wait_s.truncate(first);
         self.bytes.truncate(first);
         self.rate_cap_Bps.truncate(first);
+        self.weight.truncate(first);
         self.usage.truncate(self.usage_offsets[first]);
         self.usage_offsets.truncate(first + 1);
         self.deps
@@ -250,6 +299,9 @@ impl Activities {
         self.wait_s.push(wait_s);
         self.bytes.push(bytes);
         self.rate_cap_Bps.push(rate_cap_Bps);
+        if !self.weight.is_empty() {
+            self.weight.push(1.0);
+        }
         for a in after {
             self.deps.push((id, a.0));
         }

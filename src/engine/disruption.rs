@@ -43,11 +43,19 @@ pub(crate) struct Step {
     pub reroutes: Vec<(u32, Option<(usize, usize)>)>,
 }
 
-/// The disruptions of a run in time order.
+/// The disruptions of a run in time order, and what the engine shares: the activities'
+/// usage lists, bytes and rate caps, in share units where flows have weights.
+///
+/// A flow of weight w moving `bytes` at rate r is shared as one of weight 1 moving bytes / w
+/// at rate r / w over coefficients x w (and cap / w): max-min over r / w is weighted max-min
+/// over r, its load coefficient x rate and its time bytes / rate are unchanged, so the
+/// engine needs no other change.
 pub(crate) struct Schedule<'a> {
     /// The activities' usage entries, then (only if there are reroutes) each new usage list,
     /// sorted and merged as `Activities::add_flow` does.
     pub usage: Cow<'a, [Usage]>,
+    pub bytes: Cow<'a, [f64]>,
+    pub rate_cap_Bps: Cow<'a, [f64]>,
     pub steps: Vec<Step>,
 }
 
@@ -89,6 +97,10 @@ impl<'a> Schedule<'a> {
                     let to = usage.to_mut();
                     let begin = to.len();
                     push_merged(to, list);
+                    let weight = acts.weight(crate::ids::ActivityId(*f));
+                    for u in &mut to[begin..] {
+                        u.coefficient *= weight;
+                    }
                     (begin, to.len())
                 });
                 reroutes.push((*f, span));
@@ -99,7 +111,27 @@ impl<'a> Schedule<'a> {
                 reroutes,
             });
         }
-        Ok(Schedule { usage, steps })
+        let (mut bytes, mut rate_cap_Bps) = (
+            Cow::Borrowed(&acts.bytes[..]),
+            Cow::Borrowed(&acts.rate_cap_Bps[..]),
+        );
+        if !acts.weight.is_empty() {
+            let (to_usage, to_bytes, to_cap) =
+                (usage.to_mut(), bytes.to_mut(), rate_cap_Bps.to_mut());
+            for (a, &w) in acts.weight.iter().enumerate().filter(|w| *w.1 != 1.0) {
+                for u in &mut to_usage[acts.usage_offsets[a]..acts.usage_offsets[a + 1]] {
+                    u.coefficient *= w;
+                }
+                to_bytes[a] /= w;
+                to_cap[a] /= w;
+            }
+        }
+        Ok(Schedule {
+            usage,
+            bytes,
+            rate_cap_Bps,
+            steps,
+        })
     }
 }
 

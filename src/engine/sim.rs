@@ -8,6 +8,7 @@ use super::disruption::{Disruption, Schedule, Step};
 use super::meters::{MeterRun, Meters};
 use super::sharing::Sharing;
 use crate::error::{shown, Error, Result};
+use crate::ids::ActivityId;
 use crate::solver::IndexedHeap;
 use crate::solver::Usage;
 use crate::units::SAME_INSTANT_REL;
@@ -257,6 +258,8 @@ impl BytesLeft {
 
 struct Sim<'a> {
     acts: &'a Activities,
+    /// Each activity's bytes in share units (`Schedule`: bytes / weight).
+    share_bytes: &'a [f64],
     dependents_offsets: Vec<usize>,
     dependents: Vec<u32>,
     n_pending: Vec<u32>,
@@ -279,7 +282,7 @@ struct Sim<'a> {
     /// Activities done, failed or skipped.
     n_over: usize,
     /// The disruptions in time order, and those due at the current instant.
-    steps: Vec<Step>,
+    steps: &'a [Step],
     due: Vec<u32>,
     /// Constraints of capacity 0 right now: arriving flows are checked only while there are.
     n_zero_capacity: usize,
@@ -323,7 +326,7 @@ pub fn run_with_disruptions(
         ),
         estimate_run_bytes(capacity_Bps.len(), acts, &schedule, options.record_rates),
     )?;
-    let mut sim = Sim::new(capacity_Bps, acts, &schedule.usage, schedule.steps, options)?;
+    let mut sim = Sim::new(capacity_Bps, acts, &schedule, options)?;
     sim.start();
     sim.event_loop(progress)?;
     Ok(sim.finish())
@@ -385,10 +388,11 @@ impl<'a> Sim<'a> {
     fn new(
         capacity: &[f64],
         acts: &'a Activities,
-        usage: &'a [Usage],
-        steps: Vec<Step>,
+        schedule: &'a Schedule<'a>,
         options: &'a RunOptions,
     ) -> Result<Self> {
+        let (usage, steps, share_bytes) =
+            (&schedule.usage[..], &schedule.steps[..], &schedule.bytes[..]);
         let n = acts.len();
         let mut n_pending = vec![0u32; n];
         let mut dependents_offsets = vec![0usize; n + 1];
@@ -425,13 +429,13 @@ impl<'a> Sim<'a> {
         }
         Ok(Sim {
             acts,
+            share_bytes,
             dependents_offsets,
             dependents,
             n_pending,
             events,
             finishes: IndexedHeap::with_ids(n),
-            left: acts
-                .bytes
+            left: share_bytes
                 .iter()
                 .map(|&bytes| BytesLeft {
                     bytes,
@@ -441,9 +445,9 @@ impl<'a> Sim<'a> {
             attached_bytes: if steps.is_empty() {
                 Vec::new()
             } else {
-                acts.bytes.clone()
+                share_bytes.to_vec()
             },
-            sharing: Sharing::new(usage, span, capacity.to_vec(), &acts.rate_cap_Bps),
+            sharing: Sharing::new(usage, span, capacity.to_vec(), &schedule.rate_cap_Bps),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             meters: MeterRun::new(&options.meters, n_c)?,
@@ -744,7 +748,7 @@ impl<'a> Sim<'a> {
         let fi = f as usize;
         let moved = match self.attached_bytes.get_mut(fi) {
             Some(attached) => std::mem::replace(attached, self.left[fi].bytes),
-            None => self.acts.bytes[fi],
+            None => self.share_bytes[fi],
         } - self.left[fi].bytes;
         for u in self.sharing.usage_of(f) {
             self.load_stats[u.constraint as usize].carried_bytes += u.coefficient * moved;
@@ -975,7 +979,8 @@ impl<'a> Sim<'a> {
                 }
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
-                self.out.rate_change_Bps.push(new);
+                // Shared in share units (`Schedule`): the flow's own rate is weight x that.
+                self.out.rate_change_Bps.push(new * self.acts.weight(ActivityId(f)));
             }
         }
         self.sharing.region = region;
@@ -1032,7 +1037,7 @@ impl<'a> Sim<'a> {
         }
         let caps = active
             .iter()
-            .map(|&f| self.acts.rate_cap_Bps[f as usize])
+            .map(|&f| self.sharing.rate_cap[f as usize])
             .collect();
         let capacity = (0..self.sharing.n_constraints() as u32)
             .map(|c| self.sharing.capacity(c))

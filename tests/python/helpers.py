@@ -100,13 +100,14 @@ class Model:
         self.ends = {}     # flow id -> (src, dst)
         self.tags = {}     # activity id -> tag
         self.max_rate = {}  # flow id -> cap or None
+        self.weight = {}  # flow id -> share weight
 
     # ------------------------------------------------------------------ building
 
     def flow(self, src, dst, size_bytes, *, start_s=0.0, after=(), route=None, tag=None,
-             max_rate_Bps=None):
+             max_rate_Bps=None, weight=1.0):
         fid = self.sc.add_flow(src, dst, size_bytes, start_s=start_s, after=list(after),
-                               route=route, tag=tag, max_rate_Bps=max_rate_Bps)
+                               route=route, tag=tag, max_rate_Bps=max_rate_Bps, weight=weight)
         assert isinstance(fid, int) and fid == len(self.acts), (fid, len(self.acts))
         links = [int(x) for x in self.sc.route_of(fid)]
         if route is not None:
@@ -118,6 +119,7 @@ class Model:
             self.routed[fid] = (src, dst)
         self.tags[fid] = tag
         self.max_rate[fid] = max_rate_Bps
+        self.weight[fid] = weight
         self.acts.append(RefFlow(
             bytes=float(size_bytes),
             usage=route_usage(links),
@@ -125,6 +127,7 @@ class Model:
             start_s=float(start_s),
             after=tuple(int(a) for a in after),
             max_rate_Bps=max_rate_Bps,
+            weight=weight,
         ))
         return fid
 
@@ -143,18 +146,21 @@ class Model:
             self.routed[fid] = (s_, d_)
             self.tags[fid] = tag
             self.max_rate[fid] = None
+            self.weight[fid] = 1.0
             self.acts.append(RefFlow(float(size_bytes[k]), route_usage(links),
                                      route_latency(links, self.latency), float(starts[k])))
         return ids
 
     def coupled(self, edges, size_bytes, *, latency_s=0.0, start_s=0.0, after=(), tag=None,
-                max_rate_Bps=None, usage=None):
+                max_rate_Bps=None, usage=None, weight=1.0):
         """A coupled flow (docs/design.md section 2) of edges (src, dst, coefficient), each routed
         by ECMP and their routes added up: how a flow comes to put a coefficient other than 1
         on a link, now that a route may not cross a link twice. Recorded with the usage the
         engine made of it, which must be ``usage`` [(link, coefficient)] when given."""
         fid, got = add_coupled_flow(self.sc, edges, size_bytes, latency_s, start_s,
                                     [int(a) for a in after], tag, max_rate_Bps)
+        if weight != 1.0:
+            self.sc._core.set_weights(fid, fid + 1, weight)
         assert fid == len(self.acts), (fid, len(self.acts))
         assert usage is None or got == sorted((int(l), float(c)) for l, c in usage), (got, usage)
         self.routes[fid] = []
@@ -162,8 +168,9 @@ class Model:
         self.routed[fid] = edges
         self.tags[fid] = tag
         self.max_rate[fid] = max_rate_Bps
+        self.weight[fid] = weight
         self.acts.append(RefFlow(float(size_bytes), got, float(latency_s), float(start_s),
-                                 tuple(int(a) for a in after), max_rate_Bps))
+                                 tuple(int(a) for a in after), max_rate_Bps, weight))
         return fid
 
     def delay(self, duration_s, *, start_s=0.0, after=(), tag=None):
@@ -267,11 +274,11 @@ def add_coupled_flow(sc, edges, size_bytes, latency_s=0.0, start_s=0.0, after=()
     return fid, sorted(zip((int(x) for x in links), (float(c) for c in coefs)))
 
 
-def fair_rates(capacity, usage, caps):
+def fair_rates(capacity, usage, caps, weights=None):
     """Max-min fair rates (the reference's) and, per flow, the absolute slack its engine rate
     has on top of REL: LOAD_RESOLUTION x capacity / coefficient at its bottleneck."""
     held = []
-    rates = max_min_reference(capacity, usage, caps, bottleneck=held)
+    rates = max_min_reference(capacity, usage, caps, bottleneck=held, weights=weights)
     slack = []
     for u, b in zip(usage, held):
         k = sum(c for link, c in u if link == b) if b is not None else 0
@@ -559,7 +566,8 @@ def check_invariants(model, res, fairness=True):
         if fairness and now and long_enough:
             ids = [f for f, _ in now]
             want, slack = fair_rates(capacity, [usage[f] for f in ids],
-                                     [model.max_rate[f] for f in ids])
+                                     [model.max_rate[f] for f in ids],
+                                     [model.weight.get(f, 1.0) for f in ids])
             for (f, r), w, x in zip(now, want, slack):
                 assert_close(r, w, f"flow {f} rate on [{a_t}, {b_t}] vs max-min of the "
                              f"transferring set {ids}", abs_=ABS_T + x)
@@ -645,7 +653,8 @@ def compare_to_reference(model, res, ref=None):
         mid = 0.5 * (t0 + t1)
         ids = sorted(rates)
         _, slack = fair_rates(force.capacity(mid), [force.usage(f, mid) for f in ids],
-                              [model.max_rate[f] for f in ids])
+                              [model.max_rate[f] for f in ids],
+                              [model.weight.get(f, 1.0) for f in ids])
         slack = dict(zip(ids, slack))
         for f in model.flow_ids:
             got = next((r for a, b, r in segs.get(f, []) if a <= mid < b), 0.0)

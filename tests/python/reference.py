@@ -40,7 +40,7 @@ def _num(x, exact):
 # --------------------------------------------------------------------------------------------
 
 
-def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=None):
+def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=None, weights=None):
     """Weighted max-min fair rates by progressive filling.
 
     capacity: capacity of each constraint, bytes/s (>= 0).
@@ -48,6 +48,9 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=Non
         puts ``coefficient * r`` on the constraint. Repeated constraints add up. Coefficients
         must be >= 0; zero entries are ignored.
     caps: None, or one entry per flow: a rate cap in bytes/s, or None / inf for no cap.
+    weights: None (all 1), or one share weight per flow: the fill raises every unfrozen
+        flow's rate at weight x the common level, so flows frozen together by one constraint
+        have rates in the ratio of their weights.
     exact: compute in exact rational arithmetic (returns Fractions).
     bottleneck: None, or a list that gets, per flow, the constraint that froze it (the
         lowest-numbered one saturating then), or None if its cap did (or nothing bounds it).
@@ -88,6 +91,7 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=Non
                 raise ValueError(f"rate cap of flow {f} is {cp}")
         flow_cap.append(cp)
 
+    wt = [_num(1 if weights is None else weights[f], exact) for f in range(n_flows)]
     rate = [None] * n_flows
     frozen = [False] * n_flows
     for f in range(n_flows):
@@ -110,11 +114,11 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=Non
                 if frozen[f]:
                     used += a * rate[f]
                 else:
-                    weight += a
+                    weight += a * wt[f]
             if weight > 0:
                 sat_level[c] = (cap_c[c] - used) / weight
         cap_level = {
-            f: flow_cap[f] for f in range(n_flows) if not frozen[f] and flow_cap[f] is not None
+            f: flow_cap[f] / wt[f] for f in range(n_flows) if not frozen[f] and flow_cap[f] is not None
         }
         candidates = list(sat_level.values()) + list(cap_level.values())
         new_level = min(candidates)
@@ -134,7 +138,7 @@ def max_min_reference(capacity, usage, caps=None, *, exact=False, bottleneck=Non
                 to_freeze.add(f)
         assert to_freeze, "progressive filling made no progress"
         for f in to_freeze:
-            rate[f] = new_level
+            rate[f] = new_level * wt[f]
             frozen[f] = True
         level = new_level
     if bottleneck is not None:
@@ -167,6 +171,7 @@ class RefFlow:
     start_s: float = 0.0
     after: tuple = ()
     max_rate_Bps: float | None = None
+    weight: float = 1.0
 
 
 @dataclass
@@ -433,6 +438,7 @@ def simulate_reference(capacity, activities, faults=(), *, exact=False):
                 [usage[f] for f in active],
                 [activities[f].max_rate_Bps for f in active],
                 exact=exact,
+                weights=[activities[f].weight for f in active],
             )
             for f, r in zip(active, new):
                 if not (r > 0 and r != math.inf):

@@ -93,6 +93,9 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
     lat = [draw(latencies) for _ in src]
     out = {u: [i for i, s in enumerate(src) if s == u] for u in range(n)}
 
+    def weight():  # mostly 1; sometimes a traffic class's share, up to the extremes allowed
+        return draw(st.sampled_from([1.0, 1.0, 1.0, 1.0, 2.0, 0.5, 3.0, 1 / 7, 1e3, 1e-3]))
+
     def rate_cap():
         factor = draw(st.one_of(st.none(), st.none(), cap_factors))
         return None if factor is None else base * factor
@@ -129,14 +132,15 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
             end = max(j for j, v in enumerate(nodes) if v != src[first] and v not in nodes[:j])
             walk = walk[:end + 1]
             acts.append(dict(kind="flow", src=src[first], dst=dst[walk[-1]], route=walk,
-                             bytes=base * draw(size_factors), max_rate=rate_cap(), **common))
+                             bytes=base * draw(size_factors), max_rate=rate_cap(),
+                             weight=weight(), **common))
         if kind == "auto":
             s = draw(st.integers(0, n - 1))
             targets = sorted(reachable(n, src, dst, s) - {s})
             if targets:
                 acts.append(dict(kind="flow", src=s, dst=draw(st.sampled_from(targets)),
                                  route=None, bytes=base * draw(size_factors),
-                                 max_rate=rate_cap(),
+                                 max_rate=rate_cap(), weight=weight(),
                                  **common))
             else:
                 kind = "delay"
@@ -151,7 +155,8 @@ def scenarios(draw, max_nodes=5, max_links=8, max_acts=10):
                 edges.append(list(edges[0]))  # the same edge twice: coefficients add up
             if edges:
                 acts.append(dict(kind="coupled", edges=edges, latency=draw(latencies),
-                                 bytes=base * draw(size_factors), max_rate=rate_cap(), **common))
+                                 bytes=base * draw(size_factors), max_rate=rate_cap(),
+                                 weight=weight(), **common))
             else:
                 kind = "delay"
         if kind == "delay":
@@ -177,11 +182,12 @@ def build(spec):
     for a in spec["acts"]:
         if a["kind"] == "flow":
             m.flow(a["src"], a["dst"], a["bytes"], start_s=a["start_s"], after=a["after"],
-                   route=a["route"], tag=a["tag"], max_rate_Bps=a["max_rate"])
+                   route=a["route"], tag=a["tag"], max_rate_Bps=a["max_rate"],
+                   weight=a.get("weight", 1.0))
         elif a["kind"] == "coupled":
             m.coupled(a["edges"], a["bytes"], latency_s=a["latency"], start_s=a["start_s"],
                       after=a["after"], tag=a["tag"], max_rate_Bps=a["max_rate"],
-                      usage=a.get("usage"))
+                      usage=a.get("usage"), weight=a.get("weight", 1.0))
         else:
             m.delay(a["duration"], start_s=a["start_s"], after=a["after"], tag=a["tag"])
     for i, a in enumerate(spec["acts"]):

@@ -887,3 +887,51 @@ fn fast_mode_keeps_outcomes_and_finish_times_within_its_bound_on_random_dags() {
     }
     assert!(worst > 0.0, "no random DAG exercised the fast mode");
 }
+
+/// Weighted max-min (share weights): on one link of 100 B/s, A (weight 1, 100 B) and B
+/// (weight 3, 150 B) get 25 and 75 B/s; B ends at 2 s with A half done, and A then takes the
+/// whole link: 50 B in 0.5 s. The link carries both flows' bytes, and the rate log shows each
+/// flow's own rate, not its share level. A weight outside [1e-6, 1e6] or on a delay is
+/// refused and changes nothing.
+#[test]
+fn share_weights_divide_a_bottleneck_in_their_ratio() {
+    let mut acts = Activities::new();
+    acts.add_flow(100.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.add_flow(150.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    acts.set_weights(1, 2, 3.0).unwrap();
+    let out = go(&[100.0], &acts);
+    assert_close("B", out.finish_s[1], 2.0);
+    assert_close("A", out.finish_s[0], 2.5);
+    assert_close("carried", out.carried_bytes[0], 250.0);
+    let first: Vec<(u32, f64)> = out
+        .rate_change_flow
+        .iter()
+        .zip(&out.rate_change_Bps)
+        .map(|(&f, &r)| (f, r))
+        .take(2)
+        .collect();
+    assert!(first.contains(&(0, 25.0)) && first.contains(&(1, 75.0)), "{first:?}");
+
+    // A cap binds on the flow's own rate: B capped at 60 B/s leaves A 40.
+    let mut capped = Activities::new();
+    capped
+        .add_flow(100.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+        .unwrap();
+    capped.add_flow(120.0, &on(&[0]), 0.0, 0.0, 60.0, &[]).unwrap();
+    capped.set_weights(1, 2, 3.0).unwrap();
+    let out = go(&[100.0], &capped);
+    assert_close("capped B", out.finish_s[1], 2.0);
+    assert_close("A beside capped B", out.finish_s[0], 2.2); // 80 B by 2 s, 20 at 100
+
+    let delay = acts.add_delay(1.0, 0.0, &[]).unwrap();
+    for (first, end, w) in [(0, 1, 0.0), (0, 1, f64::NAN), (0, 1, 2e6), (0, 9, 2.0)] {
+        let e = acts.set_weights(first, end, w).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    acts.set_weights(delay.0 as usize, delay.0 as usize + 1, 2.0)
+        .unwrap(); // a delay in the range has no weight to take
+    assert_eq!(acts.weight(delay), 1.0);
+    assert_eq!(acts.weight(ActivityId(0)), 1.0);
+}
