@@ -7,26 +7,33 @@ own parts for the running process (:func:`add_part`, :func:`load_parts`) without
 package; they never overwrite a shipped part unless asked to (``replace=True``).
 
 Units are SI and named in each field: ``_Bps`` is bytes per second *per direction*, ``_s`` is
-seconds, ``_watts`` is watts. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
+seconds, ``_watts`` is watts, ``_usd`` is US dollars. :func:`add_part` also accepts unit strings for ``_Bps`` and ``_s``
 fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
 
-Kinds and their fields (all required; ``system_watts``, a switch's ``ports_per_cage`` and a
-NIC's ``ethernet_port_Bps`` may be ``None``):
+Kinds and their fields (required unless marked optional; ``system_watts``, a switch's
+``ports_per_cage`` and a NIC's ``ethernet_port_Bps`` may be ``None``). Power and price fields
+are optional and ``None`` when unknown: ``watts`` is the part's maximum power (a GPU's TDP, a
+chip's or adapter's maximum, without transceivers), ``usd`` its price; a price is public for
+few parts, so most are ``None``. :mod:`fabricsim.power` adds them up per fabric.
 
 ``gpu``
     ``nvlink_generation`` (int), ``nvlink_links`` (int), ``nvlink_link_Bps`` (line rate per link
     per direction), ``nvlink_efficiency`` (name of an ``efficiency`` part), ``nic`` (name of the
     default ``nic`` part), ``pcie_Bps`` (host PCIe per direction), ``arch`` ("hopper" or
-    "blackwell").
+    "blackwell"); optional: the dense ``bf16_dense_flop_per_s``, ``fp8_dense_flop_per_s``,
+    ``hbm_bytes``, ``hbm_Bps``, and ``watts``, ``usd``.
 ``nvswitch``
     ``nvlink_generation`` (int), ``ports`` (int), ``port_Bps`` (per direction), ``sharp`` (bool),
-    ``latency_s``.
+    ``latency_s``; optional ``watts`` (per chip, with its share of the tray or board),
+    ``usd``.
 ``nic``
     ``rate_Bps``, ``max_planes`` (int: how many independent planes the port splits into),
     ``ports_per_cage`` (int: how many of those plane ports leave through one transceiver cage),
     ``ethernet_port_Bps`` (fastest Ethernet port, so the fewest planes Ethernet needs;
     ``None`` if the NIC runs Ethernet at ``rate_Bps`` on one port or not at all), ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
-    "ethernet"), ``latency_s``.
+    "ethernet"), ``latency_s``; optional ``watts`` (adapter without transceiver),
+    ``optics_watts_per_cage`` (the transceiver plugged into each of its cages),
+    ``usd``, ``optics_usd_per_cage``.
 ``switch``
     ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
     ``lane_Bps`` (smallest breakout port speed; radix at breakout is
@@ -34,9 +41,10 @@ NIC's ``ethernet_port_Bps`` may be ``None``):
     "co-packaged"), ``ports_per_cage`` (native ports per pluggable transceiver cage, e.g. 2 for
     twin-port OSFP; ``None`` for co-packaged optics), ``optics_watts_per_port`` (per native
     port), ``system_watts`` (switch without optics, ``None`` if unknown), ``latency_s``,
-    ``sharp`` (bool), ``adaptive_routing`` (bool).
+    ``sharp`` (bool), ``adaptive_routing`` (bool); optional ``system_usd`` (switch without
+    optics), ``optics_usd_per_port`` (per native port).
 ``optic``
-    ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged").
+    ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged"); optional ``usd``.
 ``efficiency``
     ``value`` (in (0, 1]), ``applies_to`` (free text, e.g. "nvlink4", "infiniband").
 ``pcie``
@@ -96,8 +104,8 @@ class _Field:
     """How one field of a kind is checked and stored."""
 
     name: str
-    # "int", "rate" (_Bps), "duration" (_s), "watts", "fraction", "bool", "enum", "protocols",
-    # "ref", "text"
+    # "int", "rate" (_Bps), "duration" (_s), "watts", "usd" (a price in US dollars, >= 0),
+    # "fraction", "bool", "enum", "protocols", "ref", "text"
     type: str
     choices: tuple[str, ...] = ()
     ref_kind: str = ""
@@ -108,7 +116,7 @@ class _Field:
     @property
     def sourced(self) -> bool:
         """Numeric and boolean fields must carry a source."""
-        return self.type in ("int", "rate", "duration", "watts", "fraction", "bool", "flops", "bytes")
+        return self.type in ("int", "rate", "duration", "watts", "fraction", "bool", "flops", "bytes", "usd")
 
 
 _PROTOCOLS = ("infiniband", "ethernet")
@@ -126,6 +134,8 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("fp8_dense_flop_per_s", "flops", nullable=True, optional=True),
         _Field("hbm_bytes", "bytes", nullable=True, optional=True),
         _Field("hbm_Bps", "rate", nullable=True, optional=True),
+        _Field("watts", "watts", nullable=True, optional=True),
+        _Field("usd", "usd", nullable=True, optional=True),
     ),
     "nvswitch": (
         _Field("nvlink_generation", "int"),
@@ -133,6 +143,8 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("port_Bps", "rate"),
         _Field("sharp", "bool"),
         _Field("latency_s", "duration"),
+        _Field("watts", "watts", nullable=True, optional=True),
+        _Field("usd", "usd", nullable=True, optional=True),
     ),
     "nic": (
         _Field("rate_Bps", "rate"),
@@ -142,6 +154,10 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("host_Bps", "rate"),
         _Field("protocols", "protocols", choices=_PROTOCOLS),
         _Field("latency_s", "duration"),
+        _Field("watts", "watts", nullable=True, optional=True),
+        _Field("optics_watts_per_cage", "watts", positive=False, nullable=True, optional=True),
+        _Field("usd", "usd", nullable=True, optional=True),
+        _Field("optics_usd_per_cage", "usd", nullable=True, optional=True),
     ),
     "switch": (
         _Field("protocol", "enum", choices=_PROTOCOLS),
@@ -155,11 +171,14 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("latency_s", "duration"),
         _Field("sharp", "bool"),
         _Field("adaptive_routing", "bool"),
+        _Field("system_usd", "usd", nullable=True, optional=True),
+        _Field("optics_usd_per_port", "usd", nullable=True, optional=True),
     ),
     "optic": (
         _Field("rate_Bps", "rate"),
         _Field("watts", "watts"),
         _Field("form", "enum", choices=("pluggable", "co-packaged")),
+        _Field("usd", "usd", nullable=True, optional=True),
     ),
     "efficiency": (
         _Field("value", "fraction"),
@@ -181,6 +200,7 @@ _ARROW_TYPE = {
     "text": pa.string(),
     "flops": pa.float64(),
     "bytes": pa.float64(),
+    "usd": pa.float64(),
 }
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
@@ -399,6 +419,11 @@ def _check_value(where: str, spec: _Field, value: Any) -> Any:
         if out < 0 or (spec.positive and out == 0):
             bound = "> 0" if spec.positive else ">= 0"
             raise _bad(f"{where} must be a power {bound} W, got {value!r}")
+        return out
+    if t == "usd":
+        out = _number(where, value)
+        if out < 0:
+            raise _bad(f"{where} must be a price >= 0 USD, got {value!r}")
         return out
     if t == "fraction":
         out = _number(where, value)

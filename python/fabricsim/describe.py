@@ -1,9 +1,11 @@
 """``Fabric.describe()``: what a generated fabric is made of, what it can carry, what it burns.
 
 Counts come from the Rust structure, figures from the catalog parts the fabric was built
-from. Bandwidths are line rates per direction unless a row says otherwise. Power is the
-scale-out fabric's switches plus optics; the optics are shown for pluggable transceivers
-and for co-packaged optics side by side, whatever the switch actually uses. A fabric with a
+from. Bandwidths are line rates per direction unless a row says otherwise. Power counts every part
+that draws it (GPUs, NVLink switch chips, NICs and their transceivers, switches and their
+optics; :mod:`fabricsim.power`), "unknown" where the catalog has no figure; the switch-side
+optics are also shown for pluggable transceivers and for co-packaged optics side by side,
+whatever the switch actually uses. A cost section gives prices where the catalog has them. A fabric with a
 scale-out network says whether its deployment runs SHARP (``fs.cluster(..., sharp=True)``).
 """
 
@@ -46,6 +48,8 @@ class Description:
                 shown = format_rate(v, bits=False)
             elif unit == "W":
                 shown = "unknown" if v is None else f"{v:,.0f} W"
+            elif unit == "USD":
+                shown = "unknown" if v is None else f"${v:,.0f}"
             elif unit == "count":
                 shown = f"{int(v):,}"
             elif unit == "bool":
@@ -136,6 +140,15 @@ def describe(fabric: Fabric) -> Description:
             spine_up = out["planes"] * out["n_spines"] * out["spine_up"] * plane_Bps / 2
             add("bandwidth", "bisection, spine tier", min(injection, spine_up), "B/s")
 
+    # Every part that draws power, counted from structure (fabricsim.power): GPUs and NVLink
+    # switch chips first, the network's parts after; "unknown" where the catalog has no figure.
+    from . import power
+
+    watts = {r["component"]: r for r in power.budget(fabric).to_pylist()}
+    labels = {"gpu": "GPUs", "nvswitch": "NVSwitch chips", "nic": "NICs", "nic_optics": "NIC-side optics"}
+    for comp in ("gpu", "nvswitch", "nic", "nic_optics"):
+        if comp in watts:
+            add("power", labels[comp], watts[comp]["total_watts"], "W")
     if out:
         sw = parts["switch"]
         n_switches = out["planes"] * (out["n_leaves"] + out["n_spines"] + out["n_cores"])
@@ -153,6 +166,18 @@ def describe(fabric: Fabric) -> Description:
         add("power", "switch-side optics, as built", native_ports * sw["optics_watts_per_port"], "W")
         add("power", "switch-side optics if pluggable", native_ports * per_port_plug, "W")
         add("power", "switch-side optics if co-packaged", native_ports * per_port_cpo, "W")
+    sums = power.totals(fabric)
+    if out:
+        add("power", "network (NICs, their optics, switches, switch optics)", sums["network_watts"], "W")
+    if watts:
+        add("power", "total", sums["total_watts"], "W")
+    if watts and sums["unknown_power"] and sums["total_known_watts"]:
+        add("power", "total of the known parts", sums["total_known_watts"], "W")
+    for comp, r in watts.items():
+        add("cost", f"{comp.replace('_', ' ')} ({r['part']})", r["total_usd"], "USD")
+    if watts:
+        add("cost", "total", sums["total_usd"], "USD")
+    if out:
         # A deployment choice, not the switch's: SHARP-capable switches run without it unless
         # the Aggregation Manager, NCCL's SHARP plugin and CollNet are set up.
         add("in-network reduction", "SHARP enabled", parts.get("sharp_enabled", False), "bool")

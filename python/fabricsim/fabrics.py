@@ -822,6 +822,17 @@ def cluster(
     NCCL's ``nccl-rdma-sharp-plugins`` net plugin with ``NCCL_COLLNET_ENABLE=1``. Refused on
     switches without SHARP (Ethernet ones among them); default False, as a cluster runs
     without SHARP unless all of that is set up."""
+    parts = _cluster_parts(domain, n_domains, scale_out, nic, tiers, planes, oversubscription, routing,
+                           nvlink_efficiency, efficiency, sharp)
+    return Fabric(_build_core(parts), parts)
+
+
+def _cluster_parts(
+    domain: Any, n_domains: Any, scale_out: Any, nic: Any, tiers: Any, planes: Any, oversubscription: Any,
+    routing: Any, nvlink_efficiency: Any, efficiency: Any, sharp: Any,
+) -> dict[str, Any]:
+    """:func:`cluster`'s arguments checked and its parts chosen, nothing built (also what
+    ``fabricsim.power.plan_cluster`` counts from)."""
     sharp = _sharp_flag(sharp)
     params, parts = _nvlink_spec(domain, nvlink_efficiency)
     gpd = params["gpus_per_domain"]
@@ -834,9 +845,8 @@ def cluster(
         n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency,
         switch_arg="scale_out",
     )
-    parts = dict(parts, **so_parts, domain=params, n_domains=nd, scale_out=so, faults=(),
-                 sharp_enabled=_sharp_switch(sharp, so_parts["switch"], "scale_out"))
-    return Fabric(_build_core(parts), parts)
+    return dict(parts, **so_parts, domain=params, n_domains=nd, scale_out=so, faults=(),
+                sharp_enabled=_sharp_switch(sharp, so_parts["switch"], "scale_out"))
 
 
 def pcie_server(

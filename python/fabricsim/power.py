@@ -1,0 +1,468 @@
+"""Power and cost of a fabric, from its structure and the catalog parts it was built from.
+
+Every part that draws power is counted from the fabric's structure (never from its links)
+and multiplied by its catalog figure: GPUs (``gpu.watts``, the TDP), NVLink switch chips
+(``nvswitch.watts``), NICs (``nic.watts``) and the transceiver in each of their cages
+(``nic.optics_watts_per_cage``), scale-out switches without optics (``switch.system_watts``)
+and their optics per native port in use (``switch.optics_watts_per_port``). Prices work the
+same way with the ``_usd`` fields. A figure the catalog does not know is ``None``: its
+component's total is ``None`` and the component is listed as unknown, never counted as 0.
+
+* :func:`budget`: one row per component of one fabric (count, watts and price each and in all,
+  sources).
+* :func:`totals`: the same as one flat mapping (``gpu_watts``, ..., ``network_watts``).
+* :func:`compare`: one Arrow table, one row per fabric, for fabrics side by side.
+* :func:`plan_cluster`: :func:`fabricsim.cluster`'s counts without building its links, for
+  million-GPU fabrics (a few milliseconds instead of seconds and gigabytes).
+* :func:`cpo_claim`: NVIDIA's 3.5x power-efficiency claim for co-packaged optics, evaluated
+  on one fabric built with pluggable and with co-packaged switches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import pyarrow as pa
+
+from .exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .describe import Description
+    from .fabrics import Fabric
+
+__all__ = [
+    "COMPONENTS",
+    "NETWORK",
+    "FabricPlan",
+    "plan_cluster",
+    "budget",
+    "totals",
+    "compare",
+    "CpoEvaluation",
+    "cpo_claim",
+    "CPO_CLAIMED_RATIO",
+]
+
+#: The components of a fabric's power and cost, in table order.
+COMPONENTS = ("gpu", "nvswitch", "nic", "nic_optics", "switch", "switch_optics")
+#: The components that make up the scale-out network.
+NETWORK = ("nic", "nic_optics", "switch", "switch_optics")
+#: NVIDIA's claimed power-efficiency gain of co-packaged over pluggable optics (hardware.md 2.3:
+#: [2nd] https://usdaily.xyz/nvidia-s-new-silicon-photonics-based-400-tb-s-switch-platforms-enable-clusters-with-millions-of-gpus-12775.html).
+CPO_CLAIMED_RATIO = 3.5
+
+_WHAT = {  # component -> (catalog part key in fabric parts, count unit, watts field, usd field)
+    "gpu": ("gpu", "GPUs", "watts", "usd"),
+    "nvswitch": ("nvswitch", "chips", "watts", "usd"),
+    "nic": ("nic", "NICs", "watts", "usd"),
+    "nic_optics": ("nic", "transceivers", "optics_watts_per_cage", "optics_usd_per_cage"),
+    "switch": ("switch", "switches", "system_watts", "system_usd"),
+    "switch_optics": ("switch", "native ports", "optics_watts_per_port", "optics_usd_per_port"),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Counting from structure
+# --------------------------------------------------------------------------------------------
+
+
+def _smallest_divisor_at_least(n: int, at_least: int) -> int:
+    for d in range(max(at_least, 1), n + 1):
+        if n % d == 0:
+            return d
+    return n
+
+
+def _split_ports(radix: int, over: float) -> tuple[int, int]:
+    up = math.floor(radix / (1.0 + over))
+    return up, math.floor(up * over + 1e-9)
+
+
+def _clos_shape(
+    n_endpoints: int, rails: int, endpoint_links: Sequence[int], tiers: int, radix: int,
+    over: Sequence[float],
+) -> dict[str, Any]:
+    """The counts of a Clos as the core's generator lays it out (its ``ClosShape``), computed
+    without building it. Only called on parameters the core has already accepted
+    (``clos_shape_check``), so it checks nothing; tests hold it to the core's structure."""
+    planes = len(endpoint_links)
+    s: dict[str, Any] = dict(
+        n_endpoints=n_endpoints, planes=planes, endpoint_links=list(endpoint_links), tiers=tiers,
+        radix=radix, rails=rails, endpoints_per_leaf=n_endpoints, rails_per_leaf=1, n_leaves=1,
+        leaf_up=0, n_spines=0, leaf_spine_width=0, n_pods=1, leaves_per_pod=1, spine_up=0, n_cores=0,
+        cores_per_group=0, spine_core_width=0,
+    )
+    if tiers == 1:
+        return s
+    widest = max(endpoint_links)
+    up, down = _split_ports(radix, over[0])
+    s["leaf_up"] = up
+    epl = s["endpoints_per_leaf"] = down // widest
+    n_groups = -(-n_endpoints // rails)
+    fit = epl // n_groups if n_groups < epl else 1
+    leaves_per_block = -(-rails // fit)
+    s["rails_per_leaf"] = -(-rails // leaves_per_block)
+    s["n_leaves"] = -(-n_groups // epl) * leaves_per_block
+    if tiers == 2:
+        need = -(-(s["n_leaves"] * up) // radix)
+        spines = _smallest_divisor_at_least(up, min(need, up))
+        s["n_spines"], s["leaf_spine_width"] = spines, up // spines
+        return s
+    spine_up, spine_down = _split_ports(radix, over[1])
+    s["leaf_spine_width"], s["leaves_per_pod"] = 1, spine_down
+    s["n_pods"] = -(-s["n_leaves"] // spine_down)
+    s["n_spines"], s["spine_up"] = s["n_pods"] * up, spine_up
+    need = -(-(s["n_pods"] * spine_up) // radix)
+    cores = _smallest_divisor_at_least(spine_up, min(need, spine_up))
+    s["cores_per_group"], s["spine_core_width"] = cores, spine_up // cores
+    s["n_cores"] = up * cores
+    return s
+
+
+class FabricPlan:
+    """A :func:`fabricsim.cluster` fabric's counts and parts, without its nodes and links.
+
+    ``structure`` holds what :attr:`fabricsim.Fabric.structure` holds about the domains and
+    the scale-out Clos (``n_gpus``, ``n_nics``, ``domain``, ``scale_out``), but no node or link
+    totals; :meth:`describe`, :func:`budget`, :func:`totals` and :func:`compare` take a plan
+    wherever they take a fabric. Make one with :func:`plan_cluster`.
+    """
+
+    __slots__ = ("_structure", "_parts")
+
+    def __init__(self, structure: dict[str, Any], parts: dict[str, Any]) -> None:
+        self._structure = structure
+        self._parts = parts
+
+    @property
+    def structure(self) -> dict[str, Any]:
+        """Sizes of the domains and of the scale-out Clos (a copy)."""
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in self._structure.items()}
+
+    @property
+    def n_gpus(self) -> int:
+        """Number of GPUs."""
+        return int(self._structure["n_gpus"])
+
+    def describe(self) -> Description:
+        """The report :meth:`fabricsim.Fabric.describe` gives for the built fabric."""
+        from .describe import describe
+
+        return describe(self)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"FabricPlan(n_gpus={self.n_gpus}, switch={self._parts['switch'].name!r})"
+
+
+def plan_cluster(
+    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = "quantum-x800", nic: str | None = None,
+    tiers: int | None = None, planes: int | None = None, oversubscription: Any = 1.0,
+    routing: str | None = None, nvlink_efficiency: Any = None, efficiency: Any = None,
+    sharp: bool = False,
+) -> FabricPlan:
+    """What :func:`fabricsim.cluster` with the same arguments would build, counted but not
+    built: the same checks, parts and structure counts, none of the nodes or links (a
+    1,048,576-GPU cluster is 52 M links and 1.8 GB built; its plan takes milliseconds).
+
+    Example::
+
+        plan = fabricsim.power.plan_cluster(domain="hgx-b300", n_domains=131072,
+                                            scale_out="quantum-x800", tiers=3)
+        fabricsim.power.totals(plan)["switch_optics_watts"]   # 78,938,880.0
+    """
+    from . import fabrics
+
+    parts = fabrics._cluster_parts(domain, n_domains, scale_out, nic, tiers, planes, oversubscription, routing,
+                                   nvlink_efficiency, efficiency, sharp)
+    dom, so = parts["domain"], parts["scale_out"]
+    gpd, nd = dom["gpus_per_domain"], parts["n_domains"]
+    n = gpd * nd
+    domain_shape = _clos_shape(gpd, 1, dom["chip_links"], dom["tiers"], dom["chip_ports"], (1.0, 1.0))
+    domain_shape.update(n_domains=nd, link_Bps=dom["link_Bps"])
+    so_shape = _clos_shape(n, gpd, [1] * so["planes"], so["tiers"], so["radix"], so["oversubscription"])
+    so_shape.update(link_Bps=so["link_Bps"])
+    return FabricPlan({"n_gpus": n, "n_nics": n, "domain": domain_shape, "scale_out": so_shape}, parts)
+
+
+def _native_ports(out: Mapping[str, Any], parts: Mapping[str, Any]) -> float:
+    """Scale-out switch ports in use in native ports: each NIC plane port, and both ends of
+    every switch-to-switch cable, at the plane rate, over the switch's native port rate."""
+    ports_used = out["planes"] * (
+        out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
+    )
+    return float(ports_used * parts["plane_Bps"] / parts["switch"]["port_Bps"])
+
+
+def _counts(fabric: Any) -> dict[str, float]:
+    """How many of each component the fabric has (0 for a component it has none of)."""
+    s, parts = fabric.structure, fabric._parts
+    dom, out = s.get("domain"), s.get("scale_out")
+    counts = dict.fromkeys(COMPONENTS, 0.0)
+    if "gpu" in parts:
+        counts["gpu"] = float(s["n_gpus"])
+    if dom:
+        counts["nvswitch"] = float(dom["planes"] * (dom["n_leaves"] + dom["n_spines"] + dom["n_cores"])
+                                   * dom["n_domains"])
+    if out and "scale_out" in parts:
+        nic = parts["nic"]
+        counts["nic"] = float(s["n_nics"])
+        counts["nic_optics"] = float(s["n_nics"] * math.ceil(out["planes"] / nic["ports_per_cage"]))
+        counts["switch"] = float(out["planes"] * (out["n_leaves"] + out["n_spines"] + out["n_cores"]))
+        counts["switch_optics"] = _native_ports(out, parts)
+    return counts
+
+
+def _check_fabric(fabric: Any, where: str) -> None:
+    from .fabrics import Fabric
+
+    if not isinstance(fabric, (Fabric, FabricPlan)):
+        raise InvalidArgumentError(
+            f"{where} must be a generated fabric (fabricsim.cluster, clos, nvl72, ...) or a "
+            f"fabricsim.power.plan_cluster plan, got {type(fabric).__name__}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Budget, totals, comparison
+# --------------------------------------------------------------------------------------------
+
+
+def budget(fabric: Union[Fabric, FabricPlan]) -> pa.Table:
+    """One row per component the fabric has: ``component`` (see :data:`COMPONENTS`),
+    ``part`` (catalog name), ``count`` and ``count_unit``, ``each_watts`` and ``total_watts``,
+    ``each_usd`` and ``total_usd`` (null when the catalog does not know), and the catalog's
+    ``watts_source`` and ``usd_source``. Switch optics count native ports in use (a pluggable
+    switch's transceiver serves ``ports_per_cage`` of them).
+
+    Example::
+
+        t = fabricsim.power.budget(fabricsim.hgx_h100())
+        t.to_pylist()[0]["total_watts"]   # 8 x 700.0 = 5600.0
+    """
+    _check_fabric(fabric, "fabric")
+    counts, parts = _counts(fabric), fabric._parts
+    rows: list[dict[str, Any]] = []
+    for comp in COMPONENTS:
+        if not counts[comp]:
+            continue
+        key, unit, wf, uf = _WHAT[comp]
+        p = parts[key]
+        each_w, each_u = p.get(wf), p.get(uf)
+        rows.append(dict(
+            component=comp, part=p.name, count=counts[comp], count_unit=unit,
+            each_watts=each_w, total_watts=None if each_w is None else each_w * counts[comp],
+            each_usd=each_u, total_usd=None if each_u is None else each_u * counts[comp],
+            watts_source=p.sources.get(wf, ""), usd_source=p.sources.get(uf, ""),
+        ))
+    schema = pa.schema([
+        ("component", pa.string()), ("part", pa.string()), ("count", pa.float64()), ("count_unit", pa.string()),
+        ("each_watts", pa.float64()), ("total_watts", pa.float64()), ("each_usd", pa.float64()),
+        ("total_usd", pa.float64()), ("watts_source", pa.string()), ("usd_source", pa.string()),
+    ])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _sum(values: Sequence[float | None]) -> tuple[float | None, float]:
+    """(sum, or None if any is None; sum of the known ones)."""
+    known = sum(v for v in values if v is not None)
+    return (None if any(v is None for v in values) else known), known
+
+
+def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
+    """The fabric's power and price by component as one mapping: ``<component>_watts`` and
+    ``<component>_usd`` for each of :data:`COMPONENTS` (0.0 for a component the fabric does not
+    have, None when its figure is unknown), ``network_watts`` (NICs, their optics, switches,
+    switch optics), ``total_watts``, the same in USD, ``network_known_watts`` and
+    ``total_known_watts`` (the known components only), and ``unknown_power`` /
+    ``unknown_price``: the components whose figure is unknown.
+
+    Example::
+
+        fabricsim.power.totals(fabricsim.nvl72())["gpu_watts"]   # 72 x 1200.0
+    """
+    rows = {r["component"]: r for r in budget(fabric).to_pylist()}
+    out: dict[str, Any] = {"n_gpus": int(fabric.structure["n_gpus"])}
+    for unit in ("watts", "usd"):
+        values: dict[str, float | None] = {
+            c: (rows[c][f"total_{unit}"] if c in rows else 0.0) for c in COMPONENTS
+        }
+        for c in COMPONENTS:
+            out[f"{c}_{unit}"] = values[c]
+        out[f"network_{unit}"], out[f"network_known_{unit}"] = _sum([values[c] for c in NETWORK])
+        out[f"total_{unit}"], out[f"total_known_{unit}"] = _sum(list(values.values()))
+        out["unknown_power" if unit == "watts" else "unknown_price"] = [c for c in COMPONENTS if values[c] is None]
+    return out
+
+
+def compare(fabrics: Sequence[Union[Fabric, FabricPlan]], names: Sequence[str] | None = None) -> pa.Table:
+    """Several fabrics side by side: one row per fabric (``fabric``, its name; default
+    ``"fabric 0"``, ...), the :func:`totals` columns (watts and USD per component, network,
+    total, known-only sums, unknown components), and ``watts_per_gpu`` and
+    ``network_watts_per_gpu`` (null without GPUs or when unknown). Each column's unit is its
+    name's suffix; the schema's metadata also maps each column to its unit.
+
+    Example::
+
+        a = fabricsim.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x800")
+        b = fabricsim.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x-photonics")
+        fabricsim.power.compare([a, b], names=["pluggable", "co-packaged"])
+    """
+    if isinstance(fabrics, (str, bytes)) or not isinstance(fabrics, Sequence):
+        raise InvalidArgumentError(f"fabrics must be a list of fabrics, got {type(fabrics).__name__}")
+    if not fabrics:
+        raise InvalidArgumentError("fabrics must hold at least one fabric, got an empty list")
+    for i, f in enumerate(fabrics):
+        _check_fabric(f, f"fabrics[{i}]")
+    if names is None:
+        labels = [f"fabric {i}" for i in range(len(fabrics))]
+    else:
+        if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
+            raise InvalidArgumentError(f"names must be a list of strings, got {names!r}")
+        labels = list(names)
+        if len(labels) != len(fabrics):
+            raise InvalidArgumentError(f"names must have one name per fabric ({len(fabrics)}), got {len(labels)}")
+        for i, n in enumerate(labels):
+            if not isinstance(n, str) or not n.strip():
+                raise InvalidArgumentError(f"names[{i}] must be a non-empty string, got {n!r}")
+        if len(set(labels)) != len(labels):
+            dup = next(n for n in labels if labels.count(n) > 1)
+            raise InvalidArgumentError(f"names must be distinct, {dup!r} appears twice")
+    rows = []
+    for label, f in zip(labels, fabrics):
+        t = totals(f)
+        n = t["n_gpus"]
+        t["watts_per_gpu"] = t["total_watts"] / n if n and t["total_watts"] is not None else None
+        t["network_watts_per_gpu"] = t["network_watts"] / n if n and t["network_watts"] is not None else None
+        rows.append({"fabric": label, **t})
+    fields = [pa.field("fabric", pa.string()), pa.field("n_gpus", pa.int64())]
+    units = {"fabric": "", "n_gpus": "count"}
+    for key in rows[0]:
+        if key in ("fabric", "n_gpus"):
+            continue
+        if key.startswith("unknown_"):
+            fields.append(pa.field(key, pa.list_(pa.string())))
+            units[key] = "component names"
+        else:
+            fields.append(pa.field(key, pa.float64()))
+            units[key] = "W" if "watts" in key else "USD"
+    schema = pa.schema(fields, metadata={f"unit.{k}": v for k, v in units.items()})
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+# --------------------------------------------------------------------------------------------
+# The co-packaged optics claim
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpoEvaluation:
+    """NVIDIA's co-packaged optics power claim evaluated by scope.
+
+    ``table``: one row per scope (``scope``, ``pluggable_watts``, ``co_packaged_watts``,
+    ``ratio`` = pluggable / co-packaged, ``claim_holds`` (ratio >= the claimed 3.5, null when
+    a figure is unknown), ``mechanism``). ``plans``: the two fabrics counted
+    (pluggable, co-packaged), ``comparison``: their :func:`compare` table. ``print()`` it.
+    """
+
+    table: pa.Table
+    plans: tuple[FabricPlan, FabricPlan]
+    comparison: pa.Table
+
+    def __str__(self) -> str:
+        def w(v: float | None) -> str:
+            return "unknown" if v is None else f"{v:,.1f} W"
+
+        p, c = self.plans
+        out = [f"Co-packaged optics at {p.n_gpus:,} GPUs: {p._parts['switch'].name} (pluggable) vs "
+               f"{c._parts['switch'].name} (co-packaged); NVIDIA claims {CPO_CLAIMED_RATIO}x"]
+        for r in self.table.to_pylist():
+            ratio = "unknown" if r["ratio"] is None else f"{r['ratio']:.3f}x"
+            out.append(f"  {r['scope']:<44} {w(r['pluggable_watts']):>20} {w(r['co_packaged_watts']):>20}  {ratio}")
+            out.append(f"      {r['mechanism']}")
+        return "\n".join(out)
+
+
+def cpo_claim(
+    n_gpus: int = 1_048_576, *, domain: Any = "hgx-b300", pluggable: str = "quantum-x800",
+    co_packaged: str = "quantum-x-photonics", tiers: int | None = 3, planes: int | None = None,
+) -> CpoEvaluation:
+    """NVIDIA's claim of 3.5x better power efficiency for co-packaged optics, evaluated on one
+    cluster of ``n_gpus`` GPUs (``domain`` domains, a multiple of its GPUs) planned twice:
+    with ``pluggable`` switches and with ``co_packaged`` ones of the same ports, so the Clos,
+    its cables and its NICs are the same and only the switch-side optics differ.
+
+    Scopes, narrowest first: optics per 800G switch port; all switch-side optics; all optics
+    (the NICs' transceivers stay pluggable: ConnectX NICs plug OSFP modules); the network
+    (NICs, their optics, switches without optics, switch optics; unknown while the catalog has
+    no switch or NIC power, and bounded above by the all-optics ratio since those parts draw
+    the same in both builds); the whole fabric with GPUs and NVLink switches.
+
+    Counted from structure (:func:`plan_cluster`): 1,048,576 GPUs take milliseconds.
+
+    Example::
+
+        print(fabricsim.power.cpo_claim())     # 1,048,576 GPUs, HGX B300, Quantum-X800 vs Q3450
+    """
+    from ._checks import COUNT, integer
+    from .catalog import part
+
+    n = integer("n_gpus", n_gpus, COUNT)
+    sw_p, sw_c = part(pluggable), part(co_packaged)
+    for arg, sw, form in (("pluggable", sw_p, "pluggable"), ("co_packaged", sw_c, "co-packaged")):
+        if sw.kind != "switch" or sw["optics"] != form:
+            raise InvalidArgumentError(f"{arg}={sw.name!r} must be a switch with {form} optics, "
+                                       f"it is a {sw.kind}{' with ' + sw['optics'] + ' optics' if sw.kind == 'switch' else ''}")
+    same = ("protocol", "ports", "port_Bps", "lane_Bps")
+    if any(sw_p[k] != sw_c[k] for k in same):
+        raise InvalidArgumentError(
+            f"pluggable={sw_p.name!r} and co_packaged={sw_c.name!r} must have the same ports to be compared on one "
+            f"fabric: {', '.join(f'{k} {sw_p[k]!r} vs {sw_c[k]!r}' for k in same if sw_p[k] != sw_c[k])}"
+        )
+    from .fabrics import _nvlink_spec
+
+    gpd = _nvlink_spec(domain, None)[0]["gpus_per_domain"]
+    if n % gpd:
+        raise InvalidArgumentError(f"n_gpus={n} is not a whole number of {gpd}-GPU domains ({domain!r})")
+    plans = tuple(plan_cluster(domain=domain, n_domains=n // gpd, scale_out=s, tiers=tiers, planes=planes)
+                  for s in (pluggable, co_packaged))
+    tp, tc = totals(plans[0]), totals(plans[1])
+    port_p = sw_p["optics_watts_per_port"] * 100e9 / sw_p["port_Bps"]
+    port_c = sw_c["optics_watts_per_port"] * 100e9 / sw_c["port_Bps"]
+
+    def add(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else a + b
+
+    scopes = [
+        ("optics per 800G switch port", port_p, port_c,
+         f"the module alone: {sw_p.name} {port_p:g} W vs {sw_c.name} {port_c:g} W per 800G port (catalog)"),
+        ("switch-side optics", tp["switch_optics_watts"], tc["switch_optics_watts"],
+         f"{plans[0]._parts['switch'].name} and {plans[1]._parts['switch'].name} Clos of the same shape: "
+         f"the same {tp['switch_optics_watts'] / sw_p['optics_watts_per_port']:,.0f} native ports in use"),
+        ("all optics (switch side + NIC side)", add(tp["switch_optics_watts"], tp["nic_optics_watts"]),
+         add(tc["switch_optics_watts"], tc["nic_optics_watts"]),
+         "the NICs' transceivers stay pluggable in both builds, the same watts added to each side"),
+        ("network (NICs, NIC optics, switches, switch optics)", tp["network_watts"], tc["network_watts"],
+         "unknown parts: " + (", ".join(sorted(set(tp["unknown_power"]) | set(tc["unknown_power"])
+                                              & set(NETWORK))) or "none")
+         + "; switch ASICs and NICs draw the same in both builds, so the all-optics ratio is an upper bound"),
+        ("whole fabric, known parts only", tp["total_known_watts"], tc["total_known_watts"],
+         "what the optics saving is worth against what the catalog knows: GPUs, NVLink switch chips and "
+         "optics (" + (", ".join(sorted(set(tp["unknown_power"]))) or "nothing") + " left out)"),
+        ("whole fabric incl. GPUs and NVLink switches", tp["total_watts"], tc["total_watts"],
+         "GPUs and NVLink switches draw the same in both builds"
+         + ("" if tp["total_watts"] is not None else "; unknown while any component is"), ),
+    ]
+    rows = []
+    for scope, a, b, why in scopes:
+        ratio = None if a is None or b is None or b == 0 else a / b
+        rows.append(dict(scope=scope, pluggable_watts=a, co_packaged_watts=b, ratio=ratio,
+                         claim_holds=None if ratio is None else ratio >= CPO_CLAIMED_RATIO, mechanism=why))
+    table = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("scope", pa.string()), ("pluggable_watts", pa.float64()), ("co_packaged_watts", pa.float64()),
+        ("ratio", pa.float64()), ("claim_holds", pa.bool_()), ("mechanism", pa.string()),
+    ]))
+    both = (plans[0], plans[1])
+    return CpoEvaluation(table, both, compare(list(both), names=[sw_p.name, sw_c.name]))
