@@ -50,6 +50,8 @@ from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
 from . import training
 from .training import Model, Parallelism, TrainingStep
+from . import jobs, power, reliability  # noqa: F401  (modules of the API: shared factories)
+from .jobs import Job, JobSpec, compare_isolation
 
 __all__ = [
     "estimate",
@@ -66,6 +68,12 @@ __all__ = [
     "Model",
     "Parallelism",
     "TrainingStep",
+    "jobs",
+    "Job",
+    "JobSpec",
+    "compare_isolation",
+    "power",
+    "reliability",
     "Topology",
     "Fabric",
     "hgx_h100",

@@ -349,6 +349,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _int_list(flag: str, text: str) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers given to ``flag``."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise InvalidArgumentError(f"{flag} must be whole numbers separated by commas, e.g. 7,8,8,7; got {text!r}") from None
+
+
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """``fabricsim train``: one training step's breakdown (fabricsim.training, issue 25)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
@@ -359,7 +367,11 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     tr.add_argument("--global-batch", type=int, help="sequences per step (default: dp x micro-batch x pp)")
     tr.add_argument("--vp", type=int, default=1, help="virtual stages (interleaved schedule when > 1)")
-    tr.add_argument("--dp-sharding", default="none", choices=["none", "zero1", "fsdp"])
+    tr.add_argument("--dp-sharding", default="none", choices=["none", "zero1", "optim_grads", "fsdp"],
+                    help="data-parallel sharding: zero1 shards the optimizer state, optim_grads also the "
+                         "gradients (as Llama 3), fsdp also the weights (default: none)")
+    tr.add_argument("--stage-layers", help="layers of each pipeline stage, comma-separated (default: equal; "
+                    "Llama 3 405B: 7,8,...,8,7)")
     tr.add_argument("--recompute", action="store_true")
     tr.add_argument("--efficiency", type=float, help="fraction of dense BF16 peak (default: the compute model's)")
     tr.add_argument("--no-memory-check", action="store_true")
@@ -371,7 +383,8 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
         par = training.Parallelism(
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
             global_batch_size=args.global_batch, schedule="interleaved" if args.vp > 1 else "1f1b",
-            virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute)
+            virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
+            stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers))
         compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
         step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute,
                                      check_memory=not args.no_memory_check)
