@@ -406,8 +406,9 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
     * "shared": every job packed by NVLink domain, equal weights;
     * "spread": every job spread over the domains (the worst case for meeting others);
     * "random": placed on whole free NVLink domains drawn at random (a fragmented cluster);
-    * "rails": job k on rails k, k + n, ... of n jobs (GPU local index within its node, as a
-      rail-optimised fabric wires NIC i to rail i): jobs share no leaf;
+    * "rails": of n jobs, job k on the k-th block of rails (GPU local index within its node,
+      as a rail-optimised fabric wires NIC i to rail i): jobs share no rail, and no leaf where
+      a leaf's rails fall in one block;
     * "reserved:F": the first job's flows have weight F and the others 1 - F (a traffic
       class guaranteed fraction F of every link it meets, as ETS does; work-conserving).
 
@@ -451,10 +452,10 @@ def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> 
             raise InvalidArgumentError("policy 'rails' needs a fabric of NVLink domains (GPUs with a local index)")
         if domain % len(jobs):
             raise InvalidArgumentError(f"policy 'rails': {len(jobs)} jobs do not divide the {domain} rails of a domain")
-        local = np.arange(int(sc.topology._core.n_gpus)) % domain
+        block = np.arange(int(sc.topology._core.n_gpus)) % domain // (domain // len(jobs))
         out = []
         for k, j in enumerate(jobs):
-            mine = np.flatnonzero(local % len(jobs) == k)
+            mine = np.flatnonzero(block == k)
             if j.n_gpus > mine.size:
                 raise InvalidArgumentError(f"policy 'rails': job {j.name!r} needs {j.n_gpus} GPUs, its rails have {mine.size}")
             out.append(({"gpus": mine[:j.n_gpus]}, 1.0))

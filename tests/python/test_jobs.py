@@ -242,6 +242,8 @@ def test_compare_isolation_runs_each_policy_and_reserves_by_weight():
     rows = {(r["policy"], r["job"]): r for r in t.to_pylist()}
     assert rows[("reserved:0.75", "a")]["weight"] == 0.75 and rows[("reserved:0.75", "b")]["weight"] == 0.25
     assert rows[("rails", "a")]["placement"] == "given"
+    # a: GPUs 0-3 of each node (rails 0-3), b: 4-7: no rail, and here no leaf, in common
+    assert rows[("rails", "a")]["n_links_met"] == 0 and rows[("rails", "b")]["slowdown"] == 1.0
     for r in rows.values():
         assert r["slowdown"] >= 1.0 - 1e-12 and r["status"] == "done"
     # the guaranteed job slows no more than it does with equal shares
