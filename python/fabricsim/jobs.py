@@ -409,6 +409,10 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
     * "rails": of n jobs, job k on the k-th block of rails (GPU local index within its node,
       as a rail-optimised fabric wires NIC i to rail i): jobs share no rail, and no leaf where
       a leaf's rails fall in one block;
+    * "planes": of n jobs on a fabric of P scale-out planes, job k alone on the k-th block of
+      P / n planes (each NIC's ports on those planes only), packed: jobs share no scale-out
+      link, each with 1/n of the injection bandwidth (its run on the reduced fabric is its
+      time; alone is on the whole fabric);
     * "reserved:F": the first job's flows have weight F and the others 1 - F (a traffic
       class guaranteed fraction F of every link it meets, as ETS does; work-conserving).
 
@@ -424,6 +428,9 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
         raise InvalidArgumentError("compare_isolation needs at least one JobSpec")
     tables = []
     for policy in policies:
+        if policy == "planes":
+            tables.append(_planes_policy(fabric, jobs, seed=seed, routing=routing, tolerance=tolerance))
+            continue
         sc = Scenario(fabric, seed=seed, routing=routing)
         placements = _policy_placements(sc, policy, jobs)
         for spec, (kw, w) in zip(jobs, placements):
@@ -431,6 +438,37 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
         t = sc.run(tolerance=tolerance).jobs
         tables.append(t.add_column(0, "policy", pa.array([policy] * t.num_rows, pa.string())))
     return pa.concat_tables(tables)
+
+
+def _planes_policy(fabric: Any, jobs: Sequence[JobSpec], *, seed: int, routing: Any, tolerance: float) -> pa.Table:
+    """compare_isolation's "planes": each job on its own block of planes, so on a fabric
+    rebuilt with P / n planes of the same rate, at the GPUs packing gives it on the whole one."""
+    from .fabrics import Fabric, _unpickled_fabric
+    from .scenario import Scenario
+
+    planes = int(fabric._core.structure().get("scale_out", {}).get("planes", 0)) if isinstance(fabric, Fabric) else 0
+    if planes < len(jobs) or planes % len(jobs):
+        raise InvalidArgumentError(
+            f"policy 'planes': {len(jobs)} jobs need a fabric whose scale-out planes they divide, got {planes} planes "
+            "(build it with fs.cluster(..., planes=...))")
+    parts = dict(fabric._parts)
+    parts["scale_out"] = dict(parts["scale_out"], planes=planes // len(jobs))
+    own = _unpickled_fabric(parts)
+    whole = Scenario(fabric, seed=seed, routing=routing)
+    placed = [whole.add_job(spec.name, n_gpus=spec.n_gpus) for spec in jobs]
+    rows = []
+    for spec, job in zip(jobs, placed):
+        times = []
+        for fab in (own, fabric):  # on its planes, then alone on all of them
+            sc = Scenario(fab, seed=seed, routing=routing)
+            spec.workload(sc.add_job(spec.name, gpus=job.gpus))
+            times.append(sc.run(tolerance=tolerance).jobs.to_pylist()[0])
+        row, alone = times
+        row.update(alone_time_s=alone["time_s"], alone_step_s=alone["step_s"], placement="planes",
+                   slowdown=row["time_s"] / alone["time_s"] if alone["time_s"] > 0 else np.nan)
+        rows.append(row)
+    t = pa.Table.from_pylist(rows, schema=_JOBS_SCHEMA)
+    return t.add_column(0, "policy", pa.array(["planes"] * t.num_rows, pa.string()))
 
 
 def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> list[tuple[dict[str, Any], float]]:
@@ -461,4 +499,4 @@ def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> 
             out.append(({"gpus": mine[:j.n_gpus]}, 1.0))
         return out
     raise InvalidArgumentError(
-        f"unknown isolation policy {policy!r}: expected 'shared', 'spread', 'random', 'rails' or 'reserved:F' (0 < F < 1)")
+        f"unknown isolation policy {policy!r}: expected 'shared', 'spread', 'random', 'rails', 'planes' or 'reserved:F' (0 < F < 1)")

@@ -252,3 +252,26 @@ def test_compare_isolation_runs_each_policy_and_reserves_by_weight():
         compare_isolation(fabric, specs, ["reserved:1.5"])
     with pytest.raises(InvalidArgumentError, match="unknown isolation policy 'planes2'"):
         compare_isolation(fabric, specs, ["planes2"])
+
+
+def test_planes_give_each_job_its_block_of_planes():
+    # Two jobs on a 2-plane fabric: each alone on one plane, half its NIC bandwidth, so an
+    # all-to-all whose time is set by injection takes what it takes on a 1-plane build.
+    fabric = fs.cluster(domain="hgx-b300", n_domains=4, scale_out="quantum-x800", planes=2)
+    specs = [JobSpec(n, 16, lambda j: j.add_collective("all_to_all", None, "256MiB")) for n in "ab"]
+    rows = compare_isolation(fabric, specs, ["planes"]).to_pylist()
+    from fabricsim.fabrics import _unpickled_fabric
+
+    parts = dict(fabric._parts)
+    parts["scale_out"] = dict(parts["scale_out"], planes=1)
+    for r, gpus in zip(rows, (range(16), range(16, 32))):
+        one_plane = fs.Scenario(_unpickled_fabric(parts))
+        one_plane.add_collective("all_to_all", list(gpus), "256MiB")
+        whole = fs.Scenario(fabric)
+        whole.add_collective("all_to_all", list(gpus), "256MiB")
+        assert r["policy"] == "planes" and r["n_links_met"] == 0
+        assert r["time_s"] == pytest.approx(one_plane.run().makespan_s, rel=1e-12)
+        assert r["alone_time_s"] == pytest.approx(whole.run().makespan_s, rel=1e-12)
+        assert r["slowdown"] > 1.5  # half the injection bandwidth
+    with pytest.raises(InvalidArgumentError, match="policy 'planes': 2 jobs need a fabric whose scale-out planes"):
+        compare_isolation(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), specs, ["planes"])
