@@ -30,10 +30,13 @@ COMMAND = "python scripts/gen_api_docs.py"
 MODULES = (
     "fabricsim",
     "fabricsim.training",
+    "fabricsim.serving",
+    "fabricsim.reliability",
     "fabricsim.cost_model",
     "fabricsim.plot",
     "fabricsim.units",
     "fabricsim.catalog",
+    "fabricsim.power",
     "fabricsim.collectives",
 )
 

@@ -50,7 +50,7 @@ from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
 from . import training
 from .training import Model, Parallelism, TrainingStep
-from . import jobs, power, reliability  # noqa: F401  (modules of the API: shared factories)
+from . import jobs, power, reliability, serving  # noqa: F401  (modules of the API: shared factories)
 from .jobs import Job, JobSpec, compare_isolation
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "compare_isolation",
     "power",
     "reliability",
+    "serving",
     "Topology",
     "Fabric",
     "hgx_h100",
