@@ -30,6 +30,7 @@ COMMAND = "python scripts/gen_api_docs.py"
 MODULES = (
     "fabricsim",
     "fabricsim.training",
+    "fabricsim.jobs",
     "fabricsim.serving",
     "fabricsim.reliability",
     "fabricsim.cost_model",
