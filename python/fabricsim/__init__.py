@@ -138,6 +138,12 @@ def max_min_rates(
     ``coefficient`` is one number for every entry or one per entry.
     ``rate_cap_Bps`` optionally caps each flow (``inf`` for none), one cap for all or one per
     flow. Rates are numbers (bytes/s) or unit strings ("400Gb/s").
+
+    Example::
+
+        # link 0 (8 Gb/s) carries flows 0 and 1; link 1 (16 Gb/s) carries flow 1 only
+        fs.max_min_rates(["8Gb/s", "16Gb/s"], flow_index=[0, 1, 1], constraint_index=[0, 0, 1])
+        # array([5.e+08, 5.e+08]): bytes/s, link 0 split evenly
     """
     fi = integers("flow_index", flow_index)
     ci = integers("constraint_index", constraint_index)

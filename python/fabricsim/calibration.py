@@ -58,7 +58,21 @@ class Calibration:
     """What :func:`calibrate` found: the fitted ``cost_model``, the values of the parameters it
     fitted (``fitted``), those the runs did not determine (``not_determined``), and ``table``,
     one row per log row: measured, default-model and fitted times and busbw, the fitted
-    error (fitted / measured time - 1) and whether the row was ``held_out`` of the fit."""
+    error (fitted / measured time - 1) and whether the row was ``held_out`` of the fit.
+
+    Example::
+
+        log = '''
+        #     size     count  type  redop  root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+           1048576    262144 float    sum    -1    30.00   34.95   61.17       0    30.00   34.95   61.17       0
+          16777216   4194304 float    sum    -1   100.00  167.77  293.60       0   100.00  167.77  293.60       0
+         268435456  67108864 float    sum    -1  1100.00  244.03  427.05       0  1100.00  244.03  427.05       0
+        1073741824 268435456 float    sum    -1  4000.00  268.44  469.77       0  4000.00  268.44  469.77       0
+        '''
+        cal = fs.calibrate(fs.hgx_h100(), fs.read_nccl_tests(log, op="all_reduce", n_ranks=8))
+        cal.not_determined   # ('network_efficiency', 'nvlink_efficiency'): one board, NVLS only
+        cal.table.num_rows   # 4: a row per size measured
+    """
 
     cost_model: CostModel
     fitted: dict[str, float]
@@ -67,7 +81,20 @@ class Calibration:
 
     def error_summary(self) -> dict[str, float]:
         """Root-mean-square and largest |error| of the fitted time, on the rows fitted and on
-        those held out (nan where there are none)."""
+        those held out (nan where there are none).
+
+        Example::
+
+            log = '''
+            #     size     count  type  redop  root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+               1048576    262144 float    sum    -1    30.00   34.95   61.17       0    30.00   34.95   61.17       0
+              16777216   4194304 float    sum    -1   100.00  167.77  293.60       0   100.00  167.77  293.60       0
+             268435456  67108864 float    sum    -1  1100.00  244.03  427.05       0  1100.00  244.03  427.05       0
+            1073741824 268435456 float    sum    -1  4000.00  268.44  469.77       0  4000.00  268.44  469.77       0
+            '''
+            cal = fs.calibrate(fs.hgx_h100(), fs.read_nccl_tests(log, op="all_reduce", n_ranks=8))
+            cal.error_summary()   # {'fit_rms': 0.057..., 'fit_max': 0.077..., 'held_out_rms': 0.022..., ...}
+        """
         err = self.table["fitted_error"].to_numpy()
         held = self.table["held_out"].to_numpy(zero_copy_only=False)
         out = {}
@@ -121,7 +148,21 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
     whole fit, so that moving a parameter cannot move a row onto another algorithm (NCCL
     chose once, on the real cluster). The ``holdout_every``-th, 2 x ``holdout_every``-th, ...
     size of each log (by size) is held out of the fit and reported (0: fit every row).
-    ``parameters`` limits what may be fitted (module docs). Returns a :class:`Calibration`."""
+    ``parameters`` limits what may be fitted (module docs). Returns a :class:`Calibration`.
+
+    Example::
+
+        log = '''
+        #     size     count  type  redop  root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+           1048576    262144 float    sum    -1    30.00   34.95   61.17       0    30.00   34.95   61.17       0
+          16777216   4194304 float    sum    -1   100.00  167.77  293.60       0   100.00  167.77  293.60       0
+         268435456  67108864 float    sum    -1  1100.00  244.03  427.05       0  1100.00  244.03  427.05       0
+        1073741824 268435456 float    sum    -1  4000.00  268.44  469.77       0  4000.00  268.44  469.77       0
+        '''
+        cal = fs.calibrate(fs.hgx_h100(), fs.read_nccl_tests(log, op="all_reduce", n_ranks=8))
+        cal.fitted   # {'nvls_efficiency': 0.776..., 'latency_scale': 1.04...}
+        fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB", cost_model=cal.cost_model).time_s
+    """
     from .collectives import applied_fabric, checked_cost_model, estimate, fabric_view
     from .fabrics import Fabric
 

@@ -208,7 +208,13 @@ _SHIPPED_TAG = re.compile(r"^(https?://|\[2nd\] |\[derived\] |\[assumed\] |\[no 
 
 
 def kinds() -> dict[str, tuple[str, ...]]:
-    """Each kind of part and the names of its fields, in table column order."""
+    """Each kind of part and the names of its fields, in table column order.
+
+    Example::
+
+        kinds = fs.catalog.kinds()
+        list(kinds)[:3], kinds["nic"][:2]   # (['gpu', 'nvswitch', 'nic'], ('rate_Bps', 'max_planes'))
+    """
     return {kind: tuple(f.name for f in fields) for kind, fields in _KINDS.items()}
 
 
@@ -225,6 +231,12 @@ class Part(Mapping[str, Any]):
     fields only. Also: ``.name`` (canonical, lowercase), ``.kind``, ``.description``,
     ``.sources`` (field -> source text), ``.origin`` ("shipped" or "user").
     Values are SI: ``_Bps`` bytes/s per direction, ``_s`` seconds, ``_watts`` watts.
+
+    Example::
+
+        h100 = fs.catalog.part("h100")
+        h100.kind, h100.nvlink_links, h100["nvlink_links"]   # ('gpu', 18, 18)
+        h100.sources["nvlink_links"]                          # where the figure comes from
     """
 
     __slots__ = ("_name", "_kind", "_fields", "_sources", "_description", "_origin")
@@ -339,7 +351,13 @@ class Part(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The entry in the data file's format (``kind``, ``description``, fields, ``sources``),
-        so that ``load_parts`` can read it back."""
+        so that ``load_parts`` can read it back.
+
+        Example::
+
+            d = fs.catalog.part("cx7").to_dict()
+            d["kind"], d["rate_Bps"]   # ('nic', 50000000000.0): 400 Gb/s
+        """
         out: dict[str, Any] = {"kind": self._kind, "description": self._description}
         for key, value in self._fields.items():
             out[key] = list(value) if isinstance(value, tuple) else value
@@ -710,6 +728,11 @@ def part(name: str) -> Part:
     """The catalog entry ``name`` (case-insensitive; aliases such as ``"qm9700"`` work).
 
     Raises UnknownPartError (an InvalidArgumentError) naming close matches if there is none.
+
+    Example::
+
+        fs.catalog.part("qm9700").name   # 'quantum-2': an alias
+        fs.catalog.part("H100").watts    # 700.0
     """
     if not isinstance(name, str):
         raise _bad(f"part name must be a string, got {type(name).__name__} {name!r}")
@@ -726,6 +749,11 @@ def parts(kind: str | None = None) -> pa.Table:
     per field of that kind (SI units as in the field names; ``protocols`` is a list column).
     Without: ``name``, ``kind``, ``origin``, ``description`` and ``fields``, the part's fields as
     JSON text. ``origin`` is ``"shipped"`` or ``"user"``.
+
+    Example::
+
+        nics = fs.catalog.parts("nic")   # one row per NIC, a typed column per field
+        nics.select(["name", "rate_Bps"]).to_pylist()
     """
     all_parts = _all_parts()
     if kind is None:
@@ -826,6 +854,14 @@ def add_part(
     A name that is already a part or alias (shipped or user) is refused unless ``replace=True``,
     in which case the new part shadows it until :func:`remove_part`. Raises InvalidArgumentError
     naming the bad value.
+
+    Example::
+
+        fields = dict(fs.catalog.part("cx7"))   # a ConnectX-7's fields, at twice its rate
+        fields["rate_Bps"] = fields["ethernet_port_Bps"] = "800Gb/s"
+        nic = fs.catalog.add_part("my-nic", "nic", source="vendor datasheet", **fields)
+        fs.clos(n_hosts=16, switch="quantum-x800", nic="my-nic")
+        fs.catalog.remove_part("my-nic")
     """
     key = _check_name(name)
     kind = _check_kind(kind, f"add_part({name!r})")
@@ -864,6 +900,17 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
     "sources": {field: source}}}, "aliases": {alias: name}}``; unit strings are accepted as in
     :func:`add_part`. All parts are checked before any is added, so a bad file adds nothing.
     Returns the added parts.
+
+    Example::
+
+        import json
+        cx7 = fs.catalog.part("cx7")
+        entry = dict(cx7, kind="nic", rate_Bps="800Gb/s", sources={f: "my lab" for f in cx7})
+        with open("parts.json", "w") as f:
+            json.dump({"parts": {"my-nic": entry}, "aliases": {"mynic": "my-nic"}}, f)
+        fs.catalog.load_parts("parts.json")   # (Part('my-nic'),)
+        fs.catalog.part("mynic").rate_Bps     # 1e11
+        fs.catalog.remove_part("my-nic")
     """
     flag("replace", replace)
     pathlike("path", path)
@@ -880,7 +927,15 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
 
 def remove_part(name: str) -> None:
     """Remove a user part (and the user aliases pointing to it); a shipped part it shadowed
-    becomes visible again. Shipped parts cannot be removed."""
+    becomes visible again. Shipped parts cannot be removed.
+
+    Example::
+
+        fs.catalog.add_part("h100", "gpu", replace=True, source="what if", **dict(fs.catalog.part("h100"), watts=800.0))
+        fs.catalog.part("h100").watts   # 800.0: the user part shadows the shipped one
+        fs.catalog.remove_part("h100")
+        fs.catalog.part("h100").watts   # 700.0 again
+    """
     if not isinstance(name, str):
         raise _bad(f"part name must be a string, got {type(name).__name__} {name!r}")
     key = name.strip().lower()

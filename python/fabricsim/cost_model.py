@@ -145,7 +145,13 @@ class CostModel:
     each default comes from). Immutable: ``model.replace(nvls_efficiency=...)`` or
     ``dataclasses.replace`` make a changed copy; ``to_dict``/``from_dict`` and
     ``to_json``/``from_json`` serialise it. Per-architecture fields also take a mapping of the
-    architectures to change (``replace(nvls_efficiency={"hopper": 0.8})``)."""
+    architectures to change (``replace(nvls_efficiency={"hopper": 0.8})``).
+
+    Example::
+
+        model = fs.CostModel(latency_scale=2.0)   # every software latency doubled
+        fs.estimate(fs.hgx_h100(), "all_reduce", "1MiB", cost_model=model).time_s
+    """
 
     # -- latencies (NCCL's alpha) ------------------------------------------------------------
     base_latency_s: tuple[tuple[float, ...], ...] = _scaled((
@@ -234,7 +240,12 @@ class CostModel:
 
     def software_latency_s(self, table: str, *index: int) -> float:
         """One entry of a latency table (``base_latency_s``, ``hw_latency_s``), times
-        :attr:`latency_scale`."""
+        :attr:`latency_scale`.
+
+        Example::
+
+            fs.CostModel().software_latency_s("base_latency_s", 0, 0)   # 6.8e-06: NCCL's tree LL base latency
+        """
         v = getattr(self, table)
         for i in index:
             v = v[i]
@@ -242,12 +253,24 @@ class CostModel:
 
     def without_software_latency(self) -> "CostModel":
         """This model with every software latency zero: what is left is wire latency, as in
-        ASTRA-sim's analytical backend (hardware.md 6.4)."""
+        ASTRA-sim's analytical backend (hardware.md 6.4).
+
+        Example::
+
+            wire = fs.CostModel().without_software_latency()
+            fs.estimate(fs.hgx_h100(), "all_reduce", "1MiB", cost_model=wire).time_s   # the wire's share
+        """
         return self.replace(latency_scale=0.0)
 
     def replace(self, **changes: Any) -> "CostModel":
         """A copy with some fields changed (checked as in the constructor). A per-architecture
-        field may be given as a mapping of only the architectures to change."""
+        field may be given as a mapping of only the architectures to change.
+
+        Example::
+
+            model = fs.CostModel().replace(nvls_efficiency={"hopper": 0.8})   # other architectures kept
+            model.differences()   # {'nvls_efficiency': ((0.0, 0.0, 0.8, 0.74), (0.0, 0.0, 0.85, 0.74))}
+        """
         unknown = sorted(set(changes) - set(_FIELDS))
         if unknown:
             raise InvalidArgumentError(f"CostModel has no field {unknown[0]!r}; fields are {', '.join(_FIELDS)}")
@@ -262,7 +285,12 @@ class CostModel:
     # -- serialisation --------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, tables as nested dicts keyed by their axes' names (:data:`AXES`)."""
+        """Every field, tables as nested dicts keyed by their axes' names (:data:`AXES`).
+
+        Example::
+
+            fs.CostModel().to_dict()["nvls_efficiency"]   # {'volta': 0.0, 'ampere': 0.0, 'hopper': 0.85, 'blackwell': 0.74}
+        """
         out: dict[str, Any] = {}
         for name in _FIELDS:
             v = getattr(self, name)
@@ -273,13 +301,24 @@ class CostModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CostModel":
         """A model from :meth:`to_dict`'s form; fields left out keep their defaults, and a
-        table may name only the entries it changes."""
+        table may name only the entries it changes.
+
+        Example::
+
+            model = fs.CostModel.from_dict({"latency_scale": 2.0, "nvls_efficiency": {"hopper": 0.8}})
+            sorted(model.differences())   # ['latency_scale', 'nvls_efficiency']
+        """
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(f"a cost model is a mapping of field names, got {type(data).__name__}")
         return DEFAULT.replace(**dict(data))
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
-        """JSON text of :meth:`to_dict`; written to ``path`` as well when one is given."""
+        """JSON text of :meth:`to_dict`; written to ``path`` as well when one is given.
+
+        Example::
+
+            fs.CostModel(latency_scale=1.5).to_json("model.json")   # the JSON text, also written to the file
+        """
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
             with open(path, "w", encoding="utf-8") as fh:
@@ -288,7 +327,13 @@ class CostModel:
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> "CostModel":
-        """A model from JSON text or a JSON file's path."""
+        """A model from JSON text or a JSON file's path.
+
+        Example::
+
+            fs.CostModel(latency_scale=1.5).to_json("model.json")
+            fs.CostModel.from_json("model.json").latency_scale   # 1.5
+        """
         text = str(source)
         if not text.lstrip().startswith("{"):
             try:
@@ -304,7 +349,12 @@ class CostModel:
 
     def differences(self, other: "CostModel | None" = None) -> dict[str, tuple[Any, Any]]:
         """The fields where this model differs from ``other`` (default: the defaults), as
-        (this, other) pairs."""
+        (this, other) pairs.
+
+        Example::
+
+            fs.CostModel(latency_scale=2.0).differences()   # {'latency_scale': (2.0, 1.0)}: (this, the defaults)
+        """
         other = DEFAULT if other is None else other
         return {n: (getattr(self, n), getattr(other, n)) for n in _FIELDS if getattr(self, n) != getattr(other, n)}
 

@@ -30,70 +30,174 @@ __all__ = [
 
 
 class FabricsimError(Exception):
-    """Base class of every fabricsim error."""
+    """Base class of every fabricsim error.
+
+    Example::
+
+        try: fs.catalog.part("h1000")
+        except fs.FabricsimError as e: print(type(e).__name__)   # UnknownPartError
+    """
 
 
 class InvalidArgumentError(FabricsimError, ValueError):
-    """A value outside its domain: NaN, negative, infinite, wrong length or type of unit."""
+    """A value outside its domain: NaN, negative, infinite, wrong length or type of unit.
+
+    Example::
+
+        try: fs.units.size_bytes("lots")
+        except fs.InvalidArgumentError as e: print(e)   # cannot parse size 'lots': ...
+    """
 
 
 class UnknownNodeError(InvalidArgumentError):
-    """A node id or label that the topology does not have."""
+    """A node id or label that the topology does not have.
+
+    Example::
+
+        try: fs.hgx_h100().route(0, 99)
+        except fs.UnknownNodeError as e: print(e)
+    """
 
 
 class UnknownLinkError(InvalidArgumentError):
-    """A link id that the topology does not have."""
+    """A link id that the topology does not have.
+
+    Example::
+
+        try: fs.hgx_h100().fail(links=[1000])
+        except fs.UnknownLinkError as e: print(e)   # link ids run from 0 to 287
+    """
 
 
 class UnknownPartError(InvalidArgumentError):
-    """A catalog part name that is neither a part nor an alias."""
+    """A catalog part name that is neither a part nor an alias.
+
+    Example::
+
+        try: fs.catalog.part("h1000")
+        except fs.UnknownPartError as e: print(e)   # ... did you mean 'h100', 'h200'? ...
+    """
 
 
 class UnknownActivityError(InvalidArgumentError):
-    """An activity (flow or delay) id that the scenario does not have."""
+    """An activity (flow or delay) id that the scenario does not have.
+
+    Example::
+
+        try: fs.Scenario(fs.hgx_h100()).add_flow(0, 1, "1MiB", after=7)
+        except fs.UnknownActivityError as e: print(e)   # no activity with id 7 ...
+    """
 
 
 class SameEndpointsError(InvalidArgumentError):
-    """A flow or link whose source is its destination."""
+    """A flow or link whose source is its destination.
+
+    Example::
+
+        try: fs.Scenario(fs.hgx_h100()).add_flow(3, 3, "1MiB")
+        except fs.SameEndpointsError as e: print(e)   # flow from gpu3 to itself ...
+    """
 
 
 class RoutingError(FabricsimError, ValueError):
-    """No usable path for a flow."""
+    """No usable path for a flow.
+
+    Example::
+
+        try: fs.Topology.from_arrays([0], [1], "1GB/s", n_nodes=3).route(0, 2)
+        except fs.RoutingError as e: print(type(e).__name__)   # UnreachableError
+    """
 
 
 class UnreachableError(RoutingError):
-    """No path at all between two nodes."""
+    """No path at all between two nodes.
+
+    Example::
+
+        try: fs.Topology.from_arrays([0], [1], "1GB/s", n_nodes=3).route(0, 2)
+        except fs.UnreachableError as e: print(e)   # no path from node 0 to node 2
+    """
 
 
 class ZeroCapacityPathError(RoutingError):
-    """Every path, or the given route, crosses a link of zero capacity."""
+    """Every path, or the given route, crosses a link of zero capacity.
+
+    Example::
+
+        try: fs.Topology.from_arrays([0], [1], 0.0).route(0, 1)
+        except fs.ZeroCapacityPathError as e: print(e)
+    """
 
 
 class DependencyCycleError(FabricsimError, ValueError):
-    """Activities that wait for each other in a cycle."""
+    """Activities that wait for each other in a cycle.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        a = sc.add_flow(0, 1, "1MiB")
+        sc.add_dependency(a, sc.add_flow(1, 2, "1MiB", after=a))   # a waits for what waits for a
+        try: sc.run()
+        except fs.DependencyCycleError as e: print(e)   # dependency cycle among activities 0 -> 1 ...
+    """
 
 
 class ScenarioTooLargeError(FabricsimError, MemoryError):
     """A scenario too large for this machine, refused before allocating (a log of rate
-    changes, which only the run can size, as it grows)."""
+    changes, which only the run can size, as it grows).
+
+    Example::
+
+        try: fs.Topology.from_arrays([0], [1], "1GB/s", n_nodes=4_000_000_000)
+        except fs.ScenarioTooLargeError as e: print(e)   # ... needs about 59.6 GiB of memory ...
+    """
 
 
 class RunInterruptedError(FabricsimError):
-    """A run stopped early on request."""
+    """A run stopped early on request.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "1GiB")
+        try: sc.run(progress=lambda n_done, n_total, t_s: False)   # False: stop at the next report
+        except fs.RunInterruptedError as e: print(e)   # a run too short for a report just finishes
+    """
 
 
 class ScenarioRunningError(FabricsimError, RuntimeError):
-    """A scenario changed while it runs (from a progress callback or another thread)."""
+    """A scenario changed while it runs (from a progress callback or another thread).
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "1GiB")
+        try: sc.run(progress=lambda *report: sc.add_flow(0, 1, "1MiB"))   # changes it mid-run
+        except fs.ScenarioRunningError as e: print(e)   # a run too short for a report just finishes
+    """
 
 
 class InternalError(FabricsimError, RuntimeError):
-    """A bug in fabricsim, caught before it could crash Python. Please report it."""
+    """A bug in fabricsim, caught before it could crash Python. Please report it.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "1GiB")
+        sc.run(verify_rates=True)   # would raise InternalError if the engine disagreed with itself
+    """
 
 
 class NcclLogError(InvalidArgumentError):
     """A file or text that :func:`fabricsim.read_nccl_tests` cannot read as nccl-tests output:
     missing, binary, not UTF-8, not nccl-tests' layout, or numbers that do not agree with the
-    op and rank count (the message names the source, the line and what was expected)."""
+    op and rank count (the message names the source, the line and what was expected).
+
+    Example::
+
+        try: fs.read_nccl_tests("not a log\\n")
+        except fs.NcclLogError as e: print(e)   # <text> is not nccl-tests output: ...
+    """
 
 
 class WriteError(FabricsimError, OSError):
@@ -101,20 +205,42 @@ class WriteError(FabricsimError, OSError):
     --parquet``): a directory that cannot be made or written, a file where a directory should
     be, a full disk, a path with a NUL in it. The message names the path and the cause; a
     write that fails leaves the files that were there as they were. Also an ``OSError``, as
-    the errors it stands for are."""
+    the errors it stands for are.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_flow(0, 1, "1MiB")
+        open("taken", "w").close()
+        try: sc.run().to_parquet("taken")   # a file where the directory should be
+        except fs.WriteError as e: print(e)   # cannot write 'taken': File exists
+    """
 
 
 class SweepError(FabricsimError, RuntimeError):
     """A point of :func:`fabricsim.sweep` raised: the message names the point (its index and
     parameters) and the error, which is the ``__cause__``. The points not yet started were
-    cancelled."""
+    cancelled.
+
+    Example::
+
+        try: fs.sweep({"x": [1, 0]}, lambda x: {"y": [1 / x]})
+        except fs.SweepError as e: print(e)   # grid point 1 (x=0) failed: ZeroDivisionError: ...
+    """
 
 
 class ScenarioFileError(InvalidArgumentError):
     """A scenario file (``fabricsim run FILE``, :func:`fabricsim.load_scenario`) that cannot be
     read or built: the message starts with ``file:line:`` and names the key (``workload[2].src``)
     and what is wrong with it. ``path``, ``line`` and ``key`` hold them (line and key may be
-    None)."""
+    None).
+
+    Example::
+
+        open("bad.toml", "w").write("[fabric]\\nkind = 'hgx_h100'\\n")
+        try: fs.load_scenario("bad.toml")
+        except fs.ScenarioFileError as e: print(e.line, e.key)   # 1 fabric
+    """
 
     def __init__(self, message: str, path: str | None = None, line: int | None = None, key: str | None = None) -> None:
         super().__init__(message)

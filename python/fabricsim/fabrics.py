@@ -38,7 +38,13 @@ def _labels(labels: Any) -> list[Hashable]:
 
 
 class Topology:
-    """A directed graph of links. Immutable; cheap to share between scenarios."""
+    """A directed graph of links. Immutable; cheap to share between scenarios.
+
+    Example::
+
+        t = fs.Topology.from_arrays([0, 1], [1, 2], "400Gb/s", "1us", node_names=["a", "b", "c"])
+        t.n_links, t.route("a", "c")   # (2, [0, 1])
+    """
 
     # _collective_view: what collectives need to know, computed once (collectives.fabric_view)
     __slots__ = ("_core", "_labels", "_label_index", "_collective_view")
@@ -73,6 +79,12 @@ class Topology:
         ``capacity_Bps`` (bytes/s) and ``latency_s`` (s) are arrays, or one value for every
         link; unit strings such as ``"400Gb/s"`` or ``"500ns"`` are accepted. ``n_nodes``
         defaults to one more than the largest id (or to ``len(node_names)``).
+
+        Example::
+
+            # a line of three nodes: 0 -> 1 at 400 Gb/s, 1 -> 2 at 200 Gb/s, 500 ns each
+            t = fs.Topology.from_arrays([0, 1], [1, 2], ["400Gb/s", "200Gb/s"], "500ns")
+            print(t.links)   # link_id, src, dst, capacity_Bps (5e10, 2.5e10), latency_s
         """
         src_a, dst_a = integers("src", src), integers("dst", dst)
         if src_a.shape != dst_a.shape:
@@ -101,6 +113,15 @@ class Topology:
         A directed edge becomes one link; an undirected edge becomes two (u->v, then v->u).
         Parallel edges of a multigraph become parallel links. Nodes are numbered in
         ``graph.nodes`` order and keep their labels. A missing latency is 0.
+
+        Example::
+
+            import networkx as nx
+            g = nx.Graph()   # undirected: each edge becomes a link each way
+            g.add_edge("a", "b", capacity_Bps="100Gb/s")
+            g.add_edge("b", "c", capacity_Bps="100Gb/s", latency_s="1us")
+            t = fs.Topology.from_networkx(g)
+            t.n_links, t.route("a", "c")   # (4, [0, 2])
         """
         if not all(hasattr(graph, a) for a in ("nodes", "edges", "is_directed")):
             raise InvalidArgumentError(f"graph must be a NetworkX graph, got {type(graph).__name__} {shown(graph)}")
@@ -164,11 +185,23 @@ class Topology:
 
     def node_id(self, node: Any) -> int:
         """The id of a node given by label (if the topology has labels) or by id; an id must
-        be one of this topology's, 0 to n_nodes - 1."""
+        be one of this topology's, 0 to n_nodes - 1.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "1GB/s", node_names=["a", "b", "c"])
+            t.node_id("b")   # 1
+        """
         return int(self._known("node", np.array([self._node("node", node)]))[0])
 
     def node_ids(self, nodes: Any) -> np.ndarray:
-        """Vectorised :meth:`node_id` for arrays of nodes."""
+        """Vectorised :meth:`node_id` for arrays of nodes.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "1GB/s", node_names=["a", "b", "c"])
+            t.node_ids(["a", "c"])   # array([0, 2])
+        """
         return self._known("nodes", self._nodes("nodes", nodes))
 
     def _known(self, name: str, ids: np.ndarray) -> np.ndarray:
@@ -205,7 +238,14 @@ class Topology:
         return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
 
     def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
-        """Link ids of the ECMP path a flow with ``key`` takes under ``seed``."""
+        """Link ids of the ECMP path a flow with ``key`` takes under ``seed``.
+
+        Example::
+
+            f = fs.hgx_h100()
+            links = f.route(0, 1)   # GPU 0 to GPU 1 through one NVSwitch chip: [6, 19]
+            f.names_of(f.links.take(links).column("dst").to_pylist())   # ['d0.nvswitch0', 'gpu1']
+        """
         return self._core.route(
             self._node("src", src), self._node("dst", dst), integer("key", key, U64), integer("seed", seed, U64)
         )
@@ -509,7 +549,13 @@ def _build_core(parts: dict[str, Any]) -> _core.Topology:
 
 class Fabric(Topology):
     """A topology built by a structured generator: its routes come from its structure and
-    it remembers the catalog parts it was built from (see :meth:`describe`)."""
+    it remembers the catalog parts it was built from (see :meth:`describe`).
+
+    Example::
+
+        f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+        f, f.gpus[:4], f.structure["n_nics"]   # Fabric(n_gpus=16, n_nodes=41, n_links=640), [0 1 2 3], 16
+    """
 
     __slots__ = ("_parts",)
 
@@ -545,7 +591,12 @@ class Fabric(Topology):
         return _NodeNames(self._core)
 
     def names_of(self, nodes: Any) -> list[str]:
-        """Readable names of node ids."""
+        """Readable names of node ids.
+
+        Example::
+
+            fs.hgx_h100().names_of([0, 8])   # ['gpu0', 'd0.nvswitch0']
+        """
         return self._core.node_names(integers("nodes", nodes, one=True).tolist())
 
     def _node(self, name: str, node: Any) -> int:
@@ -559,7 +610,16 @@ class Fabric(Topology):
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
         scale-out planes down (``factor=0``) or degraded (capacity times ``factor``, in
         [0, 1]; 1 leaves them at full capacity). The fault is kept through
-        :meth:`with_payload_efficiency`."""
+        :meth:`with_payload_efficiency`.
+
+        Example::
+
+            f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+            degraded = f.fail(links=f.route(0, 8)[:1], factor=0.5)   # the first link of that path at half rate
+            sc = fs.Scenario(degraded)
+            sc.add_flow(0, 8, "1GiB")
+            sc.run().summary.makespan_s
+        """
         ids, factor = _fault(self, links, nodes, planes, factor)
         core = self._core.with_link_factors(ids, factor)
         # Kept, in order, so that with_payload_efficiency can re-apply them to a rebuilt core;
@@ -586,7 +646,13 @@ class Fabric(Topology):
         Faults applied with :meth:`fail` are re-applied in the order they were, as fractions
         of the new capacities. A fabric without the tier asked for (``network`` of an HGX
         board or an NVLink domain, ``nvlink`` of a bare Clos or a PCIe server) is refused.
-        Costs about what building the fabric did."""
+        Costs about what building the fabric did.
+
+        Example::
+
+            f = fs.hgx_h100().with_payload_efficiency(nvlink=0.9)   # 90 % of NVLink's rate carries data
+            f.describe()   # "scale-up per GPU, payload (x efficiency)  405 GB/s"
+        """
         parts = self._parts
         if nvlink is not None and "domain" not in parts:
             raise InvalidArgumentError(
@@ -617,7 +683,12 @@ class Fabric(Topology):
         return Fabric(core, new)
 
     def describe(self) -> Description:
-        """Counts, bandwidths (line rates and payload), power and SHARP of the fabric, printed as a report (``print(fabric.describe())``)."""
+        """Counts, bandwidths (line rates and payload), power and SHARP of the fabric, printed as a report (``print(fabric.describe())``).
+
+        Example::
+
+            print(fs.hgx_h100().describe())   # counts, bandwidth, power and cost of the parts
+        """
         from .describe import describe
 
         return describe(self)
@@ -737,7 +808,13 @@ def nvlink_domain(
     switch chip with ``chip_links[i]`` NVLinks to chip i (default one link to each of as many
     chips as the GPU has links). Domains larger than a chip's ports get a second tier of
     spine chips (NVL576-style). Link capacities are payload rates: line rate times
-    ``nvlink_efficiency`` (default: the GPU's catalog efficiency)."""
+    ``nvlink_efficiency`` (default: the GPU's catalog efficiency).
+
+    Example::
+
+        f = fs.nvlink_domain(gpu="gb200", n_gpus=8, n_domains=2)   # two 8-GPU NVLink 5 domains
+        f.structure["n_gpus"]                                    # 16
+    """
     params, parts = _nvlink_spec(
         dict(gpu=gpu, switch=switch, chip_links=chip_links, n_gpus=n_gpus, tiers=tiers), nvlink_efficiency
     )
@@ -753,18 +830,37 @@ def _preset(name: str, nvlink_efficiency: Any, n_domains: int = 1) -> Fabric:
 
 
 def hgx_h100(*, nvlink_efficiency: Any = None) -> Fabric:
-    """An HGX H100 board: 8 H100s, 4 NVSwitch3 chips, each GPU's 18 NVLinks split 5/4/4/5."""
+    """An HGX H100 board: 8 H100s, 4 NVSwitch3 chips, each GPU's 18 NVLinks split 5/4/4/5.
+
+    Example::
+
+        f = fs.hgx_h100()   # Fabric(n_gpus=8, n_nodes=12, n_links=288)
+        sc = fs.Scenario(f)
+        sc.add_collective("all_reduce", None, "1GiB")   # all 8 GPUs
+        sc.run().summary.makespan_s
+    """
     return _preset("hgx-h100", nvlink_efficiency)
 
 
 def hgx_b200(*, nvlink_efficiency: Any = None) -> Fabric:
-    """An HGX B200 board: 8 B200s, 2 NVLink 5 switch chips, 9 + 9 NVLinks per GPU."""
+    """An HGX B200 board: 8 B200s, 2 NVLink 5 switch chips, 9 + 9 NVLinks per GPU.
+
+    Example::
+
+        fs.hgx_b200()   # Fabric(n_gpus=8, n_nodes=10, n_links=288)
+    """
     return _preset("hgx-b200", nvlink_efficiency)
 
 
 def nvl72(*, gpu: str = "gb200", nvlink_efficiency: Any = None) -> Fabric:
     """A GB200 or GB300 NVL72 rack: 72 GPUs, 18 NVLink 5 switch chips in 9 trays, each GPU one
-    link to each chip (the NVLink spine)."""
+    link to each chip (the NVLink spine).
+
+    Example::
+
+        f = fs.nvl72(gpu="gb300")   # Fabric(n_gpus=72, n_nodes=90, n_links=2592)
+        len(f.route(0, 71))         # 2: GPU to switch chip to GPU
+    """
     name = {"gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}.get(str(gpu).lower())
     if name is None:
         raise InvalidArgumentError(f"nvl72 gpu must be 'gb200' or 'gb300', got {gpu!r}")
@@ -791,7 +887,13 @@ def clos(
     SHARP-capable InfiniBand switches (Quantum-2: SHARPv3, Quantum-X800: SHARPv4), the SHARP
     Aggregation Manager running on the fabric, and NCCL's ``nccl-rdma-sharp-plugins`` net
     plugin with ``NCCL_COLLNET_ENABLE=1``. Refused on switches without SHARP (Ethernet ones
-    among them); default False, as a cluster runs without SHARP unless all of that is set up."""
+    among them); default False, as a cluster runs without SHARP unless all of that is set up.
+
+    Example::
+
+        f = fs.clos(n_hosts=32, switch="quantum-2", nic="cx7")   # 32 hosts on one 64-port switch
+        f, len(f.route(0, 31))   # Fabric(n_gpus=0, n_nodes=33, n_links=64), 2
+    """
     n = integer("n_hosts", n_hosts, COUNT)
     sharp = _sharp_flag(sharp)
     params, parts = _scale_out_spec(n, 1, switch, nic, tiers, planes, oversubscription, routing, efficiency)
@@ -821,7 +923,15 @@ def cluster(
     SHARPv3, Quantum-X800: SHARPv4), the SHARP Aggregation Manager running on the fabric, and
     NCCL's ``nccl-rdma-sharp-plugins`` net plugin with ``NCCL_COLLNET_ENABLE=1``. Refused on
     switches without SHARP (Ethernet ones among them); default False, as a cluster runs
-    without SHARP unless all of that is set up."""
+    without SHARP unless all of that is set up.
+
+    Example::
+
+        f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")   # 16 GPUs, 2 HGX boards
+        sc = fs.Scenario(f)
+        sc.add_collective("all_reduce", None, "256MiB")   # across both boards
+        sc.run().summary.makespan_s
+    """
     parts = _cluster_parts(domain, n_domains, scale_out, nic, tiers, planes, oversubscription, routing,
                            nvlink_efficiency, efficiency, sharp)
     return Fabric(_build_core(parts), parts)
@@ -855,7 +965,14 @@ def pcie_server(
 ) -> Fabric:
     """GPUs behind PCIe switches (``pcie`` per direction per x16 link, Gen5: 64 GB/s), the
     switches split over ``n_cpus`` sockets joined by a ``cpu_link_Bps`` link: the baseline
-    NVLink is compared with. Routes are searched (the graph is a tree)."""
+    NVLink is compared with. Routes are searched (the graph is a tree).
+
+    Example::
+
+        f = fs.pcie_server()          # 8 GPUs, 2 per PCIe Gen5 switch, 2 CPU sockets
+        hops = f.links.take(f.route(0, 7)).column("dst").to_pylist()
+        f.names_of(hops)   # ['pcie_switch12', 'cpu16', 'cpu17', 'pcie_switch15', 'gpu7']
+    """
     pcie_p = _part(pcie, "pcie", "pcie")
     nic_p = _part(nic, "nic", "nic")
     # Kept in the parts: a pickled server is rebuilt from them (Fabric.__reduce__).

@@ -44,9 +44,11 @@ class Job:
 
     Example::
 
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
         job = sc.add_job("train", n_gpus=16)
         first = job.add_collective("all_reduce", None, "1GiB")      # all 16 ranks
         job.add_flow(0, 15, "64MiB", after=first)                    # rank 0 to rank 15
+        sc.run().jobs.column("time_s")
     """
 
     def __init__(self, scenario: "Scenario", name: str, gpus: np.ndarray, placement: str, weight: float) -> None:
@@ -71,7 +73,16 @@ class Job:
         return int(self.gpus.size)
 
     def activity_ids(self) -> np.ndarray:
-        """Ids of every activity it added, ascending."""
+        """Ids of every activity it added, ascending.
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            job = sc.add_job("a", n_gpus=8)
+            job.add_delay("1ms")
+            job.add_flow(0, 7, "1MiB")
+            job.activity_ids()   # array([0, 1])
+        """
         if not self._spans:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in self._spans])
@@ -83,23 +94,57 @@ class Job:
     # replayed alone
     def add_flow(self, src_rank: int, dst_rank: int, size_bytes: float | str, **options: Any) -> int:
         """A flow from the job's rank ``src_rank`` to ``dst_rank`` (:meth:`Scenario.add_flow`'s
-        options; ``after`` may name only the job's own activities)."""
+        options; ``after`` may name only the job's own activities).
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            job = sc.add_job("a", n_gpus=4, placement="spread")   # its ranks on both boards
+            flow = job.add_flow(0, 1, "64MiB", tag="p2p")         # rank 0 to rank 1, over the network
+            sc.run().flows.column("finish_s")
+        """
         out: int = self._sc._job_call(self.name, "add_flow", (src_rank, dst_rank, size_bytes), options)
         return out
 
     def add_flows(self, src_ranks: Any, dst_ranks: Any, size_bytes: Any, **options: Any) -> np.ndarray:
-        """Many flows between the job's ranks at once (:meth:`Scenario.add_flows`)."""
+        """Many flows between the job's ranks at once (:meth:`Scenario.add_flows`).
+
+        Example::
+
+            sc = fs.Scenario(fs.hgx_h100())
+            job = sc.add_job("a", n_gpus=4)
+            ids = job.add_flows([0, 1, 2, 3], [1, 2, 3, 0], "16MiB")   # a ring, one flow per rank
+            len(ids)   # 4
+        """
         out: np.ndarray = self._sc._job_call(self.name, "add_flows", (src_ranks, dst_ranks, size_bytes), options)
         return out
 
     def add_collective(self, op: str, ranks: Any = None, size_bytes: float | str | None = None, **options: Any) -> int:
         """A collective over the job's ``ranks`` (None: all of them, in rank order), as
-        :meth:`Scenario.add_collective`."""
+        :meth:`Scenario.add_collective`.
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            job = sc.add_job("a", n_gpus=16)
+            everyone = job.add_collective("all_reduce", None, "256MiB")   # all 16 ranks
+            job.add_collective("all_gather", range(8), "64MiB", after=everyone)   # ranks 0-7
+            sc.run().jobs.column("time_s")
+        """
         out: int = self._sc._job_call(self.name, "add_collective", (op, ranks, size_bytes), options)
         return out
 
     def add_delay(self, duration_s: float | str, **options: Any) -> int:
-        """A delay (compute time) of the job (:meth:`Scenario.add_delay`)."""
+        """A delay (compute time) of the job (:meth:`Scenario.add_delay`).
+
+        Example::
+
+            sc = fs.Scenario(fs.hgx_h100())
+            job = sc.add_job("a", n_gpus=8)
+            compute = job.add_delay("2ms")   # e.g. a backward pass
+            job.add_collective("all_reduce", None, "128MiB", after=compute)
+            sc.run().summary.makespan_s   # 2 ms plus the all-reduce
+        """
         out: int = self._sc._job_call(self.name, "add_delay", (duration_s,), options)
         return out
 
@@ -110,7 +155,15 @@ class Job:
         the job's rank i), after ``after``; ``options`` as :class:`fabricsim.training.TrainingStep`
         takes them (``compute``, ``tp_comm``, ``check_memory``...). Returns the id of a marker
         that finishes with the step, for the next step's ``after``. ``Result.jobs`` reports the
-        mean step time of a job's steps."""
+        mean step time of a job's steps.
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            job = sc.add_job("train", n_gpus=16)
+            job.add_training_step("llama3-8b", fs.Parallelism(tp=8, dp=2, global_batch_size=16))
+            sc.run().jobs.column("step_s")   # about 2.4 s
+        """
         kwargs = dict(options, after=after)
         out: int = self._sc._job_call(self.name, "add_training_step", (model, parallelism), kwargs)
         return out
@@ -390,7 +443,7 @@ class JobSpec:
 
     Example::
 
-        spec = JobSpec("a", 64, lambda job: job.add_collective("all_reduce", None, "1GiB"))
+        spec = fs.JobSpec("a", 64, lambda job: job.add_collective("all_reduce", None, "1GiB"))
     """
 
     name: str
@@ -418,9 +471,11 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
 
     Example::
 
-        specs = [JobSpec("a", 32, lambda j: j.add_collective("all_to_all", None, "256MiB")),
-                 JobSpec("b", 32, lambda j: j.add_collective("all_reduce", None, "1GiB"))]
-        table = compare_isolation(fabric, specs, ["shared", "rails", "reserved:0.75"])
+        fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+        specs = [fs.JobSpec("a", 16, lambda j: j.add_collective("all_to_all", None, "64MiB")),
+                 fs.JobSpec("b", 16, lambda j: j.add_collective("all_reduce", None, "256MiB"))]
+        table = fs.compare_isolation(fabric, specs, ["shared", "spread"])
+        table.select(["policy", "job", "slowdown"])   # one row per (policy, job)
     """
     from .scenario import Scenario
 

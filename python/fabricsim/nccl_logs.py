@@ -72,6 +72,17 @@ class NcclTestsLog:
     table holds seconds and bytes per second, so "1234.5" us is 1.2345e-3 s and "61.43"
     GB/s is 6.143e10 B/s. The object exposes ``__arrow_c_stream__`` (the rows), so polars,
     DuckDB and pandas read it directly.
+
+    Example::
+
+        log = '''
+        #   size   count  type  redop  root    time   algbw   busbw  #wrong    time   algbw   busbw  #wrong
+         1048576  262144 float    sum    -1   30.00   34.95   61.17       0   30.00   34.95   61.17       0
+        16777216 4194304 float    sum    -1  100.00  167.77  293.60       0  100.00  167.77  293.60       0
+        '''
+        log = fs.read_nccl_tests(log, op="all_reduce", n_ranks=8)
+        log.op, log.n_ranks, log.rows.num_rows   # ('all_reduce', 8, 2)
+        fs.nccl_tests(fs.hgx_h100(), log.op, "1M", "16M", 16)   # the same sizes, simulated
     """
 
     #: The collective, as fabricsim names it: all_reduce, all_gather, reduce_scatter,
@@ -664,6 +675,17 @@ def read_nccl_tests(source: str | os.PathLike[str], *, op: str | None = None,
     Raises :class:`~fabricsim.exceptions.NcclLogError` (an ``InvalidArgumentError``, so a
     ``ValueError``) for a missing, binary or non-UTF-8 file and for text that is not
     nccl-tests output, naming the source, the line and what was expected there.
+
+    Example::
+
+        log = '''
+        #   size   count  type  redop  root    time   algbw   busbw  #wrong    time   algbw   busbw  #wrong
+         1048576  262144 float    sum    -1   30.00   34.95   61.17       0   30.00   34.95   61.17       0
+        16777216 4194304 float    sum    -1  100.00  167.77  293.60       0  100.00  167.77  293.60       0
+        '''
+        log = fs.read_nccl_tests(log, op="all_reduce", n_ranks=8)   # or a path to all_reduce_perf's output
+        log.rows.select(["size_bytes", "time_s", "busbw_Bps"]).to_pylist()[0]
+        # {'size_bytes': 1048576, 'time_s': 3e-05, 'busbw_Bps': 61170000000.0}
     """
     label, text, filename = _load(source)
     scan = _scan(text, label)

@@ -113,6 +113,14 @@ class CommShape:
     possible (NVSwitch gen 3+ with multicast; NCCL also needs Hopper or later), ``collnet`` that
     in-network reduction (InfiniBand SHARP) is available across nodes. ``cpu_vendor`` ("intel",
     "amd"; "arm" behaves as "intel") picks the multi-node LL cap and the network post overhead.
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        nccl_model.choose("all_reduce", 2**30, shape).algorithm   # 'nvls_tree'
     """
 
     n_ranks: int
@@ -195,6 +203,15 @@ class Prediction:
     ``bus_Bps`` is NCCL's busBw after its refinements, before conversion; ``alg_Bps`` is the
     converted bandwidth NCCL stores in ``comm->bandwidths`` and divides the size by; ``latency_s``
     is the latency term of this call (with the ring plateau factor when it applies).
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        p = nccl_model.choose("all_reduce", 2**30, shape)
+        p.time_s == p.latency_s + 2**30 / p.alg_Bps   # True
     """
 
     algorithm: str
@@ -207,7 +224,16 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Graph:
-    """One graph-search result: ``n_channels`` channels of ``bw_intra_Bps``/``bw_inter_Bps`` each."""
+    """One graph-search result: ``n_channels`` channels of ``bw_intra_Bps``/``bw_inter_Bps`` each.
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        nccl_model.graphs(shape)["ring"]   # Graph(n_channels=8, bw_intra_Bps=48000000000.0, bw_inter_Bps=48000000000.0)
+    """
 
     n_channels: int
     bw_intra_Bps: float
@@ -597,6 +623,15 @@ def predict(op: str, size_bytes: float, shape: CommShape) -> list[Prediction]:
     all_gather and reduce_scatter. ``op`` is one of :data:`OPS`; all_to_all and send_recv raise
     :class:`~fabricsim.exceptions.InvalidArgumentError`, as NCCL does not tune them. Results come
     in NCCL's order: algorithm index (:data:`ALGORITHMS`), then protocol (:data:`PROTOCOLS`).
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        for p in nccl_model.predict("all_reduce", 2**20, shape):   # 1 MiB: every pair NCCL enables
+            print(p.algorithm, p.protocol, p.time_s)
     """
     nbytes = _check(op, size_bytes, shape)
     return [_prediction(e, nbytes) for e in _table(op, shape)]
@@ -607,6 +642,15 @@ def choose(op: str, size_bytes: float, shape: CommShape) -> Prediction:
 
     Arguments as for :func:`predict`. The per-shape table is cached, so a call costs only the
     time formula over the enabled pairs.
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        p = nccl_model.choose("all_reduce", 2**30, shape)
+        p.algorithm, p.protocol   # ('nvls_tree', 'simple')
     """
     nbytes = _check(op, size_bytes, shape)
     best, best_t = None, math.inf
@@ -624,7 +668,16 @@ def _named_entries(op: str, shape: CommShape) -> dict[tuple[str, str], _Entry]:
 
 
 def enabled_pairs(op: str, shape: CommShape) -> tuple[tuple[str, str], ...]:
-    """The (algorithm, protocol) pairs NCCL enables for ``op`` on ``shape``, in NCCL's order."""
+    """The (algorithm, protocol) pairs NCCL enables for ``op`` on ``shape``, in NCCL's order.
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        nccl_model.enabled_pairs("all_reduce", shape)[:3]   # (('tree', 'll'), ('tree', 'll128'), ('tree', 'simple'))
+    """
     _check(op, 0.0, shape)
     return tuple(_named_entries(op, shape))
 
@@ -663,6 +716,14 @@ def graphs(shape: CommShape) -> dict[str, Graph]:
     """The channel graphs the (approximated) search finds for ``shape``, keyed by algorithm.
 
     ``bw_inter_Bps`` is ``inf`` for NVLS on one node, where there is no network leg.
+
+    Example::
+
+        from fabricsim import nccl_model
+        # 16 H100s on 2 HGX boards, 400 Gb/s NIC per GPU
+        shape = nccl_model.CommShape(n_ranks=16, n_nodes=2, arch="hopper", nvlink_Bps=450e9,
+                                     nvlink_link_Bps=25e9, net_Bps=50e9, nvswitch=True, collnet=False)
+        sorted(nccl_model.graphs(shape))   # ['nvls', 'nvls_tree', 'pat', 'ring', 'tree']
     """
     if not isinstance(shape, CommShape):
         raise InvalidArgumentError(f"shape={shape!r}: expected a fabricsim.nccl_model.CommShape")

@@ -55,7 +55,13 @@ def nccl_tests(
     once every argument is checked, before the first size runs, so that a caller can print a
     header and be sure no bad argument follows it; ``progress`` is passed to each
     ``Scenario.run``; ``cost_model`` holds the collectives' constants (default
-    :data:`fabricsim.cost_model.DEFAULT`). At most 10,000 sizes."""
+    :data:`fabricsim.cost_model.DEFAULT`). At most 10,000 sizes.
+
+    Example::
+
+        table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "1G", 4)   # 1 MiB to 1 GiB, x4 each step
+        table.select(["size_bytes", "busbw_Bps", "algorithm"]).to_pylist()[-1]   # NVLS at 1 GiB
+    """
     from .units import size_bytes as parse_size
 
     if not isinstance(dtype, str) or dtype not in nccl_conventions.DTYPE_SIZE_BYTES:

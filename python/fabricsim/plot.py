@@ -41,7 +41,14 @@ def _figure(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
 
 
 def save(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> str:
-    """Writes ``fig`` to ``path`` (PNG unless the extension says otherwise); returns the path."""
+    """Writes ``fig`` to ``path`` (PNG unless the extension says otherwise); returns the path.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_gather", None, "64MiB")
+        fs.plot.save(fs.plot.fct_cdf(sc.run()), "fct.png")   # 'fct.png'
+    """
     path = os.fspath(path)
     fig.savefig(path, dpi=dpi)
     return path
@@ -119,7 +126,16 @@ def link_load(result: Any, scenario: Any, *, bins: int = 200, links: Any = None)
     lists). A flow loads every link of its usage list by its coefficient times its rate; a
     flow sprayed over a pooled bundle loads each member link by the member's share of the
     bundle's capacity (the even spreading the bundle stands for). ``links`` picks the links
-    (default every link the run reports)."""
+    (default every link the run reports).
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_flow(0, 1, "1GiB")
+        sc.add_flow(0, 2, "256MiB")
+        edges_s, link_ids, load_Bps = fs.plot.link_load(sc.run(record_rates=True), sc, bins=4)
+        load_Bps.shape   # (number of links, 4): each link's mean load in each quarter of the run
+    """
     try:
         changes = result.rate_changes
     except AttributeError:
@@ -217,7 +233,15 @@ def link_load(result: Any, scenario: Any, *, bins: int = 200, links: Any = None)
 def link_utilization(result: Any, scenario: Any, *, bins: int = 200, top: int = 30, ax: Any = None) -> Any:
     """A heatmap of link utilisation (load / capacity) over time for the ``top`` links with
     the highest mean utilisation, busiest at the top; needs ``run(record_rates=True)`` and
-    the scenario that ran (see :func:`link_load`)."""
+    the scenario that ran (see :func:`link_load`).
+
+    Example::
+
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+        sc.add_collective("all_to_all", None, "64MiB")
+        fig = fs.plot.link_utilization(sc.run(record_rates=True), sc, top=10)
+        fs.plot.save(fig, "utilization.png")
+    """
     links = result.links
     if links.num_rows == 0:
         raise InvalidArgumentError("no link carried anything in this run: nothing to plot")
@@ -253,7 +277,14 @@ def link_utilization(result: Any, scenario: Any, *, bins: int = 200, top: int = 
 def fct_cdf(result: Any, *, by: str | None = "tag", log: bool = True, ax: Any = None) -> Any:
     """The cumulative distribution of flow completion times (``finish_s - ready_s``: latency
     and transfer, from the moment a flow could go) of the flows that finished, one curve
-    per ``by`` value (a column of the flows table, default the tag; None: one curve)."""
+    per ``by`` value (a column of the flows table, default the tag; None: one curve).
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_flows([0, 0, 1], [1, 2, 3], ["1GiB", "64MiB", "1MiB"], tag="p2p")
+        fig = fs.plot.fct_cdf(sc.run())   # one curve: the tag "p2p"
+    """
     flows = result.flows
     done = pc.equal(flows["status"].cast(pa.string()), "done")
     flows = flows.filter(done)
@@ -296,7 +327,15 @@ def timeline(result: Any, scenario: Any = None, *, lanes: Any = None, flows: boo
              ax: Any = None) -> Any:
     """Collectives per rank and delays per lane over time (:func:`fabricsim.trace.timeline`,
     whose options ``lanes`` and ``flows`` it takes), one colour per name; at most
-    ``max_lanes`` lanes, the first in natural order."""
+    ``max_lanes`` lanes, the first in natural order.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        compute = sc.add_delay("1ms")
+        sc.add_collective("all_reduce", None, "256MiB", after=compute)
+        fig = fs.plot.timeline(sc.run(), sc)   # a lane per rank and one for the delays
+    """
     from .trace import timeline as layout
 
     t = layout(result, scenario, lanes=lanes, flows=flows)
@@ -338,7 +377,13 @@ def busbw(table: Any, *, by: str | None = None, measured: Any = None, ax: Any = 
     ``size_bytes`` and ``busbw_Bps`` columns (:func:`fabricsim.nccl_tests`, or a
     :func:`fabricsim.sweep` of it), one line per value of column ``by`` (e.g. a sweep
     parameter or "algorithm"); ``measured`` (a table of the same columns, such as
-    ``read_nccl_tests(...).rows``) is drawn as points beside it."""
+    ``read_nccl_tests(...).rows``) is drawn as points beside it.
+
+    Example::
+
+        table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "64M", 4)
+        fig = fs.plot.busbw(table, by="algorithm")   # GB/s against size, a line per algorithm
+    """
     table = table if isinstance(table, pa.Table) else pa.table(table)
     for col in ("size_bytes", "busbw_Bps"):
         if col not in table.column_names:
@@ -371,7 +416,14 @@ def busbw(table: Any, *, by: str | None = None, measured: Any = None, ax: Any = 
 
 def by_name(kind: str, result: Any, scenario: Any = None) -> Any:
     """The plot of a run named as ``[output] plots`` and ``fabricsim run --plot`` name it:
-    "utilization", "fct" or "timeline"."""
+    "utilization", "fct" or "timeline".
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        fig = fs.plot.by_name("timeline", sc.run(), sc)   # as ``fabricsim run --plot timeline``
+    """
     if kind == "utilization":
         return link_utilization(result, scenario)
     if kind == "fct":

@@ -129,6 +129,11 @@ class FabricPlan:
     the scale-out Clos (``n_gpus``, ``n_nics``, ``domain``, ``scale_out``), but no node or link
     totals; :meth:`describe`, :func:`budget`, :func:`totals` and :func:`compare` take a plan
     wherever they take a fabric. Make one with :func:`plan_cluster`.
+
+    Example::
+
+        plan = fs.power.plan_cluster(domain="nvl72", n_domains=1024, scale_out="quantum-x800")
+        plan.structure["n_gpus"]   # 73728, counted without building a link
     """
 
     __slots__ = ("_structure", "_parts")
@@ -148,7 +153,13 @@ class FabricPlan:
         return int(self._structure["n_gpus"])
 
     def describe(self) -> Description:
-        """The report :meth:`fabricsim.Fabric.describe` gives for the built fabric."""
+        """The report :meth:`fabricsim.Fabric.describe` gives for the built fabric.
+
+        Example::
+
+            plan = fs.power.plan_cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+            print(plan.describe())   # as fs.cluster(...).describe() prints it
+        """
         from .describe import describe
 
         return describe(self)  # type: ignore[arg-type]
@@ -169,9 +180,9 @@ def plan_cluster(
 
     Example::
 
-        plan = fabricsim.power.plan_cluster(domain="hgx-b300", n_domains=131072,
+        plan = fs.power.plan_cluster(domain="hgx-b300", n_domains=131072,
                                             scale_out="quantum-x800", tiers=3)
-        fabricsim.power.totals(plan)["switch_optics_watts"]   # 78,938,880.0
+        fs.power.totals(plan)["switch_optics_watts"]   # 78,938,880.0
     """
     from . import fabrics
 
@@ -239,7 +250,7 @@ def budget(fabric: Union[Fabric, FabricPlan]) -> pa.Table:
 
     Example::
 
-        t = fabricsim.power.budget(fabricsim.hgx_h100())
+        t = fs.power.budget(fs.hgx_h100())
         t.to_pylist()[0]["total_watts"]   # 8 x 700.0 = 5600.0
     """
     _check_fabric(fabric, "fabric")
@@ -281,7 +292,7 @@ def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
 
     Example::
 
-        fabricsim.power.totals(fabricsim.nvl72())["gpu_watts"]   # 72 x 1200.0
+        fs.power.totals(fs.nvl72())["gpu_watts"]   # 72 x 1200.0
     """
     rows = {r["component"]: r for r in budget(fabric).to_pylist()}
     out: dict[str, Any] = {"n_gpus": int(fabric.structure["n_gpus"])}
@@ -306,9 +317,9 @@ def compare(fabrics: Sequence[Union[Fabric, FabricPlan]], names: Sequence[str] |
 
     Example::
 
-        a = fabricsim.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x800")
-        b = fabricsim.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x-photonics")
-        fabricsim.power.compare([a, b], names=["pluggable", "co-packaged"])
+        a = fs.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x800")
+        b = fs.cluster(domain="hgx-b300", n_domains=16, scale_out="quantum-x-photonics")
+        fs.power.compare([a, b], names=["pluggable", "co-packaged"])
     """
     if isinstance(fabrics, (str, bytes)) or not isinstance(fabrics, Sequence):
         raise InvalidArgumentError(f"fabrics must be a list of fabrics, got {type(fabrics).__name__}")
@@ -365,6 +376,11 @@ class CpoEvaluation:
     ``ratio`` = pluggable / co-packaged, ``claim_holds`` (ratio >= the claimed 3.5, null when
     a figure is unknown), ``mechanism``). ``plans``: the two fabrics counted
     (pluggable, co-packaged), ``comparison``: their :func:`compare` table. ``print()`` it.
+
+    Example::
+
+        claim = fs.power.cpo_claim(n_gpus=8192)   # a CpoEvaluation
+        claim.table.column("ratio")               # pluggable / co-packaged watts, by scope
     """
 
     table: pa.Table
@@ -404,7 +420,7 @@ def cpo_claim(
 
     Example::
 
-        print(fabricsim.power.cpo_claim())     # 1,048,576 GPUs, HGX B300, Quantum-X800 vs Q3450
+        print(fs.power.cpo_claim())     # 1,048,576 GPUs, HGX B300, Quantum-X800 vs Q3450
     """
     from ._checks import COUNT, integer
     from .catalog import part

@@ -175,11 +175,12 @@ class FailureRates:
     ``cpo_factors``: what CPO does to each share). ``cpo_port`` is derived from ``optics``
     unless given.
 
-    >>> from fabricsim import reliability
-    >>> r = reliability.failure_rates()
-    >>> round(r.rate_per_hour("gpu") * 16384 * 1296)   # Table 5's GPU rows: 268 in 54 days
-    268
-    >>> r2 = r.replace(rates_per_hour={"gpu": 1e-5})
+    Example::
+
+        from fabricsim import reliability
+        r = reliability.failure_rates()
+        round(r.rate_per_hour("gpu") * 16384 * 1296)   # 268: Table 5's GPU rows in 54 days
+        r2 = r.replace(rates_per_hour={"gpu": 1e-5})
     """
 
     rates_per_hour: Mapping[str, float]
@@ -215,8 +216,9 @@ class FailureRates:
     def rate_per_hour(self, part: str) -> float:
         """Failures per unit per hour of ``part``; ``cpo_port`` derived when not given.
 
-        >>> failure_rates().rate_per_hour("nic") > 0
-        True
+        Example::
+
+            fs.reliability.failure_rates().rate_per_hour("nic") > 0   # True
         """
         _part_name("rate_per_hour", part, PARTS)
         if part == "cpo_port" and "cpo_port" not in self.rates_per_hour:
@@ -230,9 +232,10 @@ class FailureRates:
     ) -> "FailureRates":
         """A copy with some rates, repair times, shares or CPO factors changed (merged).
 
-        >>> r = failure_rates().replace(rates_per_hour={"link": 0.0}, repair_s={"switch": 3600})
-        >>> r.rate_per_hour("link")
-        0.0
+        Example::
+
+            r = fs.reliability.failure_rates().replace(rates_per_hour={"link": 0.0}, repair_s={"switch": 3600})
+            r.rate_per_hour("link")   # 0.0
         """
         derivations = dict(self.derivations)
         for k in rates_per_hour or {}:
@@ -246,8 +249,9 @@ class FailureRates:
     def table(self) -> pa.Table:
         """``part, rate_per_hour, repair_s, derivation``: one row per part.
 
-        >>> failure_rates().table.num_rows == len(PARTS)
-        True
+        Example::
+
+            fs.reliability.failure_rates().table.num_rows == len(fs.reliability.PARTS)   # True
         """
         derivations = dict(self.derivations)
         if "cpo_port" not in self.rates_per_hour:
@@ -268,8 +272,10 @@ def failure_rates() -> FailureRates:
     """The default rates (``data/failure_rates.json``): Llama 3 Table 5 over its cluster,
     the named network split, repair times and the CPO mechanism.
 
-    >>> from fabricsim import reliability
-    >>> print(reliability.failure_rates().table.select(["part", "rate_per_hour"]))  # doctest: +SKIP
+    Example::
+
+        from fabricsim import reliability
+        print(reliability.failure_rates().table.select(["part", "rate_per_hour"]))
     """
     rates, derivations = _derived_rates()
     mech = _DATA["optics_mechanisms"]
@@ -283,8 +289,9 @@ def cpo_port_factor(rates: FailureRates | None = None) -> float:
     """A co-packaged switch port's failure rate as a fraction of a pluggable one's:
     sum over the failure mechanisms of share x CPO factor (a share without a factor keeps 1).
 
-    >>> round(cpo_port_factor(), 4)   # 0.2286/4 + 0.0686*0 + 0.5028*1 + 0.2/2 = 0.65995
-    0.66
+    Example::
+
+        round(fs.reliability.cpo_port_factor(), 4)   # 0.66 = 0.2286/4 + 0.0686*0 + 0.5028*1 + 0.2/2
     """
     r = rates or failure_rates()
     return float(sum(s * r.cpo_factors.get(k, 1.0) for k, s in r.optics_shares.items()))
@@ -330,10 +337,11 @@ class Policy:
     lose (900 + 240) s each, 10% of the time: the paper's "higher than 90% effective training
     time". Checkpoint writes are asynchronous (``checkpoint_write_s=0``).
 
-    >>> from fabricsim import reliability
-    >>> p = reliability.Policy(checkpoint_interval_s=3600, consequences={"nic": "fallback"})
-    >>> p.consequence("nic", "host")
-    'fallback'
+    Example::
+
+        from fabricsim import reliability
+        p = reliability.Policy(checkpoint_interval_s=3600, consequences={"nic": "fallback"})
+        p.consequence("nic", "host")   # 'fallback'
     """
 
     checkpoint_interval_s: float = 1800.0
@@ -390,8 +398,9 @@ class Policy:
     def consequence(self, part: str, location: str = "") -> str:
         """What a failure of ``part`` at ``location`` does: the policy's, else the default.
 
-        >>> Policy().consequence("switch", "spine")
-        'reroute'
+        Example::
+
+            fs.reliability.Policy().consequence("switch", "spine")   # 'reroute'
         """
         got = self._lookup(self.consequences, part, location)
         if got is None:
@@ -401,8 +410,9 @@ class Policy:
     def slowdown_factor(self, part: str, location: str = "") -> float | None:
         """The given factor on the exposed scale-out time while degraded, or None (closed form).
 
-        >>> Policy(slowdown={"switch": 1.5}).slowdown_factor("switch", "core")
-        1.5
+        Example::
+
+            fs.reliability.Policy(slowdown={"switch": 1.5}).slowdown_factor("switch", "core")   # 1.5
         """
         got = self._lookup(self.slowdown, part, location)
         return None if got is None else float(got)
@@ -522,11 +532,11 @@ def part_counts(fabric: Any, *, gpus: int | None = None, gpus_per_host: int | No
     ``capacity_lost`` (the fraction f of the bottleneck's capacity it removes; 1 for parts
     whose failure stops the job).
 
-    >>> import fabricsim as fs
-    >>> from fabricsim import reliability
-    >>> t = reliability.part_counts(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"))
-    >>> t.column("part").to_pylist()[:3]
-    ['gpu', 'host', 'host_maintenance']
+    Example::
+
+        from fabricsim import reliability
+        t = reliability.part_counts(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"))
+        t.column("part").to_pylist()[:3]   # ['gpu', 'host', 'host_maintenance']
     """
     st = _streams(fabric, gpus, gpus_per_host)
     return pa.table({
@@ -544,12 +554,12 @@ def expected_failures(
     """The closed form: expected failures of each part over ``horizon_s`` = rate x units x
     hours. Columns ``part, location, units, rate_per_hour, expected``.
 
-    >>> import fabricsim as fs
-    >>> from fabricsim import reliability
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=2048, scale_out="quantum-2")
-    >>> t = reliability.expected_failures(f, horizon_s=54 * 86400)
-    >>> round(sum(t.column("expected").to_pylist()))   # Table 5's 419
-    419
+    Example::
+
+        from fabricsim import reliability
+        f = fs.cluster(domain="hgx-h100", n_domains=2048, scale_out="quantum-2")
+        t = reliability.expected_failures(f, horizon_s=54 * 86400)
+        round(sum(t.column("expected").to_pylist()))   # 419, as Table 5
     """
     h = _positive("horizon_s", horizon_s, "seconds") / _HOUR_S
     r = _rates_of(rates)
@@ -594,12 +604,12 @@ class ReliabilityResult:
     while degraded). ``summary``: ``quantity, value, unit`` rows (horizon, goodput, restarts,
     lost time by cause). ``goodput``, ``n_restarts`` and ``lost_s`` as numbers.
 
-    >>> import fabricsim as fs
-    >>> from fabricsim import reliability
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
-    >>> r = reliability.simulate(f, 7.5, horizon_s=30 * 86400, seed=1)
-    >>> 0 < r.goodput <= 1
-    True
+    Example::
+
+        from fabricsim import reliability
+        f = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2")
+        r = reliability.simulate(f, 7.5, horizon_s=30 * 86400, seed=1)
+        0 < r.goodput <= 1   # True
     """
 
     failures: pa.Table
@@ -612,10 +622,11 @@ class ReliabilityResult:
     def lost_by_cause(self) -> dict[str, float]:
         """Lost seconds per part (and ``checkpoint`` for checkpoint writes).
 
-        >>> import fabricsim as fs
-        >>> r = simulate(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), 7.5, horizon_s=86400)
-        >>> "gpu" in r.lost_by_cause()
-        True
+        Example::
+
+            f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+            r = fs.reliability.simulate(f, 7.5, horizon_s=86400)
+            "gpu" in r.lost_by_cause()   # True
         """
         out: dict[str, float] = {}
         for row in self.summary.to_pylist():
@@ -642,13 +653,14 @@ def simulate(
     (then the whole step counts as exposed scale-out communication unless
     ``exposed_network_s`` says otherwise).
 
-    >>> import fabricsim as fs
-    >>> from fabricsim import reliability, training
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=2048, scale_out="quantum-2")
-    >>> par = training.Parallelism(**training.VALIDATION["llama3-405b-16k"]["parallelism"])
-    >>> job = training.TrainingStep("llama3-405b", par, f, check_memory=False)
-    >>> r = reliability.simulate(f, job, horizon_s=54 * 86400, seed=0)
-    >>> print(r.summary)  # doctest: +SKIP
+    Example::
+
+        from fabricsim import reliability, training
+        f = fs.cluster(domain="hgx-h100", n_domains=2048, scale_out="quantum-2")
+        par = training.Parallelism(**training.VALIDATION["llama3-405b-16k"]["parallelism"])
+        job = training.TrainingStep("llama3-405b", par, f, check_memory=False)
+        r = reliability.simulate(f, job, horizon_s=54 * 86400, seed=0)
+        print(r.summary)
     """
     H = _positive("horizon_s", horizon_s, "seconds")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -778,12 +790,13 @@ def compare_optics(
     resilient" figure) and ``note``. Failure rates are the closed form; lost time and goodput
     the mean over ``seeds`` seeds (0, 1, ...) of :func:`simulate`.
 
-    >>> import fabricsim as fs
-    >>> from fabricsim import reliability
-    >>> a = fs.cluster(domain="nvl72", n_domains=16, scale_out="quantum-x800")
-    >>> b = fs.cluster(domain="nvl72", n_domains=16, scale_out="quantum-x-photonics")
-    >>> t = reliability.compare_optics(a, b, 7.5, horizon_s=30 * 86400, seeds=2)
-    >>> print(t)  # doctest: +SKIP
+    Example::
+
+        from fabricsim import reliability
+        a = fs.cluster(domain="nvl72", n_domains=16, scale_out="quantum-x800")
+        b = fs.cluster(domain="nvl72", n_domains=16, scale_out="quantum-x-photonics")
+        t = reliability.compare_optics(a, b, 7.5, horizon_s=30 * 86400, seeds=2)
+        print(t)
     """
     for name, fab, want in (("pluggable", pluggable, "pluggable"), ("co_packaged", co_packaged, "co-packaged")):
         sw = fab._parts.get("switch") if hasattr(fab, "_parts") else None

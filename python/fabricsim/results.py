@@ -72,7 +72,14 @@ def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
     """A table from the core's (name, column) pairs without copying numeric data. A time
     that never came (NaN in the core: a failed flow's finish, a done flow's failure) and an
     id that does not apply (-1: a collective's flow has no one src or dst) are null, so that
-    tables compare equal and null-aware tools see a missing value."""
+    tables compare equal and null-aware tools see a missing value.
+
+    Example::
+
+        import numpy as np
+        t = fs.results.table_from_columns([("finish_s", np.array([1.0, np.nan])), ("src", np.array([3, -1]))])
+        t.to_pylist()   # [{'finish_s': 1.0, 'src': 3}, {'finish_s': None, 'src': None}]
+    """
     arrays = []
     names = []
     for name, col in columns:
@@ -92,7 +99,16 @@ def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
 
 @dataclass(frozen=True)
 class Summary:
-    """Headline figures of a run."""
+    """Headline figures of a run.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        summary = sc.run().summary
+        print(summary)   # makespan, counts, bytes moved and the busiest links
+        summary.makespan_s, summary.bytes_moved
+    """
 
     makespan_s: float
     n_flows: int
@@ -135,7 +151,16 @@ class Summary:
 
 class Result:
     """What :meth:`Scenario.run` returns: ``flows``, ``delays``, ``links`` tables (and
-    ``rate_changes`` when the run recorded rates) plus a :attr:`summary`."""
+    ``rate_changes`` when the run recorded rates) plus a :attr:`summary`.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        result = sc.run()
+        result.summary.makespan_s, result.flows.num_rows   # the run's tables are Arrow tables
+        result.links.sort_by([("bytes_carried", "descending")]).slice(0, 3)   # the busiest links
+    """
 
     def __init__(self, raw: dict[str, Any], node_names: Sequence[Hashable] | None = None,
                  edge_bytes_per_byte: Mapping[int, float] | None = None) -> None:
@@ -237,7 +262,14 @@ class Result:
         All or nothing: the tables are written to temporary files in the directory and take
         their names only once every one is written, so a write that fails (a full disk, a
         table that cannot be written) leaves the directory as it was. A directory that cannot
-        be made or written raises :class:`WriteError` naming the path."""
+        be made or written raises :class:`WriteError` naming the path.
+
+        Example::
+
+            sc = fs.Scenario(fs.hgx_h100())
+            sc.add_flow(0, 1, "1GiB")
+            sc.run().to_parquet("out")   # ['out/flows.parquet', 'out/delays.parquet', 'out/links.parquet', ...]
+        """
         import pyarrow.parquet as pq
 
         directory = output_directory("directory", directory)

@@ -194,6 +194,24 @@ class ScenarioFile:
     ``names`` maps each workload entry's name to its activity id (a ``flows`` entry: an array
     of ids); ``run_options`` are ``Scenario.run``'s keyword arguments from ``[run]``;
     ``output_directory`` (absolute, or None), ``plots`` and ``trace`` come from ``[output]``.
+
+    Example::
+
+        open("study.toml", "w").write('''
+        [fabric]
+        generator = "hgx_h100"
+
+        [[workload]]
+        name = "grads"
+        type = "collective"
+        op = "all_reduce"
+        size_bytes = "256MiB"
+
+        [output]
+        directory = "out"
+        ''')
+        study = fs.load_scenario("study.toml")
+        study.names["grads"], study.output_directory   # the entry's activity id; the absolute output path
     """
 
     path: str
@@ -206,7 +224,26 @@ class ScenarioFile:
 
     def run(self, *, progress: Any = False) -> Result:
         """Runs the scenario with the file's ``[run]`` options (and ``record_rates`` on when
-        the utilization plot is asked for: it needs the rates over time)."""
+        the utilization plot is asked for: it needs the rates over time).
+
+        Example::
+
+            open("study.toml", "w").write('''
+            [fabric]
+            generator = "hgx_h100"
+
+            [[workload]]
+            name = "grads"
+            type = "collective"
+            op = "all_reduce"
+            size_bytes = "256MiB"
+
+            [output]
+            directory = "out"
+            ''')
+            result = fs.load_scenario("study.toml").run()   # with the file's [run] options
+            result.summary.makespan_s
+        """
         options = dict(self.run_options)
         if "utilization" in self.plots:
             options["record_rates"] = True
@@ -214,7 +251,26 @@ class ScenarioFile:
 
     def write(self, result: Result, directory: str | os.PathLike[str] | None = None) -> list[str]:
         """Writes the result's Parquet tables, the plots and the trace the file asks for into
-        ``directory`` (default the file's ``[output] directory``); returns the paths written."""
+        ``directory`` (default the file's ``[output] directory``); returns the paths written.
+
+        Example::
+
+            open("study.toml", "w").write('''
+            [fabric]
+            generator = "hgx_h100"
+
+            [[workload]]
+            name = "grads"
+            type = "collective"
+            op = "all_reduce"
+            size_bytes = "256MiB"
+
+            [output]
+            directory = "out"
+            ''')
+            study = fs.load_scenario("study.toml")
+            paths = study.write(study.run(), "elsewhere")   # instead of the file's [output] directory
+        """
         target = self.output_directory if directory is None else os.fspath(directory)
         if target is None:
             return []
@@ -432,7 +488,27 @@ def load_scenario(path: str | os.PathLike[str]) -> ScenarioFile:
 
     Raises :class:`fabricsim.ScenarioFileError` (an ``InvalidArgumentError``) whose message
     starts with ``file:line: key:``, for a file that cannot be read, TOML that does not parse,
-    an unknown or missing key, or a value the API refuses."""
+    an unknown or missing key, or a value the API refuses.
+
+    Example::
+
+        open("study.toml", "w").write('''
+        [fabric]
+        generator = "hgx_h100"
+
+        [[workload]]
+        name = "grads"
+        type = "collective"
+        op = "all_reduce"
+        size_bytes = "256MiB"
+
+        [output]
+        directory = "out"
+        ''')
+        study = fs.load_scenario("study.toml")   # a ScenarioFile
+        result = study.run()
+        study.write(result)   # ['.../out/flows.parquet', ...]
+    """
     path = os.fspath(path)
     try:
         with open(path, "rb") as fh:

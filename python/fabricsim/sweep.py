@@ -34,7 +34,17 @@ def grid_points(grid: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[s
     fastest, as ``itertools.product``) or a sequence of mappings (those points, in order;
     a parameter a point lacks is null in its column). Values are a sequence, or a mapping
     ``{label: value}`` whose labels the column shows and whose values the function gets
-    (for values that are not numbers or strings, such as fabrics)."""
+    (for values that are not numbers or strings, such as fabrics).
+
+    Example::
+
+        from fabricsim.sweep import grid_points   # (fs.sweep is the function)
+
+        names, points, labels = grid_points({"gpu": {"h100": "hgx-h100", "b200": "hgx-b200"}, "n": [2, 4]})
+        names           # ['gpu', 'n']
+        points[1]       # {'gpu': 'hgx-h100', 'n': 4}: the arguments of the second call
+        labels[2]       # {'gpu': 'b200', 'n': 2}: what its columns show
+    """
     if isinstance(grid, Mapping):
         names = list(grid)
         axes = []
@@ -155,6 +165,15 @@ def sweep(grid: Any, fn: Callable[..., Any], *, executor: Any = None, progress: 
 
     A point that raises stops the sweep: the points not yet started are cancelled and
     :class:`fabricsim.SweepError` names the point, with the point's error as its cause.
+
+    Example::
+
+        def allreduce(n_domains, size):
+            f = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2")
+            return {"time_s": fs.estimate(f, "all_reduce", size).time_s}
+
+        table = fs.sweep({"n_domains": [2, 4], "size": ["64MiB", "1GiB"]}, allreduce)
+        table.column_names   # ['n_domains', 'size', 'time_s']: one row per point
     """
     names, points, labels = grid_points(grid)
     if not callable(fn):

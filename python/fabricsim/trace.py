@@ -72,7 +72,16 @@ def timeline(result: Any, scenario: Any = None, *, lanes: Mapping[int, str] | Ca
     tag. ``flows=True`` adds the flows that are not a collective's, on their source node's
     lane (at most ``max_flows``, the longest first). Start is when an activity was ready (a
     flow's ready_s: its latency included); a failed flow ends when it failed; skipped
-    activities are left out."""
+    activities are left out.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        compute = sc.add_delay("1ms")
+        sc.add_collective("all_reduce", None, "64MiB", after=compute)
+        t = fs.trace.timeline(sc.run(), sc)
+        t.column("lane").unique()   # ['delays', 'gpu0', 'gpu1', ..., 'gpu7']
+    """
     first, last, comm_ranks = _collective_parts(scenario)
     label = _node_label(scenario, result)
     rows: dict[str, list[Any]] = {k: [] for k in ("lane", "kind", "activity_id", "name", "start_s", "finish_s", "status")}
@@ -156,7 +165,15 @@ def trace_events(result: Any, scenario: Any = None, **timeline_options: Any) -> 
     """The timeline (:func:`timeline`, same options) in Chrome's Trace Event Format: a dict
     ``{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}`` with one complete
     event ("ph": "X", times in microseconds) per row, a thread per lane, collectives and flows
-    under the process "ranks", delays under "delays"."""
+    under the process "ranks", delays under "delays".
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        events = fs.trace.trace_events(sc.run(), sc)
+        events["traceEvents"][0]   # Chrome's Trace Event Format: dicts with "ph", "ts", "dur", ...
+    """
     from ._core import __version__
 
     t = timeline(result, scenario, **timeline_options)
@@ -188,7 +205,14 @@ def trace_events(result: Any, scenario: Any = None, **timeline_options: Any) -> 
 
 def write_trace(result: Any, path: str | os.PathLike[str], scenario: Any = None, **timeline_options: Any) -> str:
     """Writes :func:`trace_events` as JSON to ``path`` (open it in ui.perfetto.dev or
-    chrome://tracing); returns the path."""
+    chrome://tracing); returns the path.
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        fs.trace.write_trace(sc.run(), "trace.json", sc)   # open it in ui.perfetto.dev
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"path must be a file path, got {type(path).__name__} {path!r}")
     path = os.fspath(path)

@@ -184,6 +184,11 @@ def bandwidth_Bps(value: str | float) -> float:
     8), uppercase ``B`` is bytes. A number is returned unchanged (taken to be bytes/s already).
 
     Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
+
+    Example::
+
+        fs.units.bandwidth_Bps("800Gb/s")   # 1e11 bytes/s
+        fs.units.bandwidth_Bps("900GB/s")   # 9e11
     """
     if _passthrough(value, "bandwidth", _RATE_HELP):
         return value
@@ -207,6 +212,11 @@ def size_bytes(value: str | float) -> float:
     A number is returned unchanged (taken to be bytes already).
 
     Raises InvalidArgumentError (a ValueError) for an unknown unit, including bits ("8Mb").
+
+    Example::
+
+        fs.units.size_bytes("1GiB")   # 1073741824.0
+        fs.units.size_bytes("8M")     # 8388608.0, as nccl-tests' -b 8M
     """
     if _passthrough(value, "size", _SIZE_HELP):
         return value
@@ -231,6 +241,11 @@ def duration_s(value: str | float) -> float:
     ``"2min"`` -> 120.0. A number is returned unchanged (taken to be seconds already).
 
     Raises InvalidArgumentError (a ValueError) for a string with no unit or an unknown unit.
+
+    Example::
+
+        fs.units.duration_s("1.5us")   # 1.5e-06
+        fs.units.duration_s("2min")    # 120.0
     """
     if _passthrough(value, "duration", _DURATION_HELP):
         return value
@@ -284,6 +299,11 @@ def format_bytes(n_bytes: float, *, binary: bool = True, precision: int = 4) -> 
 
     ``binary=False`` uses powers of 1000 (``"1.5 MB"``). ``precision`` is the number of
     significant digits (1 to 17). :func:`size_bytes` parses the result back.
+
+    Example::
+
+        fs.units.format_bytes(1.5e6)                 # '1.431 MiB'
+        fs.units.format_bytes(1.5e6, binary=False)   # '1.5 MB'
     """
     return _format("n_bytes", n_bytes, _BYTES_BINARY if flag("binary", binary) else _BYTES_DECIMAL, precision)
 
@@ -295,6 +315,11 @@ def format_rate(rate_Bps: float, *, bits: bool = True, precision: int = 4) -> st
     shows bytes per second (``9e11`` -> ``"900 GB/s"``, as NVLink bandwidth is quoted).
     ``precision`` is the number of significant digits (1 to 17). :func:`bandwidth_Bps` parses
     the result back.
+
+    Example::
+
+        fs.units.format_rate(1e11)               # '800 Gb/s'
+        fs.units.format_rate(9e11, bits=False)   # '900 GB/s'
     """
     if flag("bits", bits):
         return _format("rate_Bps", rate_Bps, _RATE_BITS, precision, scale=8.0)
@@ -311,5 +336,10 @@ def format_duration(seconds: float, *, precision: int = 4) -> str:
     (a mixed "5 h 3 min" would not); hours are the largest unit, so the exponent form is
     left only from 10**precision hours (over a year at the default precision), where no
     short exact form is left. ``precision`` is the number of significant digits (1 to 17).
+
+    Example::
+
+        fs.units.format_duration(1.5e-6)   # '1.5 us'
+        fs.units.format_duration(90.0)     # '1.5 min'
     """
     return _format("seconds", seconds, _DURATIONS, precision)

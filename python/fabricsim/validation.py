@@ -60,7 +60,14 @@ FABRICS: dict[str, Callable[[], Fabric]] = {
 
 @dataclass(frozen=True)
 class Case:
-    """One public measurement (hardware.md section 6) and how to simulate it."""
+    """One public measurement (hardware.md section 6) and how to simulate it.
+
+    Example::
+
+        from fabricsim import validation
+        case = validation.CASES[0]   # Case(id='h100-nvls-8', ..., measured_busbw_Bps=480000000000.0, ...)
+        fs.validate([case]).select(["case", "simulated_busbw_Bps", "error", "within"])
+    """
 
     id: str
     section: str
@@ -220,7 +227,13 @@ def validate(cases: Sequence[Case | str] | None = None, *, cost_model: Any = Non
     sizes, with ``cost_model`` (default the defaults), and return one row per case and size:
     measured and simulated busbw (bytes/s), ``error`` (simulated / measured - 1), its
     ``tolerance``, ``within`` it or not, ``known_miss`` (the reason, where the case is a
-    known miss) and the source. ``on_row`` gets each row as it is made."""
+    known miss) and the source. ``on_row`` gets each row as it is made.
+
+    Example::
+
+        table = fs.validate(["h100-nvls-8"])   # one public measurement: 8 x H100, NVLS all-reduce
+        table.select(["case", "measured_busbw_Bps", "simulated_busbw_Bps", "within"]).to_pylist()
+    """
     from .collectives import checked_cost_model
     from .nccl_sweep import nccl_tests
 
@@ -266,7 +279,13 @@ def _size(n: int) -> str:
 
 def format_validation(table: pa.Table) -> str:
     """The table as ``fabricsim validate`` prints it: one line per case and size, then the
-    reasons of the misses and the rows section 6 has that no case simulates."""
+    reasons of the misses and the rows section 6 has that no case simulates.
+
+    Example::
+
+        from fabricsim import validation
+        print(validation.format_validation(fs.validate(["h100-nvls-8", "h100-ring-8"])))
+    """
     lines = [f"{'case':<22} {'sec':<4} {'op':<14} {'algorithm':<10} {'size':>7} {'ranks':>6} "
              f"{'measured':>9} {'simulated':>9} {'error':>7}  result"]
     misses: dict[str, str] = {}
