@@ -498,6 +498,36 @@ class Scenario:
         whose activities the job owns."""
         return getattr(self.jobs[job_name], "_" + method)(*args, **kwargs)
 
+    @contextlib.contextmanager
+    def _one_change(self, name: str, args: tuple[Any, ...]) -> Iterator[None]:
+        """Internal: what the block adds straight through the core (code whose arguments are
+        known good, such as a training step's builder, skipping the add_* checks) as one
+        change, as :func:`_change` makes one: refused while the scenario runs, done whole
+        under the lock, and, where it is the outermost change, kept for pickling as the call
+        ``self.name(*args)``, which must add the same activities again. ``args`` are kept as
+        they are (not copied): the caller gives values it will not change."""
+        with self._lock:
+            self._refuse_while_running(name)
+            if self._depth:  # inside an outer change (a job's call): kept there
+                yield
+                return
+            first = self._core.n_activities
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            self._calls.append((name, args, {}))
+            self._call_spans.append((first, self._core.n_activities))
+            self._n_recorded = (self._core.n_activities, self._core.n_faults)
+
+    def _training_step(self, step: Any, start: int | None = None) -> Any:
+        """Internal: adds a :class:`~fabricsim.training.TrainingStep` (the builder keeps it as
+        this one call through :meth:`_one_change`; unpickling replays it)."""
+        from .training import step_into
+
+        return step_into(step, self, start)
+
     @_change
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""

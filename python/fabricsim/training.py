@@ -68,6 +68,7 @@ the last activity back, each step to the dependency that finished last.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -1036,7 +1037,7 @@ class TrainingStep:
         return StepResult(self, built, res, build_s=t1 - t0, run_s=t2 - t1)
 
 
-def step_into(step: TrainingStep, scenario: Any, start: int) -> "_Built":
+def step_into(step: TrainingStep, scenario: Any, start: int | None) -> "_Built":
     """Adds ``step`` to ``scenario`` (which has other work: a job's, fabricsim.jobs), its
     first activities waiting for activity ``start``."""
     return _Builder(step, scenario, start).build()
@@ -1078,6 +1079,7 @@ def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: in
 # ------------------------------------------------------------------------------------------
 
 _CATS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer")
+_CAT_INDEX = {c: i for i, c in enumerate(_CATS)}
 
 # (replica, stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs).
 _Outputs = dict[tuple[int, int, int, int], list[int]]
@@ -1097,39 +1099,75 @@ class _Built:
 
 
 class _Builder:
+    """Adds a step's activities to a scenario. Its arguments are known good (made here from a
+    checked step), so it adds them straight through the scenario's core, without the add_*
+    methods' checks and per-call records: the whole step is one change, kept for pickling as
+    ``Scenario._training_step(step, start)`` (:meth:`Scenario._one_change`), and each
+    distinct collective is constructed once and made again from its core calls
+    (:meth:`Builder.add_known`). The activities, their ids and order are those the public
+    add_* methods would make."""
+
     def __init__(self, step: TrainingStep, scenario: Any = None, start: int | None = None) -> None:
+        from .collectives.construction import Builder
         from .scenario import Scenario
 
         self.st = step
         kw = {} if step.cost_model is None else {"cost_model": step.cost_model}
         self.sc = Scenario(step.fabric, **kw) if scenario is None else scenario
+        self.start_id = start
         # Into a scenario with other work: what the step's first activities wait for.
         self.start: list[int] = [] if start is None else [start]
         self.ids: list[int] = []
         self.meta: list[tuple[int, int, int, int, int]] = []
         self.deps: dict[int, list[int]] = {}
         self._tp_delay_cache: dict[tuple[int, bool], float] = {}
+        self.core = self.sc._core
+        if self.sc._collectives is None:
+            self.sc._collectives = Builder(self.sc)
+        self.colls = self.sc._collectives
+        self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
 
-    def _rec(self, aid: int, cat: str, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
+    def _rec(self, aid: int, cat: int, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
         self.ids.append(aid)
-        self.meta.append((_CATS.index(cat), s, r, m, c))
+        self.meta.append((cat, s, r, m, c))
         self.deps[aid] = list(after)
         return aid
 
     def delay(self, dur: float, after: Sequence[int], cat: str, tag: str, *meta: int) -> int:
         after = after or self.start
-        return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), cat, after, *meta)
+        aid: int = self.core.add_delay(max(0.0, dur), 0.0, after, tag)
+        return self._rec(aid, _CAT_INDEX[cat], after, *meta)
 
-    def coll(self, op: str, ranks: list[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int,
+    def coll(self, op: str, ranks: Sequence[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int,
              sizes: np.ndarray | None = None) -> int:
         after = after or self.start
-        if sizes is not None:
-            aid = self.sc.add_collective(op, ranks, sizes=sizes, after=after, tag=tag)
-        else:
-            aid = self.sc.add_collective(op, ranks, size, after=after, tag=tag)
-        return self._rec(aid, cat, after, *meta)
+        key = ranks if type(ranks) is tuple else tuple(ranks)
+        aid = self.colls.add_known(op, key, None if sizes is not None else float(size), after, tag, sizes)
+        return self._rec(aid, _CAT_INDEX[cat], after, *meta)
+
+    def flows(self, pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
+        """Pipeline flows ``pp`` (:meth:`_pp_arrays`) after ``after``, as
+        ``Scenario.add_flows(src, dst, size, after=after, tag=tag)`` adds them."""
+        src, dst, nbytes, zeros = pp
+        ids: list[int] = self.core.add_flows(src, dst, nbytes, zeros, tag, None, None, after).tolist()
+        return ids
+
+    def _group(self, key: tuple[Any, ...], *index: Any) -> tuple[int, ...]:
+        """The GPUs of ``gpus[index]`` (one communicator's ranks), made once per ``key``."""
+        g = self._ranks.get(key)
+        if g is None:
+            g = self._ranks[key] = tuple(int(x) for x in self.st.gpus[index])
+        return g
 
     def build(self) -> _Built:
+        # One change of the scenario, kept (where it is the outermost) as the call that makes
+        # the step again; the step is kept as a shallow copy, safe from its attributes being
+        # set again.
+        with self.sc._one_change("_training_step", (copy.copy(self.st), self.start_id)):
+            return self._build()
+
+    def _build(self) -> _Built:
         st, p = self.st, self.st.par
         mb, v = p.n_micro_batches, p.virtual_stages
         n_rep = p.dp * p.cp
@@ -1228,7 +1266,6 @@ class _Builder:
         ch = st.chunks[s][c]
         n_rep = p.dp * p.cp
         vs = c * p.pp + s
-        G = st.gpus
         fwd = kind == "F"
         comp_s = ch.fwd_s if fwd else ch.bwd_s
         tp_mult = 1.0 if fwd else (1.0 + p.recompute)
@@ -1270,7 +1307,7 @@ class _Builder:
             # TP
             if p.tp > 1 and ch.tp_bytes > 0:
                 base = [cid] if not p.tp_comm_overlap else after
-                ranks = G[s, d, cp_i, :].tolist()
+                ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
                 size = ch.tp_bytes * tp_mult
                 if st.tp_comm == "analytical":
                     key = (s, fwd)
@@ -1289,8 +1326,9 @@ class _Builder:
                 ring_after = sorted({x for rr in range(r, r + p.cp) for x in self._inputs(rr, s, kind, m, c, last_op, out_f, out_b)})
                 cps = self._ensure_cp()
                 for t in range(p.tp):
-                    x = self.coll("send_recv", G[s, d, :, t].tolist(), ch.cp_bytes * (1 if fwd else 2), ring_after,
-                                  "cp", f"cp.{tag}", s, r, m, c)
+                    ring = self._group(("cp", s, d, t), s, d, slice(None), t)
+                    x = self.coll("send_recv", ring, ch.cp_bytes * (1 if fwd else 2), ring_after, "cp", f"cp.{tag}",
+                                  s, r, m, c)
                     cps.setdefault((d, s, kind, m, c), []).append(x)
             ends.append(end)
         # CP joins: every replica of the dp index waits for its ring exchanges
@@ -1330,16 +1368,30 @@ class _Builder:
             if target is None:
                 (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
                 continue
-            src = G[s, d, cp_i, :].tolist()
-            dst = G[target, d, cp_i, :].tolist()
-            if src == dst:
+            pp = self._pp_arrays(s, target, d, cp_i)
+            if pp is None:  # the same GPUs
                 (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
                 continue
-            flow_ids = self.sc.add_flows(src, dst, st._pp_bytes(), after=[last_op[(r, s)]], tag=f"pp.{tag}")
-            ids = [int(x) for x in flow_ids]
+            # As Scenario.add_flows(src, dst, pp bytes, after=[last op], tag) adds them.
+            dep = [last_op[(r, s)]]
+            ids = self.flows(pp, dep, f"pp.{tag}")
+            pp_cat = _CAT_INDEX["pp"]
             for x in ids:
-                self._rec(x, "pp", [last_op[(r, s)]], s, r, m, c)
+                self._rec(x, pp_cat, dep, s, r, m, c)
             (out_f if fwd else out_b)[(r, s, m, c)] = ids
+
+    def _pp_arrays(self, s: int, target: int, d: int, cp_i: int) -> tuple[np.ndarray, ...] | None:
+        """A pipeline transfer's sources, destinations, bytes and start times as the core takes
+        them (None where stage and target hold the same GPUs), made once per pair."""
+        key = (s, target, d, cp_i)
+        if key not in self._pp:
+            G = self.st.gpus
+            src, dst = G[s, d, cp_i, :], G[target, d, cp_i, :]
+            n = len(src)
+            self._pp[key] = None if src.tolist() == dst.tolist() else (
+                np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
+                np.full(n, float(self.st._pp_bytes())), np.zeros(n))
+        return self._pp[key]
 
     def _inputs(self, r: int, s: int, kind: str, m: int, c: int, last_op: dict[tuple[int, int], int], out_f: _Outputs,
                 out_b: _Outputs) -> list[int]:

@@ -3,6 +3,7 @@ its breakdown and critical path, and the validation against published step figur
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import fabricsim as fs
@@ -299,6 +300,120 @@ def test_context_parallel_ring_exchanges():
     tags = set(res.result.collectives["communicator"].to_pylist()) if "communicator" in res.result.collectives.column_names else set()
     assert "send_recv" in set(res.result.collectives["op"].to_pylist()) and tags is not None
     assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.05)
+
+
+class _PublicBuilder(T._Builder):
+    """The step built through the public, checked Scenario.add_* methods, one call per
+    activity (as it was before the builder went straight to the core): the reference."""
+
+    def delay(self, dur, after, cat, tag, *meta):
+        after = after or self.start
+        return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), T._CAT_INDEX[cat], after, *meta)
+
+    def coll(self, op, ranks, size, after, cat, tag, *meta, sizes=None):
+        after = after or self.start
+        if sizes is not None:
+            aid = self.sc.add_collective(op, list(ranks), sizes=sizes, after=after, tag=tag)
+        else:
+            aid = self.sc.add_collective(op, list(ranks), size, after=after, tag=tag)
+        return self._rec(aid, T._CAT_INDEX[cat], after, *meta)
+
+    def flows(self, pp, after, tag):
+        src, dst, nbytes, _ = pp
+        return [int(x) for x in self.sc.add_flows(src.tolist(), dst.tolist(), float(nbytes[0]), after=after, tag=tag)]
+
+
+_MIXTRAL = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
+
+
+@pytest.mark.parametrize("fabric_domains, model, par, options", [
+    (4, "llama3-8b", dict(), {}),
+    (4, "llama3-8b", dict(schedule="interleaved", virtual_stages=2, dp_sharding="none"), {}),
+    (8, "llama3-8b", dict(tp=4, dp=8, dp_sharding="fsdp", schedule="interleaved", virtual_stages=2,
+                          global_batch_size=32), {}),
+    (4, "llama3-8b", dict(dp_sharding="optim_grads", tp_comm_overlap=True, recompute=True), {}),
+    (4, "llama3-8b", dict(sequence_parallel=False, overlap_grad_reduce=False, overlap_param_gather=False,
+                          dp_sharding="optim_grads"), {}),
+    (8, "llama3-8b", dict(tp=4, pp=4, dp=4, schedule="interleaved", virtual_stages=2, global_batch_size=32),
+     dict(tp_comm="analytical")),
+    (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=4, ep_imbalance=2.0, dp_sharding="none"), {}),
+    (4, "llama3-8b", dict(tp=4, pp=2, cp=2, dp=2, global_batch_size=8, dp_sharding="optim_grads"), {}),
+])
+def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options):
+    """The builder adds activities straight through the core and makes repeated collectives
+    again from their recorded core calls: every table, id and figure must be those of the
+    step added one checked add_* call at a time."""
+    f = fs.cluster(domain="hgx-h100", n_domains=fabric_domains, scale_out="quantum-2")
+    step = _step(f, **par) if model == "llama3-8b" and not options else T.TrainingStep(
+        model, T.Parallelism(**{**dict(tp=8, pp=2, dp=2, global_batch_size=16, dp_sharding="zero1"), **par}), f,
+        check_memory=False, **options)
+    fast, slow = step.build(), _PublicBuilder(step).build()
+    assert fast.n_activities == slow.n_activities == fast.scenario.n_activities
+    for name in ("ids", "cat", "stage", "replica", "micro_batch", "chunk"):
+        assert (getattr(fast, name) == getattr(slow, name)).all(), name
+    assert fast.deps == slow.deps
+    a = T.StepResult(step, fast, fast.scenario.run(), build_s=0.0, run_s=0.0)
+    b = T.StepResult(step, slow, slow.scenario.run(), build_s=0.0, run_s=0.0)
+    for name in ("flows", "delays", "collectives"):
+        assert getattr(a.result, name).equals(getattr(b.result, name)), name
+    assert a.step_s == b.step_s
+    assert a.breakdown.equals(b.breakdown) and a.critical_path.equals(b.critical_path)
+    # Counts that follow from the parallelism alone: one TP collective (two with sequence
+    # parallelism) per replica, stage, chunk, micro-batch and direction; one pipeline flow per
+    # TP rank for each of a micro-batch's virtual-stage boundaries, each way.
+    p = step.par
+    n_rep, ops = p.dp * p.cp, p.pp * p.virtual_stages * p.n_micro_batches * 2
+    n_tp = (np.asarray(fast.cat) == T._CAT_INDEX["tp"]).sum()
+    assert n_tp == n_rep * ops * (2 if p.sequence_parallel and step.tp_comm == "flow" else 1)
+    n_pp = (np.asarray(fast.cat) == T._CAT_INDEX["pp"]).sum()
+    assert n_pp == n_rep * p.tp * 2 * p.n_micro_batches * (p.pp * p.virtual_stages - 1)
+    assert len(set(fast.ids.tolist())) == len(fast.ids) and fast.ids.max() < fast.n_activities
+
+
+def test_a_built_step_is_one_kept_call_and_pickles_to_the_same_tables(four_nodes):
+    import pickle
+
+    built = _step(four_nodes).build()
+    sc = built.scenario
+    assert [name for name, _, _ in sc._calls] == ["_training_step"] and sc._call_spans == [(0, sc.n_activities)]
+    copy = pickle.loads(pickle.dumps(sc))
+    assert copy.n_activities == sc.n_activities
+    a, b = sc.run(), copy.run()
+    for name in ("flows", "delays", "collectives"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+
+
+def test_collectives_made_again_from_their_core_calls_match_constructed_ones():
+    """Builder.add_known (each distinct collective constructed once, then its core calls
+    repeated at new ids) against the public add_collective, on algorithms a training step
+    does not always reach: across domains (ring, NVLSTree's engines), all-to-all-v (its last
+    transfer the largest, so that its end must wait for every one), send/recv."""
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    calls = [("all_reduce", tuple(range(32)), 64e6, None), ("all_reduce", tuple(range(0, 32, 8)), 1e6, None),
+             ("reduce_scatter", tuple(range(8, 24)), 32e6, None), ("all_gather", tuple(range(8)), 4e6, None),
+             ("send_recv", (3, 11, 19), 2e6, None), ("all_to_all", (0, 8, 16, 24), None,
+                                                     np.arange(16, dtype=float).reshape(4, 4) * 1e5)]
+    from fabricsim.collectives.construction import Builder
+
+    fast, slow = fs.Scenario(f), fs.Scenario(f)
+    fast._collectives = known = Builder(fast)
+    prev_f: list[int] = []
+    prev_s: list[int] = []
+    for _ in range(3):
+        for op, ranks, size, sizes in calls:
+            x = known.add_known(op, ranks, size, prev_f, f"t.{op}", sizes)
+            if sizes is None:
+                y = slow.add_collective(op, list(ranks), size, after=prev_s, tag=f"t.{op}")
+            else:
+                y = slow.add_collective(op, list(ranks), sizes=sizes, after=prev_s, tag=f"t.{op}")
+            assert x == y
+            prev_f, prev_s = [x], [y]
+    # every one made again at least once (a construction that made a reduction engine is
+    # recorded again the next time)
+    assert len(known._plans) == len(calls) and all(v is not None for v in known._plans.values())
+    a, b = fast.run(), slow.run()
+    for name in ("flows", "delays", "collectives"):
+        assert getattr(a, name).equals(getattr(b, name)), name
 
 
 # ---- validation against published figures (analytical: fast) ------------------------------

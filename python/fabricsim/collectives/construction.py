@@ -4,14 +4,14 @@ phases joined by barriers, independent transfers), and the ``collectives`` resul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
 
-from .. import nccl_conventions
+from .. import _core, nccl_conventions
 from ..cost_model import CostModel
-from .communicator import _Comm, communicator, fabric_view
+from .communicator import _Comm, collective_size, communicator, fabric_view
 from .timing import (_busbw_to_algbw, _direct_matrix, _efficiency, _halving_step_times, _head_ring_shares,
                      _step_pairs, dtree_parents, finite_analytical_s, latency_s, nvls_ceiling_busbw_Bps,
                      nvls_gpu_Bps, resolve_algorithm, sharp_bytes_per_byte)
@@ -36,6 +36,90 @@ class _Tree:
     per_edge: bool = False
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A collective as :meth:`Builder.add` constructed it, to be made again (add_known): the
+    begin delay's tag, then each core call after it (method, arguments, keywords and the
+    position of the activity ids it waits for, counted from the begin delay's id), the
+    activities it made and its end among them, its coupled flows' edge bytes per byte and
+    its row of the collectives table but for the ids (communicator, op, algorithm, ranks,
+    size, analytical s, protocol)."""
+    label: str
+    calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]
+    span: int
+    end: int
+    edge_bytes: tuple[tuple[int, float], ...]
+    row: tuple[int, str, str, int, float, float, str]
+
+
+# Where each core method that adds activities takes the ids it waits for.
+_AFTER_AT = {"add_delay": 2, "add_coupled_flow": 8, "add_flows": 7}
+
+
+class _Recorder:
+    """A scenario's core as a collective's construction calls it (Builder.add_known): each
+    call that adds activities is passed on and recorded; any other change (a reduction
+    engine) is passed on and leaves the construction unrecorded."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.first: int = core.n_activities
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.coupled: list[int] = []
+        self.kept = True
+
+    @property
+    def n_activities(self) -> int:
+        n: int = self.core.n_activities
+        return n
+
+    def add_delay(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("add_delay", args, kwargs))
+        return self.core.add_delay(*args, **kwargs)
+
+    def add_flows(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("add_flows", args, kwargs))
+        return self.core.add_flows(*args, **kwargs)
+
+    def add_coupled_flow(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("add_coupled_flow", args, kwargs))
+        flow = self.core.add_coupled_flow(*args, **kwargs)
+        self.coupled.append(int(flow))
+        return flow
+
+    def check_room_for_flows(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("check_room_for_flows", args, kwargs))  # checked again where it is made again
+        return self.core.check_room_for_flows(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        self.kept = False
+        return getattr(self.core, name)
+
+    def plan(self, end: int, row: tuple[int, int, str, str, int, float, int, float, str],
+             edge_bytes: dict[int, float]) -> _Plan | None:
+        first, span = self.first, self.core.n_activities - self.first
+        if not self.kept or not self.calls or self.calls[0][0] != "add_delay" or self.calls[0][2] or row[6] != first:
+            return None
+        calls = []
+        for method, args, kwargs in self.calls[1:]:
+            at = _AFTER_AT.get(method, -1)
+            if at < 0:  # a check, waiting for nothing
+                calls.append((method, args, kwargs, at))
+                continue
+            if "after" in kwargs or len(args) <= at:
+                return None
+            ids = args[at]
+            moved = np.asarray(ids, dtype=np.int64) - first
+            if moved.size and (moved.min() < 0 or moved.max() >= span):  # waits for something outside it
+                return None
+            shifted = list(args)
+            shifted[at] = moved if isinstance(ids, np.ndarray) else moved.tolist()
+            calls.append((method, tuple(shifted), kwargs, at))
+        label = self.calls[0][1][3]
+        return _Plan(label, tuple(calls), span, end - first, tuple((f - first, edge_bytes[f]) for f in self.coupled),
+                     (row[1], row[2], row[3], row[4], row[5], row[7], row[8]))
+
+
 class Builder:
     """Adds collectives to a scenario's core and remembers them for the results table."""
 
@@ -49,12 +133,16 @@ class Builder:
         #: Per coupled flow id, the bytes its edges carry per byte of the flow (the sum of
         #: their coefficients): one flow of a ring stands for all its edges' traffic.
         self.edge_bytes_per_byte: dict[int, float] = {}
+        #: The scenario's core, or while a collective is recorded (add_known) a recorder of it.
+        self._core: _core.Scenario = scenario._core
+        #: add_known's collectives as made once, to be made again (_Plan), by their arguments.
+        self._plans: dict[tuple[Any, ...], _Plan | None] = {}
 
     def add(self, op: str, ranks: np.ndarray | None, size_bytes: float, algorithm: str, after: np.ndarray,
             start_s: float, tag: str | None, sizes: np.ndarray | None = None, protocol: str = "auto") -> int:
         comm = communicator(self.sc.topology, op, ranks)
         algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm, self.cost)
-        core = self.sc._core
+        core = self._core
         label = tag if tag is not None else op
         first = core.n_activities
         try:
@@ -69,6 +157,59 @@ class Builder:
         self.rows.append((end, comm_id, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
         return end
 
+    def add_known(self, op: str, ranks: tuple[int, ...], size_bytes: float | None, after: Any, tag: str,
+                  sizes: np.ndarray | None = None) -> int:
+        """:meth:`add` for a caller whose arguments are known good (a training step adds
+        millions of collectives): GPU ``ranks`` in order, ``size_bytes`` in bytes (or an
+        all-to-all-v matrix ``sizes``), ``after`` a sequence of activity ids, "auto" algorithm
+        and protocol, no start time. Each distinct collective (op, ranks, size, tag) is
+        constructed once, its core calls recorded (:class:`_Plan`), and made again by
+        repeating those calls with its activity ids moved to where it begins: the same
+        calls in the same order as constructing it again would make, so the same
+        activities, routes and results, without the construction's Python."""
+        key = (op, ranks, size_bytes, tag, None if sizes is None else sizes.tobytes())
+        plan = self._plans.get(key)
+        if plan is not None:
+            return self._replay(plan, after)
+        arr = np.array(ranks, dtype=np.int64)
+        S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
+        rec = _Recorder(self._core)
+        self._core = cast("_core.Scenario", rec)  # it passes every call on
+        try:
+            end = self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
+        finally:
+            self._core = rec.core
+        # Not kept where the construction did more than add activities (made a reduction
+        # engine, which it makes once): the next one is recorded again.
+        self._plans[key] = rec.plan(end, self.rows[-1], self.edge_bytes_per_byte)
+        return end
+
+    def _replay(self, plan: _Plan, after: Any) -> int:
+        core = self._core
+        first = core.n_activities
+        try:
+            begin = core.add_delay(0.0, 0.0, after, plan.label)
+            for method, args, kwargs, at in plan.calls:
+                if at >= 0:
+                    shifted = list(args)
+                    ids = args[at]
+                    shifted[at] = ids + first if isinstance(ids, np.ndarray) else [x + first for x in ids]
+                    args = tuple(shifted)
+                getattr(core, method)(*args, **kwargs)
+        except BaseException:  # Ctrl-C too: half a collective would run without its row
+            core.truncate(first)
+            for f, _ in plan.edge_bytes:
+                self.edge_bytes_per_byte.pop(first + f, None)
+            raise
+        if begin != first or core.n_activities != first + plan.span:  # pragma: no cover - replay is deterministic
+            raise AssertionError(f"a collective made again took ids {first}..{core.n_activities}, not {plan.span} from {first}")
+        for f, w in plan.edge_bytes:
+            self.edge_bytes_per_byte[first + f] = w
+        comm_id, op, algo, n, size, analytical, proto = plan.row
+        end = first + plan.end
+        self.rows.append((end, comm_id, op, algo, n, size, begin, analytical, proto))
+        return end
+
     # -- flow construction ---------------------------------------------------------------------
 
     def _coupled(self, src: np.ndarray, dst: np.ndarray, coef: np.ndarray | float, combine: Literal["sum", "max"],
@@ -76,7 +217,7 @@ class Builder:
                  legs: list[_Leg] | None = None, trees: np.ndarray | None = None,
                  max_rate_Bps: float | None = None) -> int:
         coef = np.ascontiguousarray(np.broadcast_to(coef, len(src)), dtype=np.float64)
-        flow = self.sc._core.add_coupled_flow(
+        flow = self._core.add_coupled_flow(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
             coef, combine, engines, nbytes, latency, 0.0, [after], tag, max_rate_Bps, legs,
             None if trees is None else np.ascontiguousarray(trees, dtype=np.int64),
@@ -85,7 +226,7 @@ class Builder:
         return flow
 
     def _barrier(self, after: list[int], tag: str) -> int:
-        return self.sc._core.add_delay(0.0, 0.0, after, tag)
+        return self._core.add_delay(0.0, 0.0, after, tag)
 
     def _ring(self, op: str, comm: _Comm, S: float, latency: float, after: int, tag: str, wire: float = 1.0,
               heads: int | None = None) -> list[int]:
@@ -104,7 +245,7 @@ class Builder:
 
     def _engine(self, key: tuple[str | int, ...], capacity_Bps: float) -> int:
         if key not in self._engines:
-            self._engines[key] = self.sc._core.add_engine(capacity_Bps)
+            self._engines[key] = self._core.add_engine(capacity_Bps)
         return self._engines[key]
 
     def _nvls(self, ranks: np.ndarray, up: np.ndarray | float, down: np.ndarray | float) -> _Tree:
@@ -181,7 +322,7 @@ class Builder:
         edge is (``striped``)."""
         if not len(src):
             return np.zeros(0, dtype=np.int64)
-        return self.sc._core.add_flows(
+        return self._core.add_flows(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
             np.ascontiguousarray(np.broadcast_to(nbytes, len(src)), dtype=np.float64),
             np.zeros(len(src)), tag, None, None, [after], striped=True,
@@ -221,12 +362,12 @@ class Builder:
         for kind, distance, nbytes, crosses, alpha, _ in _halving_step_times(op, S, comm, self.cost):
             src, dst = _step_pairs(kind, distance, comm.n)
             ids = self._flows(comm.ranks[src], comm.ranks[dst], nbytes, at, tag)
-            at = self.sc._core.add_delay(alpha, 0.0, ids, tag)
+            at = self._core.add_delay(alpha, 0.0, ids, tag)
         return at
 
     def _build(self, op: str, algo: str, proto: str, comm: _Comm, S: float, begin: int, tag: str,
                sizes: np.ndarray | None) -> tuple[int, float]:
-        core = self.sc._core
+        core = self._core
         n = comm.n
         cost = self.cost
         analytical = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
