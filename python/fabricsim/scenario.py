@@ -207,6 +207,14 @@ class Scenario:
     InfiniBand, ECMP on Ethernet unless the fabric was built with ``routing="adaptive"``).
     "adaptive" for a tier the topology does not have (any tier of a plain topology or a PCIe
     server) is refused: there flows are hashed onto one shortest path.
+
+    Example::
+
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), seed=1)
+        compute = sc.add_delay("1ms", tag="backward")
+        sc.add_collective("all_reduce", None, "256MiB", after=compute)   # all 16 GPUs
+        result = sc.run()
+        result.collectives.column("algorithm")   # ["nvls_tree"], what NCCL picks here
     """
 
     def __init__(self, topology: Topology, *, seed: int = 0, routing: Any = None, cost_model: Any = None) -> None:
@@ -282,7 +290,16 @@ class Scenario:
         are this scenario's reduction engines (the SHARP and NVLS switches of its
         collectives), in the order the collectives made them. A run also loads, with each
         bundle, its members that other flows are pinned to, by their share of its capacity
-        (sprayed traffic spreads evenly), so that those links stay within capacity."""
+        (sprayed traffic spreads evenly), so that those links stay within capacity.
+
+        Example::
+
+            hgx = fs.hgx_h100()
+            sc = fs.Scenario(hgx)
+            f = sc.add_flow(0, 1, "1MiB")   # sprayed over the NVSwitch chips: no single route
+            sc.route_of(f), sc.usage_of(f)  # ([], ([288, 297], [1.0, 1.0]))
+            hgx.n_links                     # 288: both are bundles, GPU 0's links up, GPU 1's down
+        """
         return self._core.usage_of(integer("flow_id", flow_id))
 
     @property
@@ -310,7 +327,17 @@ class Scenario:
         (default: ECMP over shortest paths); ``max_rate_Bps`` caps its rate; ``tag`` (a string,
         or None) labels it in the results. ``weight`` is its share weight: at a bottleneck,
         flows get bandwidth in proportion to their weights (weighted max-min, as a switch's
-        weighted traffic classes share a port); 1 by default, within [1e-6, 1e6]."""
+        weighted traffic classes share a port); 1 by default, within [1e-6, 1e6].
+
+        Example::
+
+            # a line a -> b -> c at 100 GB/s a link, 1 us each
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            first = sc.add_flow("a", "c", "1GB")
+            sc.add_flow("b", "c", "1GB", after=first, tag="second")
+            sc.run().flows.column("finish_s")   # [0.010002, 0.020003]
+        """
         topo = self.topology
         with self._weighted(weight):
             return self._core.add_flow(
@@ -348,7 +375,15 @@ class Scenario:
         always read as compressed rows, so give per-flow routes as a list.
         Every flow waits for every activity in ``after``, carries ``tag`` (a string, or None)
         and has the share weight ``weight`` (:meth:`add_flow`).
-        All or nothing: if one element is bad, none is added and the error names it."""
+        All or nothing: if one element is bad, none is added and the error names it.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            ids = sc.add_flows(["a", "b"], ["c", "c"], ["1GB", "3GB"])   # array([0, 1])
+            sc.run().flows.column("finish_s")   # [0.020002, 0.040001]: b -> c is shared
+        """
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
@@ -375,7 +410,16 @@ class Scenario:
         tag: str | None = None,
     ) -> int:
         """A delay (compute time) of ``duration_s`` after ``after`` and not before ``start_s``,
-        labelled ``tag`` (a string, or None) in the results."""
+        labelled ``tag`` (a string, or None) in the results.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            compute = sc.add_delay("2ms", tag="compute")
+            sc.add_flow("a", "c", "100MB", after=compute)   # 1 ms on the wire, after it
+            sc.run().summary.makespan_s   # 0.003002
+        """
         return self._core.add_delay(
             parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), _tag(tag)
         )
@@ -405,7 +449,16 @@ class Scenario:
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
         the op) labels its flows and delays in the results. ``weight``: its flows' share
-        weight (:meth:`add_flow`)."""
+        weight (:meth:`add_flow`).
+
+        Example::
+
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            grads = sc.add_collective("all_reduce", None, "1GiB")   # every GPU, NCCL's algorithm
+            sc.add_collective("all_gather", range(8), "256MiB", algorithm="ring", after=grads)
+            sc.run().collectives.select(["op", "algorithm", "start_s", "finish_s"])
+            # all_reduce by nvls_tree from 0 to 4.4 ms, then all_gather by ring to 5.1 ms
+        """
         if self._collectives is None:
             self._collectives = Builder(self)
         if ranks is not None and not isinstance(ranks, np.ndarray):  # an iterator is read once, here
@@ -448,7 +501,16 @@ class Scenario:
         unless a repair comes first (a zero-byte flow moves nothing, so it never fails).
         Failures show in the flows table (``status``, ``failed_s``, ``error``) and skip what
         waits for them; the run completes.
-        Flows given an explicit ``route`` keep it (and fail on a down link)."""
+        Flows given an explicit ``route`` keep it (and fail on a down link).
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            sc.add_flow("a", "c", "1GB")   # 10 ms alone
+            sc.add_fault(at_s="5ms", links=[1], factor=0.5)   # b -> c at half capacity from 5 ms
+            sc.run().flows.column("finish_s")   # [0.015004]: the second half at 50 GB/s
+        """
         ids, factor = _fault(self.topology, links, nodes, planes, factor)
         at = parsed("at_s", _duration_s, at_s)
         until = None if until_s is None else parsed("until_s", _duration_s, until_s)
@@ -530,13 +592,31 @@ class Scenario:
 
     @_change
     def add_dependency(self, activity_id: int, after_id: int) -> None:
-        """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs."""
+        """Makes ``activity_id`` wait for ``after_id``. A cycle is refused when the scenario runs.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            first = sc.add_flow("a", "c", "1GB")
+            second = sc.add_flow("b", "c", "1GB")
+            sc.add_dependency(second, first)   # as add_flow(..., after=first) would
+            sc.run().flows.column("finish_s")   # [0.010002, 0.020003]
+        """
         self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
 
     def route_of(self, flow_id: int) -> list[int]:
         """Link ids a flow crosses, in path order; empty for a delay, a sprayed flow
         (adaptive routing) and a collective's transfer split over the planes of a multi-plane
-        fabric under ECMP, which have no single path (:meth:`usage_of` gives what one loads)."""
+        fabric under ECMP, which have no single path (:meth:`usage_of` gives what one loads).
+
+        Example::
+
+            fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+            sc = fs.Scenario(fabric, routing="ecmp")
+            f = sc.add_flow(0, 8, "1MiB")   # GPU 0 to GPU 8, in the other domain
+            sc.route_of(f)   # [576, 608, 625, 593]: gpu0 -> nic0 -> leaf0 -> nic8 -> gpu8
+        """
         return self._core.route_of(integer("flow_id", flow_id))
 
     def run(
@@ -564,6 +644,16 @@ class Scenario:
         finish with it, each at its own projected time, and the others' rates are re-solved
         once for all of them (``Result.mode`` and ``Result.tolerance`` say which ran; the
         README's "Fast mode" gives the bound it holds to).
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
+            sc = fs.Scenario(t)
+            sc.add_flows(["a", "b"], ["c", "c"], ["1GB", "3GB"])
+            exact = sc.run()
+            fast = sc.run(tolerance=1e-3)   # the same scenario again, in the fast mode
+            exact.summary.makespan_s, fast.mode   # (0.040001, 'fast')
+            print(exact.summary)   # makespan, flows, bytes moved, busiest links
         """
         checked_progress(progress)
         tol = real(tolerance)

@@ -113,62 +113,6 @@ EXAMPLE_MODULES = (
     "exceptions",
 )
 
-# Objects still without an example, all defined in files being rewritten right now
-# (scenario.py, training.py, collectives/): their examples come with those changes. Remove a
-# name when its example lands; the test fails on a name here that has one, so the list only
-# shrinks.
-PENDING = frozenset({
-    # collectives/timing.py
-    "fabricsim.Estimate",
-    "fabricsim.estimate",
-    # scenario.py
-    "fabricsim.Scenario",
-    "fabricsim.Scenario.add_collective",
-    "fabricsim.Scenario.add_delay",
-    "fabricsim.Scenario.add_dependency",
-    "fabricsim.Scenario.add_fault",
-    "fabricsim.Scenario.add_flow",
-    "fabricsim.Scenario.add_flows",
-    "fabricsim.Scenario.route_of",
-    "fabricsim.Scenario.run",
-    "fabricsim.Scenario.usage_of",
-    # training.py
-    "fabricsim.Model",
-    "fabricsim.Model.attention_core_flops",
-    "fabricsim.Model.attention_params",
-    "fabricsim.Model.dense_mlp_params",
-    "fabricsim.Model.embedding_params",
-    "fabricsim.Model.expert_params",
-    "fabricsim.Model.forward_flops",
-    "fabricsim.Model.is_moe_layer",
-    "fabricsim.Model.layer_active_params",
-    "fabricsim.Model.layer_forward_flops",
-    "fabricsim.Model.layer_params",
-    "fabricsim.Model.logits_forward_flops",
-    "fabricsim.Model.model_flops_per_sequence",
-    "fabricsim.Model.replace",
-    "fabricsim.Parallelism",
-    "fabricsim.Parallelism.global_batch",
-    "fabricsim.Parallelism.gpu_map",
-    "fabricsim.Parallelism.rank",
-    "fabricsim.TrainingStep",
-    "fabricsim.TrainingStep.build",
-    "fabricsim.TrainingStep.estimate",
-    "fabricsim.TrainingStep.run",
-    "fabricsim.training.ComputeModel",
-    "fabricsim.training.ComputeModel.layer_efficiency",
-    "fabricsim.training.StepEstimate",
-    "fabricsim.training.StepResult",
-    "fabricsim.training.TrainingConfigError",
-    "fabricsim.training.estimate_step",
-    "fabricsim.training.model",
-    "fabricsim.training.models",
-    "fabricsim.training.schedule_order",
-    "fabricsim.training.train_step",
-    "fabricsim.training.validate_training",
-    "fabricsim.training.validation_step",
-})
-
 _EXAMPLE = re.compile(r"^(?P<indent>[ ]*)Example::[ ]*\n(?P<body>(?:[ ]*\n|(?P=indent)[ ]+\S.*\n?)+)", re.M)
 
 
@@ -241,12 +185,8 @@ def _all_examples() -> list[tuple[str, str]]:
 def test_every_public_object_has_an_example():
     objects = _public_objects()
     assert len(objects) > 150, "the walk over the public API lost objects"
-    missing = sorted(name for name, obj in objects.items() if not _examples(obj) and name not in PENDING)
+    missing = sorted(name for name, obj in objects.items() if not _examples(obj))
     assert not missing, f"{len(missing)} public objects have no 'Example::' block in their docstring: {missing}"
-    landed = sorted(name for name in PENDING if name in objects and _examples(objects[name]))
-    assert not landed, f"these have an example now: remove them from PENDING: {landed}"
-    gone = sorted(PENDING - set(objects))
-    assert not gone, f"these are no longer public objects: remove them from PENDING: {gone}"
 
 
 EXAMPLES = _all_examples()

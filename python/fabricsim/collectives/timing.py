@@ -520,7 +520,14 @@ def choose(op: str, size_bytes: float, comm: _Comm, algorithm: str = "auto",
 
 @dataclass(frozen=True)
 class Estimate:
-    """The analytical (alpha-beta) answer for one collective on an idle fabric."""
+    """The analytical (alpha-beta) answer for one collective on an idle fabric.
+
+    Example::
+
+        e = fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB")
+        e.algorithm, e.protocol, e.n_ranks   # ('nvls', 'simple', 8)
+        e.time_s, e.busbw_Bps                # about 3.9 ms and 487 GB/s
+    """
 
     op: str
     algorithm: str
@@ -537,7 +544,15 @@ def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = Non
     """The analytical estimate of ``op`` on ``size_bytes`` (as nccl-tests counts it) over
     ``ranks`` (default: every GPU of ``fabric``) without simulating: the same alpha-beta form
     as ``Result.collectives.analytical_s``, in tens of microseconds, for sweeps.
-    ``cost_model`` (default :data:`fabricsim.cost_model.DEFAULT`) holds the constants."""
+    ``cost_model`` (default :data:`fabricsim.cost_model.DEFAULT`) holds the constants.
+
+    Example::
+
+        fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+        fs.estimate(fabric, "all_reduce", "1GiB").algorithm          # 'nvls_tree', NCCL's choice
+        fs.estimate(fabric, "all_reduce", "1GiB", algorithm="ring").time_s   # about 5.4 ms
+        fs.estimate(fabric, "all_gather", "256MiB", ranks=range(8)).busbw_Bps  # about 351 GB/s in one domain
+    """
     cost = checked_cost_model(cost_model)
     comm = communicator(applied_fabric(fabric, cost), op, ranks)
     cut = comm.ranks[np.isin(comm.ranks, comm.view.cut_off)] if comm.view.cut_off.size else comm.ranks[:0]
