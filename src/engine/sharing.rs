@@ -31,7 +31,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::solver::{CompensatedSum, IndexedHeap, Usage};
+use crate::solver::{CompensatedSum, Filling, Incidence, IndexedHeap, Usage};
 
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate r is
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
@@ -270,6 +270,10 @@ pub(crate) struct Sharing<'a> {
     /// among stale entries (`is_held` tells them apart), and how many.
     held: Vec<Vec<u32>>,
     n_held: Vec<u32>,
+    /// `resolve_full`'s rates, by flow id (sized at its first call).
+    full_rates: Vec<f64>,
+    /// Flows attached (transferring).
+    pub n_attached: usize,
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
@@ -328,6 +332,8 @@ impl<'a> Sharing<'a> {
             left: Vec::new(),
             held: vec![Vec::new(); n_c],
             n_held: vec![0; n_c],
+            full_rates: Vec::new(),
+            n_attached: 0,
             n_solves: 0,
             n_solved_flows: 0,
         }
@@ -411,6 +417,7 @@ impl<'a> Sharing<'a> {
         let base = self.span[f as usize].0;
         let old = std::mem::replace(&mut self.fs[f as usize].rate, 0.0);
         self.fs[f as usize].attached = false;
+        self.n_attached -= 1;
         self.set_bottleneck(f, NO_BOTTLENECK);
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let ci = u.constraint as usize;
@@ -489,6 +496,7 @@ impl<'a> Sharing<'a> {
     fn attach(&mut self, f: u32) {
         let base = self.span[f as usize].0;
         self.fs[f as usize].attached = true;
+        self.n_attached += 1;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let load = &mut self.link[u.constraint as usize];
             if u.coefficient != 1.0 {
@@ -579,6 +587,65 @@ impl<'a> Sharing<'a> {
         }
         self.constraints.clear();
         self.woken.clear();
+        self.left.clear();
+        result
+    }
+
+    /// As `resolve`, but re-solving every transferring flow with the plain progressive
+    /// filling (`solver::Filling`) instead of lazily: the same rates (to rounding), for a
+    /// fraction of the lazy filling's bookkeeping per flow where most flows' rates change
+    /// anyway (the fast mode's instants, where many finishes are taken at once). Afterwards
+    /// `region` lists every transferring flow, each with its bottleneck recorded, so a lazy
+    /// re-solve can follow.
+    pub fn resolve_full(&mut self, arrived: &[u32], filling: &mut Filling) -> crate::Result<()> {
+        self.region.clear();
+        if arrived.len() >= 4096 && arrived.len() >= self.on.len() {
+            self.reserve_for(arrived);
+        }
+        for &f in arrived {
+            self.attach(f);
+        }
+        // Every transferring flow once, by its first usage entry (in constraint order, so
+        // the order is deterministic); a flow with no usage has only its cap, and only an
+        // arrival has not been given it yet.
+        filling.ensure(self.on.len(), self.fs.len());
+        for (c, list) in self.on.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            filling.register(c as u32, self.link[c].capacity);
+            self.region
+                .extend(list.iter().filter(|s| s.entry == 0).map(|s| s.flow));
+        }
+        if self.full_rates.len() < self.fs.len() {
+            self.full_rates.resize(self.fs.len(), 0.0);
+        }
+        let mut rates = std::mem::take(&mut self.full_rates);
+        let result = filling.solve(&*self, &self.region, self.rate_cap, &mut rates);
+        for &f in arrived {
+            if self.usage_of(f).is_empty() {
+                rates[f as usize] = self.rate_cap[f as usize];
+                self.region.push(f);
+            }
+        }
+        if result.is_ok() {
+            for i in 0..self.region.len() {
+                let f = self.region[i];
+                self.fs[f as usize].solved = rates[f as usize];
+                let b = if self.usage_of(f).is_empty() {
+                    CAPPED
+                } else {
+                    filling.bottleneck(f)
+                };
+                self.set_bottleneck(f, b);
+            }
+        }
+        self.full_rates = rates;
+        self.n_solves += 1;
+        self.n_solved_flows += self.region.len() as u64;
+        for &c in &self.left {
+            self.cs[c as usize].left_any = false;
+        }
         self.left.clear();
         result
     }
@@ -967,5 +1034,12 @@ impl<'a> Sharing<'a> {
             }
         }
         self.held[ci].truncate(kept);
+    }
+}
+
+impl Incidence for Sharing<'_> {
+    #[inline]
+    fn usage(&self, f: u32) -> &[Usage] {
+        self.usage_of(f)
     }
 }

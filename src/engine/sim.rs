@@ -9,7 +9,7 @@ use super::meters::{MeterRun, Meters};
 use super::sharing::Sharing;
 use crate::error::{shown, Error, Result};
 use crate::ids::ActivityId;
-use crate::solver::IndexedHeap;
+use crate::solver::{Filling, IndexedHeap};
 use crate::solver::Usage;
 use crate::units::SAME_INSTANT_REL;
 
@@ -62,6 +62,10 @@ pub enum Outcome {
 
 /// `RunOutput::fail_reason` of an activity that did not fail.
 pub const NO_FAILURE: u32 = u32::MAX;
+/// Fewest transferring flows for which a re-solve may take the plain filling over all of
+/// them (`Sim::reshare`): below, the lazy filling's bookkeeping costs little either way.
+const FULL_SOLVE_MIN_FLOWS: usize = 1024;
+
 /// `RunOutput::fail_reason` of a flow rerouted to no path before it finished.
 pub const NO_PATH: u32 = u32::MAX - 1;
 
@@ -100,6 +104,8 @@ pub struct RunOutput {
     pub n_instants: u64,
     /// Max-min re-solves run (one per instant where rates can change).
     pub n_solves: u64,
+    /// Of those, re-solves by the plain filling over every transferring flow (`reshare`).
+    pub n_full_solves: u64,
     /// Flows re-solved (woken by the lazy filling), summed over all re-solves: the work done.
     pub n_flows_resolved: u64,
     /// Rate changes applied, summed over all instants.
@@ -270,6 +276,10 @@ struct Sim<'a> {
     /// a rate change reads and writes both).
     left: Vec<BytesLeft>,
     sharing: Sharing<'a>,
+    /// Workspace of the plain filling over every flow, and whether the next re-solve uses
+    /// it (`reshare`).
+    filling: Filling,
+    full_next: bool,
     /// Busy-time and peak statistics per constraint, in one struct since `load_changes`
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
@@ -448,6 +458,8 @@ impl<'a> Sim<'a> {
                 share_bytes.to_vec()
             },
             sharing: Sharing::new(usage, span, capacity.to_vec(), &schedule.rate_cap_Bps),
+            filling: Filling::default(),
+            full_next: false,
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             meters: MeterRun::new(&options.meters, n_c)?,
@@ -927,8 +939,15 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        self.sharing.resolve(arrived)?;
+        let full = self.full_next;
+        if full {
+            self.out.n_full_solves += 1;
+            self.sharing.resolve_full(arrived, &mut self.filling)?;
+        } else {
+            self.sharing.resolve(arrived)?;
+        }
         let region = std::mem::take(&mut self.sharing.region);
+        let n_changes_before = self.out.n_rate_changes;
         for &f in &region {
             let fi = f as usize;
             let old = self.sharing.rate(f);
@@ -983,6 +1002,14 @@ impl<'a> Sim<'a> {
                 self.out.rate_change_Bps.push(new * self.acts.weight(ActivityId(f)));
             }
         }
+        // Where most rates change anyway, the plain filling over every flow is cheaper than
+        // the lazy one (same rates to rounding): taken while an instant's changes or the
+        // lazy filling's wakes reach a quarter of the transferring flows, of which there
+        // are enough for it to matter.
+        let n_changed = (self.out.n_rate_changes - n_changes_before) as usize;
+        let touched = if full { n_changed } else { region.len() };
+        self.full_next =
+            self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS && 2 * touched >= self.sharing.n_attached;
         self.sharing.region = region;
         self.close_instant_loads(now);
         if self.verify {
