@@ -184,8 +184,9 @@ class Topology:
         return table_from_columns(self._core.link_columns())
 
     def node_id(self, node: Any) -> int:
-        """The id of a node given by label (if the topology has labels) or by id; an id must
-        be one of this topology's, 0 to n_nodes - 1.
+        """The id of a node: given by its label where the topology has labels (labels may be
+        ints themselves, as networkx graphs' often are, so there a bare int is a label), else
+        by its id, 0 to n_nodes - 1.
 
         Example::
 
