@@ -11,8 +11,9 @@ links where two or more jobs met.
 Share weights are weighted max-min fairness: at a bottleneck, transferring flows get rates in
 proportion to their weights (docs/design.md section 1). That is how a switch's weighted
 traffic classes (ETS, IEEE 802.1Qaz) share a port: each class is guaranteed its weight's
-fraction and what one leaves unused goes to the others. A "reserved fraction" f for one job
-is weight f beside weight 1 - f for the rest, as :func:`compare_isolation` does.
+fraction and what one leaves unused goes to the others. Weights are per flow: where two jobs
+have as many flows on a link, weights f and 1 - f give them fractions f and 1 - f of it
+(:func:`compare_isolation`'s "reserved:F"); a job with more flows there gets more.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._checks import integer, integers, share_weight, shown
 from .exceptions import InvalidArgumentError
+from .fabrics import Fabric
 
 if TYPE_CHECKING:
     from .results import Result
@@ -148,6 +151,18 @@ class Job:
         out: int = self._sc._job_call(self.name, "add_delay", (duration_s,), options)
         return out
 
+    def add_dependency(self, activity_id: int, after_id: int) -> None:
+        """Makes the job's activity ``activity_id`` wait for its activity ``after_id``.
+
+        Example::
+
+            sc = fs.Scenario(fs.pcie_server())
+            job = sc.add_job("a", gpus=[0, 2])
+            first, second = job.add_flow(0, 1, "1MiB"), job.add_flow(1, 0, "1MiB")
+            job.add_dependency(second, first)
+        """
+        self._sc._job_call(self.name, "add_dependency", (activity_id, after_id), {})
+
     def add_training_step(self, model: "str | Model", parallelism: "Parallelism", *,
                           after: int | Iterable[int] = (), **options: Any) -> int:
         """One training step of ``model`` under ``parallelism`` on the job's GPUs (its ranks
@@ -181,19 +196,32 @@ class Job:
         out: np.ndarray = self.gpus[integers(what, ranks, (0, self.n_gpus))]
         return out
 
+    def _owned(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each activity id is one the job made."""
+        if not self._spans:
+            return np.zeros(ids.size, dtype=bool)
+        starts = np.array([a for a, _ in self._spans], dtype=np.int64)
+        ends = np.array([b for _, b in self._spans], dtype=np.int64)
+        k = np.searchsorted(starts, ids, side="right") - 1
+        return (k >= 0) & (ids < ends[np.maximum(k, 0)])
+
+    def _owns(self, activity_id: int) -> bool:
+        return bool(self._owned(np.array([activity_id], dtype=np.int64))[0])
+
     def _own_after(self, after: Any) -> np.ndarray:
         ids = integers("after", after, one=True, ordered=False)
-        if ids.size:
-            starts = np.array([a for a, _ in self._spans], dtype=np.int64)
-            ends = np.array([b for _, b in self._spans], dtype=np.int64)
-            k = np.searchsorted(starts, ids, side="right") - 1
-            ok = (k >= 0) & (ids < ends[np.maximum(k, 0)]) if starts.size else np.zeros(ids.size, bool)
-            if not ok.all():
-                bad = int(ids[~ok][0])
-                raise InvalidArgumentError(
-                    f"job {self.name!r}: after names activity {bad}, which is not the job's own: a job's "
-                    "work may wait only for its own activities (jobs are compared alone, without the others)")
+        ok = self._owned(ids)
+        if not ok.all():
+            bad = int(ids[~ok][0])
+            raise InvalidArgumentError(
+                f"job {self.name!r}: after names activity {bad}, which is not the job's own: a job's "
+                "work may wait only for its own activities (jobs are compared alone, without the others)")
         return ids
+
+    def _forget_from(self, first: int) -> None:
+        """Forgets activities from ``first`` on (a change that failed partway)."""
+        self._spans = [(a, min(b, first)) for a, b in self._spans if a < first]
+        self.steps = [s for s in self.steps if s[2] < first]
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
         if "weight" in options:
@@ -222,6 +250,10 @@ class Job:
         opts = self._options(options)
         out: int = self._owning(lambda: self._sc.add_collective(op, gpus, size_bytes, **opts))
         return out
+
+    def _add_dependency(self, activity_id: Any, after_id: Any) -> None:
+        ids = self._own_after([integer("activity_id", activity_id), integer("after_id", after_id)])
+        self._sc.add_dependency(int(ids[0]), int(ids[1]))
 
     def _add_delay(self, duration_s: Any, **options: Any) -> int:
         opts = self._options(options)
@@ -337,7 +369,9 @@ def alone_scenario(sc: "Scenario", job: Job) -> "Scenario":
     empty = np.zeros(0, dtype=np.int64)
     for (name, args, kwargs), (first, end) in zip(sc._calls, sc._call_spans):
         mine = name == "_job_call" and args[0] == job.name
-        if mine or name in ("add_job", "add_fault"):
+        # Dependencies join a job's own activities or work of no job (others are refused),
+        # which is empty here: kept either way, as the shared run has them.
+        if mine or name in ("add_job", "add_fault", "add_dependency"):
             getattr(alone, name)(*args, **kwargs)
         else:
             for _ in range(end - first):  # dependencies among them need not be kept: they are empty
@@ -397,7 +431,7 @@ def jobs_tables(sc: "Scenario", result: "Result", *, tolerance: float = 0.0) -> 
     met = used.sum(axis=0) >= 2
     for k, row in enumerate(rows):
         row["n_links_met"] = int((used[k] & met).sum())
-    jobs_table = pa.Table.from_pylist(rows, schema=_JOBS_SCHEMA)
+    jobs_table = _jobs_table(rows)
     shared = result.links
     ids = shared["link_id"].to_numpy()
     rows_met = np.flatnonzero(met[ids])  # rows of the shared links table on a met link
@@ -411,7 +445,7 @@ def jobs_tables(sc: "Scenario", result: "Result", *, tolerance: float = 0.0) -> 
         "link_id": pa.array(where, pa.int64()),
         "src": pa.array(column("src"), pa.int64()),
         "dst": pa.array(column("dst"), pa.int64()),
-        "jobs": pa.array([" ".join(jobs[k].name for k in np.flatnonzero(used[:, l])) for l in where], pa.string()),
+        "jobs": pa.array([[jobs[k].name for k in np.flatnonzero(used[:, l])] for l in where], pa.list_(pa.string())),
         "n_jobs": pa.array(used[:, where].sum(axis=0), pa.int64()),
         "bytes_carried": pa.array(column("bytes_carried"), pa.float64()),
         "mean_utilization": pa.array(column("mean_utilization"), pa.float64()),
@@ -420,6 +454,13 @@ def jobs_tables(sc: "Scenario", result: "Result", *, tolerance: float = 0.0) -> 
     if job_links.num_rows:
         job_links = job_links.sort_by([("peak_utilization", "descending"), ("bytes_carried", "descending")])
     return jobs_table, job_links
+
+
+def _jobs_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The jobs table of rows; a figure that does not apply (a job without training steps has
+    no step time) is null, not NaN, as in every result table."""
+    clean = [{k: None if isinstance(v, float) and np.isnan(v) else v for k, v in r.items()} for r in rows]
+    return pa.Table.from_pylist(clean, schema=_JOBS_SCHEMA)
 
 
 _JOBS_SCHEMA = pa.schema([
@@ -454,7 +495,10 @@ class JobSpec:
 def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[str] = ("shared", "spread"),
                       *, seed: int = 0, routing: Any = None, tolerance: float = 0.0) -> pa.Table:
     """Runs the same jobs on ``fabric`` under each isolation policy and returns one table,
-    a row per (policy, job) with the jobs table's columns:
+    a row per (policy, job) with the jobs table's columns (``slowdown``: against the job alone
+    under the same policy) and ``baseline_s``, the job alone packed from GPU 0 on the whole
+    fabric, the same for every policy, with ``vs_baseline`` = ``time_s / baseline_s``, which
+    compares policies (an isolated job that is slow alone shows here, not in its slowdown):
 
     * "shared": every job packed by NVLink domain, equal weights;
     * "spread": every job spread over the domains (the worst case for meeting others);
@@ -466,8 +510,12 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
       P / n planes (each NIC's ports on those planes only), packed: jobs share no scale-out
       link, each with 1/n of the injection bandwidth (its run on the reduced fabric is its
       time; alone is on the whole fabric);
-    * "reserved:F": the first job's flows have weight F and the others 1 - F (a traffic
-      class guaranteed fraction F of every link it meets, as ETS does; work-conserving).
+    * "reserved:F": the first job's flows have weight F and the others' 1 - F, packed: where
+      the jobs have as many flows on a link, the first gets fraction F of it (a traffic class
+      guaranteed its share, as ETS does; work-conserving). Weights are per flow, so a job
+      with more flows on a link gets more of it.
+
+    Every policy and job is checked before anything runs.
 
     Example::
 
@@ -475,40 +523,50 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
         specs = [fs.JobSpec("a", 16, lambda j: j.add_collective("all_to_all", None, "64MiB")),
                  fs.JobSpec("b", 16, lambda j: j.add_collective("all_reduce", None, "256MiB"))]
         table = fs.compare_isolation(fabric, specs, ["shared", "spread"])
-        table.select(["policy", "job", "slowdown"])   # one row per (policy, job)
+        table.select(["policy", "job", "slowdown", "vs_baseline"])   # one row per (policy, job)
     """
     from .scenario import Scenario
 
-    if not jobs:
-        raise InvalidArgumentError("compare_isolation needs at least one JobSpec")
-    tables = []
-    for policy in policies:
-        if policy == "planes":
-            tables.append(_planes_policy(fabric, jobs, seed=seed, routing=routing, tolerance=tolerance))
-            continue
+    specs = list(jobs) if isinstance(jobs, Sequence) else []
+    if not specs or not all(isinstance(j, JobSpec) for j in specs):
+        raise InvalidArgumentError(f"jobs must be a non-empty sequence of fabricsim.JobSpec, got {shown(jobs)}")
+    names = [j.name for j in specs]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"job names must differ, got {names}")
+    if isinstance(policies, str) or not isinstance(policies, Sequence) or not all(isinstance(p, str) for p in policies):
+        raise InvalidArgumentError(f"policies must be a sequence of policy names such as ['shared', 'rails'], got {shown(policies)}")
+    probe = Scenario(fabric, seed=seed, routing=routing)
+    plans = [_policy_plan(probe, policy, specs) for policy in policies]
+    for spec in specs:  # the job sizes, together on the whole fabric
+        probe.add_job(spec.name, n_gpus=spec.n_gpus)
+    baseline = []
+    for spec in specs:
         sc = Scenario(fabric, seed=seed, routing=routing)
-        placements = _policy_placements(sc, policy, jobs)
-        for spec, (kw, w) in zip(jobs, placements):
-            spec.workload(sc.add_job(spec.name, weight=w, **kw))
-        t = sc.run(tolerance=tolerance).jobs
-        tables.append(t.add_column(0, "policy", pa.array([policy] * t.num_rows, pa.string())))
+        spec.workload(sc.add_job(spec.name, n_gpus=spec.n_gpus))
+        baseline.append(sc.run(tolerance=tolerance).jobs["time_s"][0].as_py())
+    tables = []
+    for policy, plan in zip(policies, plans):
+        if isinstance(plan, Fabric):
+            t = _planes_policy(fabric, plan, specs, seed=seed, routing=routing, tolerance=tolerance)
+        else:
+            sc = Scenario(fabric, seed=seed, routing=routing)
+            for spec, (kw, w) in zip(specs, plan):
+                spec.workload(sc.add_job(spec.name, weight=w, **kw))
+            t = sc.run(tolerance=tolerance).jobs
+        base = pa.array(baseline, pa.float64())
+        t = t.add_column(0, "policy", pa.array([policy] * t.num_rows, pa.string()))
+        t = t.append_column("baseline_s", base).append_column("vs_baseline", pc.divide(t["time_s"], base))
+        tables.append(t)
     return pa.concat_tables(tables)
 
 
-def _planes_policy(fabric: Any, jobs: Sequence[JobSpec], *, seed: int, routing: Any, tolerance: float) -> pa.Table:
-    """compare_isolation's "planes": each job on its own block of planes, so on a fabric
-    rebuilt with P / n planes of the same rate, at the GPUs packing gives it on the whole one."""
-    from .fabrics import Fabric, _unpickled_fabric
+def _planes_policy(fabric: Any, own: Any, jobs: Sequence[JobSpec], *, seed: int, routing: Any,
+                   tolerance: float) -> pa.Table:
+    """compare_isolation's "planes": each job on its own block of planes, so on ``own`` (the
+    fabric rebuilt with P / n planes of the same rate), at the GPUs packing gives it on the
+    whole one."""
     from .scenario import Scenario
 
-    planes = int(fabric._core.structure().get("scale_out", {}).get("planes", 0)) if isinstance(fabric, Fabric) else 0
-    if planes < len(jobs) or planes % len(jobs):
-        raise InvalidArgumentError(
-            f"policy 'planes': {len(jobs)} jobs need a fabric whose scale-out planes they divide, got {planes} planes "
-            "(build it with fs.cluster(..., planes=...))")
-    parts = dict(fabric._parts)
-    parts["scale_out"] = dict(parts["scale_out"], planes=planes // len(jobs))
-    own = _unpickled_fabric(parts)
     whole = Scenario(fabric, seed=seed, routing=routing)
     placed = [whole.add_job(spec.name, n_gpus=spec.n_gpus) for spec in jobs]
     rows = []
@@ -520,13 +578,16 @@ def _planes_policy(fabric: Any, jobs: Sequence[JobSpec], *, seed: int, routing: 
             times.append(sc.run(tolerance=tolerance).jobs.to_pylist()[0])
         row, alone = times
         row.update(alone_time_s=alone["time_s"], alone_step_s=alone["step_s"], placement="planes",
-                   slowdown=row["time_s"] / alone["time_s"] if alone["time_s"] > 0 else np.nan)
+                   slowdown=row["time_s"] / alone["time_s"] if alone["time_s"] else None)
         rows.append(row)
-    t = pa.Table.from_pylist(rows, schema=_JOBS_SCHEMA)
-    return t.add_column(0, "policy", pa.array(["planes"] * t.num_rows, pa.string()))
+    return _jobs_table(rows)
 
 
-def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> list[tuple[dict[str, Any], float]]:
+def _policy_plan(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> Any:
+    """What a policy does, checked: each job's add_job arguments and weight, or for "planes"
+    the fabric each job runs on."""
+    from .fabrics import _unpickled_fabric
+
     if policy in ("shared", "spread", "random"):
         kind = "packed" if policy == "shared" else policy
         return [({"n_gpus": j.n_gpus, "placement": kind}, 1.0) for j in jobs]
@@ -539,8 +600,9 @@ def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> 
             raise InvalidArgumentError(f"policy {policy!r}: the reserved fraction must be a number in (0, 1), e.g. 'reserved:0.75'")
         weights = [f] + [(1 - f)] * (len(jobs) - 1)
         return [({"n_gpus": j.n_gpus, "placement": "packed"}, w) for j, w in zip(jobs, weights)]
+    structure = sc.topology._core.structure()
     if policy == "rails":
-        domain = int(sc.topology._core.structure().get("domain", {}).get("n_endpoints", 0))
+        domain = int(structure.get("domain", {}).get("n_endpoints", 0))
         if domain == 0:
             raise InvalidArgumentError("policy 'rails' needs a fabric of NVLink domains (GPUs with a local index)")
         if domain % len(jobs):
@@ -549,9 +611,19 @@ def _policy_placements(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> 
         out = []
         for k, j in enumerate(jobs):
             mine = np.flatnonzero(block == k)
-            if j.n_gpus > mine.size:
-                raise InvalidArgumentError(f"policy 'rails': job {j.name!r} needs {j.n_gpus} GPUs, its rails have {mine.size}")
+            if not isinstance(j.n_gpus, int) or not 0 < j.n_gpus <= mine.size:
+                raise InvalidArgumentError(f"policy 'rails': job {j.name!r} needs {shown(j.n_gpus)} GPUs, its rails have {mine.size}")
             out.append(({"gpus": mine[:j.n_gpus]}, 1.0))
         return out
+    if policy == "planes":
+        fabric = sc.topology
+        planes = int(structure.get("scale_out", {}).get("planes", 0)) if isinstance(fabric, Fabric) else 0
+        if not isinstance(fabric, Fabric) or planes < len(jobs) or planes % len(jobs):
+            raise InvalidArgumentError(
+                f"policy 'planes': {len(jobs)} jobs need a fabric whose scale-out planes they divide, got {planes} planes "
+                "(build it with fs.cluster(..., planes=...))")
+        parts = dict(fabric._parts)
+        parts["scale_out"] = dict(parts["scale_out"], planes=planes // len(jobs))
+        return _unpickled_fabric(parts)
     raise InvalidArgumentError(
         f"unknown isolation policy {policy!r}: expected 'shared', 'spread', 'random', 'rails', 'planes' or 'reserved:F' (0 < F < 1)")

@@ -58,10 +58,10 @@ def _change(method: Callable[..., Any] | None = None, *,
     def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._refuse_while_running(name)
-            if self._depth:  # made by an outer change (a job's call, a training step): kept there
-                return wrapped(self, *args, **kwargs)
             if precheck is not None:
                 precheck(self, *args, **kwargs)
+            if self._depth:  # made by an outer change (a job's call, a training step): kept there
+                return wrapped(self, *args, **kwargs)
             # Pickling: the call is kept, to be replayed where the scenario is unpickled, with
             # arguments the caller can no longer change (and an iterator read once, here).
             args = tuple(_kept(a) for a in args)
@@ -70,6 +70,9 @@ def _change(method: Callable[..., Any] | None = None, *,
             self._depth += 1
             try:
                 out = wrapped(self, *args, **kwargs)
+            except BaseException:  # Ctrl-C too: nothing of a change that failed stays
+                self._undo_from(first)
+                raise
             finally:
                 self._depth -= 1
             self._calls.append((name, args, kwargs))
@@ -577,11 +580,23 @@ class Scenario:
             self._depth += 1
             try:
                 yield
+            except BaseException:  # Ctrl-C too: nothing of a change that failed stays
+                self._undo_from(first)
+                raise
             finally:
                 self._depth -= 1
             self._calls.append((name, args, {}))
             self._call_spans.append((first, self._core.n_activities))
             self._n_recorded = (self._core.n_activities, self._core.n_faults)
+
+    def _undo_from(self, first: int) -> None:
+        """Takes out what a change that failed partway made: the activities from ``first`` on
+        and what the collectives and jobs recorded of them."""
+        self._core.truncate(first)
+        if self._collectives is not None:
+            self._collectives.forget_from(first)
+        for job in self.jobs.values():
+            job._forget_from(first)
 
     def _training_step(self, step: Any, start: int | None = None) -> Any:
         """Internal: adds a :class:`~fabricsim.training.TrainingStep` (the builder keeps it as
@@ -603,7 +618,20 @@ class Scenario:
             sc.add_dependency(second, first)   # as add_flow(..., after=first) would
             sc.run().flows.column("finish_s")   # [0.010002, 0.020003]
         """
-        self._core.add_dependency(integer("activity_id", activity_id), integer("after_id", after_id))
+        a, b = integer("activity_id", activity_id), integer("after_id", after_id)
+        owner_a, owner_b = self._owner_of(a), self._owner_of(b)
+        if owner_a != owner_b:
+            def whose(owner: str | None) -> str:
+                return "no job" if owner is None else f"job {owner!r}"
+
+            raise InvalidArgumentError(
+                f"activity {a} belongs to {whose(owner_a)} and activity {b} to {whose(owner_b)}: a job's work waits only "
+                "for its own and other work not for a job's (each job is also run alone, without the rest)")
+        self._core.add_dependency(a, b)
+
+    def _owner_of(self, activity_id: int) -> str | None:
+        """The name of the job that made an activity, or None."""
+        return next((job.name for job in self.jobs.values() if job._owns(activity_id)), None)
 
     def route_of(self, flow_id: int) -> list[int]:
         """Link ids a flow crosses, in path order; empty for a delay, a sprayed flow

@@ -752,12 +752,12 @@ def add_serving(
     k_exp = m.experts_per_token
 
     # ---- costed collectives (analytical, cached by size)
-    memo: dict[tuple[str, int, float], float] = {}
+    memo: dict[tuple[str, bytes, float], float] = {}
 
     def costed(op: str, ranks: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Time of ``op`` on ``ranks`` at each size, on an idle fabric (one estimate per size)."""
         uniq, inv = np.unique(sizes, return_inverse=True)
-        key0 = (op, int(ranks[0]))
+        key0 = (op, np.ascontiguousarray(ranks, dtype=np.int64).tobytes())  # the whole communicator
         t = np.empty(uniq.shape[0])
         for j, s in enumerate(uniq.tolist()):
             key = (*key0, s)

@@ -1053,6 +1053,7 @@ impl Scenario {
         d.set_item("makespan_s", out.makespan_s)?;
         d.set_item("n_instants", out.n_instants)?;
         d.set_item("n_solves", out.n_solves)?;
+        d.set_item("n_full_solves", out.n_full_solves)?;
         d.set_item("n_flows_resolved", out.n_flows_resolved)?;
         d.set_item("n_rate_changes", out.n_rate_changes)?;
         Ok(d)

@@ -585,7 +585,8 @@ impl<'a> Sim<'a> {
         }
         let (mut weight, mut sum) = (0.0, 0.0);
         for &(f, t) in released {
-            let r = self.sharing.rate(f);
+            // The flow's own rate, not its share level (weights: `Schedule`).
+            let r = self.sharing.rate(f) * self.acts.weight(ActivityId(f));
             weight += r;
             sum += r * (t - now);
         }
@@ -954,10 +955,12 @@ impl<'a> Sim<'a> {
             let new = self.sharing.solved(f);
             // Before the unchanged-rate test: an arrival whose rate rounds to 0 is "unchanged"
             // too, and would stay attached with no finish time.
+            // Messages show the flow's own bytes and rate, not share units (`Schedule`).
+            let weight = self.acts.weight(ActivityId(f));
             if !(new > 0.0 && new.is_finite()) {
                 return Err(crate::error::rate_out_of_range(
                     f,
-                    new,
+                    new * weight,
                     &format!(" at {} s", shown(now)),
                 ));
             }
@@ -987,8 +990,8 @@ impl<'a> Sim<'a> {
                     "flow {f} would finish at {} s ({} bytes left at {} B/s): beyond what \
                      double precision holds",
                     shown(finish_s),
-                    shown(bytes_left),
-                    shown(new)
+                    shown(bytes_left * weight),
+                    shown(new * weight)
                 )));
             }
             self.finishes.set(f, finish_s);
@@ -1004,8 +1007,8 @@ impl<'a> Sim<'a> {
         }
         // Where most rates change anyway, the plain filling over every flow is cheaper than
         // the lazy one (same rates to rounding): taken while an instant's changes or the
-        // lazy filling's wakes reach a quarter of the transferring flows, of which there
-        // are enough for it to matter.
+        // lazy filling's wakes reach half the transferring flows, of which there are enough
+        // for it to matter.
         let n_changed = (self.out.n_rate_changes - n_changes_before) as usize;
         let touched = if full { n_changed } else { region.len() };
         self.full_next =

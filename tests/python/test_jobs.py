@@ -163,7 +163,7 @@ def test_jobs_table_holds_the_closed_form_of_two_weighted_jobs_on_one_link():
     assert rows["b"]["weight"] == 3.0 and rows["a"]["n_gpus"] == 2
     assert rows["a"]["n_links_met"] == rows["b"]["n_links_met"] == 2
     assert sorted(res.job_links["link_id"].to_pylist()) == [24, 27]
-    assert set(res.job_links["jobs"].to_pylist()) == {"a b"}
+    assert res.job_links["jobs"].to_pylist() == [["a", "b"], ["a", "b"]]
     assert res.job_links["peak_utilization"].to_pylist() == pytest.approx([1.0, 1.0])
 
 
@@ -224,7 +224,8 @@ def test_a_scenario_with_jobs_pickles_to_the_same_tables(tmp_path):
     b.add_collective("all_reduce", None, "64MiB")
     copy = pickle.loads(pickle.dumps(sc))
     assert list(copy.jobs) == ["a", "b"] and copy.jobs["b"].weight == 2.0
-    np.testing.assert_equal(copy.run().jobs.to_pydict(), sc.run().jobs.to_pydict())  # NaN == NaN here
+    assert copy.run().jobs.equals(sc.run().jobs)
+    assert sc.run().jobs["step_s"].null_count == 2  # no training steps: null, not NaN
     written = sc.run().to_parquet(tmp_path)
     assert {p.rsplit("/", 1)[-1] for p in written} >= {"jobs.parquet", "job_links.parquet"}
     assert pq.read_table(tmp_path / "jobs.parquet").num_rows == 2
@@ -246,6 +247,12 @@ def test_compare_isolation_runs_each_policy_and_reserves_by_weight():
     assert rows[("rails", "a")]["n_links_met"] == 0 and rows[("rails", "b")]["slowdown"] == 1.0
     for r in rows.values():
         assert r["slowdown"] >= 1.0 - 1e-12 and r["status"] == "done"
+    # one baseline per job (alone, packed, whole fabric) across policies
+    for job in "ab":
+        assert len({rows[(p, job)]["baseline_s"] for p in ("shared", "rails", "reserved:0.75")}) == 1
+        for p in ("shared", "rails", "reserved:0.75"):
+            r = rows[(p, job)]
+            assert r["vs_baseline"] == pytest.approx(r["time_s"] / r["baseline_s"], rel=1e-12)
     # the guaranteed job slows no more than it does with equal shares
     assert rows[("reserved:0.75", "a")]["slowdown"] <= rows[("shared", "a")]["slowdown"] + 1e-12
     with pytest.raises(InvalidArgumentError, match="reserved fraction must be a number in"):
@@ -275,3 +282,80 @@ def test_planes_give_each_job_its_block_of_planes():
         assert r["slowdown"] > 1.5  # half the injection bandwidth
     with pytest.raises(InvalidArgumentError, match="policy 'planes': 2 jobs need a fabric whose scale-out planes"):
         compare_isolation(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"), specs, ["planes"])
+
+
+def test_a_weight_moves_no_other_flow_in_fast_mode():
+    # X alone on its own link; Y and Z share another. X's weight changes nothing for Z, in
+    # the fast mode too (its release time is weighted by flows' own rates, not share levels).
+    t = fs.Topology.from_arrays(np.array([0, 2]), np.array([1, 3]), np.array([100.0, 100.0]), np.array([0.0, 0.0]))
+
+    def z_finish(weight):
+        sc = fs.Scenario(t)
+        sc.add_flow(0, 1, 350, weight=weight)
+        sc.add_flow(2, 3, 100)
+        z = sc.add_flow(2, 3, 300)
+        return sc.run(tolerance=0.05).flows["finish_s"][z].as_py()
+
+    assert z_finish(100.0) == z_finish(1.0)
+
+
+def test_alone_runs_keep_a_jobs_own_dependencies_and_cross_job_ones_are_refused():
+    sc = fs.Scenario(pcie())
+    a = sc.add_job("a", gpus=[0, 2])
+    b = sc.add_job("b", gpus=[1, 3])
+    x, y = a.add_delay("1ms"), a.add_delay("1ms")
+    a.add_dependency(y, x)
+    u, v = b.add_delay("1ms"), b.add_delay("1ms")
+    sc.add_dependency(v, u)  # through the scenario: both b's, so fine
+    loose = sc.add_delay("5ms")
+    for first, second, message in ((y, u, "activity .* belongs to job 'a' and activity .* to job 'b'"),
+                                   (y, loose, "to no job"), (loose, y, "belongs to no job")):
+        with pytest.raises(InvalidArgumentError, match=message):
+            sc.add_dependency(first, second)
+    with pytest.raises(InvalidArgumentError, match="not the job's own"):
+        a.add_dependency(y, u)
+    rows = {r["job"]: r for r in sc.run().jobs.to_pylist()}
+    for job in "ab":
+        assert rows[job]["time_s"] == pytest.approx(2e-3) and rows[job]["alone_time_s"] == pytest.approx(2e-3)
+        assert rows[job]["slowdown"] == pytest.approx(1.0)
+
+
+def test_a_job_call_that_fails_partway_leaves_nothing(monkeypatch):
+    from fabricsim import jobs as jobs_module
+
+    sc = fs.Scenario(pcie())
+    a = sc.add_job("a", gpus=[0, 2])
+    a.add_flow(0, 1, "1MiB")
+    before = (sc.n_activities, list(a._spans), len(sc._calls))
+    real = jobs_module.Job._add_delay
+
+    def half(self, *args, **kwargs):  # adds its delay, then is interrupted
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs_module.Job, "_add_delay", half)
+    with pytest.raises(KeyboardInterrupt):
+        a.add_delay("1ms")
+    with pytest.raises(KeyboardInterrupt):
+        sc.add_job("b", gpus=[1, 3]).add_delay("1ms")
+    assert (sc.n_activities, list(a._spans), len(sc._calls) - 1) == before  # the second add_job stays
+    monkeypatch.undo()
+    copy = pickle.loads(pickle.dumps(sc))
+    assert copy.run().jobs.equals(sc.run().jobs)
+
+
+def test_compare_isolation_checks_everything_before_running_anything():
+    fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    ran = []
+    specs = [JobSpec(n, 16, lambda j: ran.append(j.add_collective("all_reduce", None, "1MiB"))) for n in "ab"]
+    for policies, message in ((["shared", "spread", "bogus"], "unknown isolation policy 'bogus'"),
+                              (["shared", "reserved:2"], "reserved fraction must be a number in"),
+                              (["shared", "planes"], "policy 'planes': 2 jobs need .* got 1 planes"),
+                              ("shared", "policies must be a sequence of policy names .* got 'shared'")):
+        with pytest.raises(InvalidArgumentError, match=message):
+            compare_isolation(fabric, specs, policies)
+    with pytest.raises(InvalidArgumentError, match="job names must differ"):
+        compare_isolation(fabric, specs[:1] * 2, ["shared"])
+    with pytest.raises(InvalidArgumentError, match="asks for 20 GPUs, but 16 of the fabric's 32 are free"):
+        compare_isolation(fabric, [specs[0], JobSpec("b", 20, specs[0].workload)], ["shared"])
+    assert ran == []

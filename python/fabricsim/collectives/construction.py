@@ -157,6 +157,12 @@ class Builder:
         self.rows.append((end, comm_id, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
         return end
 
+    def forget_from(self, first: int) -> None:
+        """Forgets the collectives from activity ``first`` on (a change that failed partway:
+        ``Scenario._undo_from``)."""
+        self.rows = [r for r in self.rows if r[0] < first]
+        self.edge_bytes_per_byte = {f: w for f, w in self.edge_bytes_per_byte.items() if f < first}
+
     def add_known(self, op: str, ranks: tuple[int, ...], size_bytes: float | None, after: Any, tag: str,
                   sizes: np.ndarray | None = None) -> int:
         """:meth:`add` for a caller whose arguments are known good (a training step adds
