@@ -530,7 +530,10 @@ def part_counts(fabric: Any, *, gpus: int | None = None, gpus_per_host: int | No
     """The parts of ``fabric`` a job on ``gpus`` of its GPUs (default all) depends on:
     ``part, location, units, links_down`` (links one failure takes down) and
     ``capacity_lost`` (the fraction f of the bottleneck's capacity it removes; 1 for parts
-    whose failure stops the job).
+    whose failure stops the job). A job on a fraction q of the GPUs is taken to depend on q
+    of every tier's parts [assumption]: exact for its GPUs, hosts, NICs and leaves where it
+    is packed, low for the spines and cores of a job that spans many leaves and spreads its
+    traffic over all of them (their failures cost it bandwidth, not a restart, by default).
 
     Example::
 
