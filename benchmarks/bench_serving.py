@@ -36,13 +36,15 @@ def layout(fabric):
 
 
 def add_neighbour(sc, train_gpus, horizon_s):
-    """Training steps back to back until ``horizon_s``: compute, then a ring all-reduce."""
+    """The training job (a tenant: ``Result.jobs`` reports what serving costs it): steps back
+    to back until ``horizon_s``, each compute then a ring all-reduce of its gradients."""
+    job = sc.add_job("train", gpus=train_gpus)
     prev = ()
     t = 0.0
     while t < horizon_s:
-        d = sc.add_delay(TRAIN_STEP_COMPUTE_S, after=prev, tag="train.compute")
-        prev = sc.add_collective("all_reduce", train_gpus, TRAIN_ALLREDUCE_BYTES, algorithm="ring", after=d,
-                                 tag="train.dp")
+        d = job.add_delay(TRAIN_STEP_COMPUTE_S, after=prev, tag="train.compute")
+        prev = job.add_collective("all_reduce", None, TRAIN_ALLREDUCE_BYTES, algorithm="ring", after=d,
+                                  tag="train.dp")
         t += TRAIN_STEP_COMPUTE_S + 0.3  # about the all-reduce's time: enough steps for the horizon
     return prev
 
