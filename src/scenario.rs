@@ -525,6 +525,11 @@ impl Scenario {
         self.faults.len()
     }
 
+    /// Forgets faults `n..` (undoes a change that failed partway).
+    pub fn truncate_faults(&mut self, n: usize) {
+        self.faults.truncate(n);
+    }
+
     /// A constraint of the scenario's own (a switch's reduction engine) of `capacity_Bps`;
     /// returns its id in fabric-constraint numbering (after the fabric's links and bundles).
     pub fn add_engine(&mut self, capacity_Bps: f64) -> Result<u32> {

@@ -4,7 +4,7 @@ traffic shares bottlenecks, and how much each slows the others.
 A job is made by :meth:`Scenario.add_job <fabricsim.Scenario.add_job>`, which places it on
 free GPUs, and its work is added through it with the job's own ranks (0..n_gpus-1). After a
 run, ``Result.jobs`` holds one row per job: its time in the shared run, its time alone (the
-same scenario with every other job's activities taken out and the faults kept, so each job
+same scenario with all other work, other jobs' or no job's, emptied and the faults kept, so each job
 sees the same routes and failures) and the slowdown between them; ``Result.job_links`` the
 links where two or more jobs met.
 
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ._checks import integer, integers, share_weight, shown
 from .exceptions import InvalidArgumentError
@@ -252,8 +251,11 @@ class Job:
         return out
 
     def _add_dependency(self, activity_id: Any, after_id: Any) -> None:
-        ids = self._own_after([integer("activity_id", activity_id), integer("after_id", after_id)])
-        self._sc.add_dependency(int(ids[0]), int(ids[1]))
+        ids = {"activity_id": integer("activity_id", activity_id), "after_id": integer("after_id", after_id)}
+        for what, i in ids.items():
+            if not self._owns(i):
+                raise InvalidArgumentError(f"job {self.name!r}: {what} {i} is not the job's own activity")
+        self._sc.add_dependency(ids["activity_id"], ids["after_id"])
 
     def _add_delay(self, duration_s: Any, **options: Any) -> int:
         opts = self._options(options)
@@ -533,29 +535,41 @@ def compare_isolation(fabric: Any, jobs: Sequence[JobSpec], policies: Sequence[s
     names = [j.name for j in specs]
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"job names must differ, got {names}")
-    if isinstance(policies, str) or not isinstance(policies, Sequence) or not all(isinstance(p, str) for p in policies):
-        raise InvalidArgumentError(f"policies must be a sequence of policy names such as ['shared', 'rails'], got {shown(policies)}")
+    if (isinstance(policies, str) or not isinstance(policies, Sequence) or not policies
+            or not all(isinstance(p, str) for p in policies)):
+        raise InvalidArgumentError(f"policies must be a non-empty sequence of policy names such as ['shared', 'rails'], "
+                                   f"got {shown(policies)}")
     probe = Scenario(fabric, seed=seed, routing=routing)
     plans = [_policy_plan(probe, policy, specs) for policy in policies]
     for spec in specs:  # the job sizes, together on the whole fabric
         probe.add_job(spec.name, n_gpus=spec.n_gpus)
-    baseline = []
+    # Every scenario is built (each workload called) before any runs, so a workload that
+    # fails does so before anything is spent.
+    alone = []
     for spec in specs:
         sc = Scenario(fabric, seed=seed, routing=routing)
         spec.workload(sc.add_job(spec.name, n_gpus=spec.n_gpus))
-        baseline.append(sc.run(tolerance=tolerance).jobs["time_s"][0].as_py())
-    tables = []
-    for policy, plan in zip(policies, plans):
+        alone.append(sc)
+    shared: list[Any] = []
+    for plan in plans:
         if isinstance(plan, Fabric):
-            t = _planes_policy(fabric, plan, specs, seed=seed, routing=routing, tolerance=tolerance)
+            shared.append(plan)
+            continue
+        sc = Scenario(fabric, seed=seed, routing=routing)
+        for spec, (kw, w) in zip(specs, plan):
+            spec.workload(sc.add_job(spec.name, weight=w, **kw))
+        shared.append(sc)
+    baseline = [sc.run(tolerance=tolerance).jobs["time_s"][0].as_py() for sc in alone]
+    tables = []
+    for policy, built in zip(policies, shared):
+        if isinstance(built, Fabric):
+            t = _planes_policy(fabric, built, specs, seed=seed, routing=routing, tolerance=tolerance)
         else:
-            sc = Scenario(fabric, seed=seed, routing=routing)
-            for spec, (kw, w) in zip(specs, plan):
-                spec.workload(sc.add_job(spec.name, weight=w, **kw))
-            t = sc.run(tolerance=tolerance).jobs
-        base = pa.array(baseline, pa.float64())
+            t = built.run(tolerance=tolerance).jobs
+        times = t["time_s"].to_pylist()
         t = t.add_column(0, "policy", pa.array([policy] * t.num_rows, pa.string()))
-        t = t.append_column("baseline_s", base).append_column("vs_baseline", pc.divide(t["time_s"], base))
+        t = t.append_column("baseline_s", pa.array(baseline, pa.float64())).append_column(
+            "vs_baseline", pa.array([x / b if x is not None and b else None for x, b in zip(times, baseline)], pa.float64()))
         tables.append(t)
     return pa.concat_tables(tables)
 
@@ -611,9 +625,10 @@ def _policy_plan(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> Any:
         out = []
         for k, j in enumerate(jobs):
             mine = np.flatnonzero(block == k)
-            if not isinstance(j.n_gpus, int) or not 0 < j.n_gpus <= mine.size:
-                raise InvalidArgumentError(f"policy 'rails': job {j.name!r} needs {shown(j.n_gpus)} GPUs, its rails have {mine.size}")
-            out.append(({"gpus": mine[:j.n_gpus]}, 1.0))
+            n = integer(f"job {j.name!r} n_gpus", j.n_gpus, (1, 1 << 62))
+            if n > mine.size:
+                raise InvalidArgumentError(f"policy 'rails': job {j.name!r} needs {n} GPUs, its rails have {mine.size}")
+            out.append(({"gpus": mine[:n]}, 1.0))
         return out
     if policy == "planes":
         fabric = sc.topology

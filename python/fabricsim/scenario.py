@@ -66,12 +66,12 @@ def _change(method: Callable[..., Any] | None = None, *,
             # arguments the caller can no longer change (and an iterator read once, here).
             args = tuple(_kept(a) for a in args)
             kwargs = {k: _kept(v) for k, v in kwargs.items()}
-            first = self._core.n_activities
+            first, n_faults = self._core.n_activities, self._core.n_faults
             self._depth += 1
             try:
                 out = wrapped(self, *args, **kwargs)
             except BaseException:  # Ctrl-C too: nothing of a change that failed stays
-                self._undo_from(first)
+                self._undo_from(first, n_faults)
                 raise
             finally:
                 self._depth -= 1
@@ -576,12 +576,12 @@ class Scenario:
             if self._depth:  # inside an outer change (a job's call): kept there
                 yield
                 return
-            first = self._core.n_activities
+            first, n_faults = self._core.n_activities, self._core.n_faults
             self._depth += 1
             try:
                 yield
             except BaseException:  # Ctrl-C too: nothing of a change that failed stays
-                self._undo_from(first)
+                self._undo_from(first, n_faults)
                 raise
             finally:
                 self._depth -= 1
@@ -589,10 +589,11 @@ class Scenario:
             self._call_spans.append((first, self._core.n_activities))
             self._n_recorded = (self._core.n_activities, self._core.n_faults)
 
-    def _undo_from(self, first: int) -> None:
-        """Takes out what a change that failed partway made: the activities from ``first`` on
-        and what the collectives and jobs recorded of them."""
+    def _undo_from(self, first: int, n_faults: int) -> None:
+        """Takes out what a change that failed partway made: the activities from ``first`` on,
+        what the collectives and jobs recorded of them, and the faults from ``n_faults`` on."""
         self._core.truncate(first)
+        self._core.truncate_faults(n_faults)
         if self._collectives is not None:
             self._collectives.forget_from(first)
         for job in self.jobs.values():
@@ -619,14 +620,16 @@ class Scenario:
             sc.run().flows.column("finish_s")   # [0.010002, 0.020003]
         """
         a, b = integer("activity_id", activity_id), integer("after_id", after_id)
+        # A job's activity waits only for its own; other work may wait for anything (it is
+        # emptied in each job's alone run, so it cannot change one).
         owner_a, owner_b = self._owner_of(a), self._owner_of(b)
-        if owner_a != owner_b:
+        if owner_a is not None and owner_a != owner_b:
             def whose(owner: str | None) -> str:
                 return "no job" if owner is None else f"job {owner!r}"
 
             raise InvalidArgumentError(
                 f"activity {a} belongs to {whose(owner_a)} and activity {b} to {whose(owner_b)}: a job's work waits only "
-                "for its own and other work not for a job's (each job is also run alone, without the rest)")
+                "for its own (each job is also run alone, without the rest)")
         self._core.add_dependency(a, b)
 
     def _owner_of(self, activity_id: int) -> str | None:

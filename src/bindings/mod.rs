@@ -812,6 +812,11 @@ impl Scenario {
         guard(|| s.set_weights(first, end, weight))
     }
 
+    /// Forgets faults `n..` (undoes a change that failed partway).
+    fn truncate_faults(&mut self, n: usize) {
+        self.inner.truncate_faults(n);
+    }
+
     /// Forgets activities `first..` (undoes a partly added collective).
     fn truncate(&mut self, first: usize) {
         self.inner.truncate(first);

@@ -9,8 +9,8 @@ use super::meters::{MeterRun, Meters};
 use super::sharing::Sharing;
 use crate::error::{shown, Error, Result};
 use crate::ids::ActivityId;
-use crate::solver::{Filling, IndexedHeap};
 use crate::solver::Usage;
+use crate::solver::{Filling, IndexedHeap};
 use crate::units::SAME_INSTANT_REL;
 
 /// Wall time between progress reports (and Ctrl-C checks).
@@ -401,8 +401,11 @@ impl<'a> Sim<'a> {
         schedule: &'a Schedule<'a>,
         options: &'a RunOptions,
     ) -> Result<Self> {
-        let (usage, steps, share_bytes) =
-            (&schedule.usage[..], &schedule.steps[..], &schedule.bytes[..]);
+        let (usage, steps, share_bytes) = (
+            &schedule.usage[..],
+            &schedule.steps[..],
+            &schedule.bytes[..],
+        );
         let n = acts.len();
         let mut n_pending = vec![0u32; n];
         let mut dependents_offsets = vec![0usize; n + 1];
@@ -1002,7 +1005,9 @@ impl<'a> Sim<'a> {
                 self.out.rate_change_time_s.push(since);
                 self.out.rate_change_flow.push(f);
                 // Shared in share units (`Schedule`): the flow's own rate is weight x that.
-                self.out.rate_change_Bps.push(new * self.acts.weight(ActivityId(f)));
+                self.out
+                    .rate_change_Bps
+                    .push(new * self.acts.weight(ActivityId(f)));
             }
         }
         // Where most rates change anyway, the plain filling over every flow is cheaper than
@@ -1011,8 +1016,8 @@ impl<'a> Sim<'a> {
         // for it to matter.
         let n_changed = (self.out.n_rate_changes - n_changes_before) as usize;
         let touched = if full { n_changed } else { region.len() };
-        self.full_next =
-            self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS && 2 * touched >= self.sharing.n_attached;
+        self.full_next = self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS
+            && 2 * touched >= self.sharing.n_attached;
         self.sharing.region = region;
         self.close_instant_loads(now);
         if self.verify {

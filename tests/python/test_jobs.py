@@ -309,10 +309,11 @@ def test_alone_runs_keep_a_jobs_own_dependencies_and_cross_job_ones_are_refused(
     sc.add_dependency(v, u)  # through the scenario: both b's, so fine
     loose = sc.add_delay("5ms")
     for first, second, message in ((y, u, "activity .* belongs to job 'a' and activity .* to job 'b'"),
-                                   (y, loose, "to no job"), (loose, y, "belongs to no job")):
+                                   (y, loose, "to no job")):
         with pytest.raises(InvalidArgumentError, match=message):
             sc.add_dependency(first, second)
-    with pytest.raises(InvalidArgumentError, match="not the job's own"):
+    sc.add_dependency(loose, y)  # other work may wait for a job's (a checkpoint after a step)
+    with pytest.raises(InvalidArgumentError, match=f"job 'a': after_id {u} is not the job's own activity"):
         a.add_dependency(y, u)
     rows = {r["job"]: r for r in sc.run().jobs.to_pylist()}
     for job in "ab":
@@ -344,18 +345,72 @@ def test_a_job_call_that_fails_partway_leaves_nothing(monkeypatch):
     assert copy.run().jobs.equals(sc.run().jobs)
 
 
-def test_compare_isolation_checks_everything_before_running_anything():
+def test_an_interrupted_change_leaves_no_fault_and_no_communicator(monkeypatch):
+    # A fault with a repair is two core calls; a collective numbers its communicator in the
+    # collectives table. Interrupted after the first / halfway, neither stays.
+    sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+    sc.add_collective("all_reduce", range(8), "1MiB")
+    core = sc._core
+    calls = []
+
+    class Interrupting:
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        def add_fault(self, *args):
+            calls.append(args)
+            core.add_fault(*args)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+
+    sc._core = Interrupting()
+    with pytest.raises(KeyboardInterrupt):
+        sc.add_fault(at_s="1ms", links=[0], factor=0.5, until_s="2ms")
+    sc._core = core
+    assert sc._core.n_faults == 0
+    from fabricsim.collectives import construction
+
+    real = construction.Builder._build
+
+    def halfway(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(construction.Builder, "_build", halfway)
+    with pytest.raises(KeyboardInterrupt):
+        sc.add_collective("all_reduce", range(8, 16), "1MiB")
+    monkeypatch.undo()
+    sc.add_collective("all_gather", range(4), "1MiB")
+    assert sc.run().collectives["communicator"].to_pylist() == [0, 1]
+    copy = pickle.loads(pickle.dumps(sc))
+    assert copy.run().collectives.equals(sc.run().collectives)
+
+
+def test_compare_isolation_checks_everything_before_running_anything(monkeypatch):
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     ran = []
     specs = [JobSpec(n, 16, lambda j: ran.append(j.add_collective("all_reduce", None, "1MiB"))) for n in "ab"]
     for policies, message in ((["shared", "spread", "bogus"], "unknown isolation policy 'bogus'"),
                               (["shared", "reserved:2"], "reserved fraction must be a number in"),
                               (["shared", "planes"], "policy 'planes': 2 jobs need .* got 1 planes"),
-                              ("shared", "policies must be a sequence of policy names .* got 'shared'")):
+                              ("shared", "policies must be a non-empty sequence of policy names .* got 'shared'")):
         with pytest.raises(InvalidArgumentError, match=message):
             compare_isolation(fabric, specs, policies)
+    with pytest.raises(InvalidArgumentError, match="non-empty sequence of policy names"):
+        compare_isolation(fabric, specs, [])
+
     with pytest.raises(InvalidArgumentError, match="job names must differ"):
         compare_isolation(fabric, specs[:1] * 2, ["shared"])
     with pytest.raises(InvalidArgumentError, match="asks for 20 GPUs, but 16 of the fabric's 32 are free"):
         compare_isolation(fabric, [specs[0], JobSpec("b", 20, specs[0].workload)], ["shared"])
     assert ran == []
+
+    def failing(job):
+        raise RuntimeError("bad workload")
+
+    runs = []
+    real_run = fs.Scenario.run
+    monkeypatch.setattr(fs.Scenario, "run", lambda self, *a, **k: runs.append(self) or real_run(self, *a, **k))
+    with pytest.raises(RuntimeError, match="bad workload"):
+        compare_isolation(fabric, [specs[0], JobSpec("b", 16, failing)], ["shared"])
+    assert runs == []  # the first job's scenario was built, but nothing ran

@@ -912,14 +912,19 @@ fn share_weights_divide_a_bottleneck_in_their_ratio() {
         .map(|(&f, &r)| (f, r))
         .take(2)
         .collect();
-    assert!(first.contains(&(0, 25.0)) && first.contains(&(1, 75.0)), "{first:?}");
+    assert!(
+        first.contains(&(0, 25.0)) && first.contains(&(1, 75.0)),
+        "{first:?}"
+    );
 
     // A cap binds on the flow's own rate: B capped at 60 B/s leaves A 40.
     let mut capped = Activities::new();
     capped
         .add_flow(100.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
         .unwrap();
-    capped.add_flow(120.0, &on(&[0]), 0.0, 0.0, 60.0, &[]).unwrap();
+    capped
+        .add_flow(120.0, &on(&[0]), 0.0, 0.0, 60.0, &[])
+        .unwrap();
     capped.set_weights(1, 2, 3.0).unwrap();
     let out = go(&[100.0], &capped);
     assert_close("capped B", out.finish_s[1], 2.0);
@@ -958,7 +963,11 @@ fn many_flows_together_switch_between_full_and_lazy_solves_exactly() {
             usage[0].coefficient = 0.5;
         }
         let cap = if i % 11 == 0 { 0.05 } else { f64::INFINITY };
-        let start = if i < 1600 { 0.0 } else { 40.0 + (i % 50) as f64 };
+        let start = if i < 1600 {
+            0.0
+        } else {
+            40.0 + (i % 50) as f64
+        };
         acts.add_flow(bytes, &usage, 0.0, start, cap, &[]).unwrap();
     }
     for tol in [0.0, 1e-2] {
@@ -970,6 +979,9 @@ fn many_flows_together_switch_between_full_and_lazy_solves_exactly() {
         let out = run(&capacity, &acts, &options, &mut |_| true).unwrap();
         assert!(out.finish_s.iter().all(|t| t.is_finite()));
         assert!(out.n_full_solves > 0, "tolerance {tol}: no full solve");
-        assert!(out.n_full_solves < out.n_solves, "tolerance {tol}: no lazy solve");
+        assert!(
+            out.n_full_solves < out.n_solves,
+            "tolerance {tol}: no lazy solve"
+        );
     }
 }

@@ -42,14 +42,14 @@ class _Plan:
     begin delay's tag, then each core call after it (method, arguments, keywords and the
     position of the activity ids it waits for, counted from the begin delay's id), the
     activities it made and its end among them, its coupled flows' edge bytes per byte and
-    its row of the collectives table but for the ids (communicator, op, algorithm, ranks,
-    size, analytical s, protocol)."""
+    its row of the collectives table but for the ids (the communicator's key, op, algorithm,
+    ranks, size, analytical s, protocol)."""
     label: str
     calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]
     span: int
     end: int
     edge_bytes: tuple[tuple[int, float], ...]
-    row: tuple[int, str, str, int, float, float, str]
+    row: tuple[bytes, str, str, int, float, float, str]
 
 
 # Where each core method that adds activities takes the ids it waits for.
@@ -95,7 +95,7 @@ class _Recorder:
         self.kept = False
         return getattr(self.core, name)
 
-    def plan(self, end: int, row: tuple[int, int, str, str, int, float, int, float, str],
+    def plan(self, end: int, row: tuple[int, int, str, str, int, float, int, float, str], comm_key: bytes,
              edge_bytes: dict[int, float]) -> _Plan | None:
         first, span = self.first, self.core.n_activities - self.first
         if not self.kept or not self.calls or self.calls[0][0] != "add_delay" or self.calls[0][2] or row[6] != first:
@@ -117,7 +117,7 @@ class _Recorder:
             calls.append((method, tuple(shifted), kwargs, at))
         label = self.calls[0][1][3]
         return _Plan(label, tuple(calls), span, end - first, tuple((f - first, edge_bytes[f]) for f in self.coupled),
-                     (row[1], row[2], row[3], row[4], row[5], row[7], row[8]))
+                     (comm_key, row[2], row[3], row[4], row[5], row[7], row[8]))
 
 
 class Builder:
@@ -162,6 +162,10 @@ class Builder:
         ``Scenario._undo_from``)."""
         self.rows = [r for r in self.rows if r[0] < first]
         self.edge_bytes_per_byte = {f: w for f, w in self.edge_bytes_per_byte.items() if f < first}
+        # A communicator is numbered with its first row: those left without one are the
+        # newest, so dropping them keeps the numbering dense, as if they had never come.
+        used = {r[1] for r in self.rows}
+        self._communicators = {k: i for k, i in self._communicators.items() if i in used}
 
     def add_known(self, op: str, ranks: tuple[int, ...], size_bytes: float | None, after: Any, tag: str,
                   sizes: np.ndarray | None = None) -> int:
@@ -187,7 +191,9 @@ class Builder:
             self._core = rec.core
         # Not kept where the construction did more than add activities (made a reduction
         # engine, which it makes once): the next one is recorded again.
-        self._plans[key] = rec.plan(end, self.rows[-1], self.edge_bytes_per_byte)
+        row = self.rows[-1]
+        comm_key = next(k for k, i in self._communicators.items() if i == row[1])
+        self._plans[key] = rec.plan(end, row, comm_key, self.edge_bytes_per_byte)
         return end
 
     def _replay(self, plan: _Plan, after: Any) -> int:
@@ -211,7 +217,8 @@ class Builder:
             raise AssertionError(f"a collective made again took ids {first}..{core.n_activities}, not {plan.span} from {first}")
         for f, w in plan.edge_bytes:
             self.edge_bytes_per_byte[first + f] = w
-        comm_id, op, algo, n, size, analytical, proto = plan.row
+        comm_key, op, algo, n, size, analytical, proto = plan.row
+        comm_id = self._communicators.setdefault(comm_key, len(self._communicators))
         end = first + plan.end
         self.rows.append((end, comm_id, op, algo, n, size, begin, analytical, proto))
         return end
