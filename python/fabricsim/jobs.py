@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._checks import integer, integers, share_weight, shown
 from .exceptions import InvalidArgumentError
@@ -391,13 +392,13 @@ def _times(result: "Result", n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
             ids = table[col].to_numpy()
             ready[ids] = table["ready_s"].to_numpy(zero_copy_only=False)
             finish[ids] = table["finish_s"].to_numpy(zero_copy_only=False)
-            bad[ids] = np.asarray(table["status"].to_pylist(), dtype=object) != "done"
+            bad[ids] = pc.not_equal(table["status"].cast(pa.string()), "done").to_numpy(zero_copy_only=False)
     return ready, finish, bad
 
 
-def _job_times(job: Job, result: "Result", n: int) -> tuple[float, float, float, bool]:
-    """(start, finish, mean step time, failed) of a job in a result."""
-    ready, finish, bad = _times(result, n)
+def _job_times(job: Job, times: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[float, float, float, bool]:
+    """(start, finish, mean step time, failed) of a job, from a result's :func:`_times`."""
+    ready, finish, bad = times
     ids = job.activity_ids()
     if not ids.size:
         return np.nan, np.nan, np.nan, False
@@ -415,13 +416,14 @@ def jobs_tables(sc: "Scenario", result: "Result", *, tolerance: float = 0.0) -> 
     owned = sum(b - a for j in jobs for a, b in j._spans)
     rows: list[dict[str, Any]] = []
     used = np.zeros((len(jobs), n_links), dtype=bool)  # links each job loads alone
+    shared_times = _times(result, n)
     for k, job in enumerate(jobs):
-        start, end, step, failed = _job_times(job, result, n)
+        start, end, step, failed = _job_times(job, shared_times)
         if len(jobs) == 1 and owned == n:  # nothing else runs: alone is shared
             alone_result = result
         else:
             alone_result = alone_scenario(sc, job).run(tolerance=tolerance)
-        a_start, a_end, a_step, _ = _job_times(job, alone_result, n)
+        a_start, a_end, a_step, _ = _job_times(job, shared_times if alone_result is result else _times(alone_result, n))
         links = alone_result.links  # the links that carried anything
         used[k, links["link_id"].to_numpy()[links["bytes_carried"].to_numpy(zero_copy_only=False) > 0]] = True
         rows.append(dict(job=job.name, n_gpus=job.n_gpus, placement=job.placement, weight=job.weight,

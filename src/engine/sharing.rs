@@ -622,22 +622,19 @@ impl<'a> Sharing<'a> {
         }
         let mut rates = std::mem::take(&mut self.full_rates);
         let result = filling.solve(&*self, &self.region, self.rate_cap, &mut rates);
-        for &f in arrived {
-            if self.usage_of(f).is_empty() {
-                rates[f as usize] = self.rate_cap[f as usize];
-                self.region.push(f);
-            }
-        }
         if result.is_ok() {
             for i in 0..self.region.len() {
                 let f = self.region[i];
                 self.fs[f as usize].solved = rates[f as usize];
-                let b = if self.usage_of(f).is_empty() {
-                    CAPPED
-                } else {
-                    filling.bottleneck(f)
-                };
-                self.set_bottleneck(f, b);
+                self.set_bottleneck(f, filling.bottleneck(f));
+            }
+            // An arrival with no usage is on no list: its rate is its cap.
+            for &f in arrived {
+                if self.usage_of(f).is_empty() {
+                    self.fs[f as usize].solved = self.rate_cap[f as usize];
+                    self.set_bottleneck(f, CAPPED);
+                    self.region.push(f);
+                }
             }
         }
         self.full_rates = rates;

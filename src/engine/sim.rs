@@ -959,11 +959,11 @@ impl<'a> Sim<'a> {
             // Before the unchanged-rate test: an arrival whose rate rounds to 0 is "unchanged"
             // too, and would stay attached with no finish time.
             // Messages show the flow's own bytes and rate, not share units (`Schedule`).
-            let weight = self.acts.weight(ActivityId(f));
+            let weight = || self.acts.weight(ActivityId(f));
             if !(new > 0.0 && new.is_finite()) {
                 return Err(crate::error::rate_out_of_range(
                     f,
-                    new * weight,
+                    new * weight(),
                     &format!(" at {} s", shown(now)),
                 ));
             }
@@ -993,8 +993,8 @@ impl<'a> Sim<'a> {
                     "flow {f} would finish at {} s ({} bytes left at {} B/s): beyond what \
                      double precision holds",
                     shown(finish_s),
-                    shown(bytes_left * weight),
-                    shown(new * weight)
+                    shown(bytes_left * weight()),
+                    shown(new * weight())
                 )));
             }
             self.finishes.set(f, finish_s);
