@@ -77,7 +77,7 @@ from .exceptions import InvalidArgumentError
 from .fabrics import Fabric
 from .results import Result
 from .scenario import Scenario
-from .training import HBM_EFFICIENCY, Model
+from .training import DEFAULT_COMPUTE_EFFICIENCY, HBM_EFFICIENCY, Model
 from .training import model as _model
 
 __all__ = [
@@ -125,8 +125,11 @@ class TokenCounts:
     rounded to whole tokens and clipped to ``[low, high]`` (``high=None``: no upper bound),
     which moves a lognormal's mean slightly.
 
-    >>> TokenCounts("fixed", mean=512).sample(np.random.default_rng(0), 3).tolist()
-    [512, 512, 512]
+    Example::
+
+        import numpy as np
+        from fabricsim import serving
+        serving.TokenCounts("fixed", mean=512).sample(np.random.default_rng(0), 3).tolist()   # [512, 512, 512]
     """
 
     kind: str = "lognormal"
@@ -149,8 +152,11 @@ class TokenCounts:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` token counts (int64) drawn with ``rng``.
 
-        >>> TokenCounts("uniform", low=1, high=4).sample(np.random.default_rng(0), 2).shape
-        (2,)
+        Example::
+
+            import numpy as np
+            from fabricsim import serving
+            serving.TokenCounts("uniform", low=1, high=4).sample(np.random.default_rng(0), 2).shape   # (2,)
         """
         hi = np.inf if self.high is None else self.high
         if self.kind == "fixed":
@@ -179,9 +185,11 @@ class Requests:
     and ``output_tokens`` (>= 0, the tokens the decode pool makes) per request; request ``i``
     is row ``i``. Build with :func:`poisson_requests` or :func:`trace_requests`.
 
-    >>> r = trace_requests([0.0, 0.5], [100, 200], [10, 20])
-    >>> r.n_requests, r.horizon_s
-    (2, 0.5)
+    Example::
+
+        from fabricsim import serving
+        r = serving.trace_requests([0.0, 0.5], [100, 200], [10, 20])
+        r.n_requests, r.horizon_s   # (2, 0.5)
     """
 
     arrival_s: np.ndarray
@@ -216,9 +224,11 @@ def poisson_requests(
     seeded with ``seed`` draws everything: the same seed gives identical requests. The
     count is Poisson(rate x horizon) and, given it, the arrival times are uniform, sorted.
 
-    >>> r = poisson_requests(100.0, 2.0, seed=3)
-    >>> r.n_requests > 0 and bool((np.diff(r.arrival_s) >= 0).all())
-    True
+    Example::
+
+        from fabricsim import serving
+        r = serving.poisson_requests(100.0, 2.0, seed=3)
+        r.n_requests   # 176: drawn from Poisson(100 x 2), the same for the same seed
     """
     rate = _positive("rate_per_s (requests per second)", rate_per_s)
     horizon = _positive("horizon_s (seconds)", horizon_s)
@@ -238,8 +248,10 @@ def trace_requests(arrival_s: Any, prompt_tokens: Any, output_tokens: Any) -> Re
     token count (>= 1) and output token count (>= 0) per request, as sequences or arrays of
     one length.
 
-    >>> trace_requests([0.0, 0.1, 0.1], [512, 64, 2048], [128, 1, 0]).n_requests
-    3
+    Example::
+
+        from fabricsim import serving
+        serving.trace_requests([0.0, 0.1, 0.1], [512, 64, 2048], [128, 1, 0]).n_requests   # 3
     """
     a = np.asarray(arrival_s, dtype=np.float64) if not isinstance(arrival_s, np.ndarray) else arrival_s.astype(np.float64)
     if a.ndim != 1:
@@ -275,8 +287,10 @@ class Pool:
     the experts spread over all of them and the attention data parallel over ``ep / tp``
     groups of ``tp`` (``tp`` must divide ``ep``). Consecutive GPUs make an instance.
 
-    >>> Pool(range(16), tp=8).instance_size
-    8
+    Example::
+
+        from fabricsim import serving
+        serving.Pool(range(16), tp=8).instance_size   # 8: two instances of TP 8
     """
 
     gpus: Any
@@ -305,11 +319,12 @@ def carve_pools(
     for prefill, the next ``decode_instances`` instances for decode (``decode_tp``,
     ``decode_ep``: default as prefill).
 
-    >>> import fabricsim as fs
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
-    >>> p, d = carve_pools(f, prefill_instances=1, decode_instances=3)
-    >>> list(d.gpus[:2])
-    [8, 9]
+    Example::
+
+        from fabricsim import serving
+        f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+        prefill, decode = serving.carve_pools(f, prefill_instances=1, decode_instances=3)
+        decode.gpus[:2].tolist()   # [8, 9]: decode starts after the prefill instance
     """
     if not isinstance(fabric, Fabric):
         raise InvalidArgumentError(f"fabric must be a fabricsim.Fabric (a generated fabric), got {type(fabric).__name__}")
@@ -335,8 +350,10 @@ def kv_cache_bytes(model: str | Model, tokens: Any, *, kv_bytes_per_element: flo
     attention (DeepSeek, ``kv_lora_rank`` set), the latent: ``layers x (kv_lora_rank +
     qk_rope_head_dim) x kv_bytes_per_element x tokens``.
 
-    >>> kv_cache_bytes("llama3-70b", 1)   # 80 x 8 x 128 x 2 x 2
-    327680.0
+    Example::
+
+        from fabricsim import serving
+        serving.kv_cache_bytes("llama3-70b", 1)   # 327680.0 = 80 layers x 8 KV heads x 128 x 2 x 2 bytes
     """
     per_token = _kv_bytes_per_token(_model(model), _positive("kv_bytes_per_element", kv_bytes_per_element))
     if np.ndim(tokens) == 0:
@@ -467,13 +484,13 @@ class Serving:
     """Serving traffic added to a scenario by :func:`add_serving`: the schedule it planned
     and the ids of its flows. After ``scenario.run()``, :meth:`report` reads the result.
 
-    >>> import fabricsim as fs
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    >>> sc = fs.Scenario(f)
-    >>> sv = add_serving(sc, "llama3-8b", trace_requests([0.0], [100], [4]),
-    ...                  prefill=Pool(range(8), tp=8), decode=Pool(range(8, 16), tp=8))
-    >>> sv.report(sc.run()).requests.num_rows
-    1
+    Example::
+
+        from fabricsim import serving
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+        sv = serving.add_serving(sc, "llama3-8b", serving.trace_requests([0.0], [100], [4]),
+                                 prefill=serving.Pool(range(8), tp=8), decode=serving.Pool(range(8, 16), tp=8))
+        sv.report(sc.run()).requests.num_rows   # 1
     """
 
     def __init__(self, **fields: Any) -> None:
@@ -491,7 +508,14 @@ class Serving:
         """The per-request table and percentiles of the run ``result`` of the scenario this
         serving traffic was added to.
 
-        >>> # report = sv.report(scenario.run())
+        Example::
+
+            from fabricsim import serving
+            sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+            sv = serving.add_serving(sc, "llama3-8b", serving.poisson_requests(50.0, 0.2, seed=0),
+                                     prefill=serving.Pool(range(8), tp=8), decode=serving.Pool(range(8, 16), tp=8))
+            report = sv.report(sc.run())
+            report.summary   # requests, the decode pace, ...
         """
         if not isinstance(result, Result):
             raise InvalidArgumentError(f"result must be the fabricsim.Result of scenario.run(), got {type(result).__name__}")
@@ -626,7 +650,14 @@ class ServingReport:
     whose KV transfer failed); ``percentiles``, p50/p90/p99 and mean of ttft_network_s,
     per_token_network_s and kv_network_s; ``summary``, counts and the decode pace.
 
-    >>> # report.percentiles.to_pylist()[0]["p99_s"]
+    Example::
+
+        from fabricsim import serving
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+        sv = serving.add_serving(sc, "llama3-8b", serving.poisson_requests(50.0, 0.2, seed=0),
+                                 prefill=serving.Pool(range(8), tp=8), decode=serving.Pool(range(8, 16), tp=8))
+        report = sv.report(sc.run())
+        report.percentiles.select(["metric", "p99_s"])   # the network part of TTFT, TPOT and the KV transfer
     """
 
     requests: pa.Table
@@ -646,7 +677,19 @@ def compare(alone: ServingReport, beside: ServingReport) -> pa.Table:
     one row per metric and percentile, with ``alone_s``, ``beside_s`` and ``ratio``
     (beside / alone).
 
-    >>> # compare(report_alone, report_beside).to_pylist()
+    Example::
+
+        from fabricsim import serving
+        fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+        reports = []
+        for neighbour in (False, True):
+            sc = fs.Scenario(fabric)
+            if neighbour:   # an all-to-all on the other two nodes
+                sc.add_collective("all_to_all", range(16, 32), "1GiB")
+            sv = serving.add_serving(sc, "llama3-8b", serving.poisson_requests(50.0, 0.2, seed=0),
+                                     prefill=serving.Pool(range(8), tp=8), decode=serving.Pool(range(8, 16), tp=8))
+            reports.append(sv.report(sc.run()))
+        serving.compare(*reports).select(["metric", "percentile", "ratio"])   # beside / alone
     """
     for name, r in (("alone", alone), ("beside", beside)):
         if not isinstance(r, ServingReport):
@@ -673,7 +716,7 @@ def add_serving(
     policy: str = "round_robin",
     kv_bytes_per_element: float = 2.0,
     activation_bytes_per_element: float = 2.0,
-    prefill_efficiency: float = 0.5,
+    prefill_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
     decode_step_s: float | None = None,
     ep_probe_interval_s: float = 0.1,
     kv_shards: str = "all",
@@ -690,8 +733,10 @@ def add_serving(
     holding fewest requests then. ``kv_bytes_per_element``: KV-cache bytes per element (2:
     BF16/FP16; 1: FP8); ``activation_bytes_per_element``: bytes of what TP and EP
     collectives move. ``prefill_efficiency``: fraction of the GPUs' dense BF16 peak a
-    prefill reaches ([assumed] 0.5). ``decode_step_s``: compute time of one decode step
-    (default: BF16 weights per GPU / (HBM bandwidth x 0.8)). ``ep_probe_interval_s``: time
+    prefill reaches (default the training compute model's, 0.50, from reference/compute.md's
+    measured layers: a prefill is a forward pass of the same GEMMs). ``decode_step_s``: compute
+    time of one decode step (default: BF16 weights per GPU / (HBM bandwidth x 0.8, the
+    training module's streaming-kernel efficiency, [assumed] to hold for reading weights)). ``ep_probe_interval_s``: time
     between simulated EP all-to-all probes of each decode instance whose experts span NVLink
     domains. ``kv_shards``: "all" (one flow per TP rank pair, exact) or "one" (the first pair
     only; exact where the rails are symmetric). ``tag`` labels the flows.
@@ -699,12 +744,13 @@ def add_serving(
     Everything is checked before anything is added, and the flows go in with one
     ``add_flows`` call: a bad argument leaves the scenario as it was.
 
-    >>> import fabricsim as fs
-    >>> f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    >>> sc = fs.Scenario(f)
-    >>> sv = add_serving(sc, "llama3-70b", poisson_requests(20.0, 0.5, seed=0),
-    ...                  prefill=Pool(range(8), tp=8), decode=Pool(range(8, 16), tp=8))
-    >>> report = sv.report(sc.run())
+    Example::
+
+        from fabricsim import serving
+        sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+        sv = serving.add_serving(sc, "llama3-70b", serving.poisson_requests(20.0, 0.5, seed=0),
+                                 prefill=serving.Pool(range(8), tp=8), decode=serving.Pool(range(8, 16), tp=8))
+        report = sv.report(sc.run())   # its requests, percentiles and summary
     """
     if not isinstance(scenario, Scenario):
         raise InvalidArgumentError(f"scenario must be a fabricsim.Scenario, got {type(scenario).__name__}")
