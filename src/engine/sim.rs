@@ -289,6 +289,12 @@ struct Sim<'a> {
     record_rates: bool,
     verify: bool,
     finish_rel_tol: f64,
+    /// Fast mode, per constraint: the released flows' load on it (coefficient x rate) and
+    /// that load times their finish times, summed over the instant (`local_change_s`).
+    released_load: Vec<(f64, f64)>,
+    released_on: Vec<u32>,
+    /// Fast mode: the span of the instant's window, which rate changes are placed in.
+    window_s: (f64, f64),
     /// Activities done, failed or skipped.
     n_over: usize,
     /// The disruptions in time order, and those due at the current instant.
@@ -480,6 +486,9 @@ impl<'a> Sim<'a> {
             record_rates: options.record_rates,
             verify: options.verify,
             finish_rel_tol: options.finish_rel_tol,
+            released_load: vec![(0.0, 0.0); n_c],
+            released_on: Vec::new(),
+            window_s: (0.0, 0.0),
             n_over: 0,
             steps,
             due: Vec::new(),
@@ -602,6 +611,43 @@ impl<'a> Sim<'a> {
         mean.min(next_event).max(now)
     }
 
+    /// Adds a flow released at `t` to the released load on its constraints.
+    fn note_released_load(&mut self, f: u32, t: f64) {
+        let r = self.sharing.rate(f);
+        for u in self.sharing.usage_of(f) {
+            let acc = &mut self.released_load[u.constraint as usize];
+            if acc.0 == 0.0 {
+                self.released_on.push(u.constraint);
+            }
+            let load = u.coefficient * r;
+            acc.0 += load;
+            acc.1 += load * t;
+        }
+    }
+
+    fn clear_released_loads(&mut self) {
+        for &c in &self.released_on {
+            self.released_load[c as usize] = (0.0, 0.0);
+        }
+        self.released_on.clear();
+    }
+
+    /// When a flow's rate change takes effect in a fast-mode instant: the load-weighted mean
+    /// finish of the released flows on its constraints (the release time if none).
+    fn local_change_s(&self, f: u32, release_s: f64) -> f64 {
+        let (mut w, mut s) = (0.0, 0.0);
+        for u in self.sharing.usage_of(f) {
+            let acc = self.released_load[u.constraint as usize];
+            w += acc.0;
+            s += acc.1;
+        }
+        if w > 0.0 {
+            (s / w).clamp(self.window_s.0, self.window_s.1)
+        } else {
+            release_s
+        }
+    }
+
     fn next_finish_s(&self) -> Option<f64> {
         self.finishes.peek().map(|(t, _)| t)
     }
@@ -690,6 +736,7 @@ impl<'a> Sim<'a> {
                                     }
                                     break;
                                 }
+                                self.note_released_load(f, t);
                                 self.complete(f, t);
                                 released.push((f, t));
                                 n_left += 1;
@@ -712,7 +759,14 @@ impl<'a> Sim<'a> {
                 }
             }
             if !released.is_empty() {
+                let start = now;
                 now = self.release_time(now, &released, arrived.is_empty() && self.due.is_empty());
+                if now > start {
+                    let end = released.iter().fold(now, |m, &(_, t)| m.max(t));
+                    self.window_s = (start, end);
+                } else {
+                    self.clear_released_loads();
+                }
                 for &(f, _) in &released {
                     self.left[f as usize].bytes = 0.0;
                     self.leave(now, f);
@@ -952,6 +1006,7 @@ impl<'a> Sim<'a> {
         }
         let region = std::mem::take(&mut self.sharing.region);
         let n_changes_before = self.out.n_rate_changes;
+        let local = !self.released_on.is_empty();
         for &f in &region {
             let fi = f as usize;
             let old = self.sharing.rate(f);
@@ -979,6 +1034,8 @@ impl<'a> Sim<'a> {
             // last instant's `now` can be re-rated at this one's, which is earlier still.
             let since = if old == 0.0 {
                 self.out.start_s[fi].max(now)
+            } else if local {
+                self.local_change_s(f, now).max(self.left[fi].as_of_s)
             } else {
                 self.left[fi].as_of_s.max(now)
             };
@@ -987,7 +1044,7 @@ impl<'a> Sim<'a> {
             let (stats, touched) = (&mut self.load_stats, &mut self.touched);
             self.sharing
                 .set_rate(f, new, |c| load_changes(stats, touched, c));
-            let finish_s = since + bytes_left / new;
+            let finish_s = (since + bytes_left / new).max(now);
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
                     "flow {f} would finish at {} s ({} bytes left at {} B/s): beyond what \
@@ -1019,6 +1076,7 @@ impl<'a> Sim<'a> {
         self.full_next = self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS
             && 2 * touched >= self.sharing.n_attached;
         self.sharing.region = region;
+        self.clear_released_loads();
         self.close_instant_loads(now);
         if self.verify {
             self.verify_against_full_solve(now)?;
