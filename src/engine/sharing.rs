@@ -411,6 +411,42 @@ impl<'a> Sharing<'a> {
         }
     }
 
+    /// Sets the rate of attached flow `f` alone, for `refresh_loads` to bring its
+    /// constraints up to date: where a re-solve changes most rates, one pass over the
+    /// constraints' lists costs far less than a write to each list per usage entry.
+    #[inline]
+    pub fn set_rate_deferred(&mut self, f: u32, rate: f64) {
+        self.fs[f as usize].rate = rate;
+    }
+
+    /// Brings every constraint's list rates, load and top-rate bound up to its flows'
+    /// rates, the load summed afresh; `changed(c)` sees each constraint with flows.
+    pub fn refresh_loads(&mut self, mut changed: impl FnMut(u32)) {
+        let (fs, usage, span) = (&self.fs, self.usage, &self.span);
+        for (c, list) in self.on.iter_mut().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let link = &mut self.link[c];
+            let mut load = CompensatedSum::default();
+            let mut top = 0.0f64;
+            for slot in list.iter_mut() {
+                let rate = fs[slot.flow as usize].rate;
+                slot.rate = rate;
+                top = top.max(rate);
+                if link.n_non_unit == 0 {
+                    load.add(rate);
+                } else {
+                    let k = usage[span[slot.flow as usize].0 + slot.entry as usize].coefficient;
+                    load.add_product(k, rate);
+                }
+            }
+            link.load_Bps = load;
+            link.top_rate_bound = top;
+            changed(c as u32);
+        }
+    }
+
     /// Takes a flow off its constraints, and its load off theirs, noting its departure for
     /// the next `resolve`; its rate becomes 0. `changed(c)` sees each of its constraints.
     pub fn detach(&mut self, f: u32, mut changed: impl FnMut(u32)) {

@@ -280,6 +280,8 @@ struct Sim<'a> {
     /// it (`reshare`).
     filling: Filling,
     full_next: bool,
+    /// A full re-solve's new finish times, set in the heap together (`IndexedHeap::set_many`).
+    new_finishes: Vec<(u32, f64)>,
     /// Busy-time and peak statistics per constraint, in one struct since `load_changes`
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
@@ -469,6 +471,7 @@ impl<'a> Sim<'a> {
             sharing: Sharing::new(usage, span, capacity.to_vec(), &schedule.rate_cap_Bps),
             filling: Filling::default(),
             full_next: false,
+            new_finishes: Vec::new(),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
             meters: MeterRun::new(&options.meters, n_c)?,
@@ -1007,6 +1010,8 @@ impl<'a> Sim<'a> {
         let region = std::mem::take(&mut self.sharing.region);
         let n_changes_before = self.out.n_rate_changes;
         let local = !self.released_on.is_empty();
+        let mut new_finishes = std::mem::take(&mut self.new_finishes);
+        new_finishes.clear();
         for &f in &region {
             let fi = f as usize;
             let old = self.sharing.rate(f);
@@ -1041,9 +1046,13 @@ impl<'a> Sim<'a> {
             };
             self.left[fi] = self.left[fi].at(since, old);
             let bytes_left = self.left[fi].bytes;
-            let (stats, touched) = (&mut self.load_stats, &mut self.touched);
-            self.sharing
-                .set_rate(f, new, |c| load_changes(stats, touched, c));
+            if full {
+                self.sharing.set_rate_deferred(f, new);
+            } else {
+                let (stats, touched) = (&mut self.load_stats, &mut self.touched);
+                self.sharing
+                    .set_rate(f, new, |c| load_changes(stats, touched, c));
+            }
             let finish_s = (since + bytes_left / new).max(now);
             if !finish_s.is_finite() {
                 return Err(Error::InvalidArgument(format!(
@@ -1054,7 +1063,11 @@ impl<'a> Sim<'a> {
                     shown(new * weight())
                 )));
             }
-            self.finishes.set(f, finish_s);
+            if full {
+                new_finishes.push((f, finish_s));
+            } else {
+                self.finishes.set(f, finish_s);
+            }
             if self.record_rates {
                 if self.out.rate_change_flow.len() == self.out.rate_change_flow.capacity() {
                     self.grow_rate_log(now)?;
@@ -1067,6 +1080,13 @@ impl<'a> Sim<'a> {
                     .push(new * self.acts.weight(ActivityId(f)));
             }
         }
+        if full {
+            let (stats, touched) = (&mut self.load_stats, &mut self.touched);
+            self.sharing
+                .refresh_loads(|c| load_changes(stats, touched, c));
+            self.finishes.set_many(&new_finishes);
+        }
+        self.new_finishes = new_finishes;
         // Where most rates change anyway, the plain filling over every flow is cheaper than
         // the lazy one (same rates to rounding): taken while an instant's changes or the
         // lazy filling's wakes reach half the transferring flows, of which there are enough
