@@ -31,7 +31,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::solver::{CompensatedSum, Filling, Incidence, IndexedHeap, Usage};
+use crate::solver::{CompensatedSum, Filling, Incidence, IndexedHeap, Rows, Usage};
 
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate r is
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
@@ -669,7 +669,8 @@ impl<'a> Sharing<'a> {
             self.full_rates.resize(self.fs.len(), 0.0);
         }
         let mut rates = std::mem::take(&mut self.full_rates);
-        let result = filling.solve(&*self, &self.region, self.rate_cap, &mut rates);
+        // Its lists are the filling's rows: every flow on them is in the region.
+        let result = filling.solve_rows(&*self, &*self, &self.region, self.rate_cap, &mut rates);
         if result.is_ok() {
             for i in 0..self.region.len() {
                 let f = self.region[i];
@@ -1079,6 +1080,31 @@ impl<'a> Sharing<'a> {
             }
         }
         self.held[ci].truncate(kept);
+    }
+}
+
+impl Rows for Sharing<'_> {
+    #[inline]
+    fn row_len(&self, c: u32) -> usize {
+        self.on[c as usize].len()
+    }
+
+    #[inline]
+    fn row_flow(&self, c: u32, i: usize) -> u32 {
+        self.on[c as usize][i].flow
+    }
+
+    fn row_coef_sum(&self, c: u32) -> f64 {
+        let list = &self.on[c as usize];
+        if self.link[c as usize].n_non_unit == 0 {
+            return list.len() as f64;
+        }
+        let mut sum = CompensatedSum::default();
+        for slot in list {
+            let (begin, _) = self.span[slot.flow as usize];
+            sum.add(self.usage[begin + slot.entry as usize].coefficient);
+        }
+        sum.value()
     }
 }
 

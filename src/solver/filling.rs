@@ -29,6 +29,42 @@ impl ConstraintSums {
     }
 }
 
+/// The flows on each constraint, where the caller keeps them already: a solve over every
+/// flow on its registered constraints then builds no rows of its own (`Filling::solve_rows`).
+pub trait Rows {
+    /// Number of flows on constraint `c`.
+    fn row_len(&self, c: u32) -> usize;
+    /// The `i`-th flow on constraint `c`.
+    fn row_flow(&self, c: u32, i: usize) -> u32;
+    /// Sum of the coefficients of the flows on constraint `c`.
+    fn row_coef_sum(&self, c: u32) -> f64;
+}
+
+/// The rows `setup` builds: the subset's flows grouped by registered constraint, in
+/// compressed rows over `local`.
+struct OwnRows<'a> {
+    local: &'a [u32],
+    offsets: &'a [usize],
+    flows: &'a [u32],
+}
+
+impl Rows for OwnRows<'_> {
+    #[inline]
+    fn row_len(&self, c: u32) -> usize {
+        let row = self.local[c as usize] as usize;
+        self.offsets[row + 1] - self.offsets[row]
+    }
+
+    #[inline]
+    fn row_flow(&self, c: u32, i: usize) -> u32 {
+        self.flows[self.offsets[self.local[c as usize] as usize] + i]
+    }
+
+    fn row_coef_sum(&self, _c: u32) -> f64 {
+        unreachable!("own rows' sums are counted as they are built")
+    }
+}
+
 /// Reusable workspace; `solve` costs O(E log C) over the subset's E usage entries and C
 /// constraints, with no allocation once warmed up.
 #[derive(Debug, Default)]
@@ -101,10 +137,52 @@ impl Filling {
         rate_cap: &[f64],
         rates: &mut [f64],
     ) -> Result<()> {
-        let result = self
-            .setup(inc, subset, rate_cap)
-            .and_then(|_| self.fill(inc, rates));
-        // Leave the workspace clean whatever happened.
+        let result = self.setup(inc, subset, rate_cap).and_then(|_| {
+            let (local, offsets, flows) = (
+                std::mem::take(&mut self.local),
+                std::mem::take(&mut self.row_offsets),
+                std::mem::take(&mut self.row_flows),
+            );
+            let rows = OwnRows {
+                local: &local,
+                offsets: &offsets,
+                flows: &flows,
+            };
+            let result = self.fill(inc, &rows, rates);
+            (self.local, self.row_offsets, self.row_flows) = (local, offsets, flows);
+            result
+        });
+        self.clean(subset);
+        result
+    }
+
+    /// As `solve`, where `subset` is every flow on the registered constraints and `rows`
+    /// lists them on each (a flow on every one of its constraints): the rows and their sums
+    /// are read from there, not built.
+    pub fn solve_rows<I: Incidence, R: Rows>(
+        &mut self,
+        inc: &I,
+        rows: &R,
+        subset: &[u32],
+        rate_cap: &[f64],
+        rates: &mut [f64],
+    ) -> Result<()> {
+        let result = self.setup_caps(inc, subset, rate_cap).and_then(|_| {
+            for i in 0..self.registered.len() {
+                let c = self.registered[i];
+                let sums = &mut self.sums[c as usize];
+                sums.n_unfrozen = rows.row_len(c) as u32;
+                sums.coef_sum = CompensatedSum::new(rows.row_coef_sum(c));
+            }
+            self.fill_heap();
+            self.fill(inc, rows, rates)
+        });
+        self.clean(subset);
+        result
+    }
+
+    /// Leaves the workspace clean whatever happened.
+    fn clean(&mut self, subset: &[u32]) {
         self.heap.clear();
         for &f in subset {
             self.unfrozen[f as usize] = false;
@@ -113,16 +191,19 @@ impl Filling {
             self.is_registered[c as usize] = false;
         }
         self.registered.clear();
-        result
     }
 
-    /// Coefficient sums, the per-constraint rows of the subset, caps in order, initial keys.
-    fn setup<I: Incidence>(&mut self, inc: &I, subset: &[u32], rate_cap: &[f64]) -> Result<()> {
+    /// Marks the subset's flows unfrozen and lists their caps in order.
+    fn setup_caps<I: Incidence>(
+        &mut self,
+        inc: &I,
+        subset: &[u32],
+        rate_cap: &[f64],
+    ) -> Result<()> {
         self.capped.clear();
         for &f in subset {
-            let usage = inc.usage(f);
             let cap = rate_cap[f as usize];
-            if usage.is_empty() && !cap.is_finite() {
+            if !cap.is_finite() && inc.usage(f).is_empty() {
                 return Err(Error::InvalidArgument(format!(
                     "flow {f} uses no constraint and has no rate cap, so its rate is unbounded"
                 )));
@@ -131,7 +212,28 @@ impl Filling {
             if cap.is_finite() {
                 self.capped.push((cap, f));
             }
-            for u in usage {
+        }
+        self.capped
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        Ok(())
+    }
+
+    /// The initial keys: every registered constraint with flows, at its saturation level.
+    fn fill_heap(&mut self) {
+        let sums = &self.sums;
+        self.heap.extend(
+            self.registered
+                .iter()
+                .filter(|&&c| sums[c as usize].n_unfrozen > 0)
+                .map(|&c| (c, sums[c as usize].level())),
+        );
+    }
+
+    /// Coefficient sums, the per-constraint rows of the subset, caps in order, initial keys.
+    fn setup<I: Incidence>(&mut self, inc: &I, subset: &[u32], rate_cap: &[f64]) -> Result<()> {
+        self.setup_caps(inc, subset, rate_cap)?;
+        for &f in subset {
+            for u in inc.usage(f) {
                 let ci = u.constraint as usize;
                 if !self.is_registered[ci] {
                     return Err(Error::Internal(format!(
@@ -143,8 +245,6 @@ impl Filling {
                 self.sums[ci].n_unfrozen += 1;
             }
         }
-        self.capped
-            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // Counting sort of the subset's flows into rows, one per registered constraint.
         let n_rows = self.registered.len();
         self.row_offsets.clear();
@@ -167,17 +267,11 @@ impl Filling {
             self.row_offsets[i + 1] = self.row_offsets[i];
         }
         self.row_offsets[0] = 0;
-        let sums = &self.sums;
-        self.heap.extend(
-            self.registered
-                .iter()
-                .filter(|&&c| sums[c as usize].n_unfrozen > 0)
-                .map(|&c| (c, sums[c as usize].level())),
-        );
+        self.fill_heap();
         Ok(())
     }
 
-    fn fill<I: Incidence>(&mut self, inc: &I, rates: &mut [f64]) -> Result<()> {
+    fn fill<I: Incidence, R: Rows>(&mut self, inc: &I, rows: &R, rates: &mut [f64]) -> Result<()> {
         let mut level = 0.0f64;
         let mut next_capped = 0usize;
         loop {
@@ -216,10 +310,9 @@ impl Filling {
                     // Rounding can put a key a hair below the level already reached.
                     level = level.max(key);
                     self.heap.remove(c);
-                    let row = self.local[c as usize] as usize;
                     let mut frozen_any = false;
-                    for i in self.row_offsets[row]..self.row_offsets[row + 1] {
-                        let f = self.row_flows[i];
+                    for i in 0..rows.row_len(c) {
+                        let f = rows.row_flow(c, i);
                         if self.unfrozen[f as usize] {
                             frozen_any = true;
                             self.freeze(inc, f, level, c, rates);

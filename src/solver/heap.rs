@@ -294,28 +294,28 @@ mod tests {
             let n = 1 + rng.below(300) as usize;
             let mut heap = IndexedHeap::with_ids(n);
             let mut truth: Vec<Option<f64>> = vec![None; n];
-            for id in 0..n {
+            for (id, known) in truth.iter_mut().enumerate() {
                 if rng.below(3) > 0 {
                     let key = rng.below(40) as f64;
                     heap.set(id as u32, key);
-                    truth[id] = Some(key);
+                    *known = Some(key);
                 }
             }
             // Odd rounds update a few ids (sifted), even rounds most of them (rebuilt);
             // absent ids are inserted either way.
             let share = if round % 2 == 0 { 1 } else { 10 };
             let mut entries = Vec::new();
-            for id in 0..n {
+            for (id, known) in truth.iter_mut().enumerate() {
                 if rng.below(share) == 0 {
                     let key = rng.below(40) as f64;
                     entries.push((id as u32, key));
-                    truth[id] = Some(key);
+                    *known = Some(key);
                 }
             }
             heap.set_many(&entries);
             assert_consistent(&heap);
-            let mut expect: Vec<(f64, u32)> = (0..n)
-                .filter_map(|id| truth[id].map(|k| (k, id as u32)))
+            let mut expect: Vec<(f64, u32)> = (truth.iter().enumerate())
+                .filter_map(|(id, known)| known.map(|k| (k, id as u32)))
                 .collect();
             expect.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let mut popped = Vec::new();
