@@ -593,7 +593,9 @@ impl<'a> Sim<'a> {
     /// rate-weighted mean of their projected finishes, so that the bandwidth those finishing
     /// before it hold too long and those finishing after it free too soon balance, to first
     /// order (where the instant has arrivals or disruptions, at its own time, theirs). Never
-    /// past an event the instant's finishes made (a dependent ready at once).
+    /// past an event the instant's finishes made (a dependent ready at once). The rates it
+    /// re-solves each change at their own flow's local mean (`local_change_s`): this is the
+    /// instant's time, when the loop goes on.
     fn release_time(&mut self, now: f64, released: &[(u32, f64)], only_finishes: bool) -> f64 {
         if !only_finishes {
             return now;
@@ -636,7 +638,9 @@ impl<'a> Sim<'a> {
     }
 
     /// When a flow's rate change takes effect in a fast-mode instant: the load-weighted mean
-    /// finish of the released flows on its constraints (the release time if none).
+    /// finish of the released flows on its constraints (the release time if none), within
+    /// the window. Bandwidth freed early on one link then reaches the flows there early, not
+    /// at the mean of finishes elsewhere (README "Fast mode" has the errors before and after).
     fn local_change_s(&self, f: u32, release_s: f64) -> f64 {
         let (mut w, mut s) = (0.0, 0.0);
         for u in self.sharing.usage_of(f) {
