@@ -31,7 +31,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::solver::{CompensatedSum, Filling, Incidence, IndexedHeap, Rows, Usage};
+use crate::solver::{CompensatedSum, Filling, Incidence, IndexedHeap, RowFlows, Rows, Usage};
 
 /// A dormant flow's constraint counts as its bottleneck if its slack at the flow's rate r is
 /// below this fraction of (k x r), k the smallest coefficient on it: no flow there could rise
@@ -1083,7 +1083,7 @@ impl<'a> Sharing<'a> {
     }
 }
 
-impl Rows for Sharing<'_> {
+impl RowFlows for Sharing<'_> {
     #[inline]
     fn row_len(&self, c: u32) -> usize {
         self.on[c as usize].len()
@@ -1093,7 +1093,9 @@ impl Rows for Sharing<'_> {
     fn row_flow(&self, c: u32, i: usize) -> u32 {
         self.on[c as usize][i].flow
     }
+}
 
+impl Rows for Sharing<'_> {
     fn row_coef_sum(&self, c: u32) -> f64 {
         let list = &self.on[c as usize];
         if self.link[c as usize].n_non_unit == 0 {

@@ -6,7 +6,7 @@ mod filling;
 mod heap;
 mod sum;
 
-pub use filling::{Filling, Rows, CAPPED};
+pub use filling::{Filling, RowFlows, Rows, CAPPED};
 pub use heap::IndexedHeap;
 pub use sum::CompensatedSum;
 
