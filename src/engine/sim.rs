@@ -790,6 +790,7 @@ impl<'a> Sim<'a> {
             if n_left > 0 || !arrived.is_empty() {
                 self.reshare(now, &arrived)?;
             }
+            self.clear_released_loads();
             // Report every tenth of a second of wall time (the clock is read every 64 instants).
             if self.out.n_instants % 64 == 0 && last_report.elapsed() >= REPORT_EVERY {
                 last_report = std::time::Instant::now();
@@ -931,7 +932,10 @@ impl<'a> Sim<'a> {
     /// Stops a transferring flow's transfer at `now`, keeping the bytes it has left.
     fn cut(&mut self, now: f64, f: u32) {
         let fi = f as usize;
-        self.left[fi] = self.left[fi].at(now, self.sharing.rate(f));
+        // A fast-mode instant can have re-rated it from a moment after `now` (within a
+        // window ahead); it is cut from then on.
+        let as_of_s = now.max(self.left[fi].as_of_s);
+        self.left[fi] = self.left[fi].at(as_of_s, self.sharing.rate(f));
         self.finishes.remove(f);
         self.leave(now, f);
     }
@@ -1100,7 +1104,6 @@ impl<'a> Sim<'a> {
         self.full_next = self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS
             && 2 * touched >= self.sharing.n_attached;
         self.sharing.region = region;
-        self.clear_released_loads();
         self.close_instant_loads(now);
         if self.verify {
             self.verify_against_full_solve(now)?;
