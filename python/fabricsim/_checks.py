@@ -152,6 +152,17 @@ def many(name: str, values: Any, expected: str, *, ordered: bool = True) -> Any:
     return values
 
 
+def _from_arrow(name: str, values: Any) -> Any:
+    """A pyarrow Array or ChunkedArray (a results table's column) as a NumPy array, other
+    values as they are; a column with nulls is refused, naming the first."""
+    if not type(values).__module__.startswith("pyarrow") or not hasattr(values, "null_count"):
+        return values
+    if values.null_count:
+        first = values.is_null().to_pylist().index(True)
+        raise InvalidArgumentError(f"{name}[{first}] is null: give a column without nulls (drop or fill them first)")
+    return values.to_numpy(zero_copy_only=False)
+
+
 def _expected(bounds: tuple[int, int]) -> str:
     return f"an integer in [{_show(bounds[0])}, {_show(bounds[1])})"
 
@@ -177,7 +188,9 @@ def integers(
 ) -> np.ndarray:
     """``values`` (a sequence or a 1-D array) as a contiguous int64 array, if every element is
     an integer within ``bounds``; the first bad element is named by its index. ``one=True``
-    also takes a single integer, as a sequence of one; ``ordered=False`` also a set (`many`)."""
+    also takes a single integer, as a sequence of one; ``ordered=False`` also a set (`many`).
+    A pyarrow column is read as its NumPy array."""
+    values = _from_arrow(name, values)
     if type(values) is np.ndarray and values.dtype == np.int64 and values.ndim == 1 and bounds == I64:
         return np.ascontiguousarray(values)  # every int64 is within I64: nothing to check
     if type(values) is list and 0 < len(values) <= 64 and all(type(v) is int for v in values):
@@ -230,7 +243,9 @@ _LARGE = 1 << 20
 def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
     """A float64 array of ``n`` quantities from one value for all or a sequence of ``n``;
     each value a number or a unit string that ``parse`` reads ("1GiB", "500ns").
-    ``n=None`` takes a sequence of any length (and no single value)."""
+    ``n=None`` takes a sequence of any length (and no single value). A pyarrow column is read
+    as its NumPy array."""
+    values = _from_arrow(name, values)
     expected = "a 1-D sequence of values" if n is None else f"one value or a 1-D sequence of {n}"
     if n is not None and n >= _LARGE:
         # Before the array: one value broadcast to n is n x 8 bytes from nothing.

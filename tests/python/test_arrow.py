@@ -197,3 +197,26 @@ def test_parquet_files_say_which_run_they_come_from(tmp_path):
     units = json.loads(meta[b"fabricsim.units"])
     assert units["finish_s"] == "s" and units["bytes"] == "bytes" and units["mean_rate_Bps"] == "bytes/s"
     assert "src" not in units
+
+
+def test_a_results_column_goes_back_into_the_api_as_it_is():
+    # A flows table's columns (pyarrow arrays) name nodes and size new flows directly.
+    fab = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    sc = fs.Scenario(fab)
+    sc.add_flows([0, 1, 2], [9, 10, 3], ["1MB", "2MB", "3MB"])
+    flows = sc.run().flows
+    assert fab.names_of(flows["src"]) == fab.names_of(flows["src"].to_pylist())
+    again = fs.Scenario(fab)
+    again.add_flows(flows["src"], flows["dst"], flows["bytes"])
+    assert again.run().flows["finish_s"].to_pylist() == flows["finish_s"].to_pylist()
+
+
+@pytest.mark.parametrize("column", [pa.array([0, None, 2]), pa.chunked_array([[0], [None, 2]])])
+def test_a_column_with_nulls_is_refused_naming_the_first(column):
+    fab = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    with pytest.raises(fs.InvalidArgumentError, match=r"nodes\[1\] is null"):
+        fab.names_of(column)
+    sc = fs.Scenario(fab)
+    with pytest.raises(fs.InvalidArgumentError, match=r"\[1\] is null"):
+        sc.add_flows([0, 1, 2], [9, 10, 3], column)
+    assert sc.n_activities == 0  # nothing added
