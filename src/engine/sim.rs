@@ -1165,11 +1165,13 @@ impl<'a> Sim<'a> {
         let full = crate::solver::max_min_rates(capacity, &fi, &ci, &k, active.len(), Some(caps))?;
         for (i, &f) in active.iter().enumerate() {
             if (full[i] - rate(f)).abs() > 1e-9 * full[i] {
+                // The flow's own rates, not share levels (weights: `Schedule`).
+                let weight = self.acts.weight(ActivityId(f));
                 return Err(Error::Internal(format!(
-                    "at {} s flow {f} has rate {} but a full solve gives {}",
+                    "at {} s flow {f} has rate {} B/s but a full solve gives {} B/s",
                     shown(now),
-                    shown(rate(f)),
-                    shown(full[i])
+                    shown(rate(f) * weight),
+                    shown(full[i] * weight)
                 )));
             }
         }
