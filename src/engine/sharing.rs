@@ -63,6 +63,13 @@ pub(crate) struct Slot {
     pub rate: f64,
 }
 
+/// The coefficient of a slot's flow on its constraint (read from the flow's usage list: the
+/// slot keeps no copy, to stay small for scans).
+#[inline]
+fn slot_coefficient(usage: &[Usage], span: &[(usize, usize)], slot: &Slot) -> f64 {
+    usage[span[slot.flow as usize].0 + slot.entry as usize].coefficient
+}
+
 const NO_NODE: u32 = u32::MAX;
 
 /// A constraint's part in the re-solve under way.
@@ -428,17 +435,17 @@ impl<'a> Sharing<'a> {
                 continue;
             }
             let link = &mut self.link[c];
+            let unit = link.n_non_unit == 0;
             let mut load = CompensatedSum::default();
             let mut top = 0.0f64;
             for slot in list.iter_mut() {
                 let rate = fs[slot.flow as usize].rate;
                 slot.rate = rate;
                 top = top.max(rate);
-                if link.n_non_unit == 0 {
+                if unit {
                     load.add(rate);
                 } else {
-                    let k = usage[span[slot.flow as usize].0 + slot.entry as usize].coefficient;
-                    load.add_product(k, rate);
+                    load.add_product(slot_coefficient(usage, span, slot), rate);
                 }
             }
             link.load_Bps = load;
@@ -811,11 +818,10 @@ impl<'a> Sharing<'a> {
             for s in &self.on[ci] {
                 let g = s.flow as usize;
                 if s.rate > above && !self.in_region[g] {
-                    // Not copied into the slot, which stays small for scans.
                     let k = if unit {
                         1.0
                     } else {
-                        self.usage[self.span[g].0 + s.entry as usize].coefficient
+                        slot_coefficient(self.usage, &self.span, s)
                     };
                     faster.push((s.rate, k, s.flow));
                 }
@@ -1103,8 +1109,7 @@ impl Rows for Sharing<'_> {
         }
         let mut sum = CompensatedSum::default();
         for slot in list {
-            let (begin, _) = self.span[slot.flow as usize];
-            sum.add(self.usage[begin + slot.entry as usize].coefficient);
+            sum.add(slot_coefficient(self.usage, &self.span, slot));
         }
         sum.value()
     }
