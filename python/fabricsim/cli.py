@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from . import __version__, _core
 from ._checks import parsed
+from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .results import output_directory
 from .fabrics import Fabric, Topology
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
