@@ -252,14 +252,17 @@ def _calibrate(args: argparse.Namespace) -> int:
     from .calibration import calibrate, format_calibration
     from .nccl_logs import read_nccl_tests
 
+    if args.out is not None:  # a bad path is reported now, not after the fit
+        output_directory("--out", os.path.dirname(os.path.abspath(args.out)))
     fabric = _cli_fabric(args)
     logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
     ranks = None if args.ranks is None else list(range(args.ranks))
     cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,
                     cost_model=_cli_cost_model(args))
+    if args.out is not None:  # the fit is kept before anything else can go wrong
+        cal.cost_model.to_json(args.out)
     print(format_calibration(cal))
     if args.out is not None:
-        cal.cost_model.to_json(args.out)
         print(f"wrote {args.out}")
     return 0
 

@@ -356,3 +356,68 @@ def test_an_int_is_named_as_the_file_descriptor_it_would_be(tmp_path):
         fs.CostModel().to_json(7)
     with pytest.raises(InvalidArgumentError, match=r"got int 1000000000\d*\.\.\. \(an int of 401 digits\)$"):
         fs.CostModel().to_json(10**400)
+
+
+# ---- calibrate keeps its fit ---------------------------------------------------------------
+
+_LOG_HEADER = ("#     size     count  type  redop  root     time   algbw   busbw  #wrong     time   algbw   busbw  "
+               "#wrong")
+
+
+def _log(rows):
+    ranks = [f"#  Rank {i:2d} Group  0 Pid {4000 + i:5d} on   node0 device {i:2d} [0x{i:02x}] NVIDIA H100 80GB HBM3"
+             for i in range(8)]
+    return "\n".join(ranks + [_LOG_HEADER] + [f"{s} {s // 4} float sum -1 {t} 0 0 0 {t} 0 0 0" for s, t in rows]) + "\n"
+
+
+GOOD_ROWS = [(2**20, 30.0), (2**24, 100.0), (2**28, 1100.0), (2**30, 4000.0)]
+
+
+@pytest.mark.parametrize("rows", [
+    # The held-out 256 MiB row took 1e300 us: its default-model error is -100%, and the
+    # report divided by 1 + that error (ZeroDivisionError) after the fit, before --out.
+    GOOD_ROWS[:2] + [(2**28, 1e300)] + GOOD_ROWS[3:],
+    # A fitted row of 1e300 us drove latency_scale past exp()'s range (OverflowError).
+    [(2**20, 1e300)] + GOOD_ROWS[1:],
+    # Sizes near 2**63 and times near 0: busbw and errors beyond the doubles.
+    GOOD_ROWS[:3] + [(2**63 - 8, 1e-300)],
+], ids=["minus-100-percent", "huge-time", "huge-size"])
+def test_calibrate_writes_its_fit_and_prints_a_report_whatever_the_times(tmp_path, capsys, rows):
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(_log(rows))
+    out = tmp_path / "fit.json"
+    assert cli.main(["calibrate", str(log), "--op", "all_reduce", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("all_reduce ") == 4 and f"wrote {out}" in printed
+    model = fs.CostModel.from_json(out)
+    cal = fs.calibrate(fs.hgx_h100(), fs.read_nccl_tests(str(log), op="all_reduce"))
+    assert model == cal.cost_model
+    default = cal.table["default_busbw_Bps"].to_numpy()
+    assert (default > 0).all()  # from the default model's time, not through the error
+    if rows[2][1] == 1e300:
+        assert "-100.0%  held out" in printed
+
+
+def test_calibrate_writes_the_fit_before_it_builds_the_report(tmp_path, monkeypatch, capsys):
+    from fabricsim import calibration
+
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(_log(GOOD_ROWS))
+    out = tmp_path / "fit.json"
+
+    def broken(cal):
+        raise ValueError("the report could not be built")
+
+    monkeypatch.setattr(calibration, "format_calibration", broken)
+    assert cli.main(["calibrate", str(log), "--op", "all_reduce", "--out", str(out)]) == 2
+    assert "the report could not be built" in capsys.readouterr().err
+    assert fs.CostModel.from_json(out).latency_scale != 1.0  # the fit is kept
+
+
+def test_calibrate_checks_out_before_the_fit(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(_log(GOOD_ROWS))
+    assert cli.main(["calibrate", str(log), "--op", "all_reduce", "--out", str(tmp_path / "file" / "fit.json")]) == 1
+    err = capsys.readouterr()
+    assert f"cannot write {str(tmp_path / 'file')!r}: File exists" in err.err and err.out == ""
