@@ -421,3 +421,42 @@ def test_calibrate_checks_out_before_the_fit(tmp_path, capsys):
     assert cli.main(["calibrate", str(log), "--op", "all_reduce", "--out", str(tmp_path / "file" / "fit.json")]) == 1
     err = capsys.readouterr()
     assert f"cannot write {str(tmp_path / 'file')!r}: File exists" in err.err and err.out == ""
+
+
+# ---- sweep keeps its points ----------------------------------------------------------------
+
+
+def test_a_sweep_over_mixed_types_keeps_every_point_as_text():
+    # The join raised ArrowTypeError after every point had run.
+    t = fs.sweep({"nodes": [1, 2, "auto"]}, lambda nodes: {"n": 3 if nodes == "auto" else nodes})
+    assert t.schema.field("nodes").type == pa.string() and t.schema.field("n").type == pa.int64()
+    assert t.to_pylist() == [{"nodes": "1", "n": 1}, {"nodes": "2", "n": 2}, {"nodes": "auto", "n": 3}]
+    # A result that is a number at one point and a string at another.
+    t = fs.sweep({"x": [1, 2]}, lambda x: {"y": 0.5 if x == 1 else "n/a"})
+    assert t.column("y").to_pylist() == ["0.5", "n/a"] and t.column("x").to_pylist() == [1, 2]
+
+
+def test_a_sweep_over_integers_beyond_64_bits_keeps_them_exactly():
+    # pa.array raised OverflowError for the grid's labels; a result of 2**70 failed its point.
+    t = fs.sweep({"n": [1, 2**70]}, lambda n: {"double": 2 * n, "fits": 1})
+    assert t.column("n").to_pylist() == ["1", str(2**70)]
+    assert t.column("double").to_pylist() == ["2", str(2**71)]
+    assert t.column("fits").type == pa.int64()
+    t = fs.sweep({"n": [3]}, lambda n: [{"v": -(2**64)}, {"v": "text"}])
+    assert t.column("v").to_pylist() == [str(-(2**64)), "text"]
+    assert fs.sweep({"n": [3]}, lambda n: 2**80).column("value").to_pylist() == [str(2**80)]
+
+
+def test_a_result_column_named_as_a_parameter_is_refused_at_the_first_point():
+    # It was refused at the join, once every point had run.
+    ran = []
+
+    def point(x):
+        ran.append(x)
+        return {"x": x}
+
+    with pytest.raises(InvalidArgumentError, match=r"column\(s\) 'x', named as grid parameters"):
+        fs.sweep({"x": [1, 2, 3]}, point)
+    assert ran == [1]
+    with pytest.raises(InvalidArgumentError, match=r"two columns named 'a'"):
+        fs.sweep({"x": [1]}, lambda x: pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"]))
