@@ -25,7 +25,6 @@ import difflib
 import inspect
 import math
 import numbers
-import os
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
@@ -112,16 +111,6 @@ def callback(name: str, value: Callable[..., Any], params: tuple[str, ...]) -> C
         raise InvalidArgumentError(
             f"{name}={value!r} cannot be called as {name}({', '.join(params)}): it takes {signature} ({err})"
         ) from None
-    return value
-
-
-def pathlike(name: str, value: Any) -> str | os.PathLike[str]:
-    """``value`` if it is a file or directory path: a non-empty str or os.PathLike (an int
-    would be taken by ``open`` for a file descriptor, True for stdout)."""
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise InvalidArgumentError(
-            f"{name} must be a path (a non-empty str or os.PathLike), got {type(value).__name__} {value!r}"
-        )
     return value
 
 

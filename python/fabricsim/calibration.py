@@ -48,6 +48,9 @@ PARAMETERS = ("nvls_efficiency", "network_efficiency", "nvlink_efficiency", "lat
 SENSITIVITY = 0.01  # a 10% change must move some row's time by this much for a parameter to be fitted
 UNIQUE = 0.1  # the share of a parameter's effect on the rows that the earlier ones cannot mimic
 _STEP = math.log(1.1)
+# Fitted values stay in [1e-300, 1e300] (in log space, where the fit moves them): a log whose
+# times are absurd (1e300 s) cannot drive exp() past the float range nor a parameter to 0.
+_LOG_LOWEST, _LOG_HIGHEST = math.log(1e-300), math.log(1e300)
 _MAX_ITERATIONS = 50
 # A log row to fit: (log index, op, size, measured time, held out, algorithm, protocol).
 _FitRow = tuple[int, str, int, float, bool, str, str]
@@ -100,7 +103,8 @@ class Calibration:
         out = {}
         for name, mask in (("fit", ~held), ("held_out", held)):
             e = err[mask]
-            out[f"{name}_rms"] = float(np.sqrt(np.mean(e ** 2))) if e.size else math.nan
+            with np.errstate(over="ignore"):  # an error beyond 1e154 squares to inf, and is reported so
+                out[f"{name}_rms"] = float(np.sqrt(np.mean(e ** 2))) if e.size else math.nan
             out[f"{name}_max"] = float(np.max(np.abs(e))) if e.size else math.nan
         return out
 
@@ -247,22 +251,24 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
 
     factor = np.array([busbw_factor(r[1], n_comm) for r in rows])
     size = np.array([r[2] for r in rows], dtype=np.float64)
-    table = pa.table({
-        "log": pa.array([parsed[r[0]].source for r in rows]),
-        "op": pa.array([r[1] for r in rows]),
-        "n_ranks": pa.array([n_comm] * len(rows), pa.int64()),
-        "size_bytes": pa.array(size.astype(np.int64)),
-        "algorithm": pa.array([r[5] for r in rows]),
-        "protocol": pa.array([r[6] for r in rows]),
-        "measured_time_s": pa.array(all_measured),
-        "default_time_s": pa.array(default_t),
-        "fitted_time_s": pa.array(fitted_t),
-        "measured_busbw_Bps": pa.array(size / all_measured * factor),
-        "fitted_busbw_Bps": pa.array(size / fitted_t * factor),
-        "default_error": pa.array(default_t / all_measured - 1),
-        "fitted_error": pa.array(fitted_t / all_measured - 1),
-        "held_out": pa.array([r[4] for r in rows]),
-    })
+    with np.errstate(over="ignore", divide="ignore"):  # a busbw or error beyond the doubles is inf, and prints so
+        table = pa.table({
+            "log": pa.array([parsed[r[0]].source for r in rows]),
+            "op": pa.array([r[1] for r in rows]),
+            "n_ranks": pa.array([n_comm] * len(rows), pa.int64()),
+            "size_bytes": pa.array([r[2] for r in rows], pa.int64()),
+            "algorithm": pa.array([r[5] for r in rows]),
+            "protocol": pa.array([r[6] for r in rows]),
+            "measured_time_s": pa.array(all_measured),
+            "default_time_s": pa.array(default_t),
+            "fitted_time_s": pa.array(fitted_t),
+            "measured_busbw_Bps": pa.array(size / all_measured * factor),
+            "default_busbw_Bps": pa.array(size / default_t * factor),
+            "fitted_busbw_Bps": pa.array(size / fitted_t * factor),
+            "default_error": pa.array(default_t / all_measured - 1),
+            "fitted_error": pa.array(fitted_t / all_measured - 1),
+            "held_out": pa.array([r[4] for r in rows]),
+        })
     return Calibration(fitted_cost, fitted, not_determined, table)
 
 
@@ -275,7 +281,8 @@ def _fit(model: Callable[[CostModel, list[_FitRow]], npt.NDArray[np.float64]], r
     measured: npt.NDArray[np.float64] = np.array([r[3] for r in fit_rows])
 
     def residual(c: CostModel) -> npt.NDArray[np.float64]:
-        return np.log(model(c, fit_rows) / measured)
+        # Logs apart, not the log of the ratio: a ratio of 1e-300 s to 1e300 s leaves the doubles.
+        return np.log(model(c, fit_rows)) - np.log(measured)
 
     base = residual(cost)
     determined: list[str] = []
@@ -294,11 +301,11 @@ def _fit(model: Callable[[CostModel, list[_FitRow]], npt.NDArray[np.float64]], r
     if not determined:
         return cost, []
     x = np.log([values[p] for p in determined])
-    upper = np.array([0.0 if p != "latency_scale" else np.inf for p in determined])  # efficiencies <= 1
+    upper = np.array([0.0 if p != "latency_scale" else _LOG_HIGHEST for p in determined])  # efficiencies <= 1
 
     def at(xv: np.ndarray) -> CostModel:
         c = cost
-        for p, v in zip(determined, np.minimum(xv, upper)):
+        for p, v in zip(determined, np.clip(xv, _LOG_LOWEST, upper)):
             c = _with(c, p, float(math.exp(v)), arch)
         return c
 
@@ -309,7 +316,7 @@ def _fit(model: Callable[[CostModel, list[_FitRow]], npt.NDArray[np.float64]], r
         improved = False
         while damping < 1e8:
             step = np.linalg.solve(A + damping * np.diag(np.diag(A) + 1e-12), -g)
-            trial = np.minimum(x + step, upper)
+            trial = np.clip(x + step, _LOG_LOWEST, upper)
             rt = residual(at(trial))
             if rt @ rt < r @ r:
                 x, r, improved = trial, rt, True
@@ -336,14 +343,21 @@ def format_calibration(cal: Calibration) -> str:
              f"{'error':>7}  (busbw GB/s)"]
     for r in cal.table.to_pylist():
         lines.append(
-            f"{r['op']:<14} {r['size_bytes']:>12} {r['algorithm']:<10} {r['measured_busbw_Bps'] / 1e9:>9.2f} "
-            f"{r['measured_busbw_Bps'] / 1e9 / (1 + r['default_error']):>9.2f} {r['fitted_busbw_Bps'] / 1e9:>9.2f} "
-            f"{r['fitted_error'] * 100:>+6.1f}%" + ("  held out" if r["held_out"] else ""))
-    s = cal.error_summary()
-    lines.append(f"\ntime error, rms (max): fitted rows {s['fit_rms'] * 100:.1f}% ({s['fit_max'] * 100:.1f}%), "
-                 f"held-out rows {s['held_out_rms'] * 100:.1f}% ({s['held_out_max'] * 100:.1f}%)")
+            f"{r['op']:<14} {r['size_bytes']:>12} {r['algorithm']:<10} {_fixed(r['measured_busbw_Bps'] / 1e9, 9, 2)} "
+            f"{_fixed(r['default_busbw_Bps'] / 1e9, 9, 2)} {_fixed(r['fitted_busbw_Bps'] / 1e9, 9, 2)} "
+            f"{_fixed(r['fitted_error'] * 100, 6, 1, '+')}%" + ("  held out" if r["held_out"] else ""))
+    s = {k: _fixed(v * 100, 0, 1) for k, v in cal.error_summary().items()}
+    lines.append(f"\ntime error, rms (max): fitted rows {s['fit_rms']}% ({s['fit_max']}%), "
+                 f"held-out rows {s['held_out_rms']}% ({s['held_out_max']}%)")
     for p, v in cal.fitted.items():
         lines.append(f"fitted {p} = {v:.4g}")
     if cal.not_determined:
         lines.append(f"not determined by these runs (kept): {', '.join(cal.not_determined)}")
     return "\n".join(lines)
+
+
+def _fixed(value: float, width: int, decimals: int, sign: str = "") -> str:
+    """``value`` with ``decimals`` within ``width``, or in powers of ten where it would not fit
+    (a log of absurd times gives errors of 1e300%)."""
+    text = f"{value:>{sign}{width}.{decimals}f}"
+    return text if len(text) <= max(width, 9) else f"{value:>{sign}{width}.3g}"

@@ -75,7 +75,8 @@ from typing import Any
 import pyarrow as pa
 
 from . import exceptions, units
-from ._checks import MAX_CAPACITY_BPS, did_you_mean, finite, flag, parsed, pathlike, real, shown
+from ._checks import MAX_CAPACITY_BPS, did_you_mean, finite, flag, parsed, real, shown
+from ._files import read_bytes, reason
 from .exceptions import InvalidArgumentError
 
 __all__ = [
@@ -913,12 +914,10 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
         fs.catalog.remove_part("my-nic")
     """
     flag("replace", replace)
-    pathlike("path", path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
-        raise _bad(f"cannot read catalog file {os.fspath(path)!r}: {err}") from err
+        path, data = read_bytes("path", path)
+    except OSError as err:  # the path is one: read_bytes checked it
+        raise _bad(f"cannot read catalog file {os.fspath(path)!r}: {reason(err)}") from err
     doc = _parse_json(data, f"catalog file {os.fspath(path)!r}")
     new, new_aliases = _parse_document(doc, f"catalog file {os.fspath(path)!r}", origin="user")
     _commit(new, new_aliases, replace)

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from . import __version__, _core
 from ._checks import parsed
+from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .results import output_directory
 from .fabrics import Fabric, Topology
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
@@ -252,14 +252,17 @@ def _calibrate(args: argparse.Namespace) -> int:
     from .calibration import calibrate, format_calibration
     from .nccl_logs import read_nccl_tests
 
+    if args.out is not None:  # a bad path is reported now, not after the fit
+        output_directory("--out", os.path.dirname(os.path.abspath(args.out)))
     fabric = _cli_fabric(args)
     logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
     ranks = None if args.ranks is None else list(range(args.ranks))
     cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,
                     cost_model=_cli_cost_model(args))
+    if args.out is not None:  # the fit is kept before anything else can go wrong
+        cal.cost_model.to_json(args.out)
     print(format_calibration(cal))
     if args.out is not None:
-        cal.cost_model.to_json(args.out)
         print(f"wrote {args.out}")
     return 0
 

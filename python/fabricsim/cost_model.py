@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ._checks import shown
+from ._files import read_bytes, reason, write_file
 from .exceptions import InvalidArgumentError
 
 __all__ = ["AXES", "CostModel", "DEFAULT", "SOURCES"]
@@ -313,7 +314,9 @@ class CostModel:
         return DEFAULT.replace(**dict(data))
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
-        """JSON text of :meth:`to_dict`; written to ``path`` as well when one is given.
+        """JSON text of :meth:`to_dict`; written to ``path`` as well when one is given, whole
+        or not at all: a write that fails (a full disk, a directory there, Ctrl-C) leaves the
+        file that was there as it was and raises :class:`WriteError` naming the path.
 
         Example::
 
@@ -321,26 +324,26 @@ class CostModel:
         """
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
+            write_file("path", path, (text + "\n").encode())
         return text
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> "CostModel":
-        """A model from JSON text or a JSON file's path.
+        """A model from JSON text (a str starting with ``{``) or a JSON file's path (a str or
+        os.PathLike; not a file descriptor).
 
         Example::
 
             fs.CostModel(latency_scale=1.5).to_json("model.json")
             fs.CostModel.from_json("model.json").latency_scale   # 1.5
         """
-        text = str(source)
-        if not text.lstrip().startswith("{"):
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            text = source
+        else:
             try:
-                with open(source, encoding="utf-8") as fh:
-                    text = fh.read()
-            except (OSError, UnicodeDecodeError) as e:
-                raise InvalidArgumentError(f"cannot read a cost model from {str(source)!r}: {e}") from None
+                text = read_bytes("source", source)[1].decode("utf-8")
+            except (OSError, UnicodeDecodeError) as e:  # the source is a path: read_bytes checked it
+                raise InvalidArgumentError(f"cannot read a cost model from {os.fspath(source)!r}: {reason(e)}") from None
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as e:

@@ -201,11 +201,13 @@ class NcclLogError(InvalidArgumentError):
 
 
 class WriteError(FabricsimError, OSError):
-    """Results that could not be written (:meth:`Result.to_parquet`, ``fabricsim demo
-    --parquet``): a directory that cannot be made or written, a file where a directory should
-    be, a full disk, a path with a NUL in it. The message names the path and the cause; a
-    write that fails leaves the files that were there as they were. Also an ``OSError``, as
-    the errors it stands for are.
+    """A file that could not be written (:meth:`Result.to_parquet`, :meth:`ScenarioFile.write`,
+    :meth:`CostModel.to_json`, :func:`fabricsim.trace.write_trace`, :func:`fabricsim.plot.save`
+    and the CLI's ``--parquet``, ``--out`` and ``--plot``): a directory that cannot be made or
+    written, a file where a directory should be or a directory where a file should be, a full
+    disk, an I/O error, a path with a NUL in it. The message names the path and the cause;
+    every write is whole or not at all, so one that fails leaves the files that were there as
+    they were, byte for byte. Also an ``OSError``, as the errors it stands for are.
 
     Example::
 

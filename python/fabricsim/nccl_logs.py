@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from ._checks import shown
+from ._files import read_bytes, reason
 from .exceptions import InvalidArgumentError, NcclLogError
 from .nccl_conventions import OPS, _check_op, _check_ranks, busbw_factor
 
@@ -170,17 +172,16 @@ def _load(source: str | os.PathLike[str]) -> tuple[str, str, str | None]:
         return "<text>", source, None
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidArgumentError(
-            f"source={type(source).__name__} {_shorten(repr(source), 60)}: expected a path "
+            f"source={type(source).__name__} {shown(source)[:60]}: expected a path "
             "(str or os.PathLike) or the log's text (a str with its newlines)")
     label = os.fsdecode(os.fspath(source))
     try:
-        with open(source, "rb") as handle:
-            data = handle.read()
+        data = read_bytes("source", source)[1]
     except OSError as e:
         hint = ""
         if isinstance(e, FileNotFoundError) and isinstance(source, str):
             hint = " (a str without a newline is taken for a path; pass a log's text with its newlines)"
-        raise NcclLogError(f"cannot read nccl-tests log {label}: {e}{hint}") from e
+        raise NcclLogError(f"cannot read nccl-tests log {label}: {reason(e)}{hint}") from e
     if data[:2] == b"\x1f\x8b":
         raise NcclLogError(f"{label} is gzip-compressed: expected nccl-tests' text output (decompress it first)")
     nul = data.find(b"\x00")

@@ -3,7 +3,7 @@
 Each function returns a :class:`matplotlib.figure.Figure` (or draws into ``ax=`` when given
 one) and never touches pyplot's global state, so it is safe in scripts, notebooks and worker
 threads; :func:`save` writes a figure as a PNG (or any format matplotlib knows by the
-extension).
+extension), whole or not at all.
 
 * :func:`link_utilization`: the busiest links' utilisation over time, as a heatmap.
 * :func:`fct_cdf`: the distribution of flow completion times, one curve per tag.
@@ -24,9 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._files import path_argument, write_file
 from .exceptions import InvalidArgumentError
 
-__all__ = ["link_utilization", "link_load", "fct_cdf", "timeline", "busbw", "save", "by_name"]
+__all__ = ["link_utilization", "link_load", "fct_cdf", "timeline", "busbw", "save", "image", "by_name"]
 
 
 def _figure(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
@@ -41,7 +42,9 @@ def _figure(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
 
 
 def save(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> str:
-    """Writes ``fig`` to ``path`` (PNG unless the extension says otherwise); returns the path.
+    """Writes ``fig`` to ``path`` (PNG unless the extension names another format matplotlib
+    writes: svg, pdf, ...); returns the path. Whole or not at all: a write that fails leaves
+    the file that was there as it was and raises :class:`WriteError` naming the path.
 
     Example::
 
@@ -49,9 +52,29 @@ def save(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> str:
         sc.add_collective("all_gather", None, "64MiB")
         fs.plot.save(fs.plot.fct_cdf(sc.run()), "fct.png")   # 'fct.png'
     """
-    path = os.fspath(path)
-    fig.savefig(path, dpi=dpi)
-    return path
+    path = path_argument("path", path)
+    return write_file("path", path, image(fig, os.path.splitext(path)[1][1:] or "png", dpi=dpi))
+
+
+def image(fig: Any, format: str = "png", *, dpi: int = 120) -> bytes:
+    """``fig`` drawn as the bytes of an image file (``format``: png, svg, pdf, ...; what
+    :func:`save` writes).
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_gather", None, "64MiB")
+        fs.plot.image(fs.plot.fct_cdf(sc.run()))[:4]   # b'\\x89PNG'
+    """
+    import io
+
+    formats = fig.canvas.get_supported_filetypes()
+    if format.lower() not in formats:
+        raise InvalidArgumentError(
+            f"cannot draw a figure as {format!r}: the formats are {', '.join(sorted(formats))}")
+    out = io.BytesIO()
+    fig.savefig(out, format=format.lower(), dpi=dpi)
+    return out.getvalue()
 
 
 # ---- link loads over time ------------------------------------------------------------------

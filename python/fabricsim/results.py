@@ -8,64 +8,21 @@ polars (``pl.from_arrow`` / ``pl.DataFrame``), DuckDB and pandas read it directl
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._checks import pathlike
-from .exceptions import WriteError
+from ._files import Content, write_files
 from .units import format_bytes, format_duration
 
 __all__ = ["Result", "Summary", "table_from_columns"]
 
 # Every table to_parquet can write, in the order it writes them.
 _TABLES = ("flows", "delays", "links", "collectives", "jobs", "job_links", "rate_changes")
-
-_T = TypeVar("_T")
-
-
-def _quietly(action: Any, *args: Any) -> None:
-    """Undoing a failed write as far as it can: an error here would hide the first one."""
-    try:
-        action(*args)
-    except OSError:
-        pass
-
-
-def _write(path: str, action: Callable[[], _T]) -> _T:
-    """``action()``, with an OS error (or NumPy/Arrow's for a path it cannot take) as a
-    :class:`WriteError` naming ``path``."""
-    try:
-        return action()
-    except (OSError, ValueError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise WriteError(f"cannot write {path!r}: {reason}") from err
-
-
-def _temporary(directory: str, name: str) -> str:
-    """A fresh file for ``name``'s table in ``directory`` (beside its final name, so that
-    the rename that installs it stays on one file system)."""
-    fd, path = _write(os.path.join(directory, f".{name}.parquet.tmp"),
-                      lambda: tempfile.mkstemp(prefix=f".{name}.parquet.", suffix=".tmp", dir=directory))
-    os.close(fd)
-    return path
-
-
-def output_directory(name: str, directory: Any) -> str:
-    """``directory`` made if need be and checked writable (a file made and removed in it), as
-    a str: checked before a long run whose results go there (``fabricsim demo --parquet``)
-    and by :meth:`Result.to_parquet`. Raises :class:`WriteError` naming the path."""
-    path = os.fspath(pathlike(name, directory))
-    _write(path, lambda: os.makedirs(path, exist_ok=True))
-    if not os.path.isdir(path):
-        raise WriteError(f"cannot write {path!r}: not a directory")
-    _quietly(os.remove, _temporary(path, "probe"))
-    return path
 
 
 def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
@@ -262,10 +219,10 @@ class Result:
         A table this run does not have (collectives, rate_changes) left there by an earlier
         write is removed, so the directory holds one run.
 
-        All or nothing: the tables are written to temporary files in the directory and take
-        their names only once every one is written, so a write that fails (a full disk, a
-        table that cannot be written) leaves the directory as it was. A directory that cannot
-        be made or written raises :class:`WriteError` naming the path.
+        All or nothing: every table is written to a temporary file in the directory and synced
+        to the disk, and they take their names together; a write that fails (a full disk, an
+        I/O error, Ctrl-C) leaves the directory as it was, byte for byte. A directory that
+        cannot be made or written raises :class:`WriteError` naming the path and the cause.
 
         Example::
 
@@ -273,45 +230,27 @@ class Result:
             sc.add_flow(0, 1, "1GiB")
             sc.run().to_parquet("out")   # ['out/flows.parquet', 'out/delays.parquet', 'out/links.parquet', ...]
         """
+        return write_files("directory", directory, self._parquet_files())
+
+    def _parquet_files(self) -> dict[str, Content | None]:
+        """``{file name: writer}`` of every table :meth:`to_parquet` writes, and None for
+        each table this run lacks (so that an earlier run's file of that name goes)."""
         import pyarrow.parquet as pq
 
-        directory = output_directory("directory", directory)
         tables = {"flows": self.flows, "delays": self.delays, "links": self.links}
         for name in ("collectives", "jobs", "job_links"):
             if getattr(self, name).num_rows:
                 tables[name] = getattr(self, name)
         if self._rate_changes is not None:
             tables["rate_changes"] = self._rate_changes
-        final = {name: os.path.join(directory, f"{name}.parquet") for name in _TABLES}
-        written: dict[str, str] = {}  # name -> temporary file
-        moved: dict[str, str] = {}  # name -> the earlier file, set aside
-        installed: list[str] = []
-        try:
-            for name, table in tables.items():
-                meta = dict(table.schema.metadata or {})
-                meta.update(self._parquet_metadata(table))
-                written[name] = _temporary(directory, name)
-                _write(final[name], lambda: pq.write_table(table.replace_schema_metadata(meta), written[name]))
-            # Every table is written: the earlier files step aside, the new ones take their names.
-            for name, path in final.items():
-                if os.path.lexists(path):
-                    moved[name] = _temporary(directory, name)
-                    _write(path, lambda: os.replace(path, moved[name]))
-            for name, tmp in written.items():
-                _write(final[name], lambda: os.replace(tmp, final[name]))
-                installed.append(name)
-        except BaseException:  # Ctrl-C too: the directory goes back to what it was
-            for name in installed:
-                _quietly(os.remove, final[name])
-            for name, old in moved.items():
-                _quietly(os.replace, old, final[name])
-            for name, tmp in written.items():
-                if name not in installed:
-                    _quietly(os.remove, tmp)
-            raise
-        for old in moved.values():
-            _quietly(os.remove, old)
-        return [final[name] for name in tables]
+
+        def writer(table: pa.Table) -> Content:
+            meta = dict(table.schema.metadata or {})
+            meta.update(self._parquet_metadata(table))
+            return lambda handle: pq.write_table(table.replace_schema_metadata(meta), handle)
+
+        return {f"{name}.parquet": writer(tables[name]) if name in tables else None
+                for name in [*tables, *(n for n in _TABLES if n not in tables)]}
 
     def __repr__(self) -> str:
         return (

@@ -59,6 +59,7 @@ import numpy as np
 
 from . import fabrics
 from ._checks import did_you_mean
+from ._files import path_argument, read_bytes, reason, write_files
 from .exceptions import FabricsimError, ScenarioFileError
 from .fabrics import Topology
 from .results import Result
@@ -252,6 +253,8 @@ class ScenarioFile:
     def write(self, result: Result, directory: str | os.PathLike[str] | None = None) -> list[str]:
         """Writes the result's Parquet tables, the plots and the trace the file asks for into
         ``directory`` (default the file's ``[output] directory``); returns the paths written.
+        All of them or none: a write that fails (a full disk, Ctrl-C) leaves the directory as
+        it was and raises :class:`WriteError` naming the path.
 
         Example::
 
@@ -271,19 +274,19 @@ class ScenarioFile:
             study = fs.load_scenario("study.toml")
             paths = study.write(study.run(), "elsewhere")   # instead of the file's [output] directory
         """
-        target = self.output_directory if directory is None else os.fspath(directory)
+        target = self.output_directory if directory is None else path_argument("directory", directory)
         if target is None:
             return []
-        paths = result.to_parquet(target)
+        files = result._parquet_files()
         for kind in self.plots:
             from . import plot
 
-            paths.append(plot.save(plot.by_name(kind, result, self.scenario), os.path.join(target, f"{kind}.png")))
+            files[f"{kind}.png"] = plot.image(plot.by_name(kind, result, self.scenario))
         if self.trace:
             from . import trace
 
-            paths.append(trace.write_trace(result, os.path.join(target, "trace.json"), scenario=self.scenario))
-        return paths
+            files["trace.json"] = trace.trace_json(result, scenario=self.scenario)
+        return write_files("directory", target, files)
 
 
 class _Loader:
@@ -509,12 +512,11 @@ def load_scenario(path: str | os.PathLike[str]) -> ScenarioFile:
         result = study.run()
         study.write(result)   # ['.../out/flows.parquet', ...]
     """
-    path = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as e:
-        raise ScenarioFileError(f"{path}: cannot read the scenario file: {e.strerror or e}", path) from e
+        path, raw = read_bytes("path", path)
+    except OSError as e:  # the path is one: read_bytes checked it
+        shown = os.fspath(path)
+        raise ScenarioFileError(f"{shown}: cannot read the scenario file: {reason(e)}", shown) from e
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -525,8 +527,8 @@ def load_scenario(path: str | os.PathLike[str]) -> ScenarioFile:
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         line = int(m.group(1)) if m else None
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)) if m else str(e)
+        what = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)) if m else str(e)
         where = f"{path}:{line}" if line else path
         col = f" (column {m.group(2)})" if m else ""
-        raise ScenarioFileError(f"{where}: invalid TOML{col}: {reason}", path, line) from None
+        raise ScenarioFileError(f"{where}: invalid TOML{col}: {what}", path, line) from None
     return _Loader(path, text).load(data)

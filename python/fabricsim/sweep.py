@@ -117,16 +117,35 @@ def _as_table(out: Any) -> pa.Table:
     if out is None:
         return pa.table({"_": pa.nulls(1)}).drop_columns(["_"])  # one row, no columns
     if isinstance(out, Mapping):
-        return pa.Table.from_pylist([dict(out)])
+        return _rows([out])
     if hasattr(out, "__arrow_c_stream__"):  # polars, DuckDB relations, ...
         return pa.table(out)
     if isinstance(out, (list, tuple)) and all(isinstance(r, Mapping) for r in out):
-        return pa.Table.from_pylist([dict(r) for r in out])
+        return _rows(out)
     if isinstance(out, (numbers.Number, str, np.generic)):
-        return pa.table({"value": [out.item() if isinstance(out, np.generic) else out]})
+        return pa.table({"value": _column([out.item() if isinstance(out, np.generic) else out])})
     raise TypeError(
         f"the sweep's function returned {type(out).__name__}; return a dict (one row), a list of dicts, "
         "a pyarrow Table (or anything with __arrow_c_stream__), a fabricsim Result (its summary) or a number")
+
+
+def _rows(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Rows of dicts as a table (a key a row lacks is null there), each column by :func:`_column`."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    return pa.table({n: _column([r.get(n) for r in rows]) for n in names})
+
+
+def _column(values: list[Any]) -> pa.Array:
+    """``values`` as Arrow infers them, or as their text where no one Arrow type holds them
+    all (``[1, "auto"]``, an int beyond 64 bits): the sweep keeps every point's values."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return _text(values)
+
+
+def _text(values: Iterable[Any]) -> pa.Array:
+    return pa.array([v if v is None or isinstance(v, str) else str(v) for v in values], pa.string())
 
 
 def _run_point(fn: Callable[..., Any], params: dict[str, Any]) -> pa.Table:
@@ -150,7 +169,10 @@ def sweep(grid: Any, fn: Callable[..., Any], *, executor: Any = None, progress: 
     ``__arrow_c_stream__``, such as a polars DataFrame), a :class:`fabricsim.Result` (one row
     of its summary: makespan_s, n_flows, n_delays, bytes_moved, n_failed, n_skipped,
     n_instants, mode) or a number (a ``value`` column). A result column named as a parameter
-    is refused.
+    is refused when the first point returns it. A column whose values no one Arrow type holds
+    across the points (a grid ``{"nodes": [1, 2, "auto"]}``, a number at one point and a
+    string at another, an int beyond 64 bits) holds each value's text (``"1"``, ``"auto"``):
+    the table keeps every point's values rather than failing at the join.
 
     ``executor``: None runs every point here, one after the other; otherwise anything with
     ``submit(fn, *args)`` whose futures have ``result()``: a
@@ -192,14 +214,15 @@ def sweep(grid: Any, fn: Callable[..., Any], *, executor: Any = None, progress: 
                     tables[i] = _run_point(fn, params)
                 except Exception as e:
                     raise SweepError(_failed(i, labels[i], e)) from e
+                _check_columns(names, tables[i])
                 bar.update(1)
         else:
-            _on_executor(executor, fn, points, labels, tables, bar)
+            _on_executor(executor, fn, names, points, labels, tables, bar)
     return _joined(names, labels, tables)
 
 
-def _on_executor(executor: Any, fn: Callable[..., Any], points: list[dict[str, Any]], labels: list[dict[str, Any]],
-                 tables: list[pa.Table | None], bar: Any) -> None:
+def _on_executor(executor: Any, fn: Callable[..., Any], names: list[str], points: list[dict[str, Any]],
+                 labels: list[dict[str, Any]], tables: list[pa.Table | None], bar: Any) -> None:
     futures = [executor.submit(_run_point, fn, params) for params in points]
     done: queue.Queue[int] = queue.Queue()
     try:
@@ -216,6 +239,7 @@ def _on_executor(executor: Any, fn: Callable[..., Any], points: list[dict[str, A
                 tables[i] = futures[i].result()
             except Exception as e:
                 raise SweepError(_failed(i, labels[i], e)) from e
+            _check_columns(names, tables[i])
             bar.set_postfix_str(f"done {_shown(labels[i])}", refresh=False)
             bar.update(1)
     except BaseException:  # a point failed, or Ctrl-C: what has not started does not
@@ -235,24 +259,54 @@ def _failed(i: int, label: dict[str, Any], e: BaseException) -> str:
     return f"grid point {i} ({_shown(label)}) failed: {type(e).__name__}: {e}"
 
 
+def _check_columns(names: list[str], table: pa.Table | None) -> None:
+    """Refuses a result column named as a parameter, or twice, as the first point's result
+    comes back (not after every point has run)."""
+    assert table is not None
+    twice = [c for c in dict.fromkeys(table.column_names) if table.column_names.count(c) > 1]
+    if twice:
+        raise InvalidArgumentError(f"the function's result has two columns named {twice[0]!r}: name them apart")
+    clash = [n for n in names if n in table.column_names]
+    if clash:
+        raise InvalidArgumentError(
+            f"the function's result has column(s) {', '.join(map(repr, clash))}, named as grid parameters: "
+            "rename the parameter or the column")
+
+
 def _joined(names: list[str], labels: list[dict[str, Any]], tables: list[pa.Table | None]) -> pa.Table:
-    """The points' tables, one after the other, each behind its parameter columns."""
+    """The points' tables, one after the other, each behind its parameter columns. A column
+    that no one Arrow type holds across the points (a parameter of ``[1, 2, "auto"]``, a
+    result that is a number at one point and a string at another) holds every value's text."""
     parts = []
     for label, table in zip(labels, tables):
         assert table is not None
-        clash = [n for n in names if n in table.column_names]
-        if clash:
-            raise InvalidArgumentError(
-                f"the function's result has column(s) {', '.join(map(repr, clash))}, named as grid parameters: "
-                "rename the parameter or the column")
         n = table.num_rows
-        params = {}
-        for name in names:
-            value = label.get(name)
-            params[name] = pa.array([value] * n) if value is not None else pa.nulls(n)
+        params = {name: _column([label.get(name)] * n) if label.get(name) is not None else pa.nulls(n)
+                  for name in names}
         parts.append(pa.table({**params, **{c: table.column(c) for c in table.column_names}}))
     if not parts:
         return pa.table({n: pa.nulls(0) for n in names})
+    try:
+        joined = pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        joined = pa.concat_tables(_as_text(parts, _mixed(parts)), promote_options="permissive")
     # Points may disagree on a column's type where one of them has only nulls (or lacks it).
     # One chunk per column (dictionaries unified), as a table built at once would have.
-    return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
+    return joined.combine_chunks()
+
+
+def _mixed(parts: list[pa.Table]) -> set[str]:
+    """The columns whose types across ``parts`` Arrow cannot promote to one."""
+    out = set()
+    for name in dict.fromkeys(c for p in parts for c in p.column_names):
+        fields = [pa.schema([p.schema.field(name)]) for p in parts if name in p.column_names]
+        try:
+            pa.unify_schemas(fields, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            out.add(name)
+    return out
+
+
+def _as_text(parts: list[pa.Table], names: set[str]) -> list[pa.Table]:
+    return [pa.Table.from_arrays([_text(p[c].to_pylist()) if c in names else p[c] for c in p.column_names],
+                                 names=p.column_names) for p in parts]

@@ -18,9 +18,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from .exceptions import InvalidArgumentError
+from ._files import path_argument, write_file
 
-__all__ = ["timeline", "trace_events", "write_trace"]
+__all__ = ["timeline", "trace_events", "trace_json", "write_trace"]
 
 
 def _collective_parts(scenario: Any) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
@@ -205,7 +205,8 @@ def trace_events(result: Any, scenario: Any = None, **timeline_options: Any) -> 
 
 def write_trace(result: Any, path: str | os.PathLike[str], scenario: Any = None, **timeline_options: Any) -> str:
     """Writes :func:`trace_events` as JSON to ``path`` (open it in ui.perfetto.dev or
-    chrome://tracing); returns the path.
+    chrome://tracing); returns the path. Whole or not at all: a write that fails leaves the
+    file that was there as it was and raises :class:`WriteError` naming the path.
 
     Example::
 
@@ -213,10 +214,17 @@ def write_trace(result: Any, path: str | os.PathLike[str], scenario: Any = None,
         sc.add_collective("all_reduce", None, "64MiB")
         fs.trace.write_trace(sc.run(), "trace.json", sc)   # open it in ui.perfetto.dev
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentError(f"path must be a file path, got {type(path).__name__} {path!r}")
-    path = os.fspath(path)
-    data = trace_events(result, scenario, **timeline_options)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, separators=(",", ":"))
-    return path
+    path = path_argument("path", path)
+    return write_file("path", path, trace_json(result, scenario, **timeline_options))
+
+
+def trace_json(result: Any, scenario: Any = None, **timeline_options: Any) -> bytes:
+    """:func:`trace_events` as the bytes of a JSON file (what :func:`write_trace` writes).
+
+    Example::
+
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", None, "64MiB")
+        fs.trace.trace_json(sc.run(), sc)[:15]   # b'{"traceEvents":'
+    """
+    return json.dumps(trace_events(result, scenario, **timeline_options), separators=(",", ":")).encode()
