@@ -20,7 +20,7 @@ __all__ = [
     "build_clos",
     "build_cluster",
     "build_pcie_server",
-    "clos_shape_check",
+    "clos_shape",
     "check_fits",
     "__version__",
 ]
@@ -195,5 +195,12 @@ def build_pcie_server(
     cpu_link_Bps: float,
     latency_s: float,
 ) -> Topology: ...
-def clos_shape_check(n_endpoints: int, rails: int, scale_out: ScaleOutParams) -> None: ...
+def clos_shape(
+    n_endpoints: int,
+    rails: int,
+    endpoint_links: Sequence[int],
+    tiers: int,
+    radix: int,
+    oversubscription: tuple[float, float],
+) -> dict[str, Any]: ...
 def check_fits(what: str, estimate_bytes: float) -> None: ...

@@ -1,7 +1,9 @@
 """``Fabric.describe()``: what a generated fabric is made of, what it can carry, what it burns.
 
 Counts come from the Rust structure, figures from the catalog parts the fabric was built
-from. Bandwidths are line rates per direction unless a row says otherwise. Power counts every part
+from. Bandwidths are line rates per direction unless a row says otherwise; a multi-tier
+scale-out network also gets each oversubscribed tier's down:up capacity ratio as built (that of
+its fullest switch: a leaf or spine with fewer endpoints below it is less oversubscribed). Power counts every part
 that draws it (GPUs, NVLink switch chips, NICs and their transceivers, switches and their
 optics; :mod:`fabricsim.power`), "unknown" where the catalog has no figure; the switch-side
 optics are also shown for pluggable transceivers and for co-packaged optics side by side,
@@ -31,7 +33,7 @@ _PLUGGABLE, _COPACKAGED = "pluggable-1.6t", "cpo-1.6t"
 @dataclass(frozen=True)
 class Description:
     """Rows of (section, quantity, value, unit). ``table`` is the Arrow form; print() it.
-    A unit of "bool" is a yes/no (value 1.0 or 0.0)."""
+    A unit of "bool" is a yes/no (value 1.0 or 0.0); a unit of "ratio" is x in x:1."""
 
     table: pa.Table
 
@@ -54,6 +56,8 @@ class Description:
                 shown = f"{int(v):,}"
             elif unit == "bool":
                 shown = "yes" if v else "no"
+            elif unit == "ratio":
+                shown = f"{v:.4g}:1"
             else:
                 shown = f"{v:g} {unit}"
             out.append(f"  {r['quantity']:<{width}}  {shown}")
@@ -139,6 +143,12 @@ def describe(fabric: Fabric) -> Description:
         if out["n_cores"]:
             spine_up = out["planes"] * out["n_spines"] * out["spine_up"] * plane_Bps / 2
             add("bandwidth", "bisection, spine tier", min(injection, spine_up), "B/s")
+        # Oversubscription as built: the fullest switch's down:up capacity (down and up links
+        # of a plane run at one rate, so the port ratio is the capacity ratio).
+        if out["tiers"] >= 2:
+            add("bandwidth", "down:up capacity, fullest leaf", out["leaf_down"] / out["leaf_up"], "ratio")
+        if out["n_cores"]:
+            add("bandwidth", "down:up capacity, fullest spine", out["spine_down"] / out["spine_up"], "ratio")
 
     # Every part that draws power, counted from structure (fabricsim.power): GPUs and NVLink
     # switch chips first, the network's parts after; "unknown" where the catalog has no figure.

@@ -505,7 +505,8 @@ def _oversubscription(value: Any) -> tuple[float, float]:
 def _clos_fits(n_endpoints: int, rails: int, params: ScaleOutParams) -> str | None:
     """None when the Clos can be built, else why not (checked on a shape, no allocation)."""
     try:
-        _core.clos_shape_check(n_endpoints, rails, params)
+        _core.clos_shape(n_endpoints, rails, [1] * params["planes"], params["tiers"], params["radix"],
+                         params["oversubscription"])
     except InvalidArgumentError as e:
         return str(e)
     return None
@@ -877,8 +878,11 @@ def clos(
 
     ``tiers`` (1, one switch per plane; 2 or 3) and ``planes`` (the NIC's rate split over that
     many parallel fabrics, raising the switch radix) default to the fewest that hold every host. ``oversubscription``
-    is the leaf tier's down:up ratio (a number, or a string such as "3:1"), or a tuple
-    (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. ``routing`` is "ecmp" (static hashing)
+    is the leaf tier's down:up capacity ratio (a number, or a string such as "3:1"), or a tuple
+    (leaf, spine) whose spine ratio, between spines and cores, needs 3 tiers. It holds as built:
+    a tier's up ports are the fewest that carry, at that ratio, the down ports its fullest
+    switch uses (a leaf or spine with fewer below it is less oversubscribed);
+    ``describe()`` reports each tier's ratio. ``routing`` is "ecmp" (static hashing)
     or "adaptive" (even spreading); default adaptive on InfiniBand, ECMP on Ethernet.
     ``efficiency`` is the payload efficiency (link capacity = line rate x efficiency; a number
     in (0, 1] or an efficiency part, default the protocol's).
@@ -913,10 +917,11 @@ def cluster(
     of :func:`nvlink_domain` arguments) joined by a rail-optimised Clos of ``scale_out``
     switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
     rail i, each rail on leaves of its own, or, when a rail does not fill a leaf, consecutive
-    rails sharing one (``structure["scale_out"]["rails_per_leaf"]``). Photonic fabrics are the
-    same call with a photonic switch. NVLink capacities are line rate x ``nvlink_efficiency``,
-    scale-out ones line rate x ``efficiency`` (each a number in (0, 1] or an efficiency part;
-    default the catalog's).
+    rails sharing one (``structure["scale_out"]["rails_per_leaf"]``). ``tiers``, ``planes``,
+    ``oversubscription`` (down:up capacity of the fullest leaf, and spine, as built) and
+    ``routing`` are :func:`clos`'s. Photonic fabrics are the same call with a photonic
+    switch. NVLink capacities are line rate x ``nvlink_efficiency``, scale-out ones line rate
+    x ``efficiency`` (each a number in (0, 1] or an efficiency part; default the catalog's).
 
     ``sharp=True`` says the deployment runs SHARP, in-network reduction in the scale-out
     switches (NCCL's CollNet, and NVLS+SHARP across domains). The switches alone do not

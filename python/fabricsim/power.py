@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
+from . import _core
 from .exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -67,59 +68,6 @@ _WHAT = {  # component -> (catalog part key in fabric parts, count unit, watts f
 # --------------------------------------------------------------------------------------------
 # Counting from structure
 # --------------------------------------------------------------------------------------------
-
-
-def _smallest_divisor_at_least(n: int, at_least: int) -> int:
-    for d in range(max(at_least, 1), n + 1):
-        if n % d == 0:
-            return d
-    return n
-
-
-def _split_ports(radix: int, over: float) -> tuple[int, int]:
-    up = math.floor(radix / (1.0 + over))
-    return up, math.floor(up * over + 1e-9)
-
-
-def _clos_shape(
-    n_endpoints: int, rails: int, endpoint_links: Sequence[int], tiers: int, radix: int,
-    over: Sequence[float],
-) -> dict[str, Any]:
-    """The counts of a Clos as the core's generator lays it out (its ``ClosShape``), computed
-    without building it. Only called on parameters the core has already accepted
-    (``clos_shape_check``), so it checks nothing; tests hold it to the core's structure."""
-    planes = len(endpoint_links)
-    s: dict[str, Any] = dict(
-        n_endpoints=n_endpoints, planes=planes, endpoint_links=list(endpoint_links), tiers=tiers,
-        radix=radix, rails=rails, endpoints_per_leaf=n_endpoints, rails_per_leaf=1, n_leaves=1,
-        leaf_up=0, n_spines=0, leaf_spine_width=0, n_pods=1, leaves_per_pod=1, spine_up=0, n_cores=0,
-        cores_per_group=0, spine_core_width=0,
-    )
-    if tiers == 1:
-        return s
-    widest = max(endpoint_links)
-    up, down = _split_ports(radix, over[0])
-    s["leaf_up"] = up
-    epl = s["endpoints_per_leaf"] = down // widest
-    n_groups = -(-n_endpoints // rails)
-    fit = epl // n_groups if n_groups < epl else 1
-    leaves_per_block = -(-rails // fit)
-    s["rails_per_leaf"] = -(-rails // leaves_per_block)
-    s["n_leaves"] = -(-n_groups // epl) * leaves_per_block
-    if tiers == 2:
-        need = -(-(s["n_leaves"] * up) // radix)
-        spines = _smallest_divisor_at_least(up, min(need, up))
-        s["n_spines"], s["leaf_spine_width"] = spines, up // spines
-        return s
-    spine_up, spine_down = _split_ports(radix, over[1])
-    s["leaf_spine_width"], s["leaves_per_pod"] = 1, spine_down
-    s["n_pods"] = -(-s["n_leaves"] // spine_down)
-    s["n_spines"], s["spine_up"] = s["n_pods"] * up, spine_up
-    need = -(-(s["n_pods"] * spine_up) // radix)
-    cores = _smallest_divisor_at_least(spine_up, min(need, spine_up))
-    s["cores_per_group"], s["spine_core_width"] = cores, spine_up // cores
-    s["n_cores"] = up * cores
-    return s
 
 
 class FabricPlan:
@@ -191,9 +139,10 @@ def plan_cluster(
     dom, so = parts["domain"], parts["scale_out"]
     gpd, nd = dom["gpus_per_domain"], parts["n_domains"]
     n = gpd * nd
-    domain_shape = _clos_shape(gpd, 1, dom["chip_links"], dom["tiers"], dom["chip_ports"], (1.0, 1.0))
+    # The core's own shape arithmetic (ClosShape), without the links.
+    domain_shape = _core.clos_shape(gpd, 1, dom["chip_links"], dom["tiers"], dom["chip_ports"], (1.0, 1.0))
     domain_shape.update(n_domains=nd, link_Bps=dom["link_Bps"])
-    so_shape = _clos_shape(n, gpd, [1] * so["planes"], so["tiers"], so["radix"], so["oversubscription"])
+    so_shape = _core.clos_shape(n, gpd, [1] * so["planes"], so["tiers"], so["radix"], so["oversubscription"])
     so_shape.update(link_Bps=so["link_Bps"])
     return FabricPlan({"n_gpus": n, "n_nics": n, "domain": domain_shape, "scale_out": so_shape}, parts)
 

@@ -422,11 +422,13 @@ fn clos_dict(d: &Bound<'_, PyDict>, s: &topology::clos::ClosShape) -> PyResult<(
     d.set_item("endpoints_per_leaf", s.endpoints_per_leaf)?;
     d.set_item("rails_per_leaf", s.rails_per_leaf)?;
     d.set_item("n_leaves", s.n_leaves)?;
+    d.set_item("leaf_down", s.leaf_down)?;
     d.set_item("leaf_up", s.leaf_up)?;
     d.set_item("n_spines", s.n_spines)?;
     d.set_item("leaf_spine_width", s.leaf_spine_width)?;
     d.set_item("n_pods", s.n_pods)?;
     d.set_item("leaves_per_pod", s.leaves_per_pod)?;
+    d.set_item("spine_down", s.spine_down)?;
     d.set_item("spine_up", s.spine_up)?;
     d.set_item("n_cores", s.n_cores)?;
     d.set_item("cores_per_group", s.cores_per_group)?;
@@ -517,21 +519,31 @@ fn build_cluster(
     Ok(Topology { inner: Arc::new(f) })
 }
 
-/// Checks that a scale-out Clos of these sizes can be built, without building it.
+/// The sizes of a Clos, as `structure()` gives them, without building it (an error where it
+/// cannot be built): the one place the shape arithmetic lives, for Python's plans too.
 #[pyfunction]
-fn clos_shape_check(n_endpoints: u32, rails: u32, scale_out: &Bound<'_, PyDict>) -> PyResult<()> {
-    let so = scale_out_params(scale_out)?;
-    guard(|| {
+fn clos_shape<'py>(
+    py: Python<'py>,
+    n_endpoints: u32,
+    rails: u32,
+    endpoint_links: Vec<u32>,
+    tiers: u32,
+    radix: u32,
+    oversubscription: (f64, f64),
+) -> PyResult<Bound<'py, PyDict>> {
+    let shape = guard(|| {
         topology::clos::ClosShape::new(&topology::clos::ClosParams {
             n_endpoints,
             rails,
-            endpoint_links: vec![1; so.planes.max(1) as usize],
-            tiers: so.tiers,
-            radix: so.radix,
-            oversubscription: so.oversubscription,
+            endpoint_links,
+            tiers,
+            radix,
+            oversubscription: [oversubscription.0, oversubscription.1],
         })
-        .map(|_| ())
-    })
+    })?;
+    let d = PyDict::new(py);
+    clos_dict(&d, &shape)?;
+    Ok(d)
 }
 
 /// A PCIe server.
@@ -1174,7 +1186,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_clos, m)?)?;
     m.add_function(wrap_pyfunction!(build_cluster, m)?)?;
     m.add_function(wrap_pyfunction!(build_pcie_server, m)?)?;
-    m.add_function(wrap_pyfunction!(clos_shape_check, m)?)?;
+    m.add_function(wrap_pyfunction!(clos_shape, m)?)?;
     m.add_function(wrap_pyfunction!(check_fits, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

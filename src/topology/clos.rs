@@ -19,6 +19,18 @@
 //! both: leaf `(D / endpoints_per_leaf) * leaves_per_block + i / rails_per_leaf`, a block
 //! being `endpoints_per_leaf` consecutive groups on `leaves_per_block` leaves.
 //!
+//! *Oversubscription* is the down:up capacity ratio of a tier's fullest switch, as built (the
+//! leaf tier, and in three tiers the spine tier too). The port split `floor(radix / (1 + r))`
+//! up, `r` times that down, bounds a switch's down ports, and placement fills them with whole
+//! rails (and whole blocks); the up ports are then the fewest that hold the down ports the
+//! fullest switch of the tier really uses at the ratio asked, `ceil(used / r)` (never more than
+//! the split's). One rule for every ratio, 1:1 included: a 1:1 leaf holding 24 endpoints has 24
+//! up ports, not half its radix. Full leaves and pods (every DGX SuperPOD reference
+//! configuration) keep the split's up ports. All switches of a tier have the same up ports, so
+//! a switch holding fewer endpoints (the last leaf when rails do not share leaves evenly, the
+//! leaves of a partial last block, the spines of a partial last pod) is less oversubscribed than
+//! the ratio asked; the fullest is at it, within the rounding up of its up ports.
+//!
 //! *Wiring, per plane.* Endpoint to leaf: `endpoint_links[p]` parallel links. Tier 2: every
 //! leaf to every spine with `leaf_spine_width` parallel links. Tier 3: pods of
 //! `leaves_per_pod` leaves and `leaf_up` spines, each leaf one link to each spine of its pod;
@@ -49,7 +61,7 @@ pub struct ClosParams {
     pub tiers: u32,
     /// Ports per switch, counted at the plane's link rate.
     pub radix: u32,
-    /// Down:up port ratio of the leaf tier and of the spine tier.
+    /// Down:up capacity ratio of the fullest leaf and of the fullest spine (see the module docs).
     pub oversubscription: [f64; 2],
 }
 
@@ -69,11 +81,17 @@ pub struct ClosShape {
     /// rounded up.
     pub leaves_per_block: u32,
     pub n_leaves: u32,
+    /// Down ports in use on the fullest leaf (leaf 0): its endpoints times their links
+    /// (tiers 2 and 3; 0 in one tier).
+    pub leaf_down: u32,
     pub leaf_up: u32,
     pub n_spines: u32,
     pub leaf_spine_width: u32,
     pub leaves_per_pod: u32,
     pub n_pods: u32,
+    /// Down ports in use on the fullest spine: tier 3, the leaves of pod 0; tier 2, every
+    /// leaf's links to one spine (0 in one tier).
+    pub spine_down: u32,
     pub spine_up: u32,
     pub cores_per_group: u32,
     pub spine_core_width: u32,
@@ -93,7 +111,13 @@ fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
-/// Up ports and down ports of a switch of `radix` ports at a down:up ratio.
+/// The fewest up ports that carry `used` down ports at a down:up `ratio` (at least one).
+fn up_ports_for(used: u32, ratio: f64) -> u32 {
+    // The tolerance keeps an exact quotient (42 / 3, 32 / 1.6) from rounding up a port.
+    ((used as f64 / ratio - 1e-9).ceil() as u32).max(1)
+}
+
+/// The most up ports and down ports of a switch of `radix` ports at a down:up ratio.
 fn split_ports(radix: u32, oversubscription: f64, tier: &str) -> Result<(u32, u32)> {
     if !(oversubscription.is_finite() && oversubscription >= 1.0) {
         return Err(bad(format!(
@@ -148,11 +172,13 @@ impl ClosShape {
             rails_per_leaf: 1,
             leaves_per_block: 1,
             n_leaves: 1,
+            leaf_down: 0,
             leaf_up: 0,
             n_spines: 0,
             leaf_spine_width: 0,
             leaves_per_pod: 1,
             n_pods: 1,
+            spine_down: 0,
             spine_up: 0,
             cores_per_group: 0,
             spine_core_width: 0,
@@ -182,8 +208,7 @@ impl ClosShape {
                         "multi-tier Clos planes need the same number of links per endpoint".into(),
                     ));
                 }
-                let (up, down) = split_ports(p.radix, p.oversubscription[0], "leaf")?;
-                s.leaf_up = up;
+                let (most_up, down) = split_ports(p.radix, p.oversubscription[0], "leaf")?;
                 s.endpoints_per_leaf = down / widest;
                 if s.endpoints_per_leaf == 0 {
                     return Err(bad(format!(
@@ -200,6 +225,9 @@ impl ClosShape {
                 s.n_leaves = blocks.checked_mul(s.leaves_per_block).ok_or_else(|| {
                     Error::TooLarge(format!("{e} endpoints need too many leaves"))
                 })?;
+                s.leaf_down = s.fullest_leaf_endpoints() * widest;
+                let up = up_ports_for(s.leaf_down, p.oversubscription[0]).min(most_up);
+                s.leaf_up = up;
                 if p.tiers == 2 {
                     // Fewest spines whose ports take every leaf uplink, dividing the uplinks evenly.
                     let need = (s.n_leaves as u64 * up as u64).div_ceil(p.radix as u64);
@@ -230,13 +258,18 @@ impl ClosShape {
                     }
                     s.n_spines = spines;
                     s.leaf_spine_width = width;
+                    s.spine_down = s.n_leaves * width;
                 } else {
-                    let (spine_up, spine_down) =
+                    let (most_spine_up, spine_down) =
                         split_ports(p.radix, p.oversubscription[1], "spine")?;
                     s.leaf_spine_width = 1;
                     s.leaves_per_pod = spine_down;
                     s.n_pods = s.n_leaves.div_ceil(spine_down);
                     s.n_spines = s.n_pods * up;
+                    // Pod 0 is the fullest: every pod but the last is full.
+                    s.spine_down = s.n_leaves.min(spine_down);
+                    let spine_up =
+                        up_ports_for(s.spine_down, p.oversubscription[1]).min(most_spine_up);
                     s.spine_up = spine_up;
                     let need = (s.n_pods as u64 * spine_up as u64).div_ceil(p.radix as u64);
                     let cores =
@@ -312,6 +345,22 @@ impl ClosShape {
     /// Links per endpoint over all planes.
     pub fn links_per_endpoint(&self) -> u32 {
         self.endpoint_links.iter().sum()
+    }
+
+    /// Endpoints on leaf 0, the fullest leaf: rails `0..rails_per_leaf` of the first block's
+    /// groups, the first rails being the ones a partial last group has.
+    fn fullest_leaf_endpoints(&self) -> u32 {
+        let groups = self
+            .n_endpoints
+            .div_ceil(self.rails)
+            .min(self.endpoints_per_leaf);
+        let whole = (self.n_endpoints / self.rails).min(groups);
+        let partial = if whole < groups {
+            (self.n_endpoints % self.rails).min(self.rails_per_leaf)
+        } else {
+            0
+        };
+        whole * self.rails_per_leaf + partial
     }
 
     // ---- positions -------------------------------------------------------------------------
@@ -670,12 +719,11 @@ mod tests {
                 assert_eq!(s.leaf_of(rack * 72 + rail), rail / 4);
             }
         }
-        // One rack: 72 NICs on 3 leaves of 24 rails; 96 uplinks over 2 spines.
+        // One rack: 72 NICs on 3 leaves of 24 rails; non-blocking takes 24 uplinks a leaf
+        // (not half the radix: 8 would be idle), 72 over 2 spines.
         let s = shape(72, 72, 2, 64);
-        assert_eq!(
-            (s.rails_per_leaf, s.n_leaves, s.n_spines, s.leaf_spine_width),
-            (24, 3, 2, 16)
-        );
+        assert_eq!((s.rails_per_leaf, s.n_leaves, s.leaf_up), (24, 3, 24));
+        assert_eq!((s.n_spines, s.leaf_spine_width), (2, 12));
         assert_eq!(per_leaf(&s), vec![24; 3]);
     }
 
@@ -749,6 +797,51 @@ mod tests {
                 s.n_links() as usize - 2 * s.n_endpoints as usize
             );
         }
+    }
+
+    /// 16 HGX H100 (8 rails of 16 NICs) on 64-port leaves. 2:1 splits a leaf 21 up, 42 down,
+    /// but whole rails fill only 32 of the 42: 16 up ports, not 21 (32:21 was about 1.5:1), so
+    /// one spine takes the 4 x 16 uplinks. 4:1 (12 up, 48 down) fits 3 rails: leaves of 48,
+    /// 48 and 32 NICs, 12 up ports; the last leaf is at 32:12. 3:1 (16 up, 48 down): 3 rails
+    /// fit again, 48:16.
+    #[test]
+    fn up_ports_follow_the_down_ports_in_use() {
+        let at = |leaf: f64, spine: f64, e: u32, tiers: u32| {
+            ClosShape::new(&ClosParams {
+                n_endpoints: e,
+                rails: 8,
+                endpoint_links: vec![1],
+                tiers,
+                radix: 64,
+                oversubscription: [leaf, spine],
+            })
+            .unwrap()
+        };
+        for (over, rails_per_leaf, leaves, down, up, spines) in [
+            (1.0, 2, 4, 32, 32, 2),
+            (2.0, 2, 4, 32, 16, 1),
+            (3.0, 3, 3, 48, 16, 1),
+            (4.0, 3, 3, 48, 12, 1),
+        ] {
+            let s = at(over, 1.0, 128, 2);
+            assert_eq!(
+                (
+                    s.rails_per_leaf,
+                    s.n_leaves,
+                    s.leaf_down,
+                    s.leaf_up,
+                    s.n_spines
+                ),
+                (rails_per_leaf, leaves, down, up, spines),
+                "{over}:1"
+            );
+        }
+        // Three tiers, 40 nodes: blocks of 32 and 8 nodes, 16 leaves, all in one pod (a spine
+        // has 42 down ports at 2:1): 16 leaves below a spine, so 8 up ports, not 21.
+        let s = at(1.0, 2.0, 320, 3);
+        assert_eq!((s.n_leaves, s.leaf_down, s.leaf_up), (16, 32, 32));
+        assert_eq!((s.n_pods, s.spine_down, s.spine_up), (1, 16, 8));
+        assert_eq!((s.n_spines, s.cores_per_group, s.n_cores), (32, 1, 32));
     }
 
     #[test]

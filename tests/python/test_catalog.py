@@ -169,8 +169,17 @@ def test_transceiver_cages():
 def test_efficiency_factors():
     assert part("nvlink4-payload").value == pytest.approx(20.6 / 25)
     assert part("nvlink5-payload").value == pytest.approx(40.1 / 50)
-    assert part("infiniband").value == pytest.approx(48 / 50)
-    assert part("ethernet").value == pytest.approx(4096 / (4096 + 82), rel=1e-6)
+    # Both scale-out figures are header arithmetic of a 4096-byte packet on the wire (the same
+    # kind of source, said in each): InfiniBand LRH 8, BTH 12, ICRC 4, VCRC 2 and two
+    # delimiters; RoCEv2 preamble+SFD 8, Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4, FCS 4,
+    # inter-frame gap 12. Lighter headers: InfiniBand carries more payload than RoCE.
+    ib, eth = part("infiniband"), part("ethernet")
+    assert ib.value == pytest.approx(4096 / (4096 + 8 + 12 + 4 + 2 + 2), rel=1e-6)
+    assert eth.value == pytest.approx(4096 / (4096 + 8 + 14 + 20 + 8 + 12 + 4 + 4 + 12), rel=1e-6)
+    assert ib.value > eth.value
+    for p in (ib, eth):
+        assert p.sources["value"].startswith("[derived] header arithmetic of the wire format: 4096 / (4096 + ")
+        assert "per-packet header overhead at the 4096-byte" in p.description
     for gpu, eff in (("h100", "nvlink4-payload"), ("gb300", "nvlink5-payload")):
         assert part(gpu).nvlink_efficiency == eff
     # H100: 18 x 25 x 0.824 = 370.8 GB/s, NCCL's effective NVLink bandwidth.

@@ -148,22 +148,21 @@ def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size)
 
 
 def test_ring_on_ranks_spread_unevenly_over_domains_is_the_closed_form():
-    """[0, 1, 8] on 2 HGX H100s over Quantum-2 (400 Gb/s NICs at 96%: 48 GB/s): one ring
+    """[0, 1, 8] on 2 HGX H100s over Quantum-2 (400 Gb/s NICs, NET_Bps): one ring
     through both domains, paced by the NIC. NCCL's Simple ring all-reduce latency (us) with
     nsteps = 4, 2 of them across nodes, NVLink intra (one domain has 2 GPUs), NET inter
     (ppn = 1.5): 8.4 + 2 * 3.4 + 2 * 14, x1.4 (plateau, more than one node); its steps' wire
     latency on top, 2 NVSwitch hops and 2 through the one Quantum-2 leaf both NICs are on.
     All-gather: 8.4 + 1 * 3.4 + 1 * 14, no plateau, and one hop of each."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    net_Bps = 400e9 / 8 * 0.96
     _, row = one(fabric, "all_reduce", [0, 1, 8], GiB, algorithm="ring", protocol="simple")
     want = (1.4 * (8.4 + 2 * 3.4 + 2 * 14) * 1e-6 + 2 * NVSWITCH_HOP_S + 2 * Q2_SWITCH_S
-            + 2 * 2 / 3 * GiB / net_Bps)
+            + 2 * 2 / 3 * GiB / NET_Bps)
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
     est = fs.estimate(fabric, "all_gather", GiB, [0, 1, 8], algorithm="ring", protocol="simple")
     assert est.time_s == pytest.approx((8.4 + 3.4 + 14) * 1e-6 + NVSWITCH_HOP_S + Q2_SWITCH_S
-                                       + 2 / 3 * GiB / net_Bps, rel=1e-9)
+                                       + 2 / 3 * GiB / NET_Bps, rel=1e-9)
 
 
 # ---- double binary tree and recursive halving-doubling -------------------------------------------
@@ -425,10 +424,11 @@ def test_sharp_network_leg_is_counted_as_bus_bandwidth_or_as_sharps_ideal():
 
 
 # Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
-# 20.6 GB/s, its NIC 400 Gb/s at 96%; alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us,
-# plus the wire latency of the algorithm's steps (an NVSwitch hop, 0.6 us; a network hop, one
-# Quantum-2 leaf that every NIC of these fabrics is on, 0.15 us).
-NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * 0.96
+# 20.6 GB/s, its NIC 400 Gb/s at the catalog's InfiniBand payload efficiency (49.66 GB/s);
+# alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us, plus the wire latency of the
+# algorithm's steps (an NVSwitch hop, 0.6 us; a network hop, one Quantum-2 leaf that every NIC
+# of these fabrics is on, 0.15 us).
+NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * catalog.part("infiniband").value
 # NVLS: each GPU's NVLS engine moves its NVLink traffic at NCCL's NVLS efficiency (0.85 on
 # Hopper) of the GPU's NVLink rate; a communicator is held to NCCL's channel ceiling: 16
 # channels on SM90, each at the fastest Hopper intra ladder speed whose 17 copies (a head's
@@ -505,10 +505,10 @@ def test_nvls_sharp_shares_a_nic_with_other_traffic_by_bytes():
     """A second tenant's 1 GiB from GPU 0 to GPU 8 crosses GPU 0's NIC, which carries the
     collective's S/8 of rail 0 through SHARP, 2(n-1)/n = 62/32 bytes a byte (counted as bus
     bandwidth). Max-min gives the two flows one rate r, counted in bytes of each flow, with
-    r (62/32 + 1) the NIC's 48 GB/s: 16.3 GB/s, which paces the pipeline (beside 35 GB/s of
+    r (62/32 + 1) the NIC's 49.66 GB/s: 16.9 GB/s, which paces the pipeline (beside 35 GB/s of
     S/8 through a head's NVLS engine, 32.9 GB/s under the 510 GB/s ceiling). Counted in bytes
     of S, the collective took 62/32 / (62/32 + 8) of that NIC (its coefficient 62/256 beside
-    the tenant's 1): 27.8 ms where this is 8.2 ms."""
+    the tenant's 1): 26.9 ms where this is 7.9 ms."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2", sharp=True)
     sc = fs.Scenario(fabric)
     sc.add_collective("all_reduce", range(32), GiB, algorithm="nvls_sharp")
@@ -908,14 +908,14 @@ def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
     enables (ring and tree, each on LL, LL128 and Simple; no NVLS with a 1-GPU node, no
     SHARP without it deployed). fabricsim's tree Simple: one channel, two trees of S/2, each
     head's NIC S/2 twice each way: 36.4 us (NCCL's tree latency) + 1.5 us of wire (one
-    NVSwitch hop and one leaf, up and down) + S / 48 GB/s = 22.41 ms. Its ring Simple, paced by
-    the NIC: 60.48 us + 1.5 us + 2 (2/3) S / 48 GB/s = 29.89 ms. The low-latency protocols carry
-    flags with the data: slower at 1 GiB. So auto takes the tree.
+    NVSwitch hop and one leaf, up and down) + S / 49.66 GB/s = 21.66 ms. Its ring Simple,
+    paced by the NIC: 60.48 us + 1.5 us + 2 (2/3) S / 49.66 GB/s = 28.89 ms. The low-latency
+    protocols carry flags with the data: slower at 1 GiB. So auto takes the tree.
 
-    NCCL's own model picks the tree too. Its graphs: the 1-GPU node's ring is 1 channel at
-    48 GB/s, duplicated to 2 x 24; its tree (2 channels) raises bwIntra to 48 (2 nodes); the
-    2-GPU node finds more, and the communicator keeps the least (init.cc). Tree Simple busBw
-    min(2 x 48 x 0.92, 2 x 41.4) = 82.8 GB/s, algBw half: 36.4 us + S / 41.4 GB/s = 25.97 ms.
+    NCCL's own model picks the tree too. Its graphs (NCCL's speeds from the NIC's 50 GB/s,
+    not the fabric's payload rate): the 1-GPU node's ring is 1 channel at 48 GB/s, duplicated
+    to 2 x 24; its tree (2 channels) raises bwIntra to 48 (2 nodes); the 2-GPU node finds
+    more, and the communicator keeps the least (init.cc). Tree Simple busBw min(2 x 48 x 0.92, 2 x 41.4) = 82.8 GB/s, algBw half: 36.4 us + S / 41.4 GB/s = 25.97 ms.
     Ring Simple busBw 2 x 24, algBw x 3/4 = 36 GB/s: 60.48 us + S / 36 GB/s = 29.89 ms."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     from fabricsim import nccl_model
@@ -969,7 +969,7 @@ def test_hierarchical_needs_a_domain_with_two_ranks_and_nvls_sharp_two_in_every_
 
 
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
-    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s at 96%: 48 GB/s) deployed with SHARP. NCCL
+    """16 hosts on a Quantum-2 Clos (CX7, 400 Gb/s: NET_Bps) deployed with SHARP. NCCL
     enables CollNet Direct only with NVSwitch, so SHARP runs as CollNet Chain: latency with
     one rank per node = the NET Tree Simple step, 14 us (base 0), and one network hop (the 16
     hosts share a leaf); every host link carries the stream counted as bus bandwidth,
@@ -979,7 +979,7 @@ def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     cannot take it and an explicit request is refused."""
     fabric = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7", sharp=True)
     assert fabric.structure["scale_out"]["n_leaves"] == 1
-    want = 14e-6 + Q2_SWITCH_S + sharp_bus(16) * GiB / (400e9 / 8 * 0.96)
+    want = 14e-6 + Q2_SWITCH_S + sharp_bus(16) * GiB / NET_Bps
     res, row = one(fabric, "all_reduce", range(16), GiB, algorithm="sharp")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)

@@ -298,14 +298,17 @@ def test_an_nvl72_scalable_unit_shares_leaves_between_rails():
     assert (d["leaf switches"], d["spine switches"], "core switches" in d) == (18, 16, False)
     assert d["scale-out cables"] == 576 + 18 * 32
     assert d["pluggable optical transceivers"] == 576 + (576 + 2 * 576) // 2
-    # One rack: 72 NICs on 3 leaves of 24 rails, 96 uplinks over 2 spines (16 cables each).
+    # One rack: 72 NICs on 3 leaves of 24 rails; non-blocking, a leaf takes 24 uplinks (not
+    # 32, half its ports, 8 of them idle): 72 over 2 spines (12 cables each).
     rack = fs.cluster(domain="nvl72", n_domains=1, scale_out="quantum-2")
     s = so(rack)
     assert (s["tiers"], s["rails_per_leaf"], s["n_leaves"], s["n_spines"], s["n_cores"]) == (2, 24, 3, 2, 0)
+    assert (s["leaf_down"], s["leaf_up"], s["leaf_spine_width"]) == (24, 24, 12)
     assert np.array_equal(leaf_of_nics(rack), np.arange(72) // 24)
     d = described(rack)
-    assert d["scale-out cables"] == 72 + 3 * 32
-    assert d["pluggable optical transceivers"] == 72 + (72 + 2 * 96) // 2
+    assert d["scale-out cables"] == 72 + 3 * 24
+    assert d["pluggable optical transceivers"] == 72 + (72 + 2 * 72) // 2
+    assert d["down:up capacity, fullest leaf"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -398,6 +401,116 @@ def test_oversubscription_forms():
     for tiers in (2, None):   # asked for, or the fewest that fit
         with pytest.raises(InvalidArgumentError, match=r"oversubscription \(1, 2\) gives the spine tier.*2 tiers"):
             shape((1, 2), tiers=tiers)
+
+
+# ---- oversubscription as built ---------------------------------------------------------------
+
+
+def tier_capacities(topo, tier: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each ``tier`` switch's down and up capacity (B/s) and its up links, read off the built
+    links (what each link joins), not off the generator's sizes."""
+    src, dst, cap = link_arrays(topo)
+    kinds, code = topo._core.node_kinds(), kind_codes(topo)
+    below, above = {"leaf": ("nic", "spine"), "spine": ("leaf", "core")}[tier]
+    switches = np.flatnonzero(kinds == code[tier])
+    is_down, is_up = kinds[dst] == code[below], kinds[dst] == code[above]
+
+    def per_switch(weights):
+        return np.bincount(src, weights=weights, minlength=topo.n_nodes)[switches]
+
+    return per_switch(cap * is_down), per_switch(cap * is_up), per_switch(is_up.astype(float))
+
+
+def tier_ratio(topo, tier: str, ratio: float) -> float:
+    """The down:up capacity of the tier's fullest switch, checked to be ``ratio`` within the
+    rounding of whole up links (at most ``ratio``, and one up link fewer would exceed it), and
+    every other switch of the tier at most at it."""
+    down, up, n_up = tier_capacities(topo, tier)
+    assert down.size and np.all(down > 0) and np.all(down <= ratio * up * (1 + 1e-12))
+    i = int(np.argmax(down))
+    one_link = up[i] / n_up[i]
+    assert n_up[i] == 1 or down[i] / (up[i] - one_link) > ratio * (1 + 1e-12), (down[i], up[i], n_up[i])
+    return float(down[i] / up[i])
+
+
+# Catalog switches of both families (the NIC sets the plane rate: sn5600 takes a ConnectX-8 as
+# two 400G planes) and oversubscriptions in every form: (leaf, spine) ratios they mean.
+FAMILIES = [("quantum-2", "cx7"), ("quantum-x800", "cx8"), ("sn5600", "cx7"), ("sn5600", "cx8")]
+OVERSUBSCRIPTIONS = {
+    2: [(1, (1, 1)), (2, (2, 1)), (3, (3, 1)), (4, (4, 1)), ("3:1", (3, 1)), ((2.5,), (2.5, 1))],
+    3: [(1, (1, 1)), (2, (2, 1)), (4, (4, 1)), ("3:1", (3, 1)), ((2, 3), (2, 3)), ((1, 4), (1, 4))],
+}
+OVERSUBSCRIBED = [(switch, nic, tiers, over, ratios) for switch, nic in FAMILIES
+                  for tiers, overs in OVERSUBSCRIPTIONS.items() for over, ratios in overs]
+
+
+def assert_built_at(topo, ratios) -> None:
+    """Each oversubscribed tier at its ratio as built, and describe() reporting that ratio."""
+    d = described(topo)
+    assert d["down:up capacity, fullest leaf"] == pytest.approx(tier_ratio(topo, "leaf", ratios[0]), rel=1e-12)
+    if so(topo)["tiers"] == 3:
+        assert d["down:up capacity, fullest spine"] == pytest.approx(tier_ratio(topo, "spine", ratios[1]), rel=1e-12)
+    else:
+        assert "down:up capacity, fullest spine" not in d
+
+
+@pytest.mark.parametrize("switch, nic, tiers, over, ratios", OVERSUBSCRIBED)
+def test_oversubscription_is_the_down_up_capacity_as_built(switch, nic, tiers, over, ratios):
+    """Bare Clos fabrics: full leaves and a partial last one (two tiers), or about three pods
+    (three); and fabrics whose fullest leaf or pod is not full, where the ports a tier uses
+    and the ports its split gives differ."""
+    radix = so(fs.clos(n_hosts=2, switch=switch, nic=nic, tiers=2))["radix"]
+    sizes = [radix // 3, radix * radix // 4 + 3] if tiers == 2 else [radix * radix // 8 + 1, radix * radix // 2 + 7]
+    for n in sizes:
+        assert_built_at(fs.clos(n_hosts=n, switch=switch, nic=nic, tiers=tiers, oversubscription=over), ratios)
+
+
+RAIL_OPTIMISED = [
+    ("hgx-h100", 16, "quantum-2", "cx7", 2),     # 8 rails of 16 NICs: rails share leaves
+    ("nvl72", 5, "sn5600", "cx7", 2),           # 72 rails of 5 NICs on 64-port leaves
+    ("hgx-b300", 300, "quantum-x800", "cx8", 3),  # a partial last block, one pod
+    ("nvl72", 17, "quantum-2", "cx7", 3),       # a rail of 17 on its own leaf, 72 leaves
+]
+
+
+@pytest.mark.parametrize("domain, n_domains, scale_out, nic, tiers, over, ratios", [
+    (*fabric, over, ratios) for fabric in RAIL_OPTIMISED for over, ratios in OVERSUBSCRIPTIONS[fabric[-1]]])
+def test_rail_optimised_oversubscription_is_the_down_up_capacity_as_built(
+        domain, n_domains, scale_out, nic, tiers, over, ratios):
+    topo = fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, nic=nic, tiers=tiers,
+                      oversubscription=over)
+    assert_built_at(topo, ratios)
+
+
+def test_one_tier_has_no_oversubscribed_tier():
+    for switch, nic in FAMILIES:
+        topo = fs.clos(n_hosts=8, switch=switch, nic=nic, tiers=1)
+        down, up, _ = tier_capacities(topo, "leaf")
+        assert np.all(down > 0) and np.all(up == 0)
+        assert not any(q.startswith("down:up") for q in described(topo))
+        with pytest.raises(InvalidArgumentError, match="a Clos of 1 tier is one switch per plane"):
+            fs.clos(n_hosts=8, switch=switch, nic=nic, tiers=1, oversubscription="2:1")
+
+
+def test_a_2_to_1_leaf_tier_halves_the_bisection():
+    """16 HGX H100 on Quantum-2 in two tiers: a leaf takes two rails of 16 NICs, 32 of its 42
+    down ports at 2:1, and 16 up ports (it took 21: 32:21, about 1.5:1, over 3 spines). NICs of
+    the first two leaves sending to the last two's cross the leaf uplinks: at 2:1 at half the
+    rate they reach at 1:1, as describe()'s leaf-tier bisection says (3.2 TB/s, then 1.6)."""
+    rates = {}
+    for over in (1, 2):
+        topo = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", tiers=2, oversubscription=over)
+        s = so(topo)
+        assert (s["n_leaves"], s["rails_per_leaf"], s["leaf_down"], s["leaf_up"], s["n_spines"]) == (
+            4, 2, 32, 32 // over, 2 // over)
+        d = described(topo)
+        assert d["bisection, leaf tier"] == 128 * 50e9 / 2 / over
+        assert d["down:up capacity, fullest leaf"] == over
+        leaf = leaf_of_nics(topo)
+        src, dst = topo.nics[leaf < 2], topo.nics[leaf >= 2]
+        rates[over] = flow_rates(run_flows(topo, src, dst, routing="adaptive")).sum()
+        assert rates[over] == pytest.approx(64 * plane_Bps(topo) / over, rel=1e-9)
+    assert rates[2] == pytest.approx(rates[1] / 2, rel=1e-9)
 
 
 def described(topo) -> dict:

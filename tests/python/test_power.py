@@ -142,6 +142,10 @@ def test_a_user_switch_with_a_known_power_fills_the_network_total():
     dict(domain="nvl576", n_domains=2, scale_out="quantum-x-photonics"),
     dict(domain="hgx-b200", n_domains=100, scale_out="quantum-2", tiers=3, oversubscription=(3, 2)),
     dict(domain="gb300-nvl72", n_domains=3, scale_out="spectrum-x-photonics-512", planes=2),
+    # Oversubscribed tiers whose up ports follow the down ports in use (one leaf and pod not full).
+    dict(domain="hgx-h100", n_domains=16, scale_out="quantum-2", tiers=2, oversubscription=2),
+    dict(domain="nvl72", n_domains=1, scale_out="sn5600", nic="cx8", tiers=3, oversubscription=(3, 4)),
+    dict(domain="hgx-b300", n_domains=300, scale_out="quantum-x800", tiers=3, oversubscription="3:1"),
 ])
 def test_a_plan_counts_what_the_built_fabric_has(kwargs):
     built, plan = fs.cluster(**kwargs), power.plan_cluster(**kwargs)

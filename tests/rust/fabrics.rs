@@ -538,3 +538,111 @@ fn trees_on_one_leaf_slot_climb_to_different_cores() {
         "{first:?} {second:?}"
     );
 }
+
+/// Each switch of `tier`'s down and up capacity and its number of up links, read off the
+/// built links (what each link joins), not off the generator's sizes.
+fn tier_capacities(f: &Fabric, tier: NodeKind) -> Vec<(f64, f64, u32)> {
+    let (below, above) = match tier {
+        NodeKind::Leaf => (NodeKind::Nic, NodeKind::Spine),
+        _ => (NodeKind::Leaf, NodeKind::Core),
+    };
+    let t = f.topology();
+    let mut per = std::collections::BTreeMap::<u32, (f64, f64, u32)>::new();
+    for l in 0..t.n_links() {
+        let (a, b, c) = (t.link_src()[l], t.link_dst()[l], t.capacity_Bps()[l]);
+        if f.kind(a) != tier {
+            continue;
+        }
+        let e = per.entry(a).or_default();
+        if f.kind(b) == below {
+            e.0 += c;
+        } else if f.kind(b) == above {
+            e.1 += c;
+            e.2 += 1;
+        }
+    }
+    per.into_values().collect()
+}
+
+/// The tier's fullest switch carries down:up = `ratio` within the rounding of whole up links
+/// (at most `ratio`, and one up link fewer would exceed it); every other switch at most that.
+fn assert_tier_at(f: &Fabric, tier: NodeKind, ratio: f64, what: &str) {
+    let switches = tier_capacities(f, tier);
+    assert!(!switches.is_empty(), "{what}: no {tier:?}");
+    for &(down, up, _) in &switches {
+        assert!(
+            down > 0.0 && down <= ratio * up * (1.0 + 1e-12),
+            "{what}: {down} : {up}"
+        );
+    }
+    let &(down, up, n_up) = switches.iter().max_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+    let one_link = up / n_up as f64;
+    assert!(
+        n_up == 1 || down / (up - one_link) > ratio * (1.0 + 1e-12),
+        "{what}: fullest {tier:?} {down} : {up} with {n_up} up links, one too many for {ratio}:1"
+    );
+}
+
+/// Oversubscription is each tier's down:up capacity as built, for every tier count, at radixes
+/// of InfiniBand (Quantum-2 64, Quantum-X800 144) and Ethernet (SN5600 at 400G, 128) switches,
+/// one and two planes, bare and rail-optimised: 2:1 is 2:1 where the leaves' used down ports
+/// are fewer than the split gives them (rails sharing a leaf, partial last blocks and pods).
+#[test]
+fn oversubscription_is_the_down_up_capacity_ratio_as_built() {
+    let mut checked = 0;
+    for radix in [64, 144, 128] {
+        for planes in [1, 2] {
+            let one = clos(radix / 2, &scale_out(1, planes, radix, [1.0, 1.0])).unwrap();
+            assert!(tier_capacities(&one, NodeKind::Leaf)
+                .iter()
+                .all(|&(down, up, _)| down > 0.0 && up == 0.0));
+            for (tiers, over) in [
+                (2, [1.0, 1.0]),
+                (2, [2.0, 1.0]),
+                (2, [3.0, 1.0]),
+                (2, [4.0, 1.0]),
+                (2, [1.5, 1.0]),
+                (3, [1.0, 1.0]),
+                (3, [2.0, 1.0]),
+                (3, [4.0, 1.0]),
+                (3, [2.0, 3.0]),
+                (3, [1.0, 4.0]),
+            ] {
+                // Two tiers: one leaf a third full, or half what two tiers hold at 1:1 (full
+                // leaves and a partial last one). Three: one pod partly full, or about three.
+                let sizes = if tiers == 2 {
+                    [radix / 3, radix * radix / 4 + 3]
+                } else {
+                    [radix * radix / 8 + 1, radix * radix / 2 + 7]
+                };
+                for hosts in sizes {
+                    let what = format!(
+                        "{hosts} hosts, radix {radix}, {planes} planes, {tiers} tiers, {over:?}"
+                    );
+                    let f = clos(hosts, &scale_out(tiers, planes, radix, over)).unwrap();
+                    assert_tier_at(&f, NodeKind::Leaf, over[0], &what);
+                    if tiers == 3 {
+                        assert_tier_at(&f, NodeKind::Spine, over[1], &what);
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // Rails sharing leaves: 16 HGX H100 on Quantum-2, two rails of 16 NICs to a leaf, 32 of
+    // 42 down ports at 2:1 (it took 21 up ports, 32:21), and 9 NVL72 racks in 3 tiers.
+    let hgx = nvlink(8, vec![5, 4, 4, 5], 1, 64);
+    let nvl72 = nvlink(72, vec![1; 18], 1, 72);
+    for (nv, n_domains, tiers) in [(&hgx, 16, 2), (&nvl72, 9, 3)] {
+        for over in [[1.0, 1.0], [2.0, 1.0], [3.0, 1.0], [4.0, 1.0]] {
+            let f = cluster(n_domains, nv, 64e9, &scale_out(tiers, 1, 64, over)).unwrap();
+            let what = format!("{n_domains} domains, {tiers} tiers, {over:?}");
+            assert_tier_at(&f, NodeKind::Leaf, over[0], &what);
+            if tiers == 3 {
+                assert_tier_at(&f, NodeKind::Spine, over[1], &what);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3 * 2 * 10 * 2 + 8);
+}
