@@ -126,6 +126,11 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.50
 #: Per-GPU FFN width (ffn / tp) below which efficiency falls in proportion (reference/compute.md:
 #: Llama 3 70B at TP8, 3,584 wide, reaches 0.388 of peak where wider shards reach ~0.5).
 DEFAULT_FULL_WIDTH = 4608
+#: Memory a built step takes per scheduled operation (one chunk's forward or backward of one
+#: micro-batch on one replica and stage, with its collectives and pipeline flows): [measured]
+#: 2.6 kB on an 8-way TP, 2-stage, 2-replica step of 65,536 operations (360,516 activities,
+#: 172 MB); the build's lower bound, refused up front where it cannot fit.
+STEP_BYTES_PER_OP = 2.5e3
 #: Bytes Adam moves per parameter it updates (read fp32 grad, master, m, v; write master, m,
 #: v; write the bf16 weight): 4 x 4 + 3 x 4 + 2.
 ADAM_BYTES_PER_PARAM = 30.0
@@ -1689,6 +1694,13 @@ class _Builder:
         return g
 
     def build(self) -> _Built:
+        from . import _core
+
+        p = self.st.par
+        n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
+        # before its schedules are made: a global batch of 2**31 would fill memory first
+        _core.check_fits(f"a {self.st.model.name} step of {n_ops:,} scheduled forwards and backwards (replicas x "
+                         f"stages x chunks x micro-batches x 2)", n_ops * STEP_BYTES_PER_OP)
         # One change of the scenario, kept (where it is the outermost) as the call that makes
         # the step again; the step is kept as a shallow copy, safe from its attributes being
         # set again.

@@ -752,3 +752,13 @@ def test_training_step_arguments_are_checked(args, kwargs, match):
 def test_training_functions_check_their_arguments(call, match):
     with pytest.raises(fs.InvalidArgumentError, match=match):
         call()
+
+
+def test_a_step_too_large_to_build_is_refused_before_its_schedules_are_made(monkeypatch):
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    step = T.TrainingStep(_SMALL, T.Parallelism(tp=8, dp=2, global_batch_size=2**31), f)
+    assert step.estimate().step_s > 0  # a few rounds of its schedule, then their shift
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    with pytest.raises(fs.exceptions.ScenarioTooLargeError,
+                       match=r"a small step of 4,294,967,296 scheduled forwards and backwards .* needs about 10000\.0 GiB"):
+        step.build()
