@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import math
 import time
@@ -1463,7 +1464,7 @@ class TrainingStep:
         if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
             gather = [[self._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
                       for s, row in enumerate(self.chunks)]
-        ready_f = [list(np.cumsum(row)) for row in gather]
+        ready_f = [list(itertools.accumulate(row)) for row in gather]
         ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]
         free, last_b = self._schedule_ends(dur, ready_f, ready_b)
         ends = []

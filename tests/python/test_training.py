@@ -330,6 +330,7 @@ def test_estimate_agrees_with_the_simulated_step_on_an_idle_fabric(four_nodes, m
     assert est.comm_timing == "analytical"
     assert est.step_s == pytest.approx(res.step_s, rel=1e-9 if exact else 5e-3)
     assert sum(est.parts.values()) == pytest.approx(est.step_s)
+    assert {type(x) for x in [est.step_s, *est.parts.values()]} == {float}  # not NumPy scalars
 
 
 @pytest.mark.parametrize("par", [
