@@ -1478,7 +1478,7 @@ class TrainingStep:
         parts = {c: mb * sum(f[c] + b[c] for f, b in ops[k]) for c in ("compute", "tp", "cp", "ep")}
         # a micro-batch crosses each boundary between virtual stages once each way
         hops = [(vs % pp, (vs + 1) % pp) for vs in range(pp * v - 1)]
-        parts.update(pp=sum(self._pp_s(a, b) + self._pp_s(b, a) for a, b in hops), dp=dp + gather[0][0], optimizer=opt)
+        parts.update(pp=sum((self._pp_s(a, b) + self._pp_s(b, a) for a, b in hops), 0.0), dp=dp + gather[0][0], optimizer=opt)
         parts["bubble"] = max(0.0, step - sum(parts.values()))
         return StepEstimate(self, step, parts, time.perf_counter() - t0,
                             comm_timing="simulated" if self._faulted else "analytical")
