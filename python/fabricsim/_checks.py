@@ -97,6 +97,31 @@ def flag(name: str, value: Any) -> bool:
     return value
 
 
+def real_in(name: str, value: Any, low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> float:
+    """``value`` as a float if it is a real number (not a bool, not NaN) within ``[low, high]``
+    (``open_low``, ``open_high``: that end excluded; an end may be infinite), else an error
+    naming ``name``, the value and the interval."""
+    x = real(value)
+    inside = x is not None and (x > low if open_low else x >= low) and (x < high if open_high else x <= high)
+    if not inside:
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        got = shown(value) if x is not None else f"{type(value).__name__} {shown(value)}"
+        raise InvalidArgumentError(f"{name} must be a real number in {interval}, got {got}")
+    assert x is not None
+    return x
+
+
+def choice(name: str, value: Any, options: Iterable[str]) -> str:
+    """``value`` if it is one of the strings ``options``, else an error listing them (and the
+    close ones to a misspelt string)."""
+    options = list(options)
+    if isinstance(value, str) and value in options:
+        return value
+    hint = did_you_mean(value, options) if isinstance(value, str) else ""
+    raise InvalidArgumentError(
+        f"{name} must be one of {', '.join(repr(o) for o in options)}, got {type(value).__name__} {shown(value)}{hint}")
+
+
 def callback(name: str, value: Callable[..., Any], params: tuple[str, ...]) -> Callable[..., Any]:
     """``value`` (a callable) if it can be called with ``len(params)`` positional arguments,
     checked now: a wrong signature would otherwise fail only at the first call, mid-run. A

@@ -7,8 +7,20 @@ error names the numbers), then either
 
 * :meth:`TrainingStep.run` builds one step as one :class:`~fabricsim.Scenario` and simulates it
   at flow level (contention, ECMP, faults and other tenants act on every transfer), or
-* :meth:`TrainingStep.estimate` gives the closed form of the same schedule, with
-  :func:`fabricsim.estimate` timing each collective (milliseconds, for sweeps).
+* :meth:`TrainingStep.estimate` gives the same step without simulating it: every operation at
+  its time on an otherwise idle fabric (:func:`fabricsim.estimate` timing each collective),
+  walked in the step's order, in milliseconds, for sweeps. It leaves out only contention, so
+  it is the simulated step where no two transfers share a link at once and within 0.5% of it
+  on the tested grid of TP, PP, DP, CP and EP layouts (tests/python/test_training.py). The
+  closed forms see nominal per-GPU rates, not faults: on a fabric with faults (``fabric.fail``)
+  each communication of the step is simulated alone instead (``StepEstimate.comm_timing``).
+
+**Arguments** are checked where they are given, each refusal naming the field, the value and
+what it takes: counts are integers (not floats, not bools) of at least 1 (0 for the optional
+ones: experts, latent-attention ranks, first dense layers), flags are True or False, names are
+one of the listed strings, quantities are real numbers in their range (sizes also as unit
+strings), a placement lists distinct GPU ids of the fabric. Fields that only mean something
+with experts (or latent attention) must stay at their defaults without them.
 
 **FLOPs** (as reference/compute.md counts them): a layer's forward is 2 x tokens x (its matmul
 weights: attention projections, MLP or the routed and shared experts a token visits) plus
@@ -38,7 +50,10 @@ micro_batch x seq x hidden x 2 bytes (Megatron's scatter/gather of the activatio
 parallel gradient reduction (fp32 by default, Megatron's main grads) runs per stage, chunk and
 TP rank over the (dp x cp) ranks, in buckets of ``bucket_size_bytes``; with
 ``overlap_grad_reduce`` the chunk's last backward is cut into as many pieces as bucket groups
-(at most 8) and each group starts as its piece ends, as the layers' gradients become final.
+(at most 8) and each group starts as its piece ends, as the layers' gradients become final,
+the last group as the whole backward ends (its TP, CP and EP traffic too: the chunk's first
+layer's gradients are final only then); without it, every bucket after the stage's last
+backward.
 Then each GPU's optimizer step (a delay: Adam's memory traffic over the HBM bandwidth) and,
 for a sharded optimizer without ``overlap_param_gather``, the parameter all-gather.
 
@@ -69,18 +84,22 @@ the last activity back, each step to the dependency that finished last.
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
 import json
 import math
 import time
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
 
 from . import catalog as _catalog
-from .exceptions import InvalidArgumentError
+from ._checks import COUNT, I64, U32, choice, did_you_mean, flag, integer, integers, parsed, real_in, shown
+from .exceptions import InvalidArgumentError, ZeroCapacityPathError
+from .units import size_bytes
 
 __all__ = [
     "Model",
@@ -108,6 +127,11 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.50
 #: Per-GPU FFN width (ffn / tp) below which efficiency falls in proportion (reference/compute.md:
 #: Llama 3 70B at TP8, 3,584 wide, reaches 0.388 of peak where wider shards reach ~0.5).
 DEFAULT_FULL_WIDTH = 4608
+#: Memory a built step takes per scheduled operation (one chunk's forward or backward of one
+#: micro-batch on one replica and stage, with its collectives and pipeline flows): [measured]
+#: 2.6 kB on an 8-way TP, 2-stage, 2-replica step of 65,536 operations (360,516 activities,
+#: 172 MB); the build's lower bound, refused up front where it cannot fit.
+STEP_BYTES_PER_OP = 2.5e3
 #: Bytes Adam moves per parameter it updates (read fp32 grad, master, m, v; write master, m,
 #: v; write the bf16 weight): 4 x 4 + 3 x 4 + 2.
 ADAM_BYTES_PER_PARAM = 30.0
@@ -168,6 +192,11 @@ class Model:
     ``first_dense_layers`` onward are MoE every ``moe_layer_frequency``-th layer. Multi-head
     latent attention (DeepSeek) when ``kv_lora_rank`` is set.
 
+    Sizes are integers >= 1 (``layers`` below 2**16, ``head_dim`` None for hidden / heads),
+    the expert and latent-attention fields integers >= 0 that must keep their defaults without
+    experts (``n_experts`` 0) or latent attention (``kv_lora_rank`` 0), ``gated_mlp`` and
+    ``tied_embeddings`` True or False; anything else is refused naming the field and the value.
+
     Example::
 
         tiny = fs.Model(name="tiny", layers=2, hidden=512, ffn=2048, heads=8, kv_heads=8,
@@ -200,24 +229,44 @@ class Model:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise InvalidArgumentError(f"Model {self.name!r}: {f} must be a whole number >= 1, got {v!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidArgumentError(f"Model: name must be a non-empty str, got {type(self.name).__name__} {shown(self.name)}")
+        at = f"Model {self.name!r}:"
+        if not isinstance(self.sources, Mapping):
+            raise InvalidArgumentError(f"{at} sources must be a mapping of field to source, got {type(self.sources).__name__}")
+        for f in fields(self):
+            domain = _MODEL_FIELDS.get(f.name)
+            v = getattr(self, f.name)
+            if domain is bool:
+                flag(f"{at} {f.name}", v)
+            elif domain is not None and not (v is None and f.default is None):
+                object.__setattr__(self, f.name, integer(f"{at} {f.name}", v, domain))
+        # head_dim is derived where it is not given, and derived again by replace()
+        object.__setattr__(self, "_derived_head_dim", self.head_dim is None)
         if self.head_dim is None:
             if self.hidden % self.heads:
-                raise InvalidArgumentError(
-                    f"Model {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}; give head_dim")
+                raise InvalidArgumentError(f"{at} hidden {self.hidden} is not divisible by heads {self.heads}; give head_dim")
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.heads % self.kv_heads:
-            raise InvalidArgumentError(f"Model {self.name!r}: heads {self.heads} not divisible by kv_heads {self.kv_heads}")
+            raise InvalidArgumentError(f"{at} heads {self.heads} not divisible by kv_heads {self.kv_heads}")
+        # fields that only mean something with experts, or with latent attention, must be
+        # left at 0 without them (they would be ignored)
+        unused = [(u, "n_experts") for u in _MOE_FIELDS if not self.n_experts and getattr(self, u) != _FIELD_DEFAULTS[u]]
+        unused += [(u, "kv_lora_rank") for u in _MLA_FIELDS if not self.kv_lora_rank and getattr(self, u) != 0]
+        if unused:
+            name, needs = unused[0]
+            raise InvalidArgumentError(f"{at} {name}={getattr(self, name)} means nothing without {needs} > 0 (got {needs}=0)")
         if self.n_experts:
             if not 1 <= self.experts_per_token <= self.n_experts or self.expert_ffn < 1:
                 raise InvalidArgumentError(
-                    f"Model {self.name!r}: MoE needs 1 <= experts_per_token ({self.experts_per_token}) <= n_experts "
+                    f"{at} MoE needs 1 <= experts_per_token ({self.experts_per_token}) <= n_experts "
                     f"({self.n_experts}) and expert_ffn >= 1 (got {self.expert_ffn})")
-            if self.moe_layer_frequency < 1:
-                raise InvalidArgumentError(f"Model {self.name!r}: moe_layer_frequency must be >= 1")
+            if self.first_dense_layers >= self.layers:
+                raise InvalidArgumentError(
+                    f"{at} first_dense_layers {self.first_dense_layers} leaves none of its {self.layers} layers MoE")
+        if self.kv_lora_rank and self.v_head_dim < 1:
+            raise InvalidArgumentError(f"{at} latent attention (kv_lora_rank {self.kv_lora_rank}) needs v_head_dim >= 1, "
+                                       f"got {self.v_head_dim}")
 
     # ---- structure
     @property
@@ -233,7 +282,29 @@ class Model:
             ds = fs.training.model("deepseek-v3")   # its first 3 layers are dense
             ds.is_moe_layer(0), ds.is_moe_layer(3)   # (False, True)
         """
+        i = self._layer(i)
         return self.is_moe and i >= self.first_dense_layers and (i - self.first_dense_layers) % self.moe_layer_frequency == 0
+
+    def _layer(self, i: Any) -> int:
+        """``i`` if it is the index of one of the layers, else an error."""
+        if type(i) is int and 0 <= i < self.layers:  # the model's own loops: checked at once
+            return i
+        return integer(f"Model {self.name!r}: layer index", i, (0, self.layers))
+
+    def _seq(self, seq_len: Any) -> float:
+        """The model's ``seq_len`` for None, else ``seq_len`` if it is a number of tokens >= 0,
+        or an array of them (a serving workload's requests at once: the FLOPs come out per
+        element)."""
+        if seq_len is None:
+            return self.seq_len
+        if isinstance(seq_len, np.ndarray) and seq_len.dtype.kind in "iuf":
+            ok = np.isfinite(seq_len) & (seq_len >= 0)
+            if not ok.all():
+                raise InvalidArgumentError(f"seq_len must hold numbers of tokens >= 0, got {seq_len[~ok][0].item()!r} among them")
+            return cast(float, seq_len)
+        if type(seq_len) is int and seq_len >= 0:
+            return seq_len
+        return real_in("seq_len", seq_len, 0.0, math.inf, open_high=True)
 
     @property
     def n_moe_layers(self) -> int:
@@ -338,7 +409,7 @@ class Model:
         return sum(self.layer_active_params(i) for i in range(self.layers)) + self.embedding_params()
 
     # ---- FLOPs (forward, per sequence of seq_len tokens unless said)
-    def attention_core_flops(self, seq_len: int | None = None) -> float:
+    def attention_core_flops(self, seq_len: float | None = None) -> float:
         """Causal attention scores and values of one layer, forward, one sequence.
 
         Example::
@@ -347,30 +418,30 @@ class Model:
             m.attention_core_flops()       # 5.5e11 at its seq_len, 8192
             m.attention_core_flops(4096)   # 1.4e11: a quarter, quadratic in the length
         """
-        s = self.seq_len if seq_len is None else seq_len
+        s = self._seq(seq_len)
         return 2.0 * s * s * self.heads * (self._d_qk + self._d_v) / 2.0
 
-    def layer_forward_flops(self, i: int, seq_len: int | None = None) -> float:
+    def layer_forward_flops(self, i: int, seq_len: float | None = None) -> float:
         """Forward FLOPs of layer ``i`` for one sequence: 2 x tokens x active weights, plus causal attention.
 
         Example::
 
             fs.training.model("llama3-8b").layer_forward_flops(0)   # 4.1e12 for 8192 tokens
         """
-        s = self.seq_len if seq_len is None else seq_len
+        s = self._seq(seq_len)
         return 2.0 * s * self.layer_active_params(i) + self.attention_core_flops(s)
 
-    def logits_forward_flops(self, seq_len: int | None = None) -> float:
+    def logits_forward_flops(self, seq_len: float | None = None) -> float:
         """Forward FLOPs of the vocabulary projection for one sequence: 2 x tokens x vocab x hidden.
 
         Example::
 
             fs.training.model("llama3-8b").logits_forward_flops(seq_len=1024)   # 1.1e12
         """
-        s = self.seq_len if seq_len is None else seq_len
+        s = self._seq(seq_len)
         return 2.0 * s * self.vocab * self.hidden
 
-    def forward_flops(self, seq_len: int | None = None) -> float:
+    def forward_flops(self, seq_len: float | None = None) -> float:
         """Forward FLOPs of the whole model for one sequence (every layer and the logits).
 
         Example::
@@ -390,14 +461,34 @@ class Model:
         return 3.0 * self.forward_flops()
 
     def replace(self, **changes: Any) -> "Model":
-        """A copy with the given fields changed, e.g. ``model("llama3-8b").replace(seq_len=4096)``.
+        """A copy with the given fields changed, e.g. ``model("llama3-8b").replace(seq_len=4096)``;
+        a ``head_dim`` that was derived (hidden / heads) is derived again.
 
         Example::
 
             short = fs.training.model("llama3-8b").replace(name="llama3-8b-4k", seq_len=4096)
             short.seq_len, short.n_params   # (4096, 8029995008): same weights, shorter sequences
         """
+        if getattr(self, "_derived_head_dim", False):
+            changes.setdefault("head_dim", None)
         return replace(self, **changes)
+
+
+#: Each Model field's domain: integers in [lo, hi) (None allowed where None is the default),
+#: or bool.
+_MODEL_FIELDS: dict[str, Any] = {
+    # the model is computed layer by layer: [assumption] a bound far above any published model
+    # (Llama 3 405B has 126 layers) keeps a mistyped count from running for hours
+    "layers": (1, 2**16),
+    **{f: COUNT for f in ("hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "head_dim", "moe_layer_frequency")},
+    **{f: U32 for f in ("n_experts", "experts_per_token", "n_shared_experts", "expert_ffn", "first_dense_layers",
+                        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")},
+    "gated_mlp": bool,
+    "tied_embeddings": bool,
+}
+_MOE_FIELDS = ("experts_per_token", "n_shared_experts", "expert_ffn", "first_dense_layers", "moe_layer_frequency")
+_MLA_FIELDS = ("q_lora_rank", "qk_rope_head_dim", "v_head_dim")
+_FIELD_DEFAULTS = {f.name: f.default for f in fields(Model)}
 
 
 def _load_models() -> dict[str, Model]:
@@ -443,9 +534,13 @@ def model(name: str | Model) -> Model:
     """
     if isinstance(name, Model):
         return name
-    key = str(name).strip().lower()
+    if not isinstance(name, str):
+        raise InvalidArgumentError(
+            f"model must be a preset's name ({', '.join(_MODELS)}) or a fabricsim.training.Model, got "
+            f"{type(name).__name__} {shown(name)}")
+    key = name.strip().lower()
     if key not in _MODELS:
-        raise InvalidArgumentError(f"unknown model {name!r}; presets are {', '.join(_MODELS)}")
+        raise InvalidArgumentError(f"unknown model {name!r}; presets are {', '.join(_MODELS)}{did_you_mean(key, _MODELS)}")
     return _MODELS[key]
 
 
@@ -492,6 +587,15 @@ class Parallelism:
     fabric (default: rank i on GPU i). ``tp_in_domain`` refuses a TP group that leaves an NVLink
     domain.
 
+    Each field is checked (a :class:`TrainingConfigError` naming the field and the value): the
+    sizes (``tp`` to ``virtual_stages``, ``global_batch_size`` unless None) are integers >= 1,
+    with tp x pp x dp x cp below 2**32; the flags are True or False (``sequence_parallel`` also
+    None: on where tp > 1); ``bucket_size_bytes`` is a size > 0 (bytes, or a string such as
+    "40MB"); ``grad_reduce_bytes`` is 2 (bf16) or 4 (fp32); ``ep_imbalance``, the busiest EP
+    rank's tokens over the mean, is in [1, ep]; ``stage_layers`` is pp integers >= 1;
+    ``placement`` is tp x pp x dp x cp distinct GPU ids >= 0 (the step checks them against its
+    fabric).
+
     Example::
 
         par = fs.Parallelism(tp=8, pp=2, dp=1)
@@ -526,35 +630,63 @@ class Parallelism:
     tp_in_domain: bool = True
 
     def __post_init__(self) -> None:
+        try:
+            self._check()
+        except TrainingConfigError:
+            raise
+        except InvalidArgumentError as err:  # as every other refusal of a Parallelism
+            raise TrainingConfigError(str(err)) from None
+
+    def _check(self) -> None:
+        at = "Parallelism:"
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise _bad(f"Parallelism: {f} must be a whole number >= 1, got {v!r}")
-        if self.schedule not in ("1f1b", "interleaved"):
-            raise _bad(f"Parallelism: schedule must be '1f1b' or 'interleaved', got {self.schedule!r}")
+            object.__setattr__(self, f, integer(f"{at} {f}", getattr(self, f), COUNT))
+        for f in ("recompute", "selective_recompute", "flash_attention", "tp_comm_overlap", "overlap_grad_reduce",
+                  "overlap_param_gather", "tp_in_domain"):
+            flag(f"{at} {f}", getattr(self, f))
+        if self.n_gpus >= COUNT[1]:
+            raise _bad(f"{at} tp {self.tp} x pp {self.pp} x dp {self.dp} x cp {self.cp} = {shown(self.n_gpus)} GPUs; "
+                       f"fabricsim counts GPUs in 32 bits (fewer than 2**32)")
+        if self.global_batch_size is not None:
+            object.__setattr__(self, "global_batch_size", integer(f"{at} global_batch_size", self.global_batch_size, COUNT))
+        choice(f"{at} schedule", self.schedule, ("1f1b", "interleaved"))
         if self.schedule == "1f1b" and self.virtual_stages != 1:
-            raise _bad(f"Parallelism: virtual_stages={self.virtual_stages} needs schedule='interleaved'")
-        sharding = _DP_SHARDING.get(str(self.dp_sharding).strip().lower())
-        if sharding is None:
-            raise _bad(f"Parallelism: dp_sharding must be 'none', 'zero1', 'optim_grads' or 'fsdp' (or Megatron-FSDP's "
-                       f"'no_shard', 'optim', 'optim_grads_params'), got {self.dp_sharding!r}")
-        object.__setattr__(self, "dp_sharding", sharding)
-        if self.recompute and self.selective_recompute:
-            raise _bad("Parallelism: recompute=True (full recomputation) and selective_recompute=True exclude each other")
+            raise _bad(f"{at} virtual_stages={self.virtual_stages} needs schedule='interleaved'")
+        key = self.dp_sharding.strip().lower() if isinstance(self.dp_sharding, str) else self.dp_sharding
+        object.__setattr__(self, "dp_sharding", _DP_SHARDING[choice(f"{at} dp_sharding", key, _DP_SHARDING)])
         if self.sequence_parallel is None:
             object.__setattr__(self, "sequence_parallel", self.tp > 1)
-        if sorted(self.order.split("-")) != sorted(_DIMS):
-            raise _bad(f"Parallelism: order must name each of tp, cp, ep, dp, pp once (e.g. 'tp-cp-ep-dp-pp'), got {self.order!r}")
-        if not self.ep_imbalance >= 1.0:
-            raise _bad(f"Parallelism: ep_imbalance is the busiest EP rank's share over the mean, >= 1; got {self.ep_imbalance!r}")
-        if self.grad_reduce_bytes not in (2, 4):
-            raise _bad(f"Parallelism: grad_reduce_bytes must be 2 (bf16) or 4 (fp32), got {self.grad_reduce_bytes!r}")
-        if not self.bucket_size_bytes > 0:
-            raise _bad(f"Parallelism: bucket_size_bytes must be > 0, got {self.bucket_size_bytes!r}")
+        flag(f"{at} sequence_parallel (or None: on where tp > 1)", self.sequence_parallel)
+        if self.recompute and self.selective_recompute:
+            raise _bad(f"{at} recompute=True (full recomputation) and selective_recompute=True exclude each other")
+        if not isinstance(self.order, str) or sorted(self.order.split("-")) != sorted(_DIMS):
+            raise _bad(f"{at} order must name each of tp, cp, ep, dp, pp once (e.g. 'tp-cp-ep-dp-pp'), got "
+                       f"{type(self.order).__name__} {shown(self.order)}")
+        # the busiest EP rank's share over the mean: at least the mean, at most all of it
+        object.__setattr__(self, "ep_imbalance", real_in(f"{at} ep_imbalance (the busiest EP rank's share over the "
+                                                         f"mean, at most ep = {self.ep})", self.ep_imbalance, 1.0, self.ep))
+        g = self.grad_reduce_bytes
+        if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer)) or g not in (2, 4):
+            raise _bad(f"{at} grad_reduce_bytes must be 2 (bf16) or 4 (fp32), got {type(g).__name__} {shown(g)}")
+        object.__setattr__(self, "grad_reduce_bytes", int(g))
+        bucket = parsed(f"{at} bucket_size_bytes", size_bytes, self.bucket_size_bytes)
+        object.__setattr__(self, "bucket_size_bytes", real_in(f"{at} bucket_size_bytes", bucket, 0.0, math.inf,
+                                                              open_low=True, open_high=True))
         if self.stage_layers is not None:
-            object.__setattr__(self, "stage_layers", tuple(int(x) for x in self.stage_layers))
+            layers = integers(f"{at} stage_layers", self.stage_layers, COUNT)
+            if len(layers) != self.pp:
+                raise _bad(f"{at} stage_layers must give one layer count per stage (pp={self.pp}), got {len(layers)}: "
+                           f"{layers.tolist()}")
+            object.__setattr__(self, "stage_layers", tuple(layers.tolist()))
         if self.placement is not None:
-            object.__setattr__(self, "placement", tuple(int(x) for x in self.placement))
+            gpus = integers(f"{at} placement", self.placement, (0, I64[1]))
+            if len(gpus) != self.n_gpus:
+                raise _bad(f"{at} placement must list {self.n_gpus} GPUs (one per rank: tp x pp x dp x cp), got {len(gpus)}")
+            first: dict[int, int] = {}
+            for i, g in enumerate(gpus.tolist()):
+                if first.setdefault(g, i) != i:
+                    raise _bad(f"{at} placement puts ranks {first[g]} and {i} both on GPU {g}: each rank needs a GPU of its own")
+            object.__setattr__(self, "placement", tuple(gpus.tolist()))
 
     @property
     def n_gpus(self) -> int:
@@ -585,8 +717,9 @@ class Parallelism:
             par = fs.Parallelism(tp=4, dp=2, pp=2)   # order "tp-cp-ep-dp-pp": tp innermost
             par.rank(tp=1, dp=1, pp=1)   # 13 = 1 + 1 x 4 + 1 x 8
         """
-        coords = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
         sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp, "ep": 1}
+        coords = {d: integer(f"rank: {d}", x, (0, sizes[d])) for d, x in (("tp", tp), ("cp", cp), ("dp", dp), ("pp", pp))}
+        coords["ep"] = 0
         r, stride = 0, 1
         for d in self.order.split("-"):
             r += coords[d] * stride
@@ -635,12 +768,10 @@ class ComputeModel:
     precision: str = "bf16"
 
     def __post_init__(self) -> None:
-        if not 0 < self.efficiency <= 1:
-            raise InvalidArgumentError(f"ComputeModel: efficiency must be in (0, 1], got {self.efficiency!r}")
-        if self.precision not in ("bf16", "fp8"):
-            raise InvalidArgumentError(f"ComputeModel: precision must be 'bf16' or 'fp8', got {self.precision!r}")
-        if not self.full_width >= 0:
-            raise InvalidArgumentError(f"ComputeModel: full_width must be >= 0, got {self.full_width!r}")
+        object.__setattr__(self, "efficiency", real_in("ComputeModel: efficiency", self.efficiency, 0.0, 1.0, open_low=True))
+        object.__setattr__(self, "full_width", real_in("ComputeModel: full_width", self.full_width, 0.0, math.inf,
+                                                       open_high=True))
+        choice("ComputeModel: precision", self.precision, ("bf16", "fp8"))
 
     def layer_efficiency(self, ffn_shard_width: float) -> float:
         """The fraction of peak a layer reaches whose FFN shard is ``ffn_shard_width`` wide: ``efficiency``, derated in proportion below ``full_width``.
@@ -651,6 +782,7 @@ class ComputeModel:
             cm.layer_efficiency(28672 / 8)   # 0.389: Llama 3 70B's FFN at TP8, 3,584 wide
             cm.layer_efficiency(8192)        # 0.5: wide enough
         """
+        ffn_shard_width = real_in("ffn_shard_width", ffn_shard_width, 0.0, math.inf, open_high=True)
         if self.full_width <= 0:
             return self.efficiency
         return self.efficiency * min(1.0, ffn_shard_width / self.full_width)
@@ -661,9 +793,25 @@ class ComputeModel:
 # ------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _wire_only(cost: Any) -> Any:
+    """``cost`` without software latency (kept: a cost model checks every table as it is made)."""
+    return cost.without_software_latency()
+
+
+_EXPECTED = {
+    "parallelism": "a fabricsim.Parallelism",
+    "fabric": "a fabricsim.Topology or a generated Fabric (fs.hgx_h100(), fs.cluster(...))",
+    "compute": "a fabricsim.training.ComputeModel (None for the default)",
+}
+
+
 def _gpu_part(fabric: Any, gpu: str | None) -> Any:
     if gpu is not None:
-        return _catalog.part(gpu)
+        part = _catalog.part(gpu)
+        if part.kind != "gpu":
+            raise InvalidArgumentError(f"gpu={gpu!r} is a catalog {part.kind}, not a GPU")
+        return part
     parts = getattr(fabric, "_parts", None) or {}
     p = parts.get("gpu")
     if p is None:
@@ -718,14 +866,22 @@ class TrainingStep:
         check_memory: bool = True,
         tp_comm: str = "flow",
     ) -> None:
+        from .collectives import checked_cost_model
+        from .fabrics import Topology
+
         self.model: Model = globals()["model"](model)  # the function model(), which the argument hides
+        for name, value, kind in (("parallelism", parallelism, Parallelism), ("fabric", fabric, Topology),
+                                  ("compute", compute, (ComputeModel, type(None)))):
+            if not isinstance(value, kind):
+                raise InvalidArgumentError(
+                    f"{name} must be {_EXPECTED[name]}, got {type(value).__name__} {shown(value)}")
         self.par = parallelism
         self.fabric = fabric
         self.compute = compute or ComputeModel()
+        checked_cost_model(cost_model)
         self.cost_model = cost_model
-        if tp_comm not in ("flow", "analytical"):
-            raise InvalidArgumentError(f"tp_comm must be 'flow' or 'analytical', got {tp_comm!r}")
-        self.tp_comm = tp_comm
+        self.tp_comm = choice("tp_comm", tp_comm, ("flow", "analytical"))
+        flag("check_memory", check_memory)
         self.gpu = _gpu_part(fabric, gpu)
         key = "bf16_dense_flop_per_s" if self.compute.precision == "bf16" else "fp8_dense_flop_per_s"
         peak = self.gpu.get(key)
@@ -735,11 +891,13 @@ class TrainingStep:
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
         self._check_placement()
+        if self._faulted:
+            self._check_reachable()
         self.chunks = self._chunks()
         self.memory = self._memory()
         if check_memory:
             self._check_memory()
-        self._est_cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
+        self._est_cache: dict[Any, Any] = {}
 
     # ---- checks
     def _check(self) -> None:
@@ -776,12 +934,12 @@ class TrainingStep:
     def _check_placement(self) -> None:
         p = self.par
         n = getattr(self.fabric, "n_gpus", None)
-        flat = self.gpus.ravel()
-        if p.placement is not None:
-            if len(p.placement) != p.n_gpus or len(set(p.placement)) != p.n_gpus:
-                raise _bad(f"placement must list {p.n_gpus} distinct GPUs (one per rank), got {len(p.placement)} ({len(set(p.placement))} distinct)")
-        if n is not None and (flat.min() < 0 or flat.max() >= n):
-            raise _bad(f"placement puts a rank on GPU {int(flat.max())}, but the fabric has GPUs 0..{n - 1}")
+        if p.placement is not None and n is not None:  # each entry a GPU >= 0, distinct (Parallelism)
+            beyond = [k for k, g in enumerate(p.placement) if g >= n]
+            if beyond:
+                k = beyond[0]
+                raise _bad(f"placement[{k}] = {p.placement[k]}, but the fabric has GPUs 0..{n - 1}"
+                           + (f" ({len(beyond)} entries beyond)" if len(beyond) > 1 else ""))
         dom = (getattr(self.fabric, "structure", None) or {}).get("domain") if hasattr(self.fabric, "structure") else None
         if p.tp_in_domain and dom is not None and p.tp > 1:
             size = dom["n_endpoints"]
@@ -1041,26 +1199,253 @@ class TrainingStep:
         k = min(n, 8)
         return [total / k] * k
 
-    def _estimate(self, op: str, size: float, ranks: Sequence[int], algorithm: str = "auto") -> float:
-        from .collectives import estimate
+    # ---- communication, as the step issues it
+    @property
+    def _faulted(self) -> bool:
+        """Whether the fabric has faults (``fabric.fail``), which the collectives' closed forms
+        (per-GPU NVLink and network rates) cannot see."""
+        return bool((getattr(self.fabric, "_parts", None) or {}).get("faults"))
 
-        if size <= 0 or len(ranks) < 2:
+    def _ep_sizes(self, size: float) -> np.ndarray | None:
+        """The all-to-all-v matrix of an EP exchange of ``size`` bytes (nccl-tests' size) whose
+        busiest rank, the group's first, receives ``ep_imbalance`` x the mean (None when even)."""
+        p = self.par
+        if p.ep_imbalance == 1.0:
+            return None
+        n = p.ep
+        w = np.full(n, (n - p.ep_imbalance) / (n - 1))
+        w[0] = p.ep_imbalance
+        sizes = np.outer(np.ones(n), w * (size / n))
+        np.fill_diagonal(sizes, 0.0)
+        return sizes
+
+    def _chains(self, kind: str, s: int, size: float, every: bool) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
+        """One communication of stage ``s`` as the step issues it at once on every group of
+        ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
+        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "ep", "cp", or a
+        data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each TP rank's
+        replicas."""
+        p, G = self.par, self.gpus
+        ops: list[tuple[str, float, Any]]
+        n = None if every else 1
+        if kind == "tp":
+            ops = [("reduce_scatter", size, None), ("all_gather", size, None)] if p.sequence_parallel else [("all_reduce", size, None)]
+            groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
+        elif kind == "ep":
+            ops = [("all_to_all", size, self._ep_sizes(size))]
+            groups = [np.asarray(g) for t in range(p.tp if every else 1) for g in self._ep_groups(s, t)][:n]
+        elif kind == "cp":
+            ops = [("send_recv", size, None)]
+            groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
+        else:
+            ops = [(kind, size, None)]
+            groups = list(G[s].reshape(-1, p.tp).T[:n])  # per TP rank, its dp x cp replicas
+        return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
+
+    def _comm_s(self, kind: str, s: int, size: float) -> float:
+        """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes takes
+        on an otherwise idle fabric: on a fabric without faults, replica 0's chain timed by
+        :func:`fabricsim.estimate` (every group has its shape); on a fabric with faults, every
+        group's chain simulated together at flow level, so that a degraded link on any group's
+        path, and the groups that share it, set the time."""
+        if size <= 0:
             return 0.0
-        key = (op, round(size), tuple(ranks), algorithm)
+        key = (kind, s, round(size))
         hit = self._est_cache.get(key)
         if hit is None:
-            hit = estimate(self.fabric, op, size, list(ranks), algorithm=algorithm, cost_model=self.cost_model).time_s
+            chains = self._chains(kind, s, size, every=self._faulted)
+            if not chains:
+                hit = 0.0
+            elif self._faulted:
+                hit = self._simulated_s(chains)
+            else:
+                ranks, ops = chains[0]
+                hit = sum(self._analytical_s(op, n, ranks, sizes) for op, n, sizes in ops)
             self._est_cache[key] = hit
         return hit
 
+    def _analytical_s(self, op: str, size: float, ranks: Sequence[int], sizes: Any = None) -> float:
+        from .collectives import estimate
+
+        return estimate(self.fabric, op, None if sizes is not None else size, list(ranks), sizes=sizes,
+                        cost_model=self.cost_model).time_s
+
+    def _simulated_s(self, chains: Sequence[tuple[tuple[int, ...], list[tuple[str, float, Any]]]] = (),
+                     flows: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+        """Makespan of ``chains`` (:meth:`_chains`) or of pipeline ``flows`` (sources,
+        destinations) run alone on the fabric."""
+        from .scenario import Scenario
+
+        sc = Scenario(self.fabric, **({} if self.cost_model is None else {"cost_model": self.cost_model}))
+        for ranks, ops in chains:
+            prev: list[int] = []
+            for op, size, sizes in ops:
+                prev = [sc.add_collective(op, list(ranks), None if sizes is not None else size, sizes=sizes, after=prev)]
+        if flows is not None:
+            sc.add_flows(flows[0], flows[1], self._pp_bytes())
+        return float(sc.run().summary.makespan_s)
+
+    def _pp_bytes(self) -> float:
+        m, p = self.model, self.par
+        return p.micro_batch_size * m.seq_len / p.cp * m.hidden * 2.0 / p.tp
+
+    def _pp_s(self, a: int, b: int) -> float:
+        """Seconds of a pipeline transfer from stage ``a`` to stage ``b``, plain flows as the
+        step sends them (one per TP rank, no NCCL software latency): on a fabric without faults,
+        replica 0's first GPUs of the two stages exchanging its bytes, timed by
+        :func:`fabricsim.estimate` without software latency (route latency and the per-GPU
+        rate, as a lone flow takes); with faults, every replica's and TP rank's flows of that
+        boundary and direction at once, simulated."""
+        from .collectives import checked_cost_model, estimate
+
+        if a == b:  # one stage (pp = 1) holding consecutive chunks: nothing to send
+            return 0.0
+        # a send/recv pair times both ways at once: one key for both directions unless faults
+        # (which may take one direction's links) make them differ
+        key = ("pp", a, b) if self._faulted else ("pp", min(a, b), max(a, b))
+        hit = self._est_cache.get(key)
+        if hit is None:
+            G = self.gpus
+            if self._faulted:
+                hit = self._simulated_s(flows=(G[a].ravel(), G[b].ravel()))
+            else:
+                hit = estimate(self.fabric, "send_recv", self._pp_bytes(), [int(G[a, 0, 0, 0]), int(G[b, 0, 0, 0])],
+                               cost_model=_wire_only(checked_cost_model(self.cost_model))).time_s
+            self._est_cache[key] = hit
+        return hit
+
+    def _check_reachable(self) -> None:
+        """Refuses a step with a GPU that the fabric's faults cut off (every link down): its
+        transfers would fail, and the step cannot complete."""
+        from .collectives import fabric_view
+        from .exceptions import ZeroCapacityPathError
+
+        cut = fabric_view(self.fabric).cut_off
+        hit = np.isin(self.gpus, cut) if cut.size else np.zeros(0, dtype=bool)
+        if hit.any():
+            s, d, c, t = (int(x[0]) for x in np.nonzero(hit))
+            raise ZeroCapacityPathError(
+                f"GPU {int(self.gpus[s, d, c, t])} (stage {s}, dp {d}, cp {c}, tp {t}) has every link down "
+                "(fabric.fail): the step cannot run on it")
+
+    def _op_s(self, ch: _Chunk, fwd: bool) -> dict[str, float]:
+        """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
+        compute, then its TP collective (beside the compute with ``tp_comm_overlap``), the CP
+        ring exchange beside both, then the EP all-to-all. Seconds each part adds (exposed),
+        by part: they add up to the op's duration."""
+        p = self.par
+        mult = 1.0 if fwd else 1.0 + p.recompute
+        comp = ch.fwd_s if fwd else ch.bwd_s
+        tp = self._comm_s("tp", ch.stage, ch.tp_bytes * mult)
+        cp = self._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
+        ep = self._comm_s("ep", ch.stage, 2.0 * ch.ep_bytes * mult)
+        with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
+        return {"compute": comp, "tp": with_tp - comp, "cp": max(with_tp, cp) - with_tp, "ep": ep}
+
+    def _param_gather_s(self, s: int) -> float:
+        """Seconds of stage ``s``'s parameter all-gathers after its optimizer step (a sharded
+        optimizer without ``overlap_param_gather``), chunk after chunk."""
+        p = self.par
+        if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
+            return 0.0
+        return sum(self._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in self.chunks[s])
+
+    def _grads_done_s(self, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
+        """When stage ``s``'s gradient reduction ends, given each chunk's last backward (start,
+        end) and when the stage's last op ends, as the step chains it per TP rank: chunk by
+        chunk in the order their last backwards run, each chunk's bucket groups in turn. With
+        ``overlap_grad_reduce`` group i starts as the (i+1)-th piece of that backward's compute
+        ends, the last group as the whole backward (its communication too) ends; without, after
+        the stage's last op."""
+        p = self.par
+        if p.dp * p.cp == 1:
+            return stage_end_s
+        op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+        t = 0.0
+        for c in sorted(last_b, key=lambda c_: last_b[c_]):
+            ch = self.chunks[s][c]
+            start, end = last_b[c]
+            groups = self._buckets(ch)
+            for i, g in enumerate(groups):
+                if not p.overlap_grad_reduce:
+                    ready = stage_end_s
+                elif i == len(groups) - 1:
+                    ready = end
+                else:
+                    ready = start + (i + 1) * ch.bwd_s / len(groups)
+                t = max(t, ready) + self._comm_s(op, s, g)
+        return max(t, stage_end_s)
+
+    def _walk(self, mb: int, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+              ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
+        """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
+        of its ops ends, walked as the step is built: an op starts once its stage is free, its
+        input has come from the neighbouring virtual stage (plus the transfer) and, with FSDP,
+        its chunk's parameters are gathered (``ready_f``, ``ready_b``); it lasts
+        ``dur[stage][chunk][is backward]``."""
+        p = self.par
+        pp, v = p.pp, p.virtual_stages
+        orders, plan, at = _walk_plan(pp, mb, v)
+        hop = [[self._pp_s(a, b) if (b - a) % pp in (1, pp - 1) else 0.0 for b in range(pp)] for a in range(pp)]
+        e = [0.0] * len(plan)
+        for k, (s, back, c, prev, src, src_stage) in enumerate(plan):
+            start = (ready_b if back else ready_f)[s][c]
+            if prev >= 0 and e[prev] > start:
+                start = e[prev]
+            if src >= 0 and e[src] + hop[src_stage][s] > start:
+                start = e[src] + hop[src_stage][s]
+            e[k] = start + dur[s][c][back]
+        return orders, [[e[k] for k in row] for row in at]
+
+    def _schedule_ends(self, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+                       ready_b: list[list[float]]) -> tuple[list[float], list[dict[int, tuple[float, float]]]]:
+        """When each stage's last op ends, and each chunk's last backward (start, end) on each
+        stage (:meth:`_walk`). After its warm-up a schedule repeats every pp micro-batches (2 pp
+        v ops per stage) with the same durations, so once two such rounds in a row come out
+        as the round before shifted by one time on every stage, every later round does too
+        (each op waits only for ops at most one round back): a long schedule is walked for a
+        few rounds and the rest added as that shift, exactly; where the rounds do not repeat
+        within the few, the whole schedule is walked."""
+        p = self.par
+        pp, v, mb = p.pp, p.virtual_stages, p.n_micro_batches
+        period = 2 * pp * v
+        short = 8 * pp + mb % pp
+        shift = 0.0
+        walked = mb
+        if mb > short:
+            orders, ends = self._walk(short, dur, ready_f, ready_b)
+            warm = [_warm_up(pp, s, short, v) for s in range(pp)]
+            w = warm[0]
+            lam = ends[0][w + 2 * period] - ends[0][w + period]
+            tol = 1e-12 * ends[0][-1]
+            if all(abs(e[i + period] - e[i] - lam) <= tol
+                   for e, w in zip(ends, warm) for i in range(w + period, w + 3 * period)):
+                shift, walked = (mb - short) // pp * lam, short
+        if walked == mb:
+            orders, ends = self._walk(mb, dur, ready_f, ready_b)
+        last_b: list[dict[int, tuple[float, float]]] = [{} for _ in range(pp)]
+        for s, (order, e) in enumerate(zip(orders, ends)):
+            for (kind, _, c), end in zip(order, e):
+                if kind == "B":
+                    last_b[s][c] = (end - dur[s][c][1] + shift, end + shift)
+        return [e[-1] + shift for e in ends], last_b
+
     # ---- analytical
     def estimate(self) -> "StepEstimate":
-        """Closed form of the step (no flow simulation): per-stage forward/backward times with
-        the exposed TP/EP (and CP beyond its overlap) collectives timed by
-        :func:`fabricsim.estimate` on replica 0's groups, the schedule's fill and drain
-        (``(pp - 1) / virtual_stages`` of a stage's work per micro-batch, plus ``2 (pp - 1)``
-        pipeline transfers), the data-parallel reduction left after the last backward, the
-        optimizer and, where it is not overlapped, the parameter all-gather.
+        """The step without simulating it at flow level: every operation of the step
+        (:meth:`build`) with the time it takes on an otherwise idle fabric, in the step's
+        order. Each stage runs its schedule (forward and backward of each chunk: compute, its
+        exposed TP, CP and EP communication), each op waiting for the pipeline transfer that
+        brings its input; then each stage's data-parallel reduction (overlapping its last
+        backwards), optimizer step and, where it is not overlapped, parameter all-gather. The
+        step ends with the last stage. What it leaves out is contention: communication that
+        runs at the same time on shared links (a DP reduction beside TP traffic on one NVLink
+        domain) takes longer in :meth:`run`.
+
+        Collectives are timed as the step issues them: by :func:`fabricsim.estimate` on
+        replica 0's groups; on a fabric with faults (``fabric.fail``), which those closed forms
+        cannot see, each communication is simulated alone on the fabric, all its groups at
+        once, so that a degraded link slows what crosses it (``comm_timing`` says which).
 
         Example::
 
@@ -1070,113 +1455,33 @@ class TrainingStep:
         """
         t0 = time.perf_counter()
         p = self.par
-        mb = p.n_micro_batches
-        v = p.virtual_stages
-        parts = {k: 0.0 for k in ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")}
-        stage_f, stage_b = [], []
-        stage_comp, stage_tp, stage_ep, stage_cp = [], [], [], []
-        for s in range(p.pp):
-            f = b = comp = tp = ep = cpx = 0.0
-            for ch in self.chunks[s]:
-                t_tp = self._tp_time(ch)
-                t_ep = self._ep_time(ch)
-                t_cp = self._cp_time(ch)
-                tf_tp = 0.0 if p.tp_comm_overlap else t_tp
-                tb_tp = 0.0 if p.tp_comm_overlap else t_tp * (1 + p.recompute)
-                cf = max(0.0, t_cp - ch.fwd_s)
-                cb = max(0.0, 2 * t_cp - ch.bwd_s)
-                if p.tp_comm_overlap:
-                    tf_tp = max(0.0, t_tp - ch.fwd_s)
-                    tb_tp = max(0.0, t_tp * (1 + p.recompute) - ch.bwd_s)
-                f += ch.fwd_s + tf_tp + t_ep + cf
-                b += ch.bwd_s + tb_tp + t_ep * (1 + p.recompute) + cb
-                comp += ch.fwd_s + ch.bwd_s
-                tp += tf_tp + tb_tp
-                ep += t_ep * (2 + p.recompute)
-                cpx += cf + cb
-            stage_f.append(f)
-            stage_b.append(b)
-            stage_comp.append(comp)
-            stage_tp.append(tp)
-            stage_ep.append(ep)
-            stage_cp.append(cpx)
-        work = [f + b for f, b in zip(stage_f, stage_b)]
-        k = int(np.argmax(work))
-        t_pp = self._pp_time() if p.pp > 1 else 0.0
-        fill = (sum(work) - work[k]) / v
-        pipe = mb * work[k] + fill + 2 * (p.pp - 1) * t_pp
-        # data parallel: what is left of stage 0's chunk 0 reduction after its last backward
-        ch0 = self.chunks[0][0]
-        groups = self._buckets(ch0)
-        dp_tail = 0.0
-        if p.dp * p.cp > 1 and groups:
-            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
-            t_groups = [self._estimate(op, g, self._dp_ranks(0, 0)) for g in groups]
-            if p.overlap_grad_reduce:
-                piece = stage_b[0] / mb / v / len(groups)  # the last backward, cut in pieces
-                t = 0.0
-                for i, tg in enumerate(t_groups):
-                    t = max(t, (i + 1) * piece) + tg
-                dp_tail = max(0.0, t - len(groups) * piece)
-            else:
-                dp_tail = sum(t_groups)
-                for ch in self.chunks[0][1:]:
-                    dp_tail += sum(self._estimate(op, g, self._dp_ranks(0, 0)) for g in self._buckets(ch))
-        opt = max(self._optimizer_s(s) for s in range(p.pp))
-        ag = 0.0
-        if p.dp_sharding != "none" and not p.overlap_param_gather and p.dp * p.cp > 1:
-            ag = sum(self._estimate("all_gather", sum(self._buckets(ch)) / p.grad_reduce_bytes * 2, self._dp_ranks(0, 0))
-                     for ch in self.chunks[0])
-        fsdp = 0.0
+        mb, v, pp = p.n_micro_batches, p.virtual_stages, p.pp
+        ops = [[(self._op_s(ch, True), self._op_s(ch, False)) for ch in row] for row in self.chunks]
+        dur = [[(sum(f.values()), sum(b.values())) for f, b in row] for row in ops]
+        # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
+        # the start) and again before its backwards
+        gather = [[0.0] * v for _ in range(pp)]
         if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
-            fsdp = self._estimate("all_gather", (self.chunks[0][0].params + self.chunks[0][0].expert_params) * 2, self._dp_ranks(0, 0))
-        step = pipe + dp_tail + opt + ag + fsdp
-        parts["compute"] = stage_comp[k] * mb
-        parts["tp"] = stage_tp[k] * mb
-        parts["ep"] = stage_ep[k] * mb
-        parts["cp"] = stage_cp[k] * mb
-        parts["pp"] = 2 * (p.pp - 1) * t_pp
-        parts["dp"] = dp_tail + ag + fsdp
-        parts["optimizer"] = opt
-        parts["bubble"] = max(0.0, step - sum(v_ for k_, v_ in parts.items() if k_ != "bubble"))
-        return StepEstimate(self, step, parts, time.perf_counter() - t0)
-
-    def _tp_group(self, s: int, r: int = 0) -> list[int]:
-        p = self.par
-        ranks: list[int] = self.gpus[s, r // p.cp, r % p.cp, :].tolist()
-        return ranks
-
-    def _tp_time(self, ch: _Chunk) -> float:
-        p = self.par
-        if p.tp == 1 or ch.tp_bytes <= 0:
-            return 0.0
-        ranks = self._tp_group(ch.stage)
-        if p.sequence_parallel:
-            return self._estimate("reduce_scatter", ch.tp_bytes, ranks) + self._estimate("all_gather", ch.tp_bytes, ranks)
-        return self._estimate("all_reduce", ch.tp_bytes, ranks)
-
-    def _ep_time(self, ch: _Chunk) -> float:
-        p = self.par
-        if p.ep == 1 or ch.ep_bytes <= 0:
-            return 0.0
-        ranks = self._ep_groups(ch.stage, 0)[0]
-        # dispatch + combine; the busiest rank receives ep_imbalance x the mean
-        return 2 * self._estimate("all_to_all", ch.ep_bytes * p.ep_imbalance, ranks)
-
-    def _cp_time(self, ch: _Chunk) -> float:
-        p = self.par
-        if p.cp == 1 or ch.cp_bytes <= 0:
-            return 0.0
-        ranks = self.gpus[ch.stage, 0, :, 0].tolist()
-        return self._estimate("send_recv", ch.cp_bytes, ranks)
-
-    def _pp_bytes(self) -> float:
-        m, p = self.model, self.par
-        return p.micro_batch_size * m.seq_len / p.cp * m.hidden * 2.0 / p.tp
-
-    def _pp_time(self) -> float:
-        a, b = int(self.gpus[0, 0, 0, 0]), int(self.gpus[1 % self.par.pp, 0, 0, 0])
-        return self._estimate("send_recv", self._pp_bytes(), [a, b])
+            gather = [[self._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
+                      for s, row in enumerate(self.chunks)]
+        ready_f = [list(itertools.accumulate(row)) for row in gather]
+        ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]
+        free, last_b = self._schedule_ends(dur, ready_f, ready_b)
+        ends = []
+        for s in range(pp):
+            grads = self._grads_done_s(s, last_b[s], free[s])
+            opt = self._optimizer_s(s)
+            ends.append((grads + opt + self._param_gather_s(s), grads - free[s] + self._param_gather_s(s), opt))
+        step, dp, opt = max(ends)
+        work = [sum(f + b for f, b in row) for row in dur]
+        k = int(np.argmax(work))
+        parts = {c: mb * sum(f[c] + b[c] for f, b in ops[k]) for c in ("compute", "tp", "cp", "ep")}
+        # a micro-batch crosses each boundary between virtual stages once each way
+        hops = [(vs % pp, (vs + 1) % pp) for vs in range(pp * v - 1)]
+        parts.update(pp=sum((self._pp_s(a, b) + self._pp_s(b, a) for a, b in hops), 0.0), dp=dp + gather[0][0], optimizer=opt)
+        parts["bubble"] = max(0.0, step - sum(parts.values()))
+        return StepEstimate(self, step, parts, time.perf_counter() - t0,
+                            comm_timing="simulated" if self._faulted else "analytical")
 
     # ---- simulation
     def build(self) -> "_Built":
@@ -1221,6 +1526,51 @@ def step_into(step: TrainingStep, scenario: Any, start: int | None) -> "_Built":
 # ------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=16)
+def _walk_plan(pp: int, mb: int, v: int) -> tuple[list[list[tuple[str, int, int]]], list[tuple[int, int, int, int, int, int]],
+                                                  list[list[int]]]:
+    """The ops of every stage's schedule (:func:`schedule_order`) in one order that respects
+    their dependencies, as the step's builder takes them (each stage advanced while its next op's
+    input exists): per op (stage, is backward, chunk, index of the stage's previous op or -1,
+    index of the op that sends its input or -1, that op's stage); and each stage's ops' indices.
+    Made once per (pp, micro-batches, virtual stages): a sweep walks the same schedules."""
+    orders = [schedule_order(pp, s, mb, v) for s in range(pp)]
+    index: dict[tuple[str, int, int, int], int] = {}
+    plan: list[tuple[int, int, int, int, int, int]] = []
+    at: list[list[int]] = [[] for _ in range(pp)]
+    pos = [0] * pp
+    n_left = sum(len(o) for o in orders)
+    while n_left:
+        for s in range(pp):
+            while pos[s] < len(orders[s]):
+                kind, m, c = orders[s][pos[s]]
+                vs = c * pp + s
+                if kind == "F":
+                    src = ((s - 1, c) if s > 0 else (pp - 1, c - 1)) if vs > 0 else None
+                else:
+                    src = ((s + 1, c) if s < pp - 1 else (0, c + 1)) if vs < pp * v - 1 else None
+                j = -1
+                if src is not None:
+                    j = index.get((kind, src[0], m, src[1]), -2)
+                    if j == -2:
+                        break
+                index[(kind, s, m, c)] = len(plan)
+                plan.append((s, int(kind == "B"), c, at[s][-1] if at[s] else -1, j, src[0] if src else -1))
+                at[s].append(len(plan) - 1)
+                pos[s] += 1
+                n_left -= 1
+    return orders, plan, at
+
+
+def _warm_up(pp: int, stage: int, n_micro_batches: int, virtual_stages: int = 1) -> int:
+    """How many forwards ``stage`` runs before its first backward under Megatron's schedule
+    (:func:`schedule_order`): pp - stage - 1 micro-batches (1F1B), 2 (pp - stage - 1) +
+    (v - 1) pp chunk forwards (interleaved), at most all of them."""
+    if virtual_stages == 1:
+        return min(pp - stage - 1, n_micro_batches)
+    return min((pp - stage - 1) * 2 + (virtual_stages - 1) * pp, n_micro_batches * virtual_stages)
+
+
 def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: int = 1) -> list[tuple[str, int, int]]:
     """Megatron's order of operations on ``stage``: ("F" or "B", micro-batch, chunk).
 
@@ -1230,9 +1580,15 @@ def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: in
         # [('F', 0, 0), ('F', 1, 0), ('B', 0, 0), ('F', 2, 0), ('B', 1, 0), ('B', 2, 0)]:
         # one warm-up forward, then one forward one backward, then the cool-down backward
     """
-    m, v, p, s = n_micro_batches, virtual_stages, pp, stage
+    p = integer("pp", pp, COUNT)
+    s = integer("stage", stage, (0, p))
+    m = integer("n_micro_batches", n_micro_batches, COUNT)
+    v = integer("virtual_stages", virtual_stages, COUNT)
+    if v > 1 and m % p:
+        raise InvalidArgumentError(f"the interleaved schedule (virtual_stages {v}) takes micro-batches in groups of pp: "
+                                   f"n_micro_batches {m} is not divisible by pp {p}")
+    warm = _warm_up(pp, stage, n_micro_batches, virtual_stages)
     if v == 1:
-        warm = min(p - s - 1, m)
         ops = [("F", i, 0) for i in range(warm)]
         for i in range(m - warm):
             ops += [("F", warm + i, 0), ("B", i, 0)]
@@ -1246,7 +1602,6 @@ def schedule_order(pp: int, stage: int, n_micro_batches: int, virtual_stages: in
     def bwd(k: int) -> tuple[str, int, int]:
         return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
 
-    warm = min((p - s - 1) * 2 + (v - 1) * p, total)
     ops = [fwd(k) for k in range(warm)]
     for k in range(total - warm):
         ops += [fwd(warm + k), bwd(k)]
@@ -1300,7 +1655,6 @@ class _Builder:
         self.ids: list[int] = []
         self.meta: list[tuple[int, int, int, int, int]] = []
         self.deps: dict[int, list[int]] = {}
-        self._tp_delay_cache: dict[tuple[int, bool], float] = {}
         self.core = self.sc._core
         if self.sc._collectives is None:
             self.sc._collectives = Builder(self.sc)
@@ -1341,6 +1695,13 @@ class _Builder:
         return g
 
     def build(self) -> _Built:
+        from . import _core
+
+        p = self.st.par
+        n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
+        # before its schedules are made: a global batch of 2**31 would fill memory first
+        _core.check_fits(f"a {self.st.model.name} step of {n_ops:,} scheduled forwards and backwards (replicas x "
+                         f"stages x chunks x micro-batches x 2)", n_ops * STEP_BYTES_PER_OP)
         # One change of the scenario, kept (where it is the outermost) as the call that makes
         # the step again; the step is kept as a shallow copy, safe from its attributes being
         # set again.
@@ -1413,7 +1774,9 @@ class _Builder:
                     groups = st._buckets(st.chunks[s][c])
                     for g, size in enumerate(groups):
                         for t in range(p.tp):
-                            after = [pieces[(s, c, r)][g] for r in range(n_rep)]
+                            # without overlap_grad_reduce, after the stage's last backward
+                            after = ([pieces[(s, c, r)][g] for r in range(n_rep)] if p.overlap_grad_reduce
+                                     else [last_op[(r, s)] for r in range(n_rep)])
                             prev_g = prev_t[t]
                             if prev_g is not None:
                                 after.append(prev_g)
@@ -1453,7 +1816,11 @@ class _Builder:
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
         comp_ids: list[int] = []
-        split = (not fwd) and i == last_b[s][c] and n_rep > 1
+        # with overlap_grad_reduce the chunk's last backward is cut into one compute piece per
+        # bucket group, and each group's reduction starts as its piece ends (the last group's as
+        # the whole backward ends, its TP, CP and EP communication too: the chunk's first layer's
+        # gradients are final only then)
+        split = (not fwd) and i == last_b[s][c] and n_rep > 1 and p.overlap_grad_reduce
         groups = st._buckets(ch) if split else []
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
         # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
@@ -1490,10 +1857,7 @@ class _Builder:
                 ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
                 size = ch.tp_bytes * tp_mult
                 if st.tp_comm == "analytical":
-                    key = (s, fwd)
-                    if key not in self._tp_delay_cache:
-                        self._tp_delay_cache[key] = st._tp_time(ch) * tp_mult
-                    tid = self.delay(self._tp_delay_cache[key], base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.delay(st._comm_s("tp", s, size), base, "tp", f"tp.{tag}", s, r, m, c)
                 elif p.sequence_parallel:
                     a = self.coll("reduce_scatter", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
                     tid = self.coll("all_gather", ranks, size, [a], "tp", f"tp.{tag}", s, r, m, c)
@@ -1515,22 +1879,16 @@ class _Builder:
         if p.cp > 1 and ch.cp_bytes > 0:
             for r in range(n_rep):
                 ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
-        # EP: one all-to-all (dispatch + combine) per TP rank per EP group
+        # EP: one all-to-all (dispatch + combine) per TP rank per EP group, the TP ranks' at
+        # once (each waits for its replicas' compute and TP, not for another TP rank's)
         if p.ep > 1 and ch.ep_bytes > 0:
             size = 2 * ch.ep_bytes * ep_mult
+            before = list(ends)
             for t in range(p.tp):
                 for grp_i, grp in enumerate(st._ep_groups(s, t)):
                     reps = list(range(grp_i * p.ep, grp_i * p.ep + p.ep))
-                    after = sorted({x for r in reps for x in ends[r]})
-                    sizes = None
-                    if p.ep_imbalance > 1.0:
-                        n = p.ep
-                        w = np.full(n, (n - p.ep_imbalance) / (n - 1) if n > 1 else 1.0)
-                        w[0] = p.ep_imbalance
-                        per = size / n
-                        sizes = np.outer(np.ones(n), w * per)
-                        np.fill_diagonal(sizes, 0.0)
-                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=sizes)
+                    after = sorted({x for r in reps for x in before[r]})
+                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=st._ep_sizes(size))
                     for r in reps:
                         ends[r] = ends[r] + [x]
         # PP: send to the next (forward) or previous (backward) virtual stage
@@ -1539,6 +1897,8 @@ class _Builder:
             d, cp_i = divmod(r, p.cp)
             end = ends[r]
             last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            if groups:
+                pieces[(s, c, r)][-1] = last_op[(r, s)]
             target = None
             if fwd and vs < last_vs:
                 ns = s + 1 if s < p.pp - 1 else 0
@@ -1663,7 +2023,10 @@ class _Summary:
 
 class StepEstimate(_Summary):
     """The analytical step (:meth:`TrainingStep.estimate`): ``step_s``, ``tokens_per_s``,
-    ``mfu``, ``breakdown``, ``memory``; ``wall_s`` is how long the estimate took.
+    ``mfu``, ``breakdown``, ``memory``; ``wall_s`` is how long the estimate took;
+    ``comm_timing`` how its collectives were timed: "analytical" (closed forms, on a fabric
+    without faults) or "simulated" (each communication alone at flow level, on a fabric with
+    faults, which the closed forms cannot see).
 
     Example::
 
@@ -1673,11 +2036,13 @@ class StepEstimate(_Summary):
         e.breakdown.column("component")   # compute, tp, cp, ep, pp, dp, optimizer, bubble
     """
 
-    def __init__(self, step: TrainingStep, step_s: float, parts: dict[str, float], wall_s: float) -> None:
+    def __init__(self, step: TrainingStep, step_s: float, parts: dict[str, float], wall_s: float, *,
+                 comm_timing: str = "analytical") -> None:
         self.step, self.step_s, self.parts, self.wall_s = step, step_s, dict(parts), wall_s
+        self.comm_timing = comm_timing
 
     def __repr__(self) -> str:
-        return f"StepEstimate(step_s={self.step_s:.6g}, mfu={self.mfu:.4f})"
+        return f"StepEstimate(step_s={self.step_s:.6g}, mfu={self.mfu:.4f}, comm_timing={self.comm_timing!r})"
 
 
 class StepResult(_Summary):
@@ -1852,7 +2217,7 @@ def validation_step(name: str, **options: Any) -> TrainingStep:
     """
     from .fabrics import cluster
 
-    case = VALIDATION[name]
+    case = VALIDATION[choice("validation case", name, VALIDATION)]
     m = model(case["model"]).replace(**case.get("model_changes", {}))
     par = Parallelism(**case["parallelism"])
     fabric = cluster(domain="hgx-h100", n_domains=case["n_gpus"] // 8, scale_out="quantum-2")

@@ -1182,3 +1182,28 @@ def test_a_collective_past_the_largest_double_is_refused_by_its_size():
     assert math.isfinite(fs.estimate(fabric, "all_reduce", 1e308, algorithm="tree").time_s)
     sc.add_collective("all_reduce", None, 1e6, algorithm="ring")
     assert sc.run().collectives.num_rows == 1
+
+
+@pytest.mark.parametrize("call, match", [
+    # OverflowError (a range over 10**30 layers)
+    (lambda: fs.training.Model(name="m", layers=10**30, hidden=64, ffn=64, heads=1, kv_heads=1, vocab=8, seq_len=8),
+     r"^Model 'm': layers must be an integer in \[1, 2\*\*16\), got 100000000000\.\.\. \(an int of 31 digits\)$"),
+    # TypeError ('>=' between str and float)
+    (lambda: fs.Parallelism(ep_imbalance="2"), r"^Parallelism: ep_imbalance .* must be a real number in \[1, 1\], got str '2'$"),
+    # AttributeError ('int' object has no attribute 'split')
+    (lambda: fs.Parallelism(order=5), r"^Parallelism: order must name each of tp, cp, ep, dp, pp once .*got int 5$"),
+    # AttributeError ('int' object has no attribute 'precision')
+    (lambda: fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8), fs.hgx_h100(), compute=5),
+     r"^compute must be a fabricsim.training.ComputeModel \(None for the default\), got int 5$"),
+    # named GPU 0 (the largest entry) as the bad value
+    (lambda: fs.Parallelism(dp=2, placement=[-1, 0]), r"^Parallelism: placement\[0\] must be an integer in \[0, 2\*\*63\), got -1$"),
+    # a step of -2.4 s; truncated to 16; counted as True
+    (lambda: fs.Parallelism(tp=8, global_batch_size=-8),
+     r"^Parallelism: global_batch_size must be an integer in \[1, 2\*\*32\), got -8$"),
+    (lambda: fs.Parallelism(pp=2, stage_layers=[16.5, 15.5]),
+     r"^Parallelism: stage_layers\[0\] must be an integer in \[1, 2\*\*32\), got float 16\.5$"),
+    (lambda: fs.Parallelism(recompute="False"), r"^Parallelism: recompute must be True or False, got str 'False'$"),
+])
+def test_training_arguments_are_refused_by_name_not_with_foreign_errors(call, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()

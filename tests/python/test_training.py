@@ -3,6 +3,8 @@ its breakdown and critical path, and the validation against published step figur
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -240,7 +242,7 @@ def _step(fabric, **par):
 def test_flow_step_agrees_with_the_analytical_estimate_on_an_idle_fabric(four_nodes, par):
     step = _step(four_nodes, **par)
     res, est = step.run(), step.estimate()
-    assert res.step_s == pytest.approx(est.step_s, rel=0.05)
+    assert res.step_s == pytest.approx(est.step_s, rel=0.005)
     bd = res.breakdown
     assert sum(bd["time_s"].to_pylist()) == pytest.approx(res.step_s, rel=1e-9)
     assert bd["component"].to_pylist() == ["compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble"]
@@ -271,7 +273,7 @@ def test_interleaving_shrinks_the_bubble(four_nodes):
 def test_tp_comm_analytical_mode_matches_flow_mode(four_nodes):
     a = _step(four_nodes).run()
     b = T.TrainingStep("llama3-8b", _step(four_nodes).par, four_nodes, tp_comm="analytical").run()
-    assert b.step_s == pytest.approx(a.step_s, rel=0.02)
+    assert b.step_s == pytest.approx(a.step_s, rel=0.005)
     assert b.built.n_activities < a.built.n_activities
 
 
@@ -282,6 +284,143 @@ def test_a_degraded_link_slows_the_step_through_its_pipeline_transfers():
     slow = T.TrainingStep("llama3-8b", step.par, f.fail(nodes=f.nics[8:16], factor=0.01)).run()
     assert slow.step_s > base * 1.02
     assert slow.parts["pp"] > 0
+
+
+_SMALL = T.Model(name="small", layers=4, hidden=1024, ffn=4096, heads=8, kv_heads=8, vocab=1024, seq_len=1024)
+_SMALL_MOE = _SMALL.replace(name="small-moe", n_experts=8, experts_per_token=2, expert_ffn=1024)
+
+
+# (model, parallelism, exact): exact where no two transfers of the step share a link at once,
+# so the simulated step has no contention for the estimate to miss; elsewhere within 0.5%
+# (pipeline flows beside TP collectives on one NVLink domain, a DP reduction's first buckets
+# beside the last backward's TP traffic)
+_AGREEMENT_GRID = [
+    (_SMALL, dict(tp=2, dp=2), True),
+    (_SMALL, dict(tp=4, dp=4, global_batch_size=16), True),
+    (_SMALL, dict(tp=8, dp=2, dp_sharding="zero1", global_batch_size=4), True),
+    (_SMALL, dict(tp=8, dp=4, dp_sharding="zero1"), True),
+    (_SMALL, dict(tp=1, dp=4), True),
+    (_SMALL, dict(tp=1, pp=2, dp=2, global_batch_size=8), True),
+    (_SMALL, dict(tp=1, pp=4, dp=4), False),  # stages 1 and 2 meet across the network
+    (_SMALL, dict(tp=2, pp=2, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=4, dp=2, dp_sharding="zero1", global_batch_size=4), False),
+    (_SMALL, dict(tp=4, pp=4, dp=2, global_batch_size=8), False),
+    (_SMALL, dict(tp=8, pp=4, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, schedule="interleaved", virtual_stages=2, global_batch_size=8), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, recompute=True, global_batch_size=4), False),
+    (_SMALL, dict(tp=4, pp=2, dp=2, tp_comm_overlap=True, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, overlap_grad_reduce=False, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="zero1", overlap_param_gather=False, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="fsdp", global_batch_size=4), False),
+    (_SMALL, dict(tp=2, cp=2, dp=2, global_batch_size=2), True),
+    (_SMALL, dict(tp=2, pp=2, cp=2, dp=2, global_batch_size=4), False),
+    (_SMALL, dict(tp=2, pp=2, dp=2, sequence_parallel=False, global_batch_size=4), False),
+    (_SMALL_MOE, dict(tp=2, dp=4, ep=4), True),
+    (_SMALL_MOE, dict(tp=2, pp=2, dp=4, ep=2, global_batch_size=8), False),
+    (_SMALL_MOE, dict(tp=1, dp=8, ep=8, ep_imbalance=2.0), True),
+]
+
+
+@pytest.mark.parametrize("model, par, exact", _AGREEMENT_GRID)
+def test_estimate_agrees_with_the_simulated_step_on_an_idle_fabric(four_nodes, model, par, exact):
+    """The estimate is the step's own DAG with each operation at its idle-fabric time: where
+    nothing shares a link it is the simulated step; elsewhere it misses only contention."""
+    step = T.TrainingStep(model, T.Parallelism(**par), four_nodes)
+    est, res = step.estimate(), step.run()
+    assert est.comm_timing == "analytical"
+    assert est.step_s == pytest.approx(res.step_s, rel=1e-9 if exact else 5e-3)
+    assert sum(est.parts.values()) == pytest.approx(est.step_s)
+    assert {type(x) for x in [est.step_s, *est.parts.values()]} == {float}  # not NumPy scalars
+
+
+@pytest.mark.parametrize("par", [
+    dict(tp=2, pp=4, dp=2, global_batch_size=2 * 75, stage_layers=(2, 1, 3, 2)),  # uneven stages, 75 micro-batches
+    dict(tp=2, pp=4, dp=2, global_batch_size=2 * 96, schedule="interleaved", virtual_stages=2, dp_sharding="fsdp"),
+])
+def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes, par):
+    """Past its warm-up a schedule repeats every pp micro-batches: the estimate walks a few
+    rounds and adds the rest as a shift; the whole walk gives the same times."""
+    m = _SMALL.replace(layers=8)
+    step = T.TrainingStep(m, T.Parallelism(**par), four_nodes)
+    est = step.estimate()
+    p = step.par
+    ops = [[(sum(step._op_s(ch, True).values()), sum(step._op_s(ch, False).values())) for ch in row] for row in step.chunks]
+    zero = [[0.0] * p.virtual_stages for _ in range(p.pp)]
+    walked = []
+    walk = step._walk
+    step._walk = lambda mb, *args: walked.append(mb) or walk(mb, *args)
+    free, last_b = step._schedule_ends(ops, zero, zero)
+    assert walked == [8 * p.pp + p.n_micro_batches % p.pp]  # a few rounds only
+    orders, ends = walk(p.n_micro_batches, ops, zero, zero)
+    assert free == pytest.approx([e[-1] for e in ends], rel=1e-12)
+    for s, (order, e) in enumerate(zip(orders, ends)):
+        last = {c: end for (kind, _, c), end in zip(order, e) if kind == "B"}
+        assert {c: end for c, (_, end) in last_b[s].items()} == pytest.approx(last, rel=1e-12)
+    assert est.step_s == pytest.approx(step.run().step_s, rel=5e-3)
+
+
+def test_estimate_counts_tp_as_the_step_runs_it_with_data_parallelism(four_nodes):
+    """Small TP x DP steps, where the estimate came out 13-23% above the simulated step: the
+    DP reduction's last bucket waits for the whole last backward, TP traffic included, and
+    each TP collective is timed at the size the step issues (a backward's twice)."""
+    m = T.Model(name="tiny", layers=2, hidden=512, ffn=2048, heads=8, kv_heads=8, vocab=1024, seq_len=256)
+    for par in (dict(tp=8, dp=2, dp_sharding="zero1"), dict(tp=4, dp=2), dict(tp=2, dp=4, dp_sharding="zero1")):
+        step = T.TrainingStep(m, T.Parallelism(**par), four_nodes)
+        est, res = step.estimate(), step.run()
+        assert est.step_s == pytest.approx(res.step_s, rel=1e-9)
+        assert est.parts["tp"] == pytest.approx(res.parts["tp"], rel=1e-9)
+        assert est.parts["dp"] == pytest.approx(res.parts["dp"], rel=1e-9)
+
+
+def test_the_last_bucket_waits_for_the_whole_backward_and_without_overlap_every_bucket_does(four_nodes):
+    par = dict(tp=2, dp=2, global_batch_size=2)
+    for overlap in (True, False):
+        res = T.TrainingStep(_SMALL, T.Parallelism(**par, overlap_grad_reduce=overlap), four_nodes).run()
+        coll = res.result.collectives
+        ops = coll["op"].to_pylist()
+        dp = [i for i, op in enumerate(ops) if op == "all_reduce"]  # TP runs reduce-scatter and all-gather
+        tp_end = max(f for f, op in zip(coll["finish_s"].to_pylist(), ops) if op == "all_gather")
+        starts = [coll["start_s"][i].as_py() for i in dp]
+        assert len(dp) == 2 and max(starts) == pytest.approx(tp_end)  # the last waits for the backward's TP
+        if not overlap:
+            assert min(starts) == pytest.approx(tp_end)
+
+
+def test_expert_all_to_alls_of_the_tp_ranks_run_at_once(four_nodes):
+    res = T.TrainingStep(_SMALL_MOE, T.Parallelism(tp=2, dp=4, ep=4), four_nodes).run()
+    coll = res.result.collectives
+    a2a = [(s, f) for s, f, op in zip(coll["start_s"].to_pylist(), coll["finish_s"].to_pylist(), coll["op"].to_pylist())
+           if op == "all_to_all"]
+    assert len(a2a) == 4  # forward and backward, one per TP rank's EP group
+    assert sorted(a2a)[0] == pytest.approx(sorted(a2a)[1]) and sorted(a2a)[2] == pytest.approx(sorted(a2a)[3])
+
+
+def test_estimate_on_a_fabric_with_faults_times_what_crosses_them():
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    par = T.Parallelism(tp=8, pp=2, dp=2, global_batch_size=8)
+    healthy = T.TrainingStep(_SMALL, par, f).estimate()
+    assert healthy.comm_timing == "analytical"
+    # stage 1 of replica 0 sits on domain 1: its NICs carry the pipeline and DP transfers
+    slow = T.TrainingStep(_SMALL, par, f.fail(nodes=f.nics[8:16], factor=0.1))
+    est, res = slow.estimate(), slow.run()
+    assert est.comm_timing == "simulated"
+    assert est.step_s > healthy.step_s * 1.5 and est.parts["dp"] > healthy.parts["dp"] and est.parts["pp"] > healthy.parts["pp"]
+    assert est.step_s == pytest.approx(res.step_s, rel=1e-6)
+    # one NIC of the DP group is enough: the reduction runs at the slowest member's rate
+    one = T.TrainingStep(_SMALL, par, f.fail(nodes=f.nics[8:9], factor=0.1)).estimate()
+    assert one.step_s > healthy.step_s * 1.5
+    # faults off the step's path, or at full capacity, leave the estimate as it was
+    off = T.TrainingStep(_SMALL, T.Parallelism(tp=8, dp=2, global_batch_size=2), f.fail(nodes=f.nics[16:], factor=0.1))
+    assert off.estimate().step_s == pytest.approx(T.TrainingStep(_SMALL, off.par, f).estimate().step_s, rel=1e-9)
+    same = T.TrainingStep(_SMALL, par, f.fail(nodes=f.nics[8:16], factor=1.0)).estimate()
+    assert same.step_s == pytest.approx(healthy.step_s, rel=1e-9)
+
+
+def test_a_step_on_a_gpu_that_faults_cut_off_is_refused():
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    with pytest.raises(fs.exceptions.ZeroCapacityPathError, match=r"GPU 5 \(stage 0, dp 0, cp 0, tp 5\) has every link down"):
+        T.TrainingStep(_SMALL, T.Parallelism(tp=8, dp=2), f.fail(nodes=[5]))
+    T.TrainingStep(_SMALL, T.Parallelism(tp=8), f.fail(nodes=[9]))  # not one of its GPUs
 
 
 def test_moe_step_with_expert_parallelism_and_imbalance():
@@ -299,7 +438,7 @@ def test_context_parallel_ring_exchanges():
     res = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).run()
     tags = set(res.result.collectives["communicator"].to_pylist()) if "communicator" in res.result.collectives.column_names else set()
     assert "send_recv" in set(res.result.collectives["op"].to_pylist()) and tags is not None
-    assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.05)
+    assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.005)
 
 
 class _PublicBuilder(T._Builder):
@@ -442,3 +581,185 @@ def test_cli_train_prints_the_breakdown(capsys):
                  "quantum-2", "--global-batch", "16", "--analytical"]) == 0
     out = capsys.readouterr().out
     assert "MFU" in out and "bubble" in out and "memory:" in out
+
+
+# ---- arguments: every field checked, every refusal naming the field and the value ----------
+
+_TINY = dict(name="tiny", layers=2, hidden=512, ffn=2048, heads=8, kv_heads=8, vocab=1000, seq_len=256)
+_COUNT = r"must be an integer in \[1, 2\*\*32\)"
+_NONNEG = r"must be an integer in \[0, 2\*\*32\)"
+_BOOL = r"must be True or False"
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(name=5), r"^Model: name must be a non-empty str, got int 5$"),
+    (dict(name=""), r"name must be a non-empty str, got str ''"),
+    (dict(layers=10**30), r"layers must be an integer in \[1, 2\*\*16\), got 100000000000\.\.\. \(an int of 31 digits\)"),
+    (dict(layers=0), r"layers must be an integer in \[1, 2\*\*16\), got 0$"),
+    (dict(layers=2.0), r"layers must be an integer in \[1, 2\*\*16\), got float 2\.0"),
+    (dict(hidden=0), rf"hidden {_COUNT}, got 0"),
+    (dict(hidden="512"), rf"hidden {_COUNT}, got str '512'"),
+    (dict(ffn=-1), rf"ffn {_COUNT}, got -1"),
+    (dict(heads=True), rf"heads {_COUNT}, got bool True"),
+    (dict(kv_heads=0), rf"kv_heads {_COUNT}, got 0"),
+    (dict(vocab=1e3), rf"vocab {_COUNT}, got float 1000\.0"),
+    (dict(seq_len=-256), rf"seq_len {_COUNT}, got -256"),
+    (dict(head_dim=0), rf"head_dim {_COUNT}, got 0"),
+    (dict(head_dim=-64), rf"head_dim {_COUNT}, got -64"),
+    (dict(head_dim=64.0), rf"head_dim {_COUNT}, got float 64\.0"),
+    (dict(gated_mlp=1), rf"gated_mlp {_BOOL}, got int 1"),
+    (dict(tied_embeddings="no"), rf"tied_embeddings {_BOOL}, got str 'no'"),
+    (dict(n_experts=-8), rf"n_experts {_NONNEG}, got -8"),
+    (dict(n_experts=8, experts_per_token=-2, expert_ffn=64), rf"experts_per_token {_NONNEG}, got -2"),
+    (dict(n_experts=8, experts_per_token=2, expert_ffn=64, n_shared_experts=-1), rf"n_shared_experts {_NONNEG}, got -1"),
+    (dict(n_experts=8, experts_per_token=2, expert_ffn=-64), rf"expert_ffn {_NONNEG}, got -64"),
+    (dict(n_experts=8, experts_per_token=2, expert_ffn=64, first_dense_layers=-1), rf"first_dense_layers {_NONNEG}, got -1"),
+    (dict(n_experts=8, experts_per_token=2, expert_ffn=64, moe_layer_frequency=0), rf"moe_layer_frequency {_COUNT}, got 0"),
+    (dict(q_lora_rank=-1), rf"q_lora_rank {_NONNEG}, got -1"),
+    (dict(kv_lora_rank=-512), rf"kv_lora_rank {_NONNEG}, got -512"),
+    (dict(kv_lora_rank=64, v_head_dim=64, qk_rope_head_dim=-1), rf"qk_rope_head_dim {_NONNEG}, got -1"),
+    (dict(kv_lora_rank=64, v_head_dim=64.0), rf"v_head_dim {_NONNEG}, got float 64\.0"),
+    (dict(sources=5), r"sources must be a mapping of field to source, got int"),
+    # fields that mean something only with experts or latent attention
+    (dict(first_dense_layers=1), r"first_dense_layers=1 means nothing without n_experts > 0"),
+    (dict(n_shared_experts=1), r"n_shared_experts=1 means nothing without n_experts > 0"),
+    (dict(moe_layer_frequency=2), r"moe_layer_frequency=2 means nothing without n_experts > 0"),
+    (dict(v_head_dim=128), r"v_head_dim=128 means nothing without kv_lora_rank > 0"),
+    (dict(kv_lora_rank=64), r"latent attention \(kv_lora_rank 64\) needs v_head_dim >= 1, got 0"),
+    (dict(n_experts=8, experts_per_token=9, expert_ffn=64), r"experts_per_token \(9\) <= n_experts \(8\)"),
+    (dict(n_experts=8, experts_per_token=2, expert_ffn=64, first_dense_layers=2), r"first_dense_layers 2 leaves none of its 2 layers MoE"),
+])
+def test_model_fields_are_checked(changes, match):
+    with pytest.raises(fs.InvalidArgumentError, match=match):
+        T.Model(**{**_TINY, **changes})
+
+
+def test_model_fields_take_numpy_integers_as_ints_and_a_derived_head_dim_is_derived_again():
+    m = T.Model(**{**_TINY, "layers": np.int64(2), "hidden": np.int32(512)})
+    assert type(m.layers) is int and type(m.hidden) is int and m == T.Model(**_TINY)
+    assert m.head_dim == 64 and m.replace(hidden=1024).head_dim == 128  # was kept at 64
+    assert m.replace(hidden=1024, head_dim=32).head_dim == 32
+    assert T.model("llama3-8b").replace(hidden=8192).head_dim == 128  # given, so kept
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    *[(dict(**{f: bad}), rf"^Parallelism: {f} {_COUNT}, got {shown}$")
+      for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages")
+      for bad, shown in ((0, "0"), (-2, "-2"), (2.0, r"float 2\.0"), (True, "bool True"), ("2", "str '2'"))],
+    (dict(tp=8, global_batch_size=-8), rf"global_batch_size {_COUNT}, got -8$"),
+    (dict(tp=8, global_batch_size=0), rf"global_batch_size {_COUNT}, got 0$"),
+    (dict(global_batch_size=8.0), rf"global_batch_size {_COUNT}, got float 8\.0"),
+    (dict(tp=2**16, dp=2**16), r"tp 65536 x pp 1 x dp 65536 x cp 1 = 4294967296 GPUs; .*\(fewer than 2\*\*32\)"),
+    (dict(schedule="1F1B"), r"schedule must be one of '1f1b', 'interleaved', got str '1F1B'"),
+    (dict(schedule=None), r"schedule must be one of '1f1b', 'interleaved', got NoneType None"),
+    (dict(virtual_stages=2), r"virtual_stages=2 needs schedule='interleaved'"),
+    (dict(dp_sharding=3), r"dp_sharding must be one of 'none', .*'zero3', got int 3"),
+    (dict(dp_sharding="zero4"), r"dp_sharding must be one of .*got str 'zero4' \(did you mean 'zero3'"),
+    (dict(sequence_parallel=1), rf"sequence_parallel \(or None: on where tp > 1\) {_BOOL}, got int 1"),
+    *[(dict(**{f: "False"}), rf"^Parallelism: {f} {_BOOL}, got str 'False'$")
+      for f in ("recompute", "selective_recompute", "flash_attention", "tp_comm_overlap", "overlap_grad_reduce",
+                "overlap_param_gather", "tp_in_domain")],
+    (dict(recompute=np.bool_(True)), rf"recompute {_BOOL}, got bool_? (np\.)?True"),  # NumPy 1 or 2
+    (dict(bucket_size_bytes=0), r"bucket_size_bytes must be a real number in \(0, inf\), got 0$"),
+    (dict(bucket_size_bytes=-1e6), r"bucket_size_bytes must be a real number in \(0, inf\), got -1000000\.0"),
+    (dict(bucket_size_bytes=math.inf), r"bucket_size_bytes must be a real number in \(0, inf\), got inf"),
+    (dict(bucket_size_bytes=math.nan), r"bucket_size_bytes must be a real number in \(0, inf\), got nan"),
+    (dict(bucket_size_bytes="big"), r"bucket_size_bytes: cannot parse size 'big'"),
+    (dict(bucket_size_bytes=True), r"bucket_size_bytes: size must be a number \(of bytes\) or a string with a unit, got True"),
+    (dict(grad_reduce_bytes=3), r"grad_reduce_bytes must be 2 \(bf16\) or 4 \(fp32\), got int 3"),
+    (dict(grad_reduce_bytes=4.0), r"grad_reduce_bytes must be 2 \(bf16\) or 4 \(fp32\), got float 4\.0"),
+    (dict(grad_reduce_bytes=True), r"grad_reduce_bytes must be 2 \(bf16\) or 4 \(fp32\), got bool True"),
+    (dict(ep_imbalance="2"), r"ep_imbalance \(the busiest EP rank's share over the mean, at most ep = 1\) must be a real "
+                             r"number in \[1, 1\], got str '2'"),
+    (dict(ep=2, dp=2, ep_imbalance=0.5), r"ep_imbalance .* at most ep = 2\) must be a real number in \[1, 2\], got 0\.5"),
+    (dict(ep=2, dp=2, ep_imbalance=3), r"ep_imbalance .* must be a real number in \[1, 2\], got 3$"),
+    (dict(ep=2, dp=2, ep_imbalance=math.nan), r"ep_imbalance .* got nan"),
+    (dict(pp=2, stage_layers=[16.0, 16]), rf"stage_layers\[0\] {_COUNT}, got float 16\.0"),
+    (dict(pp=2, stage_layers=[32, 0]), rf"stage_layers\[1\] {_COUNT}, got 0"),
+    (dict(pp=2, stage_layers=[32]), r"stage_layers must give one layer count per stage \(pp=2\), got 1: \[32\]"),
+    (dict(pp=2, stage_layers=16), r"stage_layers must be a sequence of integers, got int 16"),
+    (dict(order=5), r"order must name each of tp, cp, ep, dp, pp once .*got int 5"),
+    (dict(order="tp-pp"), r"order must name each of tp, cp, ep, dp, pp once .*got str 'tp-pp'"),
+    (dict(dp=2, placement=[-1, 0]), r"placement\[0\] must be an integer in \[0, 2\*\*63\), got -1"),
+    (dict(dp=2, placement=[0, 1.0]), r"placement\[1\] must be an integer in \[0, 2\*\*63\), got float 1\.0"),
+    (dict(dp=2, placement=[1, 1]), r"placement puts ranks 0 and 1 both on GPU 1"),
+    (dict(dp=2, placement=[1]), r"placement must list 2 GPUs \(one per rank: tp x pp x dp x cp\), got 1"),
+    (dict(dp=2, placement="01"), r"placement must be a sequence of integers, got str '01'"),
+])
+def test_parallelism_fields_are_checked(kwargs, match):
+    with pytest.raises(T.TrainingConfigError, match=match):
+        T.Parallelism(**kwargs)
+
+
+def test_parallelism_takes_numpy_integers_unit_sizes_and_placement_arrays():
+    p = T.Parallelism(tp=np.int64(2), dp=2, bucket_size_bytes="40MB", placement=np.array([3, 2, 1, 0]),
+                      stage_layers=np.array([4]))
+    assert type(p.tp) is int and p.bucket_size_bytes == 40e6
+    assert p.placement == (3, 2, 1, 0) and p.stage_layers == (4,)
+    assert p == T.Parallelism(tp=2, dp=2, bucket_size_bytes=40e6, placement=(3, 2, 1, 0), stage_layers=[4])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(efficiency="0.5"), r"^ComputeModel: efficiency must be a real number in \(0, 1\], got str '0\.5'$"),
+    (dict(efficiency=0), r"efficiency must be a real number in \(0, 1\], got 0$"),
+    (dict(efficiency=1.5), r"efficiency must be a real number in \(0, 1\], got 1\.5"),
+    (dict(efficiency=math.nan), r"efficiency must be a real number in \(0, 1\], got nan"),
+    (dict(full_width=-1), r"full_width must be a real number in \[0, inf\), got -1"),
+    (dict(full_width=math.inf), r"full_width must be a real number in \[0, inf\), got inf"),
+    (dict(precision=8), r"precision must be one of 'bf16', 'fp8', got int 8"),
+    (dict(precision="fp16"), r"precision must be one of 'bf16', 'fp8', got str 'fp16'"),
+])
+def test_compute_model_fields_are_checked(kwargs, match):
+    with pytest.raises(fs.InvalidArgumentError, match=match):
+        T.ComputeModel(**kwargs)
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((5,), {}, r"model must be a preset's name \(gpt3-175b, .*\) or a fabricsim.training.Model, got int 5"),
+    (("llama3-8", ), {}, r"unknown model 'llama3-8'; presets are .* \(did you mean 'llama3-8b'"),
+    (("llama3-8b", {"tp": 8}), {}, r"parallelism must be a fabricsim.Parallelism, got dict \{'tp': 8\}"),
+    (("llama3-8b", None, "hgx"), {}, r"fabric must be a fabricsim.Topology or a generated Fabric .*got str 'hgx'"),
+    ((), dict(compute=5), r"compute must be a fabricsim.training.ComputeModel \(None for the default\), got int 5"),
+    ((), dict(gpu="quantum-2"), r"gpu='quantum-2' is a catalog switch, not a GPU"),
+    ((), dict(gpu=5), r"part name must be a string, got int 5"),
+    ((), dict(cost_model=1), r"cost_model must be a fabricsim.CostModel \(None for the defaults\), got int 1"),
+    ((), dict(check_memory="no"), rf"check_memory {_BOOL}, got str 'no'"),
+    ((), dict(tp_comm="flows"), r"tp_comm must be one of 'flow', 'analytical', got str 'flows' \(did you mean 'flow'"),
+    (("llama3-8b", T.Parallelism(tp=8, dp=2, placement=list(range(15)) + [99])), {},
+     r"placement\[15\] = 99, but the fabric has GPUs 0\.\.15$"),
+])
+def test_training_step_arguments_are_checked(args, kwargs, match):
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    given = list(args) + ["llama3-8b", T.Parallelism(tp=8), f][len(args):]
+    given = [g if g is not None else T.Parallelism(tp=8) for g in given]
+    with pytest.raises(fs.InvalidArgumentError, match=match):
+        T.TrainingStep(*given, **kwargs)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: T.model("llama3-8b").layer_params(-1), r"Model 'llama3-8b': layer index must be an integer in \[0, 32\), got -1"),
+    (lambda: T.model("llama3-8b").is_moe_layer(32), r"layer index must be an integer in \[0, 32\), got 32"),
+    (lambda: T.model("llama3-8b").layer_forward_flops(1.0), r"layer index must be an integer in \[0, 32\), got float 1\.0"),
+    (lambda: T.model("llama3-8b").attention_core_flops("8k"), r"seq_len must be a real number in \[0, inf\), got str '8k'"),
+    (lambda: T.model("llama3-8b").forward_flops(seq_len=-4096), r"seq_len must be a real number in \[0, inf\), got -4096"),
+    (lambda: T.model("llama3-8b").logits_forward_flops(np.array([1.0, -1.0])), r"seq_len must hold numbers of tokens >= 0, got -1\.0"),
+    (lambda: T.Parallelism(tp=4).rank(tp=4), r"rank: tp must be an integer in \[0, 4\), got 4"),
+    (lambda: T.ComputeModel().layer_efficiency("wide"), r"ffn_shard_width must be a real number in \[0, inf\), got str"),
+    (lambda: T.schedule_order(0, 0, 4), r"pp must be an integer in \[1, 2\*\*32\), got 0"),
+    (lambda: T.schedule_order(2, 2, 4), r"stage must be an integer in \[0, 2\), got 2"),
+    (lambda: T.schedule_order(2, 0, 3, 2), r"n_micro_batches 3 is not divisible by pp 2"),
+    (lambda: T.validation_step("llama3"), r"validation case must be one of 'llama3-405b-16k', .*got str 'llama3'"),
+])
+def test_training_functions_check_their_arguments(call, match):
+    with pytest.raises(fs.InvalidArgumentError, match=match):
+        call()
+
+
+def test_a_step_too_large_to_build_is_refused_before_its_schedules_are_made(monkeypatch):
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    step = T.TrainingStep(_SMALL, T.Parallelism(tp=8, dp=2, global_batch_size=2**31), f)
+    assert step.estimate().step_s > 0  # a few rounds of its schedule, then their shift
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    with pytest.raises(fs.exceptions.ScenarioTooLargeError,
+                       match=r"a small step of 4,294,967,296 scheduled forwards and backwards .* needs about 10000\.0 GiB"):
+        step.build()
