@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import catalog, exceptions, units
+from . import _moved, exceptions, units
 from ._checks import U32, integer, integers, number, quantities
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
@@ -36,6 +36,7 @@ from .exceptions import (  # the exception tree is part of the API
     WriteError,
 )
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
+from .fabrics import catalog, power  # modules of the API
 from .results import Result, Summary
 from .scenario import Scenario
 from .collectives import Estimate, estimate
@@ -50,7 +51,7 @@ from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
 from . import training
 from .training import Model, Parallelism, TrainingStep
-from . import jobs, power, reliability, serving  # noqa: F401  (modules of the API: shared factories)
+from . import jobs, reliability, serving  # noqa: F401  (modules of the API: shared factories)
 from .jobs import Job, JobSpec, compare_isolation
 
 __all__ = [
@@ -120,6 +121,9 @@ __all__ = [
     "ScenarioFileError",
     "WriteError",
 ]
+
+
+_moved.install()
 
 
 def max_min_rates(

@@ -23,33 +23,15 @@ from . import __version__, _core
 from ._checks import parsed
 from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .fabrics import Fabric, Topology
+from .fabrics import Fabric
+from .fabrics.generators import _preset, cluster, leaf_spine
+from .fabrics.specs import _part
 from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
 
 if TYPE_CHECKING:
     from .cost_model import CostModel
-
-
-def leaf_spine(
-    n_leaves: int, hosts_per_leaf: int, n_spines: int, link_Bps: float, latency_s: float
-) -> Topology:
-    """Hosts 0..H-1, then leaves, then spines; one cable (two links) per host-leaf and
-    leaf-spine pair. Oversubscription is hosts_per_leaf : n_spines."""
-    n_hosts = n_leaves * hosts_per_leaf
-    leaf0, spine0 = n_hosts, n_hosts + n_leaves
-    hosts = np.arange(n_hosts, dtype=np.int64)
-    # Cable ends: each host to its leaf, then each leaf to every spine.
-    a = np.concatenate([hosts, leaf0 + np.repeat(np.arange(n_leaves, dtype=np.int64), n_spines)])
-    b = np.concatenate([leaf0 + hosts // hosts_per_leaf, spine0 + np.tile(np.arange(n_spines, dtype=np.int64), n_leaves)])
-    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
-    names = (
-        [f"host{h}" for h in range(n_hosts)]
-        + [f"leaf{i}" for i in range(n_leaves)]
-        + [f"spine{i}" for i in range(n_spines)]
-    )
-    return Topology.from_arrays(src, dst, link_Bps, latency_s, node_names=names)
 
 
 # Memory of the demo, measured with demo_scenario at 10^6 to 10^7 links (peak RSS growth),
@@ -200,16 +182,14 @@ def _nccl_tests(args: argparse.Namespace) -> int:
 
 def _cli_fabric(args: argparse.Namespace) -> Fabric:
     """The fabric of --fabric, --nodes, --scale-out and --sharp."""
-    from . import fabrics
-
     if args.nodes < 1:
         raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
     if args.nodes == 1:
-        fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
+        _part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
         if args.sharp:
             raise InvalidArgumentError("--sharp needs --nodes > 1: SHARP reduces across the scale-out fabric")
-        return fabrics._preset(args.fabric, None)
-    return fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
+        return _preset(args.fabric, None)
+    return cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
 
 
 def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:

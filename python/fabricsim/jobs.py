@@ -602,7 +602,7 @@ def _planes_policy(fabric: Any, own: Any, jobs: Sequence[JobSpec], *, seed: int,
 def _policy_plan(sc: "Scenario", policy: str, jobs: Sequence[JobSpec]) -> Any:
     """What a policy does, checked: each job's add_job arguments and weight, or for "planes"
     the fabric each job runs on."""
-    from .fabrics import _unpickled_fabric
+    from .fabrics.fabric import _unpickled_fabric
 
     if policy in ("shared", "spread", "random"):
         kind = "packed" if policy == "shared" else policy

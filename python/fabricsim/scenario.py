@@ -20,7 +20,8 @@ from .collectives.communicator import applied_fabric, checked_cost_model, collec
 from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
-from .fabrics import Topology, _fault
+from .fabrics import Topology
+from .fabrics.topology import _fault
 from .jobs import Job, jobs_tables, new_job
 from .progress import RunProgress
 from .results import Result

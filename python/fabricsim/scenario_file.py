@@ -58,10 +58,11 @@ from typing import Any, Callable
 import numpy as np
 
 from . import fabrics
-from ._checks import did_you_mean
+from ._checks import COUNT, did_you_mean, integer, parsed
 from ._files import path_argument, read_bytes, reason, write_files
 from .exceptions import FabricsimError, ScenarioFileError
 from .fabrics import Topology
+from .fabrics.generators import leaf_spine
 from .results import Result
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s
@@ -83,9 +84,6 @@ PLOTS = ("utilization", "fct", "timeline")
 def _leaf_spine(*, n_leaves: int, hosts_per_leaf: int, n_spines: int, link_Bps: Any = "400Gb/s",
                 latency_s: Any = "1us") -> Topology:
     """The demo's leaf-spine: hosts ``host0..``, leaves ``leaf0..``, spines ``spine0..``."""
-    from .cli import leaf_spine
-    from ._checks import COUNT, integer, parsed
-
     return leaf_spine(integer("n_leaves", n_leaves, COUNT), integer("hosts_per_leaf", hosts_per_leaf, COUNT),
                       integer("n_spines", n_spines, COUNT), parsed("link_Bps", bandwidth_Bps, link_Bps),
                       parsed("latency_s", duration_s, latency_s))

@@ -96,7 +96,7 @@ from typing import Any, Iterable, Mapping, Sequence, cast
 import numpy as np
 import pyarrow as pa
 
-from . import catalog as _catalog
+from .fabrics import catalog as _catalog
 from ._checks import COUNT, I64, U32, choice, did_you_mean, flag, integer, integers, parsed, real_in, shown
 from .exceptions import InvalidArgumentError, ZeroCapacityPathError
 from .units import size_bytes

@@ -31,7 +31,7 @@ _LARGE = (4 * GiB,)  # where a source gives only "large": nccl-tests' plateau (h
 
 def _domain(preset: str) -> Callable[[], Fabric]:
     def build() -> Fabric:
-        from .fabrics import _preset
+        from .fabrics.generators import _preset
         return _preset(preset, None)
     return build
 

@@ -267,7 +267,7 @@ def test_planes_give_each_job_its_block_of_planes():
     fabric = fs.cluster(domain="hgx-b300", n_domains=4, scale_out="quantum-x800", planes=2)
     specs = [JobSpec(n, 16, lambda j: j.add_collective("all_to_all", None, "256MiB")) for n in "ab"]
     rows = compare_isolation(fabric, specs, ["planes"]).to_pylist()
-    from fabricsim.fabrics import _unpickled_fabric
+    from fabricsim.fabrics.fabric import _unpickled_fabric
 
     parts = dict(fabric._parts)
     parts["scale_out"] = dict(parts["scale_out"], planes=1)

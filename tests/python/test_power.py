@@ -9,7 +9,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import power
-from fabricsim.catalog import add_part, part, remove_part
+from fabricsim.fabrics.catalog import add_part, part, remove_part
 from fabricsim.exceptions import InvalidArgumentError
 
 

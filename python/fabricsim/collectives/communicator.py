@@ -77,7 +77,7 @@ class FabricView:
             if self.nominal_parts is None:
                 raise
             if "core" not in self.nominal:
-                from ..fabrics import _build_core
+                from ..fabrics.fabric import _build_core
 
                 self.nominal["core"] = _build_core(self.nominal_parts)
             return float(self.nominal["core"].path_latency_s(src, dst))

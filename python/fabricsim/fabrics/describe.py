@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .units import format_rate
+from ..units import format_rate
+from . import catalog
+from .budget import _native_ports, budget, totals
 
 if TYPE_CHECKING:
-    from .fabrics import Fabric
+    from .fabric import Fabric
+    from .power import FabricPlan
 
 __all__ = ["Description", "describe"]
 
@@ -67,19 +70,10 @@ class Description:
         return "<pre>" + str(self) + "</pre>"
 
 
-def _native_ports(out: dict[str, Any], parts: dict[str, Any]) -> float:
-    """Scale-out switch ports in use, counted in native ports (a port broken out into lanes
-    at the plane rate counts once): leaves' host ports, then both ends of every
-    switch-to-switch cable."""
-    ports_used = out["planes"] * (
-        out["n_endpoints"] + 2 * out["n_leaves"] * out["leaf_up"] + 2 * out["n_spines"] * out["spine_up"]
-    )
-    return float(ports_used * parts["plane_Bps"] / parts["switch"]["port_Bps"])
-
-
-def describe(fabric: Fabric) -> Description:
-    from . import catalog
-
+def describe(fabric: Fabric | FabricPlan) -> Description:
+    """What ``fabric`` (a generated fabric or a plan) is made of, what it can carry and what it
+    draws, as :meth:`Fabric.describe` reports it (the module docstring says what each section
+    counts)."""
     s = fabric.structure
     parts = fabric._parts
     rows: list[tuple[str, str, float | None, str]] = []
@@ -152,9 +146,7 @@ def describe(fabric: Fabric) -> Description:
 
     # Every part that draws power, counted from structure (fabricsim.power): GPUs and NVLink
     # switch chips first, the network's parts after; "unknown" where the catalog has no figure.
-    from . import power
-
-    watts = {r["component"]: r for r in power.budget(fabric).to_pylist()}
+    watts = {r["component"]: r for r in budget(fabric).to_pylist()}
     labels = {"gpu": "GPUs", "nvswitch": "NVSwitch chips", "nic": "NICs", "nic_optics": "NIC-side optics"}
     for comp in ("gpu", "nvswitch", "nic", "nic_optics"):
         if comp in watts:
@@ -176,7 +168,7 @@ def describe(fabric: Fabric) -> Description:
         add("power", "switch-side optics, as built", native_ports * sw["optics_watts_per_port"], "W")
         add("power", "switch-side optics if pluggable", native_ports * per_port_plug, "W")
         add("power", "switch-side optics if co-packaged", native_ports * per_port_cpo, "W")
-    sums = power.totals(fabric)
+    sums = totals(fabric)
     if out:
         add("power", "network (NICs, their optics, switches, switch optics)", sums["network_watts"], "W")
     if watts:

@@ -1,0 +1,54 @@
+"""The import paths of modules that moved into the sub-packages, kept for one release.
+
+The documented modules stay attributes of the package, as before (``fs.training``,
+``fs.catalog``, ``fs.cost_model``, ...). Importing one by its old path (``import
+fabricsim.nccl_model``, ``from fabricsim.training import Model``) still works: the first such
+import warns (``DeprecationWarning``, naming the new path) and gives the module at its new
+path, the same module object. These old paths go in the next release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+import warnings
+from collections.abc import Sequence
+
+#: Old import path -> the module's path now.
+MOVED: dict[str, str] = {
+    "fabricsim.catalog": "fabricsim.fabrics.catalog",
+    "fabricsim.describe": "fabricsim.fabrics.describe",
+    "fabricsim.power": "fabricsim.fabrics.power",
+}
+
+
+class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old paths of :data:`MOVED`: loading one warns and puts the module at its new
+    path in its place (the import system then hands out the module in ``sys.modules``)."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None  # a plain module, replaced in exec_module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        new = MOVED[module.__name__]
+        warnings.warn(f"{module.__name__} moved to {new}: import it from there (the old path goes in the next "
+                      "release)", DeprecationWarning, stacklevel=2)
+        sys.modules[module.__name__] = importlib.import_module(new)
+
+
+_FINDER = _OldPaths()
+
+
+def install() -> None:
+    """Makes the old paths of :data:`MOVED` importable (at ``import fabricsim``; once)."""
+    if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FINDER)
