@@ -41,11 +41,11 @@ from .results import Result, Summary
 from .scenario import Scenario
 from .collectives import Estimate, estimate
 from .nccl_sweep import nccl_tests
-from .cost_model import CostModel
-from .nccl_logs import NcclTestsLog, read_nccl_tests
-from .calibration import Calibration, calibrate
+from .collectives.cost.model import CostModel
+from .collectives.nccl_logs import NcclTestsLog, read_nccl_tests
+from .collectives.calibration import Calibration, calibrate
 from .validation import validate
-from . import cost_model, nccl_model  # noqa: F401  (modules of the API)
+from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F401  (modules of the API)
 from .sweep import sweep
 from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)

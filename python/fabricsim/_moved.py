@@ -22,6 +22,11 @@ MOVED: dict[str, str] = {
     "fabricsim.catalog": "fabricsim.fabrics.catalog",
     "fabricsim.describe": "fabricsim.fabrics.describe",
     "fabricsim.power": "fabricsim.fabrics.power",
+    "fabricsim.nccl_conventions": "fabricsim.collectives.conventions",
+    "fabricsim.cost_model": "fabricsim.collectives.cost.model",
+    "fabricsim.nccl_model": "fabricsim.collectives.cost.nccl",
+    "fabricsim.nccl_logs": "fabricsim.collectives.nccl_logs",
+    "fabricsim.calibration": "fabricsim.collectives.calibration",
 }
 
 

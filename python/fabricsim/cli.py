@@ -26,12 +26,12 @@ from .exceptions import FabricsimError, InvalidArgumentError
 from .fabrics import Fabric
 from .fabrics.generators import _preset, cluster, leaf_spine
 from .fabrics.specs import _part
-from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
+from .collectives.conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
 
 if TYPE_CHECKING:
-    from .cost_model import CostModel
+    from .collectives.cost.model import CostModel
 
 
 # Memory of the demo, measured with demo_scenario at 10^6 to 10^7 links (peak RSS growth),
@@ -145,7 +145,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _nccl_tests(args: argparse.Namespace) -> int:
     from .nccl_sweep import nccl_tests
-    from .nccl_conventions import format_footer, format_header, format_row
+    from .collectives.conventions import format_footer, format_header, format_row
 
     fabric = _cli_fabric(args)
     cost = _cli_cost_model(args)
@@ -193,7 +193,7 @@ def _cli_fabric(args: argparse.Namespace) -> Fabric:
 
 
 def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:
-    from .cost_model import CostModel
+    from .collectives.cost.model import CostModel
 
     return None if args.cost_model is None else CostModel.from_json(args.cost_model)
 
@@ -229,8 +229,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .calibration import calibrate, format_calibration
-    from .nccl_logs import read_nccl_tests
+    from .collectives.calibration import calibrate, format_calibration
+    from .collectives.nccl_logs import read_nccl_tests
 
     if args.out is not None:  # a bad path is reported now, not after the fit
         output_directory("--out", os.path.dirname(os.path.abspath(args.out)))

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
-from . import nccl_conventions
+from .collectives import conventions as nccl_conventions
 from ._checks import callback, parsed, real, shown
-from .collectives.communicator import applied_fabric, checked_cost_model, communicator
-from .collectives.timing import resolve_algorithm
-from .cost_model import CostModel
+from .collectives.communicator import applied_fabric, communicator
+from .collectives.cost.choice import resolve_algorithm
+from .collectives.cost.model import CostModel, checked_cost_model
 from .exceptions import InvalidArgumentError
 from .scenario import Scenario, checked_progress
 

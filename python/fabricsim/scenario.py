@@ -16,7 +16,8 @@ from typing import Any, Callable, Literal, TypeVar, cast, overload
 import numpy as np
 
 from . import _core
-from .collectives.communicator import applied_fabric, checked_cost_model, collective_size, communicator
+from .collectives.communicator import applied_fabric, collective_size, communicator
+from .collectives.cost.model import checked_cost_model
 from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError

@@ -401,7 +401,7 @@ class _Loader:
         kwargs = dict(table)
         cost = kwargs.get("cost_model")
         if cost is not None:
-            from .cost_model import CostModel
+            from .collectives.cost.model import CostModel
 
             ckey = (*key, "cost_model")
             if isinstance(cost, str):

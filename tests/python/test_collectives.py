@@ -8,7 +8,7 @@ import pytest
 import fabricsim as fs
 from fabricsim import catalog
 from fabricsim.cli import main
-from fabricsim.cost_model import DEFAULT as COST
+from fabricsim.collectives.cost.model import DEFAULT as COST
 from fabricsim.exceptions import InvalidArgumentError, UnknownNodeError
 from helpers import auto_candidates, auto_choice
 
@@ -177,7 +177,7 @@ def star(n, link_Bps=50e9, latency_s=0.5e-6):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 16, 31, 72, 100, 1000])
 def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four_edges(n):
-    from fabricsim.collectives.timing import dtree_parents
+    from fabricsim.collectives.cost.analytical import dtree_parents
 
     degree = np.zeros(n, dtype=int)
     for parents in dtree_parents(n):
@@ -201,7 +201,7 @@ def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
     carrying S/2 each way, so the time is alpha + 4 (S/2) / B. Alpha: NCCL's, plus the wire
     latency of the tree's 2 log2(8) network steps up and down, each the route of a plain
     topology's first and last rank (two 0.5 us links through the switch)."""
-    from fabricsim.nccl_model import CommShape, latency_of
+    from fabricsim.collectives.cost.nccl import CommShape, latency_of
 
     B, hop_s = 50e9, 0.5e-6
     _, row = one(star(8, B, hop_s), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
@@ -259,7 +259,7 @@ def test_nvls_sharp_pays_nccls_one_nvls_latency_not_three_collectives(domain, n_
     reduce-scatter, a CollNet all-reduce and an NVLS all-gather (64 us). Its wire latency is
     likewise one NVSwitch hop and one network hop (both fabrics put every NIC on one leaf)."""
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import latency_s
+    from fabricsim.collectives.cost.analytical import latency_s
 
     fabric = fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, sharp=True)
     assert fabric.structure["scale_out"]["n_leaves"] == 1
@@ -291,7 +291,7 @@ def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size
     payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's;
     also where the domains hold 3, 5, 1 and 8 ranks."""
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import _efficiency, latency_s
+    from fabricsim.collectives.cost.analytical import _efficiency, latency_s
 
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     _, row = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol=protocol)
@@ -920,7 +920,7 @@ def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     from fabricsim import nccl_model
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import _shape
+    from fabricsim.collectives.cost.analytical import _shape
 
     wire = 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
     tree_s = 36.4e-6 + wire + GiB / NET_Bps

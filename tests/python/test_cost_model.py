@@ -7,7 +7,7 @@ import json
 import pytest
 
 import fabricsim as fs
-from fabricsim.cost_model import AXES, DEFAULT, SOURCES, CostModel
+from fabricsim.collectives.cost.model import AXES, DEFAULT, SOURCES, CostModel
 
 GiB = 2**30
 

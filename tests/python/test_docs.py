@@ -109,8 +109,8 @@ def test_api_reference_covers_the_public_names():
 # carry an example, besides ``fabricsim.__all__``.
 EXAMPLE_MODULES = (
     "training", "jobs", "serving", "fabrics.power", "reliability", "fabrics.catalog", "units", "plot", "trace",
-    "cost_model", "nccl_model", "calibration", "validation", "sweep", "scenario_file", "results", "fabrics",
-    "exceptions",
+    "collectives.cost.model", "collectives.cost.nccl", "collectives.calibration", "validation", "sweep",
+    "scenario_file", "results", "fabrics", "exceptions",
 )
 
 _EXAMPLE = re.compile(r"^(?P<indent>[ ]*)Example::[ ]*\n(?P<body>(?:[ ]*\n|(?P=indent)[ ]+\S.*\n?)+)", re.M)

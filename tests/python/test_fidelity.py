@@ -9,7 +9,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim.collectives import communicator, fabric_view
-from fabricsim.cost_model import DEFAULT
+from fabricsim.collectives.cost.model import DEFAULT
 
 GiB = 2**30
 H100_NVLINK = 18 * 25e9 * (370.8 / 450)  # the catalog's NVLink 4 payload rate per GPU (nccl-tests#212)
@@ -41,7 +41,7 @@ def test_nvls_efficiency_is_per_gpu_so_busbw_follows_2_n_minus_1_over_n_plus_1(n
 def test_nvls_ceiling_is_nccls_channel_limit_by_hand():
     # H100: 16 NVLS channels (nvls.cc); the fastest sm90 intra ladder speed with 17 x s <= 370.8
     # is 20 (17 x 24 = 408 > 370.8); busBw = 2 x 0.85 x 20 x 15 = 510 GB/s.
-    from fabricsim.collectives.timing import nvls_ceiling_busbw_Bps
+    from fabricsim.collectives.cost.analytical import nvls_ceiling_busbw_Bps
 
     assert nvls_ceiling_busbw_Bps(fabric_view(fs.hgx_h100()), DEFAULT, 1) == pytest.approx(510e9, rel=1e-12)
     # Blackwell: 24 channels, 25 x 24 = 600 <= 721.8 < 25 x 30: s = 24; 2 x 0.74 x 24 x 23 = 816.96.
@@ -124,7 +124,7 @@ def test_auto_times_the_construction_it_chooses():
     for fabric in (fs.hgx_h100(), fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2", sharp=True),
                    fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2")):
         comm = communicator(fabric, "all_reduce", None)
-        from fabricsim.collectives.timing import applicable
+        from fabricsim.collectives.cost.choice import applicable
 
         for size in (64 * 2**10, 16 * 2**20, 4 * GiB):
             auto = fs.estimate(fabric, "all_reduce", size)

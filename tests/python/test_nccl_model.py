@@ -5,7 +5,7 @@ import math
 import pytest
 
 from fabricsim.exceptions import InvalidArgumentError
-from fabricsim.nccl_model import ALGORITHMS, PROTOCOLS, CommShape, choose, graphs, predict
+from fabricsim.collectives.cost.nccl import ALGORITHMS, PROTOCOLS, CommShape, choose, graphs, predict
 
 GiB = 2**30
 H100_NVL = 18 * 20.6e9  # NCCL's 18 x SM90_NVLINK_BW

@@ -116,15 +116,30 @@ reported is the time of the construction chosen; ``hierarchical`` and ``halving_
 have no NCCL counterpart and are only used when asked for (on Simple).
 :func:`estimate` gives the analytical time alone, without a scenario.
 
-Modules: :mod:`~fabricsim.collectives.communicator` (the fabric as collectives see it, the
-ranks grouped by domain, sizes as nccl-tests counts them), :mod:`~fabricsim.collectives.timing`
-(each algorithm's analytical time, ``auto``'s choice, :func:`estimate`),
-:mod:`~fabricsim.collectives.construction` (each algorithm's flows on a scenario, the results
-table); the sweep of nccl-tests is :mod:`fabricsim.nccl_sweep`.
+Modules, each importing only the ones before it:
+
+* :mod:`~fabricsim.collectives.conventions`: nccl-tests' conventions (sizes, bus bandwidth,
+  the layout of its tables);
+* :mod:`~fabricsim.collectives.communicator`: the fabric as collectives see it, the ranks
+  grouped by domain, sizes as nccl-tests counts them;
+* :mod:`~fabricsim.collectives.cost`: the cost of one collective, read in one direction:
+  :mod:`~fabricsim.collectives.cost.model` (the constants, :class:`~fabricsim.CostModel`),
+  :mod:`~fabricsim.collectives.cost.nccl` (NCCL's tuning model),
+  :mod:`~fabricsim.collectives.cost.analytical` (each algorithm's time on an idle fabric),
+  :mod:`~fabricsim.collectives.cost.choice` (what ``auto`` runs, :func:`estimate`);
+* :mod:`~fabricsim.collectives.construction`: each algorithm's flows on a scenario, the
+  results table;
+* :mod:`~fabricsim.collectives.nccl_logs` and :mod:`~fabricsim.collectives.calibration`:
+  real nccl-tests logs read, and a cost model fitted to them.
+
+The simulated nccl-tests sweep and the validation table run whole scenarios, so they sit
+above the scenario, in :mod:`fabricsim.studies`.
 """
 
-from .communicator import FabricView, applied_fabric, checked_cost_model, collective_size, communicator, fabric_view
-from .timing import ALGORITHMS, OPS, PROTOCOLS, Estimate, analytical_s, estimate
+from .communicator import FabricView, applied_fabric, collective_size, communicator, fabric_view
+from .cost.analytical import analytical_s
+from .cost.choice import ALGORITHMS, OPS, PROTOCOLS, Estimate, estimate
+from .cost.model import checked_cost_model
 
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Estimate", "FabricView", "analytical_s", "applied_fabric",
            "checked_cost_model", "collective_size", "communicator", "estimate", "fabric_view"]

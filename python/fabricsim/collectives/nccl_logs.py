@@ -36,10 +36,10 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from ._checks import shown
-from ._files import read_bytes, reason
-from .exceptions import InvalidArgumentError, NcclLogError
-from .nccl_conventions import OPS, _check_op, _check_ranks, busbw_factor
+from .._checks import shown
+from .._files import read_bytes, reason
+from ..exceptions import InvalidArgumentError, NcclLogError
+from .conventions import OPS, _check_op, _check_ranks, busbw_factor
 
 __all__ = ["NcclTestsLog", "read_nccl_tests"]
 

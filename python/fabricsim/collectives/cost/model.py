@@ -32,9 +32,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._checks import shown
-from ._files import read_bytes, reason, write_file
-from .exceptions import InvalidArgumentError
+from ..._checks import shown
+from ..._files import read_bytes, reason, write_file
+from ...exceptions import InvalidArgumentError
 
 __all__ = ["AXES", "CostModel", "DEFAULT", "SOURCES"]
 
@@ -455,3 +455,14 @@ def _from_named(
 
 DEFAULT = CostModel()
 """NCCL v2.30.7's constants and fabricsim's documented choices (:data:`SOURCES`)."""
+
+
+def checked_cost_model(cost_model: Any) -> CostModel:
+    """``cost_model`` as given, or the defaults for None; anything else is refused."""
+    if cost_model is None:
+        return DEFAULT
+    if not isinstance(cost_model, CostModel):
+        raise InvalidArgumentError(
+            f"cost_model must be a fabricsim.CostModel (None for the defaults), got {type(cost_model).__name__} "
+            f"{shown(cost_model)}")
+    return cost_model

@@ -60,9 +60,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ._checks import finite, shown
-from .cost_model import DEFAULT, CostModel
-from .exceptions import InvalidArgumentError
+from ..._checks import finite, shown
+from ...exceptions import InvalidArgumentError
+from .model import DEFAULT, CostModel
 
 __all__ = [
     "ALGORITHMS",

@@ -28,19 +28,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ._checks import integers
-from .cost_model import ARCHS, CostModel
-from .exceptions import InvalidArgumentError
-
-if TYPE_CHECKING:
-    from .fabrics import Fabric
-    from .nccl_logs import NcclTestsLog
+from .._checks import integers
+from ..exceptions import InvalidArgumentError
+from ..fabrics import Fabric
+from .communicator import applied_fabric, fabric_view
+from .conventions import busbw_factor
+from .cost.choice import estimate
+from .cost.model import ARCHS, CostModel, checked_cost_model
+from .nccl_logs import NcclTestsLog, read_nccl_tests
 
 __all__ = ["Calibration", "PARAMETERS", "SENSITIVITY", "calibrate"]
 
@@ -110,8 +111,6 @@ class Calibration:
 
 
 def _logs(logs: Any) -> list[NcclTestsLog]:
-    from .nccl_logs import NcclTestsLog, read_nccl_tests
-
     if isinstance(logs, str) or hasattr(logs, "__fspath__") or isinstance(logs, NcclTestsLog):
         logs = [logs]
     try:
@@ -167,9 +166,6 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
         cal.fitted   # {'nvls_efficiency': 0.776..., 'latency_scale': 1.04...}
         fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB", cost_model=cal.cost_model).time_s
     """
-    from .collectives import applied_fabric, checked_cost_model, estimate, fabric_view
-    from .fabrics import Fabric
-
     cost = checked_cost_model(cost_model)
     if not isinstance(fabric, Fabric):
         raise InvalidArgumentError(
@@ -247,8 +243,6 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
     fitted = {p: _parameter_value(fitted_cost, p, arch, fabric) for p in determined}
     all_measured = np.array([r[3] for r in rows])
     default_t, fitted_t = model(cost, rows), model(fitted_cost, rows)
-    from .nccl_conventions import busbw_factor
-
     factor = np.array([busbw_factor(r[1], n_comm) for r in rows])
     size = np.array([r[2] for r in rows], dtype=np.float64)
     with np.errstate(over="ignore", divide="ignore"):  # a busbw or error beyond the doubles is inf, and prints so

@@ -23,9 +23,9 @@ import numbers
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ._checks import finite, number, quantities, shown
-from .exceptions import InvalidArgumentError
-from .units import _NCCL_SUFFIX, _QUANTITY
+from .._checks import finite, number, quantities, shown
+from ..exceptions import InvalidArgumentError
+from ..units import _NCCL_SUFFIX, _QUANTITY
 
 if TYPE_CHECKING:
     import pyarrow as pa
