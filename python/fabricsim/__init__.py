@@ -49,9 +49,10 @@ from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F
 from .sweep import sweep
 from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
-from . import training
-from .training import Model, Parallelism, TrainingStep
-from . import jobs, reliability, serving  # noqa: F401  (modules of the API: shared factories)
+from .workloads import training
+from .workloads.training import Model, Parallelism, TrainingStep
+from . import jobs  # noqa: F401  (modules of the API: shared factories)
+from .workloads import reliability, serving  # noqa: F401  (modules of the API)
 from .jobs import Job, JobSpec, compare_isolation
 
 __all__ = [

@@ -27,6 +27,9 @@ MOVED: dict[str, str] = {
     "fabricsim.nccl_model": "fabricsim.collectives.cost.nccl",
     "fabricsim.nccl_logs": "fabricsim.collectives.nccl_logs",
     "fabricsim.calibration": "fabricsim.collectives.calibration",
+    "fabricsim.training": "fabricsim.workloads.training",
+    "fabricsim.serving": "fabricsim.workloads.serving",
+    "fabricsim.reliability": "fabricsim.workloads.reliability",
 }
 
 

@@ -361,7 +361,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
 
     def run(args: argparse.Namespace) -> int:
-        from . import training
+        from .workloads import training
 
         par = training.Parallelism(
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,

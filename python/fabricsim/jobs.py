@@ -33,7 +33,7 @@ from .fabrics import Fabric
 if TYPE_CHECKING:
     from .results import Result
     from .scenario import Scenario
-    from .training import Model, Parallelism
+    from .workloads.training import Model, Parallelism
 
 __all__ = ["Job", "JobSpec", "PLACEMENTS", "compare_isolation"]
 
@@ -265,7 +265,7 @@ class Job:
         return out
 
     def _add_training_step(self, model: Any, parallelism: Any, *, after: Any = (), **options: Any) -> int:
-        from .training import Parallelism, TrainingStep, step_into
+        from .workloads.training.step import Parallelism, TrainingStep, step_into
 
         if not isinstance(parallelism, Parallelism):
             raise InvalidArgumentError(f"parallelism must be a fabricsim.training.Parallelism, got {type(parallelism).__name__}")

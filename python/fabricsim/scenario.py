@@ -604,7 +604,7 @@ class Scenario:
     def _training_step(self, step: Any, start: int | None = None) -> Any:
         """Internal: adds a :class:`~fabricsim.training.TrainingStep` (the builder keeps it as
         this one call through :meth:`_one_change`; unpickling replays it)."""
-        from .training import step_into
+        from .workloads.training.step import step_into
 
         return step_into(step, self, start)
 

@@ -14,7 +14,7 @@ import pytest
 import fabricsim as fs
 from fabricsim.exceptions import InvalidArgumentError
 from fabricsim.jobs import JobSpec, alone_scenario, compare_isolation
-from fabricsim.training import Parallelism, TrainingStep
+from fabricsim.workloads.training import Parallelism, TrainingStep
 
 GiB = 2**30
 

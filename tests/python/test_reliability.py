@@ -15,7 +15,7 @@ import fabricsim as fs
 from fabricsim import reliability as rl
 from fabricsim.exceptions import InvalidArgumentError
 
-DATA = json.loads(resources.files("fabricsim").joinpath("data/failure_rates.json").read_text(encoding="utf-8"))
+DATA = json.loads(resources.files("fabricsim.workloads.reliability").joinpath("data/failure_rates.json").read_text(encoding="utf-8"))
 REF = DATA["reference"]
 HOUR = 3600.0
 

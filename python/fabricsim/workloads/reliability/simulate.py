@@ -67,8 +67,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from ._checks import finite, shown
-from .exceptions import InvalidArgumentError
+from ..._checks import finite, shown
+from ...exceptions import InvalidArgumentError
 
 __all__ = [
     "PARTS",
@@ -107,7 +107,7 @@ _DEFAULT_CONSEQUENCES: dict[str, str] = {
 
 
 def _load() -> dict[str, Any]:
-    text = resources.files("fabricsim").joinpath("data/failure_rates.json").read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("data/failure_rates.json").read_text(encoding="utf-8")
     doc: dict[str, Any] = json.loads(text)
     return doc
 

@@ -96,10 +96,10 @@ from typing import Any, Iterable, Mapping, Sequence, cast
 import numpy as np
 import pyarrow as pa
 
-from .fabrics import catalog as _catalog
-from ._checks import COUNT, I64, U32, choice, did_you_mean, flag, integer, integers, parsed, real_in, shown
-from .exceptions import InvalidArgumentError, ZeroCapacityPathError
-from .units import size_bytes
+from ...fabrics import catalog as _catalog
+from ..._checks import COUNT, I64, U32, choice, did_you_mean, flag, integer, integers, parsed, real_in, shown
+from ...exceptions import InvalidArgumentError, ZeroCapacityPathError
+from ...units import size_bytes
 
 __all__ = [
     "Model",
@@ -492,7 +492,7 @@ _FIELD_DEFAULTS = {f.name: f.default for f in fields(Model)}
 
 
 def _load_models() -> dict[str, Model]:
-    text = resources.files("fabricsim").joinpath("data/models.json").read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("data/models.json").read_text(encoding="utf-8")
     doc = json.loads(text)
     out = {}
     names = {f.name for f in fields(Model)}
@@ -866,8 +866,8 @@ class TrainingStep:
         check_memory: bool = True,
         tp_comm: str = "flow",
     ) -> None:
-        from .collectives import checked_cost_model
-        from .fabrics import Topology
+        from ...collectives import checked_cost_model
+        from ...fabrics import Topology
 
         self.model: Model = globals()["model"](model)  # the function model(), which the argument hides
         for name, value, kind in (("parallelism", parallelism, Parallelism), ("fabric", fabric, Topology),
@@ -1265,7 +1265,7 @@ class TrainingStep:
         return hit
 
     def _analytical_s(self, op: str, size: float, ranks: Sequence[int], sizes: Any = None) -> float:
-        from .collectives import estimate
+        from ...collectives import estimate
 
         return estimate(self.fabric, op, None if sizes is not None else size, list(ranks), sizes=sizes,
                         cost_model=self.cost_model).time_s
@@ -1274,7 +1274,7 @@ class TrainingStep:
                      flows: tuple[np.ndarray, np.ndarray] | None = None) -> float:
         """Makespan of ``chains`` (:meth:`_chains`) or of pipeline ``flows`` (sources,
         destinations) run alone on the fabric."""
-        from .scenario import Scenario
+        from ...scenario import Scenario
 
         sc = Scenario(self.fabric, **({} if self.cost_model is None else {"cost_model": self.cost_model}))
         for ranks, ops in chains:
@@ -1296,7 +1296,7 @@ class TrainingStep:
         :func:`fabricsim.estimate` without software latency (route latency and the per-GPU
         rate, as a lone flow takes); with faults, every replica's and TP rank's flows of that
         boundary and direction at once, simulated."""
-        from .collectives import checked_cost_model, estimate
+        from ...collectives import checked_cost_model, estimate
 
         if a == b:  # one stage (pp = 1) holding consecutive chunks: nothing to send
             return 0.0
@@ -1317,8 +1317,8 @@ class TrainingStep:
     def _check_reachable(self) -> None:
         """Refuses a step with a GPU that the fabric's faults cut off (every link down): its
         transfers would fail, and the step cannot complete."""
-        from .collectives import fabric_view
-        from .exceptions import ZeroCapacityPathError
+        from ...collectives import fabric_view
+        from ...exceptions import ZeroCapacityPathError
 
         cut = fabric_view(self.fabric).cut_off
         hit = np.isin(self.gpus, cut) if cut.size else np.zeros(0, dtype=bool)
@@ -1643,8 +1643,8 @@ class _Builder:
     add_* methods would make."""
 
     def __init__(self, step: TrainingStep, scenario: Any = None, start: int | None = None) -> None:
-        from .collectives.construction import Builder
-        from .scenario import Scenario
+        from ...collectives.construction import Builder
+        from ...scenario import Scenario
 
         self.st = step
         kw = {} if step.cost_model is None else {"cost_model": step.cost_model}
@@ -1695,7 +1695,7 @@ class _Builder:
         return g
 
     def build(self) -> _Built:
-        from . import _core
+        from ... import _core
 
         p = self.st.par
         n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
@@ -2215,7 +2215,7 @@ def validation_step(name: str, **options: Any) -> TrainingStep:
         step = fs.training.validation_step("megatron-gpt3-175b-96")
         step.par.n_gpus, step.estimate().mfu   # (96, about 0.45); Megatron-LM reports 0.47
     """
-    from .fabrics import cluster
+    from ...fabrics import cluster
 
     case = VALIDATION[choice("validation case", name, VALIDATION)]
     m = model(case["model"]).replace(**case.get("model_changes", {}))

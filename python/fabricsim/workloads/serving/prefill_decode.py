@@ -71,14 +71,14 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from ._checks import COUNT, integer, integers, real, shown
-from .collectives import estimate
-from .exceptions import InvalidArgumentError
-from .fabrics import Fabric
-from .results import Result
-from .scenario import Scenario
-from .training import DEFAULT_COMPUTE_EFFICIENCY, HBM_EFFICIENCY, Model
-from .training import model as _model
+from ..._checks import COUNT, integer, integers, real, shown
+from ...collectives import estimate
+from ...exceptions import InvalidArgumentError
+from ...fabrics import Fabric
+from ...results import Result
+from ...scenario import Scenario
+from ..training.step import DEFAULT_COMPUTE_EFFICIENCY, HBM_EFFICIENCY, Model
+from ..training.step import model as _model
 
 __all__ = [
     "TokenCounts",
