@@ -49,11 +49,9 @@ from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F
 from .sweep import sweep
 from .scenario_file import ScenarioFile, load_scenario
 from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
-from .workloads import training
+from .workloads import jobs, reliability, serving, training  # modules of the API
 from .workloads.training import Model, Parallelism, TrainingStep
-from . import jobs  # noqa: F401  (modules of the API: shared factories)
-from .workloads import reliability, serving  # noqa: F401  (modules of the API)
-from .jobs import Job, JobSpec, compare_isolation
+from .workloads.jobs import Job, JobSpec, compare_isolation
 
 __all__ = [
     "estimate",

@@ -30,6 +30,7 @@ MOVED: dict[str, str] = {
     "fabricsim.training": "fabricsim.workloads.training",
     "fabricsim.serving": "fabricsim.workloads.serving",
     "fabricsim.reliability": "fabricsim.workloads.reliability",
+    "fabricsim.jobs": "fabricsim.workloads.jobs",
 }
 
 

@@ -108,7 +108,7 @@ def test_api_reference_covers_the_public_names():
 # The public modules whose names (``__all__``, else their public functions and classes) must
 # carry an example, besides ``fabricsim.__all__``.
 EXAMPLE_MODULES = (
-    "workloads.training", "jobs", "workloads.serving", "fabrics.power", "workloads.reliability",
+    "workloads.training", "workloads.jobs", "workloads.serving", "fabrics.power", "workloads.reliability",
     "fabrics.catalog", "units", "plot", "trace",
     "collectives.cost.model", "collectives.cost.nccl", "collectives.calibration", "validation", "sweep",
     "scenario_file", "results", "fabrics", "exceptions",

@@ -13,7 +13,8 @@ import pytest
 
 import fabricsim as fs
 from fabricsim.exceptions import InvalidArgumentError
-from fabricsim.jobs import JobSpec, alone_scenario, compare_isolation
+from fabricsim.tenancy import alone_scenario
+from fabricsim.workloads.jobs import JobSpec, compare_isolation
 from fabricsim.workloads.training import Parallelism, TrainingStep
 
 GiB = 2**30
