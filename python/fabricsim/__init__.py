@@ -6,7 +6,7 @@ read the results as Arrow tables. All quantities are SI: bytes, seconds, bytes p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,22 +36,26 @@ from .exceptions import (  # the exception tree is part of the API
     WriteError,
 )
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
-from .fabrics import catalog, power  # modules of the API
-from .results import Result, Summary
-from .scenario import Scenario
 from .collectives import Estimate, estimate
-from .nccl_sweep import nccl_tests
+from .collectives.calibration import Calibration, calibrate
 from .collectives.cost.model import CostModel
 from .collectives.nccl_logs import NcclTestsLog, read_nccl_tests
-from .collectives.calibration import Calibration, calibrate
-from .validation import validate
-from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F401  (modules of the API)
-from .sweep import sweep
-from .scenario_file import ScenarioFile, load_scenario
-from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
-from .workloads import jobs, reliability, serving, training  # modules of the API
-from .workloads.training import Model, Parallelism, TrainingStep
+from .results import Result, Summary
+from .scenario import Scenario
 from .workloads.jobs import Job, JobSpec, compare_isolation
+from .workloads.training import Model, Parallelism, TrainingStep
+from .studies.nccl_tests import nccl_tests
+from .studies.scenario_file import ScenarioFile, load_scenario
+from .studies.sweep import sweep
+from .studies.validation import validate
+
+# The documented modules, reached as attributes of the package (fs.training, fs.catalog, ...)
+# wherever their files are; plot imports matplotlib only when it draws.
+from . import progress
+from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F401
+from .fabrics import catalog, power
+from .studies import plot, trace
+from .workloads import jobs, reliability, serving, training
 
 __all__ = [
     "estimate",
@@ -123,6 +127,12 @@ __all__ = [
 
 
 _moved.install()
+
+if not TYPE_CHECKING:  # type checkers see only the attributes above
+
+    def __getattr__(name: str) -> Any:
+        """The old names of moved modules (``fs.validation``), with a DeprecationWarning."""
+        return _moved.old_attribute(name)
 
 
 def max_min_rates(

@@ -31,7 +31,18 @@ MOVED: dict[str, str] = {
     "fabricsim.serving": "fabricsim.workloads.serving",
     "fabricsim.reliability": "fabricsim.workloads.reliability",
     "fabricsim.jobs": "fabricsim.workloads.jobs",
+    "fabricsim.scenario_file": "fabricsim.studies.scenario_file",
+    "fabricsim.plot": "fabricsim.studies.plot",
+    "fabricsim.trace": "fabricsim.studies.trace",
+    "fabricsim.nccl_sweep": "fabricsim.studies.nccl_tests",
+    "fabricsim.validation": "fabricsim.studies.validation",
 }
+
+
+#: Old paths kept as they were, without a warning: the package's attribute ``sweep`` is the
+#: function, so its module is reached by this path alone (importing it from a path not yet
+#: loaded would bind the package's attribute to the module).
+ALIASES: dict[str, str] = {"fabricsim.sweep": "fabricsim.studies.sweep"}
 
 
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -57,7 +68,23 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 _FINDER = _OldPaths()
 
 
+def old_attribute(name: str) -> types.ModuleType:
+    """The package's attribute ``name`` where it is the old name of a moved module
+    (``fs.validation``, ``fs.scenario_file``): the module, with a DeprecationWarning."""
+    new = MOVED.get(f"fabricsim.{name}")
+    if new is None:
+        raise AttributeError(f"module 'fabricsim' has no attribute {name!r}")
+    warnings.warn(f"fabricsim.{name} moved to {new}: import it from there (the old name goes in the next release)",
+                  DeprecationWarning, stacklevel=3)
+    module = importlib.import_module(new)
+    setattr(sys.modules["fabricsim"], name, module)  # warned once, as an import is
+    return module
+
+
 def install() -> None:
-    """Makes the old paths of :data:`MOVED` importable (at ``import fabricsim``; once)."""
+    """Makes the old paths of :data:`MOVED` and :data:`ALIASES` importable (at ``import
+    fabricsim``, once the package's modules are loaded)."""
+    for old, new in ALIASES.items():
+        sys.modules.setdefault(old, sys.modules[new])
     if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
         sys.meta_path.insert(0, _FINDER)

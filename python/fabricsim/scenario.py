@@ -7,9 +7,7 @@ import copy
 import functools
 import math
 import pickle
-import sys
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Literal, TypeVar, cast, overload
 
@@ -27,7 +25,6 @@ from .tenancy import Job, jobs_tables, new_job
 from .progress import RunProgress
 from .results import Result
 from .units import duration_s as _duration_s
-from .units import format_duration as _format_duration
 from .units import bandwidth_Bps as _bandwidth_Bps
 from .units import size_bytes as _size_bytes
 

@@ -1295,12 +1295,12 @@ def test_cli_nccl_tests_prints_rows_as_they_finish_and_stops_on_ctrl_c(monkeypat
 
 
 def test_cli_reports_a_too_large_scenario_without_a_traceback(monkeypatch, capsys):
-    import fabricsim.nccl_sweep
+    import fabricsim.studies.nccl_tests
 
     def too_large(*args, **kwargs):
         raise fs.ScenarioTooLargeError("5000000000 more flows than fit")
 
-    monkeypatch.setattr(fabricsim.nccl_sweep, "nccl_tests", too_large)
+    monkeypatch.setattr(fabricsim.studies.nccl_tests, "nccl_tests", too_large)
     assert main(["nccl-tests", "--op", "all_to_all"]) == 1
     assert capsys.readouterr().err == "fabricsim: error: 5000000000 more flows than fit\n"
 

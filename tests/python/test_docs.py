@@ -109,9 +109,9 @@ def test_api_reference_covers_the_public_names():
 # carry an example, besides ``fabricsim.__all__``.
 EXAMPLE_MODULES = (
     "workloads.training", "workloads.jobs", "workloads.serving", "fabrics.power", "workloads.reliability",
-    "fabrics.catalog", "units", "plot", "trace",
-    "collectives.cost.model", "collectives.cost.nccl", "collectives.calibration", "validation", "sweep",
-    "scenario_file", "results", "fabrics", "exceptions",
+    "fabrics.catalog", "units", "studies.plot", "studies.trace", "collectives.cost.model", "collectives.cost.nccl",
+    "collectives.calibration", "studies.validation", "studies.sweep", "studies.scenario_file", "results", "fabrics",
+    "exceptions",
 )
 
 _EXAMPLE = re.compile(r"^(?P<indent>[ ]*)Example::[ ]*\n(?P<body>(?:[ ]*\n|(?P=indent)[ ]+\S.*\n?)+)", re.M)

@@ -5,7 +5,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import cli
-from fabricsim.validation import CASES, FABRICS, NOT_MODELLED, format_validation, validate
+from fabricsim.studies.validation import CASES, FABRICS, NOT_MODELLED, format_validation, validate
 
 TABLE = validate()
 

@@ -4,7 +4,7 @@
 printed and returns its results table in SI units, with the op and the rank count the run had.
 
 The layout is nccl-tests' (``src/common.cu``, ``src/util.cu``; the same that
-:func:`fabricsim.nccl_conventions.format_table` prints)::
+:func:`fabricsim.collectives.conventions.format_table` prints)::
 
     # Collective test starting: all_reduce_perf            (2.14 and later)
     # nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 ...

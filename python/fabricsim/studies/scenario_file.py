@@ -57,15 +57,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import fabrics
-from ._checks import COUNT, did_you_mean, integer, parsed
-from ._files import path_argument, read_bytes, reason, write_files
-from .exceptions import FabricsimError, ScenarioFileError
-from .fabrics import Topology
-from .fabrics.generators import leaf_spine
-from .results import Result
-from .scenario import Scenario
-from .units import bandwidth_Bps, duration_s
+from .. import fabrics
+from .._checks import COUNT, did_you_mean, integer, parsed
+from .._files import path_argument, read_bytes, reason, write_files
+from ..exceptions import FabricsimError, ScenarioFileError
+from ..fabrics import Topology
+from ..fabrics.generators import leaf_spine
+from ..results import Result
+from ..scenario import Scenario
+from ..units import bandwidth_Bps, duration_s
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -401,7 +401,7 @@ class _Loader:
         kwargs = dict(table)
         cost = kwargs.get("cost_model")
         if cost is not None:
-            from .collectives.cost.model import CostModel
+            from ..collectives.cost.model import CostModel
 
             ckey = (*key, "cost_model")
             if isinstance(cost, str):

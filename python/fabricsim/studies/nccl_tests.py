@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
-from .collectives import conventions as nccl_conventions
-from ._checks import callback, parsed, real, shown
-from .collectives.communicator import applied_fabric, communicator
-from .collectives.cost.choice import resolve_algorithm
-from .collectives.cost.model import CostModel, checked_cost_model
-from .exceptions import InvalidArgumentError
-from .scenario import Scenario, checked_progress
+from ..collectives import conventions
+from .._checks import callback, parsed, real, shown
+from ..collectives.communicator import applied_fabric, communicator
+from ..collectives.cost.choice import resolve_algorithm
+from ..collectives.cost.model import CostModel, checked_cost_model
+from ..exceptions import InvalidArgumentError
+from ..scenario import Scenario, checked_progress
 
 if TYPE_CHECKING:
-    from .fabrics import Topology
+    from ..fabrics import Topology
 
 
 # nccl-tests bounds no sweep (each of its sizes runs in microseconds), but here each size is a
@@ -49,7 +49,7 @@ def nccl_tests(
     GPU). As nccl-tests, each size is cut to whole ``dtype`` elements (and per-rank blocks for
     all_gather, reduce_scatter and all_to_all) before it runs; ``size_bytes`` is that size.
     Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
-    ``nccl_conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
+    ``fabricsim.collectives.conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
     row (a dict of those columns) as soon as its size has run, so a caller can print as
     nccl-tests does; ``on_start`` gets the list of sizes (bytes, as the rows will have them)
     once every argument is checked, before the first size runs, so that a caller can print a
@@ -62,11 +62,11 @@ def nccl_tests(
         table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "1G", 4)   # 1 MiB to 1 GiB, x4 each step
         table.select(["size_bytes", "busbw_Bps", "algorithm"]).to_pylist()[-1]   # NVLS at 1 GiB
     """
-    from .units import size_bytes as parse_size
+    from ..units import size_bytes as parse_size
 
-    if not isinstance(dtype, str) or dtype not in nccl_conventions.DTYPE_SIZE_BYTES:
+    if not isinstance(dtype, str) or dtype not in conventions.DTYPE_SIZE_BYTES:
         raise InvalidArgumentError(
-            f"dtype={dtype!r}: expected one of {', '.join(nccl_conventions.DTYPE_SIZE_BYTES)}")
+            f"dtype={dtype!r}: expected one of {', '.join(conventions.DTYPE_SIZE_BYTES)}")
     lo, hi = parsed("min_bytes", parse_size, min_bytes), parsed("max_bytes", parse_size, max_bytes)
     # The size column is int64.
     if not 0 < lo <= hi < 2**63:
@@ -97,7 +97,7 @@ def nccl_tests(
     sizes = []
     s = lo
     while s <= hi * (1 + 1e-12):
-        sizes.append(nccl_conventions.rounded_size_bytes(op, int(s), comm.n, dtype))
+        sizes.append(conventions.rounded_size_bytes(op, int(s), comm.n, dtype))
         s *= factor
     # NCCL's choice can change with the size: every size is resolved before any runs.
     for size in sizes:
@@ -109,7 +109,7 @@ def nccl_tests(
         sc = Scenario(fabric, seed=seed, cost_model=cost)
         sc.add_collective(op, comm.ranks if ranks is None else ranks, size, algorithm=algorithm, protocol=protocol)
         r = sc.run(progress=progress).collectives.to_pylist()[0]
-        row = {"size_bytes": size, "count": nccl_conventions.element_count(op, size, comm.n, dtype),
+        row = {"size_bytes": size, "count": conventions.element_count(op, size, comm.n, dtype),
                "time_s": r["finish_s"] - r["start_s"], "algbw_Bps": r["algbw_Bps"], "busbw_Bps": r["busbw_Bps"],
                "algorithm": r["algorithm"], "protocol": r["protocol"], "analytical_s": r["analytical_s"]}
         rows.append(row)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from ._files import path_argument, write_file
+from .._files import path_argument, write_file
 
 __all__ = ["timeline", "trace_events", "trace_json", "write_trace"]
 
@@ -174,7 +174,7 @@ def trace_events(result: Any, scenario: Any = None, **timeline_options: Any) -> 
         events = fs.trace.trace_events(sc.run(), sc)
         events["traceEvents"][0]   # Chrome's Trace Event Format: dicts with "ph", "ts", "dur", ...
     """
-    from ._core import __version__
+    from .._core import __version__
 
     t = timeline(result, scenario, **timeline_options)
     lanes = t["lane"].to_pylist()

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._files import path_argument, write_file
-from .exceptions import InvalidArgumentError
+from .._files import path_argument, write_file
+from ..exceptions import InvalidArgumentError
 
 __all__ = ["link_utilization", "link_load", "fct_cdf", "timeline", "busbw", "save", "image", "by_name"]
 

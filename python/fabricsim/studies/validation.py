@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
 
-from .exceptions import InvalidArgumentError
+from ..exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .fabrics import Fabric
+    from ..fabrics import Fabric
 
 __all__ = ["CASES", "Case", "validate", "format_validation"]
 
@@ -31,14 +31,14 @@ _LARGE = (4 * GiB,)  # where a source gives only "large": nccl-tests' plateau (h
 
 def _domain(preset: str) -> Callable[[], Fabric]:
     def build() -> Fabric:
-        from .fabrics.generators import _preset
+        from ..fabrics.generators import _preset
         return _preset(preset, None)
     return build
 
 
 def _cluster(domain: Any, n_domains: int, scale_out: str, **kw: Any) -> Callable[[], Fabric]:
     def build() -> Fabric:
-        from .fabrics import cluster
+        from ..fabrics import cluster
         return cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, **kw)
     return build
 
@@ -64,7 +64,7 @@ class Case:
 
     Example::
 
-        from fabricsim import validation
+        from fabricsim.studies import validation
         case = validation.CASES[0]   # Case(id='h100-nvls-8', ..., measured_busbw_Bps=480000000000.0, ...)
         fs.validate([case]).select(["case", "simulated_busbw_Bps", "error", "within"])
     """
@@ -215,7 +215,7 @@ def _checked_cases(cases: Any) -> tuple[Case, ...]:
         elif isinstance(c, str) and c in by_id:
             out.append(by_id[c])
         else:
-            from ._checks import did_you_mean
+            from .._checks import did_you_mean
             raise InvalidArgumentError(
                 f"unknown validation case {c!r}{did_you_mean(str(c), by_id)}; cases are {', '.join(by_id)}")
     return tuple(out)
@@ -234,8 +234,8 @@ def validate(cases: Sequence[Case | str] | None = None, *, cost_model: Any = Non
         table = fs.validate(["h100-nvls-8"])   # one public measurement: 8 x H100, NVLS all-reduce
         table.select(["case", "measured_busbw_Bps", "simulated_busbw_Bps", "within"]).to_pylist()
     """
-    from .collectives import checked_cost_model
-    from .nccl_sweep import nccl_tests
+    from ..collectives import checked_cost_model
+    from .nccl_tests import nccl_tests
 
     cost = checked_cost_model(cost_model)
     built: dict[str, Fabric] = {}
@@ -283,7 +283,7 @@ def format_validation(table: pa.Table) -> str:
 
     Example::
 
-        from fabricsim import validation
+        from fabricsim.studies import validation
         print(validation.format_validation(fs.validate(["h100-nvls-8", "h100-ring-8"])))
     """
     lines = [f"{'case':<22} {'sec':<4} {'op':<14} {'algorithm':<10} {'size':>7} {'ranks':>6} "

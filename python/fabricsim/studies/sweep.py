@@ -20,8 +20,8 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from . import progress as _progress
-from .exceptions import InvalidArgumentError, SweepError
+from .. import progress as _progress
+from ..exceptions import InvalidArgumentError, SweepError
 
 __all__ = ["sweep", "grid_points"]
 
@@ -38,7 +38,7 @@ def grid_points(grid: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[s
 
     Example::
 
-        from fabricsim.sweep import grid_points   # (fs.sweep is the function)
+        from fabricsim.studies.sweep import grid_points   # (fs.sweep is the function)
 
         names, points, labels = grid_points({"gpu": {"h100": "hgx-h100", "b200": "hgx-b200"}, "n": [2, 4]})
         names           # ['gpu', 'n']
@@ -101,7 +101,7 @@ def _label(value: Any) -> Any:
 
 def _as_table(out: Any) -> pa.Table:
     """What a point's function returned, as a table (in the worker: only Arrow travels back)."""
-    from .results import Result
+    from ..results import Result
 
     if isinstance(out, pa.Table):
         return out
