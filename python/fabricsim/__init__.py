@@ -2,6 +2,15 @@
 
 Build a :class:`Topology`, add flows and delays to a :class:`Scenario`, ``run()`` it, and
 read the results as Arrow tables. All quantities are SI: bytes, seconds, bytes per second.
+
+The package is in layers, each importing only itself and the layers below it (docs/design.md
+section 4; tests/python/test_layout.py holds the rule): the base (``units``, ``exceptions``,
+``progress``, the compiled core); :mod:`~fabricsim.fabrics` (the catalog, topologies and the
+generators); :mod:`~fabricsim.collectives` (communicators, the cost of a collective in
+:mod:`~fabricsim.collectives.cost`, its flows); the scenario (``results``, ``tenancy``,
+``scenario``); :mod:`~fabricsim.workloads` (training, serving, reliability, jobs);
+:mod:`~fabricsim.studies` (sweeps, scenario files, nccl-tests, validation, plots, timelines);
+then the CLI and this front, which names everything public.
 """
 
 from __future__ import annotations
