@@ -115,7 +115,7 @@ class Result:
         #: Max-min re-solves run (one per instant where rates can change).
         self.n_solves: int = raw["n_solves"]
         #: Of those, re-solves of every transferring flow by the plain progressive filling,
-        #: which the engine takes where an instant changes most rates (README, "Fast mode").
+        #: which the engine takes where an instant changes most rates (docs/performance.md, "Fast mode").
         self.n_full_solves: int = raw.get("n_full_solves", 0)
         #: Flow rates re-solved, summed over solves: the work the engine did.
         self.n_flows_resolved: int = raw["n_flows_resolved"]

@@ -672,7 +672,7 @@ class Scenario:
         flows due to finish within ``tolerance`` times the current time after an instant
         finish with it, each at its own projected time, and the others' rates are re-solved
         once for all of them (``Result.mode`` and ``Result.tolerance`` say which ran; the
-        README's "Fast mode" gives the bound it holds to).
+        docs/performance.md, "Fast mode", gives the bound it holds to).
 
         Example::
 

@@ -14,7 +14,7 @@ from helpers import auto_candidates, auto_choice
 
 GiB = 1 << 30
 H100_NVLINK_Bps = 18 * 25e9 * 0.824  # 18 NVLink4 links at their payload rate
-H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (hardware.md 4.6)
+H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (docs/sources.md 4.6)
 # Wire latency of a route (catalog): one NVSwitch chip between two GPUs of a domain (NVSwitch 3
 # and NVLink 5 switch alike); Quantum-2 and Quantum-X800 add 150 ns per switch crossed, Spectrum-4
 # (SN5600) 300 ns; NICs and PCIe add none. A pipelined algorithm's alpha is NCCL's software
@@ -425,7 +425,7 @@ def test_sharp_network_leg_is_counted_as_bus_bandwidth_or_as_sharps_ideal():
 
 # Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
 # 20.6 GB/s, its NIC 400 Gb/s at the catalog's InfiniBand payload efficiency (49.66 GB/s);
-# alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us, plus the wire latency of the
+# alphas are NCCL's latencies (docs/sources.md 4.2, 4.4) in us, plus the wire latency of the
 # algorithm's steps (an NVSwitch hop, 0.6 us; a network hop, one Quantum-2 leaf that every NIC
 # of these fabrics is on, 0.15 us).
 NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * catalog.part("infiniband").value

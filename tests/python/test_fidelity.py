@@ -28,7 +28,7 @@ def test_h100_payload_rate_is_the_catalogs():
 
 @pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8])
 def test_nvls_efficiency_is_per_gpu_so_busbw_follows_2_n_minus_1_over_n_plus_1(n):
-    # Every GPU sends and receives S(1 + 1/n) (hardware.md 3.3) at 0.85 of its NVLink rate:
+    # Every GPU sends and receives S(1 + 1/n) (docs/sources.md 3.3) at 0.85 of its NVLink rate:
     # algbw = 0.85 B n / (n + 1), busbw = 2(n-1)/n algbw, whatever part of the domain runs it.
     row = busbw(fs.hgx_h100(), list(range(n)), algorithm="nvls")
     lat = fs.estimate(fs.hgx_h100(), "all_reduce", 1, list(range(n)), algorithm="nvls").time_s  # ~ the alpha
@@ -140,7 +140,7 @@ def test_auto_times_the_construction_it_chooses():
 
 @pytest.mark.parametrize("n, measured_ms", [(8, 35.014), (64, 39.502), (512, 40.951), (4096, 48.231)])
 def test_without_software_latency_the_ring_is_astra_sims_analytical(n, measured_ms):
-    # hardware.md 6.4: N NPUs on one switch, 50 GiB/s and 500 ns per link, 1 GiB ring all-reduce.
+    # docs/sources.md 6.4: N NPUs on one switch, 50 GiB/s and 500 ns per link, 1 GiB ring all-reduce.
     src = np.r_[np.arange(n), np.full(n, n)]
     dst = np.r_[np.full(n, n), np.arange(n)]
     topo = fs.Topology.from_arrays(src, dst, 50 * GiB, "500ns")
@@ -161,7 +161,7 @@ def test_wire_latency_is_counted_per_step():
                           cost_model=DEFAULT.without_software_latency()).time_s
     bytes_s = 8 * 2 * 7 / 8 / fabric_view(f).nvlink_Bps
     assert without - bytes_s == pytest.approx(14 * comm.intra_path_s, rel=1e-9)
-    assert with_sw - without == pytest.approx(8.4e-6 + 14 * 3.4e-6, rel=1e-9)  # NCCL ring/Simple, hardware.md 4.4
+    assert with_sw - without == pytest.approx(8.4e-6 + 14 * 3.4e-6, rel=1e-9)  # NCCL ring/Simple, docs/sources.md 4.4
 
 
 def test_a_failed_gpu_does_not_stop_collectives_elsewhere():
@@ -187,7 +187,7 @@ def test_add_collective_takes_an_iterator_of_ranks():
 
 
 def test_nvls_tree_busbw_rises_with_size_as_its_alpha_grows_with_nodes():
-    # NVLSTree's alpha is 25 us + 2 log2(nodes) x 20.9 us (hardware.md 4.4) plus wire: it grows
+    # NVLSTree's alpha is 25 us + 2 log2(nodes) x 20.9 us (docs/sources.md 4.4) plus wire: it grows
     # with the node count, so the busbw at 512 MiB falls further below the plateau on more nodes.
     shortfall = []
     for nodes in (2, 16):

@@ -1,4 +1,4 @@
-"""fabricsim.nccl_model: NCCL 2.30's tuning model against hardware.md §4 (worked checks, rules)."""
+"""fabricsim.nccl_model: NCCL 2.30's tuning model against docs/sources.md §4 (worked checks, rules)."""
 
 import math
 
@@ -24,7 +24,7 @@ def by_pair(op, size, shape):
     return {(p.algorithm, p.protocol): p for p in predict(op, size, shape)}
 
 
-# --- hardware.md §4.6 worked checks ---------------------------------------------------------------
+# --- docs/sources.md §4.6 worked checks -------------------------------------------------------------
 
 
 def test_h100_nvls_worked_check():
@@ -95,7 +95,7 @@ def test_uneven_nodes_take_the_least_graph_and_a_fractional_ppn():
     assert p[("tree", "simple")].latency_s * 1e6 == pytest.approx(8.4 + 2 * 14, abs=1e-9)
 
 
-# --- Disabling rules (hardware.md §4.3) -------------------------------------------------------------
+# --- Disabling rules (docs/sources.md §4.3) -----------------------------------------------------------
 
 
 def algos(op, shape, size=GiB):

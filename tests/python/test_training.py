@@ -42,13 +42,13 @@ def test_every_preset_figure_has_a_source():
 
 def test_flops_count_as_compute_md():
     m = T.model("llama3-405b")
-    # compute.md: 405B layer shard at TP8, seq 8192: 13.38 ms forward at ~508 TFLOP/s => 6.8e12 FLOPs
+    # docs/sources.md 7.2: 405B layer shard at TP8, seq 8192: 13.38 ms forward at ~508 TFLOP/s => 6.8e12 FLOPs
     shard = (2 * 8192 * m.layer_active_params(0) + m.attention_core_flops(8192)) / 8
     assert shard == pytest.approx(13.38e-3 * 508e12, rel=0.01)
     assert m.model_flops_per_sequence() == pytest.approx(3 * m.forward_flops())
 
 
-# ---- compute calibration against reference/compute.md --------------------------------------
+# ---- compute calibration against docs/sources.md 7.2 ------------------------------------------
 
 @pytest.mark.parametrize("name, tp, seq, measured_s", [
     ("llama3-8b", 1, 8192, 23.75e-3), ("llama3-8b", 1, 4096, 11.23e-3),

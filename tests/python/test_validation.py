@@ -1,4 +1,4 @@
-"""The validation table (hardware.md section 6): every case within its tolerance, or a known
+"""The validation table (docs/sources.md section 6): every case within its tolerance, or a known
 miss that really misses (so that a case the model comes to meet has its reason removed)."""
 
 import pytest

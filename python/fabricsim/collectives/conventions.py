@@ -1,7 +1,7 @@
 """nccl-tests' conventions: sizes, bus-bandwidth factors and the text layout of its result tables.
 
 nccl-tests (github.com/NVIDIA/nccl-tests) reports, per message size, ``algbw = S / t`` and
-``busbw = algbw * factor`` (``doc/PERFORMANCE.md``; hardware.md §5). fabricsim's ``size_bytes`` is
+``busbw = algbw * factor`` (``doc/PERFORMANCE.md:136-145``; docs/sources.md 5). fabricsim's ``size_bytes`` is
 nccl-tests' "size" column, which is that S:
 
 * all_reduce, broadcast, reduce, send_recv: the per-rank buffer (count x element size);

@@ -1,7 +1,7 @@
 """The hardware catalog: GPUs, NVSwitch chips, NICs, switches, optics, PCIe links and the named
 efficiency factors that presets are built from, each figure with its source.
 
-The shipped catalog is one data file inside the package, ``fabricsim/data/catalog.json``. It is
+The shipped catalog is one data file inside the package, ``fabricsim/fabrics/data/catalog.json``. It is
 validated once, when this module is imported, so a broken file fails loudly. Users can add their
 own parts for the running process (:func:`add_part`, :func:`load_parts`) without editing the
 package; they never overwrite a shipped part unless asked to (``replace=True``).
@@ -91,7 +91,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-_DATA_FILE = "fabricsim/data/catalog.json"
+_DATA_FILE = "fabricsim/fabrics/data/catalog.json"
 
 
 def _load_shipped() -> tuple[dict[str, Part], dict[str, str]]:

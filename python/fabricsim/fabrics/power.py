@@ -49,7 +49,7 @@ __all__ = [
     "cpo_claim",
     "CPO_CLAIMED_RATIO",
 ]
-#: NVIDIA's claimed power-efficiency gain of co-packaged over pluggable optics (hardware.md 2.3:
+#: NVIDIA's claimed power-efficiency gain of co-packaged over pluggable optics (docs/sources.md 2.3:
 #: [2nd] https://usdaily.xyz/nvidia-s-new-silicon-photonics-based-400-tb-s-switch-platforms-enable-clusters-with-millions-of-gpus-12775.html).
 CPO_CLAIMED_RATIO = 3.5
 

@@ -1,5 +1,5 @@
-"""The validation table: fabricsim against every public measurement of ``reference/hardware.md``
-section 6, one case per measurement, simulated as nccl-tests would run it.
+"""The validation table: fabricsim against every public measurement of docs/sources.md section 6,
+one case per measurement, simulated as nccl-tests would run it.
 
 Each :class:`Case` names the fabric, the ranks, the op, the algorithm the measurement ran
 ("auto" where NCCL chose), the sizes the source gives (512 MiB and up; a "large" plateau is
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["CASES", "Case", "validate", "format_validation"]
 
 GiB, MiB = 2**30, 2**20
-_LARGE = (4 * GiB,)  # where a source gives only "large": nccl-tests' plateau (hardware.md 5)
+_LARGE = (4 * GiB,)  # where a source gives only "large": nccl-tests' plateau (docs/sources.md 5)
 
 
 def _domain(preset: str) -> Callable[[], Fabric]:
@@ -60,7 +60,8 @@ FABRICS: dict[str, Callable[[], Fabric]] = {
 
 @dataclass(frozen=True)
 class Case:
-    """One public measurement (hardware.md section 6) and how to simulate it.
+    """One public measurement (docs/sources.md section 6; ``section`` is its subsection there)
+    and how to simulate it.
 
     Example::
 
@@ -135,7 +136,7 @@ def _cases() -> tuple[Case, ...]:
              "all_reduce", _LARGE, 380e9, "NVIDIA/nccl#1649", tolerance=0.10),
         Case("h100-sharp-8n", "6.2", "multi-node H100 with SHARP (NVLS over CollNet)",
              "8 x HGX H100, Quantum-2 IB, SHARP", "all_reduce", _LARGE, 375e9,
-             "NVIDIA/nccl#1649; hardware.md 3.2 (about the busbw without SHARP)", tolerance=0.10),
+             "NVIDIA/nccl#1649; docs/sources.md 3.2 (about the busbw without SHARP)", tolerance=0.10),
         Case("roce-nvls-1n", "6.2", "1 node x 8 H100, NVLS on (NCCL 2.19.3)", h100, "all_reduce",
              (4 * GiB, 8 * GiB), 430e9, "NVIDIA/nccl#1221", tolerance=0.05, known_miss=_ROCE_NODE),
         Case("roce-ring-1n", "6.2", "1 node x 8 H100, NVLS off (NCCL 2.19.3)", h100, "all_reduce",

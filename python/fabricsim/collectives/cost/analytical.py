@@ -46,7 +46,7 @@ def _shape(comm: _Comm, n: int, n_nodes: int, cost: CostModel = DEFAULT_COST) ->
 def _nccl_name(algo: str, view: FabricView) -> str | None:
     """NCCL's algorithm for one of fabricsim's, None where NCCL has none. SHARP is CollNet
     Direct where the GPUs sit on NVSwitches, else CollNet Chain: NCCL enables Direct only with
-    NVSwitch (hardware.md 3.2)."""
+    NVSwitch (NCCL src/graph/tuning.cc:508-509)."""
     if algo == "sharp":
         return "collnet_direct" if view.nvls else "collnet_chain"
     return _NCCL_NAME.get(algo)
@@ -86,7 +86,7 @@ def _log2i(k: int) -> int:
 def _wire_s(op: str, algo: str, comm: _Comm) -> float:
     """The wire latency a pipelined algorithm's steps add to its software latency: each step
     waits for its hop's route (a chunk crosses it before the next step can forward it), so
-    NCCL's per-step counts (hardware.md 4.4) times the route latency of an NVLink hop or a
+    NCCL's per-step counts (src/graph/tuning.cc:384-435) times the route latency of an NVLink hop or a
     network hop. Point-to-point transfers pay their own routes' latency in the engine.
     Size-independent, so kept per communicator: auto times every algorithm on every call."""
     key = ("wire", op, algo)
@@ -193,7 +193,7 @@ def nvls_ceiling_busbw_Bps(view: FabricView, cost: CostModel, n_nodes: int, head
     NVLSTree is also held to NCCL's per-channel cap ``per_channel_nvls_tree_Bps`` for its
     node count, on the channels NCCL's tuning counts for it (``heads`` > 0: the graph's
     min(nvls_max_arity, GPUs per node), search.cc:1124-1138), as NVIDIA calibrated the cap
-    on those (hardware.md 4.2-4.3). This bounds NVLS busbw whatever the domain's size, where the per-GPU
+    on those (tuning.cc:177-211, 307-323). This bounds NVLS busbw whatever the domain's size, where the per-GPU
     traffic alone would grow it as 2(n-1)/(n+1)."""
     a = _ARCH_INDEX[view.arch]
     eff = cost.nvls_efficiency[a]

@@ -9,8 +9,8 @@ nested dicts keyed by those names (:data:`AXES`), so that a saved model reads as
 
 Where the defaults come from
 ----------------------------
-* NCCL v2.30.7's tuning model (``src/graph/tuning.cc``, ``search.cc``, ``nvls.cc``) as
-  ``reference/hardware.md`` section 4 transcribes it: latencies, protocol factors, per-channel
+* NCCL v2.30.7's tuning model (``src/graph/tuning.cc``, ``search.cc``, ``nvls.cc``; docs/sources.md
+  section 4 gives every constant with its file and line): latencies, protocol factors, per-channel
   ceilings, the graph search's speed ladders, NVLS efficiency and channel counts. NCCL uses
   these to choose an algorithm; fabricsim uses the same figures to time what it runs, so that
   its choice and its timing cannot disagree.
@@ -79,58 +79,58 @@ _GENERIC_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0
 
 _TUNING = "NCCL v2.30.7 src/graph/tuning.cc"
 SOURCES: dict[str, str] = {
-    "base_latency_s": f"{_TUNING}:150-155 baseLat (hardware.md 4.2)",
-    "hw_latency_s": f"{_TUNING}:157-175 hwLat, per step (hardware.md 4.2)",
+    "base_latency_s": f"{_TUNING}:150-155 baseLat",
+    "hw_latency_s": f"{_TUNING}:157-175 hwLat, per step",
     "latency_scale": "fabricsim: a factor on NCCL's latency tables (base and per-step latencies, the "
                      "point-to-point alpha: what a step costs beyond its wire): 1 keeps NCCL's; 0 leaves only "
-                     "the routes' wire latency, as ASTRA-sim's analytical backend has it (hardware.md 6.4)",
-    "net_overhead_s": f"{_TUNING}:225-233 netOverhead, 1 us Intel/ARM, 2 us AMD (hardware.md 4.4)",
-    "simple_net_overhead_factor": f"{_TUNING}:404-410: x3 for Simple (hardware.md 4.4)",
+                     "the routes' wire latency, as ASTRA-sim's analytical backend has it (docs/sources.md 6.4)",
+    "net_overhead_s": f"{_TUNING}:225-233 netOverhead, 1 us Intel/ARM, 2 us AMD",
+    "simple_net_overhead_factor": f"{_TUNING}:404-410: x3 for Simple",
     "ring_plateau_factor": f"{_TUNING}:647-650: ring/Simple all-reduce latency x1.9 before Ampere, "
-                           "x1.4 from Ampere on, more than one node (hardware.md 4.1)",
-    "ll_max_Bps": f"{_TUNING}:177-211 llMaxBws (hardware.md 4.2)",
-    "per_channel_ring_ll128_Bps": f"{_TUNING}:177-211 perChMaxRingLL128Bws (hardware.md 4.2)",
-    "per_channel_tree_ll128_Bps": f"{_TUNING}:177-211 perChMaxTreeLL128Bws (hardware.md 4.2)",
-    "per_channel_tree_Bps": f"{_TUNING}:177-211 perChMaxTreeBws (hardware.md 4.2)",
-    "per_channel_nvls_tree_Bps": f"{_TUNING}:177-211 perChMaxNVLSTreeBws (hardware.md 4.2)",
-    "ll_payload": f"{_TUNING}:288-383: Ring LL busBw x0.5, 4 data bytes per 8-byte line (hardware.md 4.3, 4.5)",
-    "ll128_payload": f"{_TUNING}:288-383: LL128 busBw x0.92, 120 of 128 bytes (hardware.md 4.3, 4.5)",
-    "tree_ll_factor": f"{_TUNING}:330-336: Tree LL busBw / 3.8 (hardware.md 4.3)",
-    "tree_ll128_one_node": f"{_TUNING}:330-336: Tree LL128 x7/9 on one node (hardware.md 4.3)",
-    "tree_ll128_multi_node": f"{_TUNING}:330-336: Tree LL128 x120/128 across nodes (hardware.md 4.3)",
-    "tree_factor": f"{_TUNING}:330-336: Tree busBw x0.92 before its per-channel cap (hardware.md 4.3)",
-    "collnet_direct_factor": f"{_TUNING}:340-350: CollNetDirect all-reduce x0.85 on Hopper+ (hardware.md 4.3)",
-    "pat_factor": f"{_TUNING}:215-223,337: PAT busBw x0.75 (hardware.md 4.3)",
+                           "x1.4 from Ampere on, more than one node",
+    "ll_max_Bps": f"{_TUNING}:177-211 llMaxBws",
+    "per_channel_ring_ll128_Bps": f"{_TUNING}:177-211 perChMaxRingLL128Bws",
+    "per_channel_tree_ll128_Bps": f"{_TUNING}:177-211 perChMaxTreeLL128Bws",
+    "per_channel_tree_Bps": f"{_TUNING}:177-211 perChMaxTreeBws",
+    "per_channel_nvls_tree_Bps": f"{_TUNING}:177-211 perChMaxNVLSTreeBws",
+    "ll_payload": f"{_TUNING}:288-383: Ring LL busBw x0.5, 4 data bytes per 8-byte line (src/include/device.h:75-88)",
+    "ll128_payload": f"{_TUNING}:288-383: LL128 busBw x0.92, 120 of 128 bytes (src/include/device.h:110-115)",
+    "tree_ll_factor": f"{_TUNING}:330-336: Tree LL busBw / 3.8",
+    "tree_ll128_one_node": f"{_TUNING}:330-336: Tree LL128 x7/9 on one node",
+    "tree_ll128_multi_node": f"{_TUNING}:330-336: Tree LL128 x120/128 across nodes",
+    "tree_factor": f"{_TUNING}:330-336: Tree busBw x0.92 before its per-channel cap",
+    "collnet_direct_factor": f"{_TUNING}:340-350: CollNetDirect all-reduce x0.85 on Hopper+",
+    "pat_factor": f"{_TUNING}:215-223,337: PAT busBw x0.75",
     "collnet_direct_net_factor": f"{_TUNING}:340-350: CollNetDirect all-gather/reduce-scatter busBw = ppn x "
-                                 "min(bwIntra, 0.9 x bwInter) (hardware.md 4.3)",
+                                 "min(bwIntra, 0.9 x bwInter)",
     "collnet_arity_latency_s": f"{_TUNING}:384-435: CollNetDirect's 0.4 us 'arity serialization' per local "
-                               "rank (hardware.md 4.4)",
-    "pat_latency_per_rank_s": f"{_TUNING}:384-435: PAT latency + 2.8 us per rank (hardware.md 4.4)",
-    "pat_net_latency_divisor": f"{_TUNING}:384-435: PAT latency + log2(nodes) x interLat / 3.5 (hardware.md 4.4)",
+                               "rank",
+    "pat_latency_per_rank_s": f"{_TUNING}:384-435: PAT latency + 2.8 us per rank",
+    "pat_net_latency_divisor": f"{_TUNING}:384-435: PAT latency + log2(nodes) x interLat / 3.5",
     "channel_dup_below_Bps": "NCCL src/graph/search.cc:1036-1049: channels are not duplicated below 25 GB/s per "
-                             "channel (hardware.md 4.2)",
+                             "channel",
     "channel_dup_ampere_below_Bps": "NCCL src/graph/search.cc:1036-1049: nor, after Ampere, below 50 GB/s with "
-                                    "more than 4 channels (hardware.md 4.2)",
+                                    "more than 4 channels",
     "search_speed_drop": "NCCL src/graph/search.cc: the search stops lowering the speed once the next is at most "
                          "0.49 x the best found",
-    "nvls_efficiency": f"{_TUNING}:138-144 nvlsEfficiency: 0.85 Hopper, 0.74 Blackwell (hardware.md 3.3, 4.2); "
+    "nvls_efficiency": f"{_TUNING}:138-144 nvlsEfficiency: 0.85 Hopper, 0.74 Blackwell; "
                        "fabricsim applies it to each GPU's NVLink traffic",
     "nvls_channels": "NCCL src/transport/nvls.cc:155-157,210-214: NVLS runs 16 channels (CTAs) on SM90 and "
-                     "24 on SM100 in one NVLink domain (hardware.md 3.3)",
+                     "24 on SM100 in one NVLink domain",
     "nvls_channels_multi_node": "NCCL src/transport/nvls.cc:155-157,210-214: 16 on SM90, 32 on SM100 across "
-                                "NVLink domains (hardware.md 3.3)",
-    "ladder_intra_Bps": "NCCL src/graph/search.cc:1051-1067 speedArrayIntra, per channel (hardware.md 4.2; "
-                        "pre-Hopper ladders from search.cc, unchanged since 2.12)",
-    "ladder_inter_Bps": "NCCL src/graph/search.cc:1051-1067 speedArrayInter, per channel (hardware.md 4.2)",
+                                "NVLink domains",
+    "ladder_intra_Bps": "NCCL src/graph/search.cc:1051-1067 speedArrayIntra, per channel (pre-Hopper "
+                        "ladders from search.cc, unchanged since 2.12)",
+    "ladder_inter_Bps": "NCCL src/graph/search.cc:1051-1067 speedArrayInter, per channel",
     "pci_Bps": "NCCL src/graph/topo.h PCI_BW = 12 GB/s (Gen3 x16), its figure when nothing better is known",
-    "ring_max_channels": "NCCL src/init.cc:1177 MAXCHANNELS/2 = 32 (hardware.md 4.2)",
+    "ring_max_channels": "NCCL src/init.cc:1177 MAXCHANNELS/2 = 32",
     "nvls_max_arity": "NCCL src/include/device.h:213 NCCL_MAX_NVLS_ARITY = 32",
     "direct_max_heads": "NCCL src/include/device.h NCCL_MAX_DIRECT_ARITY + 1 = 8",
     "p2p_base_latency_s": "[assumed] NCCL does not tune point-to-point: its Simple base latency, 8.4 us "
                           f"({_TUNING}:150-155)",
     "p2p_nvlink_latency_s": f"[assumed] one Ring/Simple NVLink step, 3.4 us ({_TUNING}:157-175)",
     "p2p_net_latency_s": f"[assumed] one Ring/Simple network step, 14 us ({_TUNING}:157-175)",
-    "sharp_network_as_bus": "hardware.md 3.2 and 6.2: NCCL counts the network leg of CollNet/NVLS as bus "
+    "sharp_network_as_bus": "docs/sources.md 3.2 and 6.2: NCCL counts the network leg of CollNet/NVLS as bus "
                             f"bandwidth ({_TUNING}:307-323, interBw caps busBw), and measured multi-node "
                             "all-reduce reaches about the same busbw with SHARP as without. True: each byte "
                             "of the reduced stream takes 2(n-1)/n bytes of its NIC, so the leg's busbw, not "
@@ -254,7 +254,7 @@ class CostModel:
 
     def without_software_latency(self) -> "CostModel":
         """This model with every software latency zero: what is left is wire latency, as in
-        ASTRA-sim's analytical backend (hardware.md 6.4).
+        ASTRA-sim's analytical backend (docs/sources.md 6.4).
 
         Example::
 

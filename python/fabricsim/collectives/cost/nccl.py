@@ -1,19 +1,20 @@
 """NCCL's own cost model: which (algorithm, protocol) NCCL 2.30 would pick, and the time it predicts.
 
 This reproduces ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` of NCCL v2.30.7
-(``src/graph/tuning.cc``), as summarised in ``hardware.md`` §4: which pairs NCCL enables on a
-communicator (``algorithm="auto"`` in fabricsim chooses among them) and their latencies. Its
-constants are those of a :class:`fabricsim.CostModel` (``CommShape.cost``, default NCCL's). NCCL works in GB/s (1e9 B/s) and microseconds; this module takes
-and returns bytes/s and seconds, and works in NCCL's units inside.
+(``src/graph/tuning.cc``; docs/sources.md section 4 gives each rule with its file and line):
+which pairs NCCL enables on a communicator (``algorithm="auto"`` in fabricsim chooses among them)
+and their latencies. Its constants are those of a :class:`fabricsim.CostModel` (``CommShape.cost``,
+default NCCL's). NCCL works in GB/s (1e9 B/s) and microseconds; this module takes and returns
+bytes/s and seconds, and works in NCCL's units inside.
 
 What is exact and what is approximated
 --------------------------------------
-* Exact (hardware.md §4.1-4.4): the time formula, the constant tables, the bandwidth refinements per
+* Exact (``tuning.cc:150-435,630-655``): the time formula, the constant tables, the bandwidth refinements per
   algorithm/protocol, the conversion to algorithm bandwidth, the latency formulas, the disabling
   rules, and the ring "plateau" latency factor on more than one node.
 * Approximated: the graph search (``src/graph/search.cc``), which in NCCL walks the detected PCI/NVLink
-  tree. Here a :class:`CommShape` gives per-GPU totals only, and the search is reduced to the rules
-  hardware.md §4.2 states, evaluated on those totals:
+  tree. Here a :class:`CommShape` gives per-GPU totals only, and the search is reduced to these
+  rules (``search.cc``'s, docs/sources.md 4.2), evaluated on those totals:
 
   - a speed ``s`` is taken from the architecture's ladder, starting at the first one that is
     ``<= maxBw`` (the fastest single path: the GPU's NVLink total on one node, its NIC across nodes)
@@ -28,20 +29,20 @@ What is exact and what is approximated
     ``bwIntra`` while it is below 2x ``bwInter`` and still fits ("increase bwIntra for trees");
   - **CollNet direct**: as the tree, with ``min(ppn, NCCL_MAX_DIRECT_ARITY + 1 = 8)`` channels (heads);
   - **NVLS**: ``min(32, ppn)`` channels (``search.cc:1124-1138``), the first speed at which a GPU's
-    load of ``(channels + heads it leads) * s`` fits its NVLink total (the head GPU's 2x, §4.2);
+    load of ``(channels + heads it leads) * s`` fits its NVLink total (the head GPU's 2x, ``search.cc:410-441``);
     across nodes each head also needs ``s`` on its NIC, and pass 2 raises ``bwInter`` up to 2x
     ``bwIntra`` within the NIC. On one node there is no network leg and ``bwInter`` does not cap the
-    NVLS bandwidth (hardware.md §4.6 evaluates it so, and measurements of ~480 GB/s agree);
+    NVLS bandwidth (docs/sources.md 4.6 evaluates it so, and measurements of ~480 GB/s agree);
   - PCIe: without NVLink the intra-node path is NCCL's default ``PCI_BW`` = 12 GB/s (Gen3 x16,
     ``topo.h``); a GPU's PCIe link is assumed to be at least as fast as its NIC; every GPU has its
     own NIC under the same PCIe switch (PIX/PXB, as on DGX/HGX) and ``latencyInter`` = 0;
   - ``ppn`` above is the searching node's own GPU count: nodes of different sizes each search
     alone, and the communicator keeps the fewest channels and lowest bandwidths (``init.cc``).
 
-  These reproduce hardware.md §4.6 exactly: HGX H100 ring 6 x 60 -> 12 x 30, NVLS 8 x 40; B200 NVLS 8 x 80.
+  These reproduce the worked check of docs/sources.md 4.6 exactly: HGX H100 ring 6 x 60 -> 12 x 30, NVLS 8 x 40; B200 NVLS 8 x 80.
 * Left out: the tree correction factor table (``tuning.cc:620-646``, applied to Tree and, on
-  Blackwell + x86, NVLSTree all-reduce bandwidth for 64 B..256 MB). hardware.md gives only its
-  range (0.4-1.0), not its values, so it is not applied: Tree's bandwidth is the one before that
+  Blackwell + x86, NVLSTree all-reduce bandwidth for 64 B..256 MB). Only its range (0.4-1.0) is
+  transcribed here, not its values, so it is not applied: Tree's bandwidth is the one before that
   correction, up to 2.5x what NCCL uses at medium sizes, so Tree can win here where NCCL picks Ring.
   Also left out: tuner plugins, ``NCCL_ALGO``/``NCCL_PROTO`` overrides, grouped calls (latCount = 1),
   and the per-call channel/thread reduction for small messages (it changes how NCCL runs the chosen
@@ -93,7 +94,7 @@ _ARCH = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 _COMPCAP = (70, 80, 90, 100)
 
 # NCCL's constants (latencies, per-channel caps, ladders, efficiencies) live in the cost model
-# (fabricsim.cost_model, hardware.md 4.2), read here through CommShape.cost in NCCL's units
+# (fabricsim.cost_model, docs/sources.md 4.2), read here through CommShape.cost in NCCL's units
 # (us, GB/s) once per shape: the per-shape tables are cached.
 _HW_NVLINK, _HW_PCI, _HW_NET = range(3)  # rows of hw_latency_s
 _EPS = 1e-9

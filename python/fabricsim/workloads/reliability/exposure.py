@@ -32,7 +32,7 @@ def _streams(fabric: Any, gpus: int | None, gpus_per_host: int | None) -> list[_
     dom, out = s.get("domain"), s.get("scale_out")
     if gpus_per_host is None:
         if dom is not None:
-            # An HGX board is one host; an NVL72 rack has 18 compute trays of 4 GPUs (reference/hardware.md 1.4).
+            # An HGX board is one host; an NVL72 rack has 18 compute trays of 4 GPUs (docs/sources.md 1.4).
             gpus_per_host = dom["n_endpoints"] if dom["n_endpoints"] <= 8 else 4
         else:
             gpus_per_host = max(n_gpus, 1)

@@ -225,8 +225,8 @@ def add_serving(
     holding fewest requests then. ``kv_bytes_per_element``: KV-cache bytes per element (2:
     BF16/FP16; 1: FP8); ``activation_bytes_per_element``: bytes of what TP and EP
     collectives move. ``prefill_efficiency``: fraction of the GPUs' dense BF16 peak a
-    prefill reaches (default the training compute model's, 0.50, from reference/compute.md's
-    measured layers: a prefill is a forward pass of the same GEMMs). ``decode_step_s``: compute
+    prefill reaches (default the training compute model's, 0.50, from the layers measured for
+    it, docs/sources.md 7.2: a prefill is a forward pass of the same GEMMs). ``decode_step_s``: compute
     time of one decode step (default: BF16 weights per GPU / (HBM bandwidth x 0.8, the
     training module's streaming-kernel efficiency, [assumed] to hold for reading weights)). ``ep_probe_interval_s``: time
     between simulated EP all-to-all probes of each decode instance whose experts span NVLink

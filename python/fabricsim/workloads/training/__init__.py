@@ -22,7 +22,7 @@ one of the listed strings, quantities are real numbers in their range (sizes als
 strings), a placement lists distinct GPU ids of the fabric. Fields that only mean something
 with experts (or latent attention) must stay at their defaults without them.
 
-**FLOPs** (as reference/compute.md counts them): a layer's forward is 2 x tokens x (its matmul
+**FLOPs** (as the measured layers of docs/sources.md 7.2 count them): a layer's forward is 2 x tokens x (its matmul
 weights: attention projections, MLP or the routed and shared experts a token visits) plus
 causal attention, 2 x seq^2 x heads x (d_qk + d_v) / 2 per sequence; the vocabulary projection
 adds 2 x tokens x vocab x hidden. Backward is twice the forward; full recomputation adds one
@@ -30,9 +30,10 @@ forward. Model FLOPs (for MFU) are 3 x forward, without recomputation.
 
 **Compute time** is FLOPs / (peak x efficiency). Peak is the GPU's dense BF16 (or FP8) FLOP/s
 from the catalog. The efficiency is :data:`DEFAULT_COMPUTE_EFFICIENCY` = 0.50, calibrated on
-reference/compute.md's H100 fwd+bwd Llama-3 layers (8B TP1: 0.527 of peak, 405B TP8: 0.495),
-derated in proportion where tensor parallelism leaves the FFN shard narrower than
-:data:`DEFAULT_FULL_WIDTH` = 4,608 (70B at TP8, 3,584 wide, measured 0.388; modelled 0.389).
+the H100 forward+backward Llama-3 layers measured for fabricsim (docs/sources.md 7.2; 8B TP1:
+0.527 of peak, 405B TP8: 0.495), derated in proportion where tensor parallelism leaves the FFN
+shard narrower than :data:`DEFAULT_FULL_WIDTH` = 4,608 (70B at TP8, 3,584 wide, measured 0.388;
+modelled 0.389).
 These are unfused PyTorch layers; production stacks with fused kernels may pass a higher
 ``efficiency``.
 

@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ComputeModel", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_FULL_WIDTH"]
 
-#: Achievable fraction of dense peak for transformer layers: reference/compute.md's H100
-#: forward+backward Llama-3 layers, 8B TP1 seq 8192 (0.527) and 405B TP8 (0.495).
+#: Achievable fraction of dense peak for transformer layers: the H100 forward+backward Llama-3
+#: layers measured for fabricsim (docs/sources.md 7.2), 8B TP1 seq 8192 (0.527) and 405B TP8 (0.495).
 DEFAULT_COMPUTE_EFFICIENCY = 0.50
 
 
-#: Per-GPU FFN width (ffn / tp) below which efficiency falls in proportion (reference/compute.md:
+#: Per-GPU FFN width (ffn / tp) below which efficiency falls in proportion (docs/sources.md 7.2:
 #: Llama 3 70B at TP8, 3,584 wide, reaches 0.388 of peak where wider shards reach ~0.5).
 DEFAULT_FULL_WIDTH = 4608
 
