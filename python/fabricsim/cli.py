@@ -282,7 +282,7 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
 
 
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``fabricsim train``: one training step's breakdown (fabricsim.training, issue 25)."""
+    """``fabricsim train``: one training step's breakdown (fabricsim.training)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
     tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
     _add_fabric_flags(tr)
@@ -323,7 +323,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.set_defaults(func=run)
 
 
-# ---- scenario files, plots, progress (issue 26 items 1-3) ---------------------------------
+# ---- scenario files, plots, progress --------------------------------------------------------
 
 
 def _run_with_progress(sc: Scenario, progress: bool | None, desc: str) -> Any:
@@ -476,7 +476,7 @@ def _plot_dir(args: argparse.Namespace) -> int:
 
 
 def _add_scenario_file_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``fabricsim run FILE`` and ``fabricsim schema``: scenario files (issue 26)."""
+    """``fabricsim run FILE`` and ``fabricsim schema``: scenario files."""
     from .studies.scenario_file import PLOTS
 
     ru = sub.add_parser("run", help="run a scenario file (TOML) and write its tables, plots and trace",

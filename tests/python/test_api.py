@@ -554,7 +554,7 @@ def test_all_lists_the_exception_tree_and_every_name_resolves():
 
 
 def test_the_cli_help_is_plain_text_and_every_option_says_what_it_does(capsys):
-    # Issue 26: the description printed reST markup ("The ``fabricsim`` command line.") and
+    # The description printed reST markup ("The ``fabricsim`` command line.") and
     # demo's options showed no help or defaults.
     from fabricsim.cli import main
 

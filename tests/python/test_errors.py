@@ -603,7 +603,7 @@ def test_cli_parquet_needs_a_directory(capsys):
     from fabricsim.cli import main
 
     assert main(["demo", "--parquet", ""]) == 2
-    # Named as the command line gives it, and before the run (issue 24, defect 10).
+    # Named as the command line gives it, and before the run.
     assert "fabricsim: error: --parquet must be a path" in capsys.readouterr().err
 
 

@@ -165,7 +165,8 @@ def test_wire_latency_is_counted_per_step():
 
 
 def test_a_failed_gpu_does_not_stop_collectives_elsewhere():
-    # Issue 24, defect 1: the intra-domain route latency was measured on GPUs 0 and 1.
+    # The intra-domain route latency was measured on GPUs 0 and 1, whatever the ranks: a failed
+    # GPU 1 stopped every collective of the domain.
     f = fs.hgx_h100().fail(nodes=[1])
     sc = fs.Scenario(f)
     sc.add_collective("all_reduce", [2, 3], "1MiB")
@@ -180,7 +181,7 @@ def test_a_failed_gpu_does_not_stop_collectives_elsewhere():
 
 
 def test_add_collective_takes_an_iterator_of_ranks():
-    # Issue 24, defect 6: a generator was consumed by the size check before the collective.
+    # A generator was consumed by the size check before the collective was built.
     sc = fs.Scenario(fs.hgx_h100())
     sc.add_collective("all_reduce", (r for r in range(4)), "1MiB")
     assert sc.run().collectives.to_pylist()[0]["n_ranks"] == 4

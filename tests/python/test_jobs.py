@@ -1,4 +1,4 @@
-"""Jobs (tenants) on a shared fabric and weighted max-min sharing (issue 27): placement, the
+"""Jobs (tenants) on a shared fabric and weighted max-min sharing: placement, the
 jobs table against closed forms, the alone runs, isolation policies, and bad input refused
 whole."""
 

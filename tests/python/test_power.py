@@ -1,4 +1,4 @@
-"""Power and cost (issue 27): catalog power and price fields, fabricsim.power's budgets,
+"""Power and cost: catalog power and price fields, fabricsim.power's budgets,
 comparison table and the co-packaged optics claim, each held to a closed form (count x watts)
 derived here from the fabric's shape, not read back from the code under test."""
 

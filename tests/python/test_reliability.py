@@ -1,4 +1,4 @@
-"""Failures over a job's life (issue 27): rates derived from their data, sampling against its
+"""Failures over a job's life: rates derived from their data, sampling against its
 closed forms, restart and reroute costs, determinism, bad input and the CPO comparison."""
 
 from __future__ import annotations

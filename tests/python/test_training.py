@@ -1,4 +1,4 @@
-"""fabricsim.training (issue 25): models, parallelism checks, compute calibration, the step DAG,
+"""fabricsim.training: models, parallelism checks, compute calibration, the step DAG,
 its breakdown and critical path, and the validation against published step figures."""
 
 from __future__ import annotations

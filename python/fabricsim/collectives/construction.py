@@ -487,7 +487,7 @@ class Builder:
             "busbw_Bps": pa.array(algbw * factor, mask=np.isnan(algbw)),
             "analytical_s": pa.array(analytical),
             # What the fabric's sharing added to the idle-fabric time: the flow result is the
-            # truth, this is the difference the issue asks to see.
+            # truth, and this difference, contention, is what the simulation is for.
             "contention_s": pa.array(duration - analytical, mask=np.isnan(duration)),
         })
 
