@@ -4,7 +4,8 @@ The documented modules stay attributes of the package, as before (``fs.training`
 ``fs.catalog``, ``fs.cost_model``, ...). Importing one by its old path (``import
 fabricsim.nccl_model``, ``from fabricsim.training import Model``) still works: the first such
 import warns (``DeprecationWarning``, naming the new path) and gives the module at its new
-path, the same module object. These old paths go in the next release.
+path, the same module object; so does the package's old attribute of a module that was not
+documented (``fs.validation``, ``fs.scenario_file``). These old paths go in the next release.
 """
 
 from __future__ import annotations
