@@ -1,4 +1,4 @@
-"""Collectives (issue 4): whole jobs, from an empty scenario to the collectives table.
+"""Collectives: whole jobs, from an empty scenario to the collectives table.
 
 The peer is ASTRA-sim's analytical backend, which on this machine takes 47 s and 5.6 GB
 (congestion-unaware; 84 s congestion-aware) for a 1 GiB all-reduce on 4,096 NPUs behind one
@@ -61,7 +61,7 @@ class OneSwitch4096Npus:
 class OneSwitch65536Npus:
     """1 GiB ring all-reduce on 65,536 NPUs behind one switch (a ``Topology.from_arrays``
     graph, routed by the generic router): the whole job, routing its 65,536 edges included
-    (issue 23; 16 s when the router searched every NPU from each destination)."""
+    (16 s when the router searched every NPU from each destination)."""
 
     timeout = 300
     number = 1
@@ -82,7 +82,7 @@ class OneSwitch65536Npus:
 class RouteHandBuiltLeafSpine:
     """ECMP routes for 200,000 random host pairs on a leaf-spine built by hand with
     ``Topology.from_arrays`` (512 leaves of 128 hosts, 64 spines: 66,112 nodes), added with one
-    ``add_flows`` call (issue 23: 60 s for the routes alone when every destination host had its
+    ``add_flows`` call (60 s for the routes alone when every destination host had its
     own search of the whole graph)."""
 
     timeout = 300

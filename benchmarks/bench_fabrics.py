@@ -1,4 +1,4 @@
-"""Million-GPU fabrics (issue 3): build, route and simulate on 14,564 GB300 NVL72 racks
+"""Million-GPU fabrics: build, route and simulate on 14,564 GB300 NVL72 racks
 (1,048,608 GPUs) joined by a three-tier Clos.
 
 * Quantum-X800 (144 x 800G): a 3-tier Clos holds 746,496 endpoints per plane, so the CX-8

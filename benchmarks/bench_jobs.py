@@ -1,4 +1,4 @@
-"""Shared factories (issue 27): two 4,096-GPU training jobs (Llama 3 70B, TP 8, PP 4, DP 128,
+"""Jobs sharing a fabric: two 4,096-GPU training jobs (Llama 3 70B, TP 8, PP 4, DP 128,
 8 micro-batches per replica, TP collectives on the fabric) on whole HGX H100 nodes drawn at
 random from a 3-tier Quantum-2 fat-tree of 8,192 GPUs, one step each, with the jobs table (the
 shared run and each job's run alone). Each timed call builds the scenario and runs it."""

@@ -1,4 +1,4 @@
-"""Power and cost (issue 27): NVIDIA's co-packaged optics claim evaluated on a 1,048,576-GPU
+"""Power and cost: NVIDIA's co-packaged optics claim evaluated on a 1,048,576-GPU
 cluster (131,072 HGX B300 boards, three-tier Clos of Quantum-X800 and of Quantum-X Photonics),
 counted from structure with ``fabricsim.power.plan_cluster``: building the same fabric takes
 about 3 s and 1.8 GB (52 M links); the plan milliseconds and a few MB.

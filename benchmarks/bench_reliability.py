@@ -1,4 +1,4 @@
-"""Failures over a job's life (issue 27): a 30-day failure horizon for a 100,000-GPU job
+"""Failures over a job's life: a 30-day failure horizon for a 100,000-GPU job
 (12,500 HGX H100 hosts on a Quantum-X800 Clos; Llama 3 70B, TP 8, PP 5, DP 2,500). The
 fabric and the checked plan are built in ``setup``; each timed call estimates the step
 analytically, draws the failures (seeded) and costs them into the failures and summary

@@ -1,4 +1,4 @@
-"""Inference serving traffic (issue 27): one simulated hour of disaggregated serving at 1,000
+"""Inference serving traffic: one simulated hour of disaggregated serving at 1,000
 requests per second on 1,152 H100 (144 HGX servers on Quantum-2, routed by ECMP), beside a
 training neighbour. Llama 3 70B, TP 8: 64 prefill and 32 decode instances (768 GPUs); the
 neighbour is a data-parallel job on the other 48 servers (384 GPUs), whose step is 1.5 s of
@@ -61,7 +61,7 @@ def serving_run(fabric, horizon_s, *, neighbour=True, kv_shards="all", seed=0):
 
 
 class Serving1kRps1152Gpus:
-    """The issue's case: one hour, KV transfers as the first TP rank's flow per request
+    """The case the serving model was built for: one hour, KV transfers as the first TP rank's flow per request
     (``kv_shards="one"``: exact under rail symmetry; 3.6 million flows). With every shard
     (28.8 million flows) the hour needs about 16 GiB, which the core refuses on a 23 GB
     machine: ServingQuarterHourAllShards measures that mode on a quarter of the hour."""

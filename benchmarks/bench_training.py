@@ -1,4 +1,4 @@
-"""Training steps (issue 25): Llama 3 405B on 16,384 H100 (TP 8, PP 16, DP 128, 16 micro-batches
+"""Training steps: Llama 3 405B on 16,384 H100 (TP 8, PP 16, DP 128, 16 micro-batches
 of 8,192 tokens per replica, interleaved with 4 virtual stages), built as one scenario and
 simulated at flow level, and the same step estimated analytically. The fabric and the checked
 plan are built in ``setup``; each timed call builds and runs the DAG (or the closed form)."""

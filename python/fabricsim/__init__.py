@@ -2,15 +2,24 @@
 
 Build a :class:`Topology`, add flows and delays to a :class:`Scenario`, ``run()`` it, and
 read the results as Arrow tables. All quantities are SI: bytes, seconds, bytes per second.
+
+The package is in layers, each importing only itself and the layers below it (docs/design.md
+section 4; tests/python/test_layout.py holds the rule): the base (``units``, ``exceptions``,
+``progress``, the compiled core); :mod:`~fabricsim.fabrics` (the catalog, topologies and the
+generators); :mod:`~fabricsim.collectives` (communicators, the cost of a collective in
+:mod:`~fabricsim.collectives.cost`, its flows); the scenario (``results``, ``tenancy``,
+``scenario``); :mod:`~fabricsim.workloads` (training, serving, reliability, jobs);
+:mod:`~fabricsim.studies` (sweeps, scenario files, nccl-tests, validation, plots, timelines);
+then the CLI and this front, which names everything public.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import catalog, exceptions, units
+from . import _moved, exceptions, units
 from ._checks import U32, integer, integers, number, quantities
 from ._core import __version__
 from ._core import max_min_rates as _max_min_rates
@@ -36,22 +45,26 @@ from .exceptions import (  # the exception tree is part of the API
     WriteError,
 )
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
+from .collectives import Estimate, estimate
+from .collectives.calibration import Calibration, calibrate
+from .collectives.cost.model import CostModel
+from .collectives.nccl_logs import NcclTestsLog, read_nccl_tests
 from .results import Result, Summary
 from .scenario import Scenario
-from .collectives import Estimate, estimate
-from .nccl_sweep import nccl_tests
-from .cost_model import CostModel
-from .nccl_logs import NcclTestsLog, read_nccl_tests
-from .calibration import Calibration, calibrate
-from .validation import validate
-from . import cost_model, nccl_model  # noqa: F401  (modules of the API)
-from .sweep import sweep
-from .scenario_file import ScenarioFile, load_scenario
-from . import plot, progress, trace  # noqa: F401  (modules of the API; plot imports matplotlib when used)
-from . import training
-from .training import Model, Parallelism, TrainingStep
-from . import jobs, power, reliability, serving  # noqa: F401  (modules of the API: shared factories)
-from .jobs import Job, JobSpec, compare_isolation
+from .workloads.jobs import Job, JobSpec, compare_isolation
+from .workloads.training import Model, Parallelism, TrainingStep
+from .studies.nccl_tests import nccl_tests
+from .studies.scenario_file import ScenarioFile, load_scenario
+from .studies.sweep import sweep
+from .studies.validation import validate
+
+# The documented modules, reached as attributes of the package (fs.training, fs.catalog, ...)
+# wherever their files are; plot imports matplotlib only when it draws.
+from . import progress
+from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F401
+from .fabrics import catalog, power
+from .studies import plot, trace
+from .workloads import jobs, reliability, serving, training
 
 __all__ = [
     "estimate",
@@ -120,6 +133,15 @@ __all__ = [
     "ScenarioFileError",
     "WriteError",
 ]
+
+
+_moved.install()
+
+if not TYPE_CHECKING:  # type checkers see only the attributes above
+
+    def __getattr__(name: str) -> Any:
+        """The old names of moved modules (``fs.validation``), with a DeprecationWarning."""
+        return _moved.old_attribute(name)
 
 
 def max_min_rates(

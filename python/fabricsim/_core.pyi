@@ -35,7 +35,7 @@ _Routing: TypeAlias = Literal["ecmp", "adaptive", "spray"]
 
 @type_check_only
 class NvlinkParams(TypedDict):
-    """One NVLink domain, as fabrics._nvlink_spec lays it out."""
+    """One NVLink domain, as fabrics.specs._nvlink_spec lays it out."""
 
     gpus_per_domain: int
     chip_links: list[int]
@@ -46,7 +46,7 @@ class NvlinkParams(TypedDict):
 
 @type_check_only
 class ScaleOutParams(TypedDict):
-    """A scale-out Clos, as fabrics._scale_out_spec lays it out."""
+    """A scale-out Clos, as fabrics.specs._scale_out_spec lays it out."""
 
     tiers: int
     planes: int

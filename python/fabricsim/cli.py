@@ -8,106 +8,29 @@ incast into one host), and prints what happened and which links were the bottlen
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import __version__, _core
+from ._core import __version__
 from ._checks import parsed
 from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .fabrics import Fabric, Topology
-from .nccl_conventions import DTYPE_SIZE_BYTES, size_flag_bytes
+from .fabrics import Fabric
+from .fabrics.generators import _preset, cluster
+from .fabrics.specs import _part
+from .collectives.conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
-from .units import bandwidth_Bps, duration_s, format_bytes, format_duration, format_rate, size_bytes
+from .studies.demo import demo_scenario
+from .units import bandwidth_Bps, format_bytes, format_duration, format_rate, size_bytes
 
 if TYPE_CHECKING:
-    from .cost_model import CostModel
-
-
-def leaf_spine(
-    n_leaves: int, hosts_per_leaf: int, n_spines: int, link_Bps: float, latency_s: float
-) -> Topology:
-    """Hosts 0..H-1, then leaves, then spines; one cable (two links) per host-leaf and
-    leaf-spine pair. Oversubscription is hosts_per_leaf : n_spines."""
-    n_hosts = n_leaves * hosts_per_leaf
-    leaf0, spine0 = n_hosts, n_hosts + n_leaves
-    hosts = np.arange(n_hosts, dtype=np.int64)
-    # Cable ends: each host to its leaf, then each leaf to every spine.
-    a = np.concatenate([hosts, leaf0 + np.repeat(np.arange(n_leaves, dtype=np.int64), n_spines)])
-    b = np.concatenate([leaf0 + hosts // hosts_per_leaf, spine0 + np.tile(np.arange(n_spines, dtype=np.int64), n_leaves)])
-    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
-    names = (
-        [f"host{h}" for h in range(n_hosts)]
-        + [f"leaf{i}" for i in range(n_leaves)]
-        + [f"spine{i}" for i in range(n_spines)]
-    )
-    return Topology.from_arrays(src, dst, link_Bps, latency_s, node_names=names)
-
-
-# Memory of the demo, measured with demo_scenario at 10^6 to 10^7 links (peak RSS growth),
-# rounded up: per link (arrays, the core's topology), per node (its name), per host (its
-# flows, with their routes). Routing on a plain topology also keeps each destination's hop
-# distance from every node (a u32 each), up to the router's cache of 2^28 of them
-# (CACHE_MAX_ENTRIES, src/routing/mod.rs): the most of it from 10^4 hosts on.
-_DEMO_BYTES_PER_LINK, _DEMO_BYTES_PER_NODE, _DEMO_BYTES_PER_HOST = 80, 200, 400
-_ROUTER_CACHE_ENTRY_BYTES, _ROUTER_CACHE_MAX_ENTRIES = 4, 1 << 28
-
-
-def demo_scenario(
-    *,
-    n_leaves: int = 4,
-    hosts_per_leaf: int = 8,
-    n_spines: int = 2,
-    link_Bps: float = bandwidth_Bps("400Gb/s"),
-    latency_s: float = duration_s("1us"),
-    transfer_bytes: float = size_bytes("1GiB"),
-    compute_s: float = duration_s("5ms"),
-    seed: int = 0,
-) -> Scenario:
-    for name, value in (("leaves", n_leaves), ("hosts per leaf", hosts_per_leaf), ("spines", n_spines)):
-        if value < 1:
-            raise InvalidArgumentError(f"the demo needs at least 1 of {name}, got {value}")
-    if n_leaves * hosts_per_leaf < 2:
-        raise InvalidArgumentError(
-            f"the demo needs at least 2 hosts, got {n_leaves} leaves x {hosts_per_leaf} hosts per leaf")
-    n_hosts = n_leaves * hosts_per_leaf
-    n_links, n_nodes = 2 * (n_hosts + n_leaves * n_spines), n_hosts + n_leaves + n_spines
-    # Every host is a flow's destination.
-    distances = min(n_hosts * n_nodes, _ROUTER_CACHE_MAX_ENTRIES)
-    estimate = (_DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * n_nodes + _DEMO_BYTES_PER_HOST * n_hosts
-                + _ROUTER_CACHE_ENTRY_BYTES * distances)
-    _core.check_fits(
-        f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
-        f"({n_links} links, {n_hosts} flows and more)",
-        # The counts are Python ints of any size; one past double range is infinitely large.
-        float(estimate) if estimate < sys.float_info.max else math.inf,
-    )
-    topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
-    sc = Scenario(topo, seed=seed)
-    rng = np.random.default_rng(seed)
-    compute = sc.add_delay(compute_s, tag="compute")
-    # A random permutation with no fixed point: every host sends to another one.
-    perm = rng.permutation(n_hosts)
-    while np.any(perm == np.arange(n_hosts)):
-        perm = rng.permutation(n_hosts)
-    shuffle = [
-        sc.add_flow(f"host{h}", f"host{perm[h]}", transfer_bytes, after=compute, tag="permutation")
-        for h in range(n_hosts)
-    ]
-    # Then every fourth host sends a quarter of that to host 0, all after one barrier: each
-    # incast flow waiting on every permutation flow itself took n_hosts^2/4 dependencies.
-    shuffled = sc.add_delay(0.0, after=shuffle, tag="shuffled")
-    for h in range(1, n_hosts, 4):
-        sc.add_flow(f"host{h}", "host0", transfer_bytes / 4, after=shuffled, tag="incast")
-    return sc
+    from .collectives.cost.model import CostModel
 
 
 def _phase_table(flows: pa.Table) -> str:
@@ -162,8 +85,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _nccl_tests(args: argparse.Namespace) -> int:
-    from .nccl_sweep import nccl_tests
-    from .nccl_conventions import format_footer, format_header, format_row
+    from .studies.nccl_tests import nccl_tests
+    from .collectives.conventions import format_footer, format_header, format_row
 
     fabric = _cli_fabric(args)
     cost = _cli_cost_model(args)
@@ -192,7 +115,7 @@ def _nccl_tests(args: argparse.Namespace) -> int:
         bars.close()
     print(format_footer(table["busbw_Bps"].to_pylist()))
     if args.plot is not None:
-        from . import plot
+        from .studies import plot
 
         print(f"wrote {plot.save(plot.busbw(table, by='algorithm'), args.plot)}")
     return 0
@@ -200,20 +123,18 @@ def _nccl_tests(args: argparse.Namespace) -> int:
 
 def _cli_fabric(args: argparse.Namespace) -> Fabric:
     """The fabric of --fabric, --nodes, --scale-out and --sharp."""
-    from . import fabrics
-
     if args.nodes < 1:
         raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
     if args.nodes == 1:
-        fabrics._part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
+        _part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
         if args.sharp:
             raise InvalidArgumentError("--sharp needs --nodes > 1: SHARP reduces across the scale-out fabric")
-        return fabrics._preset(args.fabric, None)
-    return fabrics.cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
+        return _preset(args.fabric, None)
+    return cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
 
 
 def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:
-    from .cost_model import CostModel
+    from .collectives.cost.model import CostModel
 
     return None if args.cost_model is None else CostModel.from_json(args.cost_model)
 
@@ -230,10 +151,10 @@ def _add_fabric_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .validation import format_validation, validate
+    from .studies.validation import format_validation, validate
 
     from . import progress as bars
-    from .validation import _checked_cases
+    from .studies.validation import _checked_cases
 
     cost = _cli_cost_model(args)
     cases = args.case or None
@@ -249,8 +170,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .calibration import calibrate, format_calibration
-    from .nccl_logs import read_nccl_tests
+    from .collectives.calibration import calibrate, format_calibration
+    from .collectives.nccl_logs import read_nccl_tests
 
     if args.out is not None:  # a bad path is reported now, not after the fit
         output_directory("--out", os.path.dirname(os.path.abspath(args.out)))
@@ -361,7 +282,7 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
 
 
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``fabricsim train``: one training step's breakdown (fabricsim.training, issue 25)."""
+    """``fabricsim train``: one training step's breakdown (fabricsim.training)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
     tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
     _add_fabric_flags(tr)
@@ -381,7 +302,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
 
     def run(args: argparse.Namespace) -> int:
-        from . import training
+        from .workloads import training
 
         par = training.Parallelism(
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
@@ -402,7 +323,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.set_defaults(func=run)
 
 
-# ---- scenario files, plots, progress (issue 26 items 1-3) ---------------------------------
+# ---- scenario files, plots, progress --------------------------------------------------------
 
 
 def _run_with_progress(sc: Scenario, progress: bool | None, desc: str) -> Any:
@@ -486,7 +407,7 @@ def _need_matplotlib(what: str) -> None:
 
 
 def _run_file(args: argparse.Namespace) -> int:
-    from .scenario_file import load_scenario
+    from .studies.scenario_file import load_scenario
 
     spec = load_scenario(args.file)
     if args.plot:
@@ -528,7 +449,7 @@ def _run_file(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from .scenario_file import SCHEMA_PATH
+    from .studies.scenario_file import SCHEMA_PATH
 
     if args.path:
         print(SCHEMA_PATH)
@@ -543,7 +464,7 @@ def _plot_dir(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     _need_matplotlib("plots")
-    from . import plot
+    from .studies import plot
 
     if args.kind == "busbw":
         table = pq.read_table(args.source)
@@ -555,8 +476,8 @@ def _plot_dir(args: argparse.Namespace) -> int:
 
 
 def _add_scenario_file_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``fabricsim run FILE`` and ``fabricsim schema``: scenario files (issue 26)."""
-    from .scenario_file import PLOTS
+    """``fabricsim run FILE`` and ``fabricsim schema``: scenario files."""
+    from .studies.scenario_file import PLOTS
 
     ru = sub.add_parser("run", help="run a scenario file (TOML) and write its tables, plots and trace",
                         description="Runs a scenario file: builds its fabric and workload, runs it, prints the "

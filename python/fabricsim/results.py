@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._columns import table_from_columns
 from ._files import Content, write_files
 from .units import format_bytes, format_duration
 
@@ -23,35 +24,6 @@ __all__ = ["Result", "Summary", "table_from_columns"]
 
 # Every table to_parquet can write, in the order it writes them.
 _TABLES = ("flows", "delays", "links", "collectives", "jobs", "job_links", "rate_changes")
-
-
-def table_from_columns(columns: list[tuple[str, Any]]) -> pa.Table:
-    """A table from the core's (name, column) pairs without copying numeric data. A time
-    that never came (NaN in the core: a failed flow's finish, a done flow's failure) and an
-    id that does not apply (-1: a collective's flow has no one src or dst) are null, so that
-    tables compare equal and null-aware tools see a missing value.
-
-    Example::
-
-        import numpy as np
-        t = fs.results.table_from_columns([("finish_s", np.array([1.0, np.nan])), ("src", np.array([3, -1]))])
-        t.to_pylist()   # [{'finish_s': 1.0, 'src': 3}, {'finish_s': None, 'src': None}]
-    """
-    arrays = []
-    names = []
-    for name, col in columns:
-        if isinstance(col, tuple):
-            indices, values = col
-            arrays.append(
-                pa.DictionaryArray.from_arrays(
-                    pa.array(indices, mask=indices < 0), pa.array(values, type=pa.string())
-                )
-            )
-        else:
-            missing = np.isnan(col) if col.dtype.kind == "f" else col < 0
-            arrays.append(pa.array(col, mask=missing) if missing.any() else pa.array(col))
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
 
 
 @dataclass(frozen=True)
@@ -143,7 +115,7 @@ class Result:
         #: Max-min re-solves run (one per instant where rates can change).
         self.n_solves: int = raw["n_solves"]
         #: Of those, re-solves of every transferring flow by the plain progressive filling,
-        #: which the engine takes where an instant changes most rates (README, "Fast mode").
+        #: which the engine takes where an instant changes most rates (docs/performance.md, "Fast mode").
         self.n_full_solves: int = raw.get("n_full_solves", 0)
         #: Flow rates re-solved, summed over solves: the work the engine did.
         self.n_flows_resolved: int = raw["n_flows_resolved"]

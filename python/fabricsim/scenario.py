@@ -7,25 +7,24 @@ import copy
 import functools
 import math
 import pickle
-import sys
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Literal, TypeVar, cast, overload
 
 import numpy as np
 
 from . import _core
-from .collectives.communicator import applied_fabric, checked_cost_model, collective_size, communicator
+from .collectives.communicator import applied_fabric, collective_size, communicator
+from .collectives.cost.model import checked_cost_model
 from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
-from .fabrics import Topology, _fault
-from .jobs import Job, jobs_tables, new_job
+from .fabrics import Topology
+from .fabrics.topology import _fault
+from .tenancy import Job, jobs_tables, new_job
 from .progress import RunProgress
 from .results import Result
 from .units import duration_s as _duration_s
-from .units import format_duration as _format_duration
 from .units import bandwidth_Bps as _bandwidth_Bps
 from .units import size_bytes as _size_bytes
 
@@ -261,13 +260,13 @@ class Scenario:
         # Pickling: what built the scenario, replayed where it is unpickled (__reduce__).
         self._init_args = (topology_arg, seed, _kept(routing), cost_model)
         self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-        # The activity ids each kept call made, [first, end): a job's own (fabricsim.jobs).
+        # The activity ids each kept call made, [first, end): a job's own (fabricsim.tenancy).
         self._call_spans: list[tuple[int, int]] = []
         self._depth = 0  # changes under way (only the outermost is kept)
         self._n_recorded = (0, 0)  # (activities, faults) the kept calls made
         #: Jobs (tenants) on this scenario by name, in the order added (:meth:`add_job`).
         self.jobs: dict[str, Job] = {}
-        self._jobs_report = True  # False for a job's run alone (fabricsim.jobs)
+        self._jobs_report = True  # False for a job's run alone (fabricsim.tenancy)
         self._n_runs = 0  # under way: a progress callback may run it again
         # Held by a change for its whole length and to count a run in or out (_change).
         self._lock = threading.RLock()
@@ -541,7 +540,7 @@ class Scenario:
         fragmented cluster; "spread": one GPU per domain in turn) or the GPUs ``gpus`` given
         in rank order. Its flows share bottlenecks with ``weight`` (weighted max-min, as a
         switch's traffic classes or NCCL's traffic class let a tenant have a larger share).
-        Add its work through the returned :class:`~fabricsim.jobs.Job` (ranks are the job's
+        Add its work through the returned :class:`~fabricsim.tenancy.Job` (ranks are the job's
         own, 0..n_gpus-1); ``Result.jobs`` then reports each job's time shared and alone.
 
         Example::
@@ -559,7 +558,7 @@ class Scenario:
 
     @_change
     def _job_call(self, job_name: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """What a :class:`~fabricsim.jobs.Job` adds, as one kept call (replayed by pickling)
+        """What a :class:`~fabricsim.tenancy.Job` adds, as one kept call (replayed by pickling)
         whose activities the job owns."""
         return getattr(self.jobs[job_name], "_" + method)(*args, **kwargs)
 
@@ -601,10 +600,9 @@ class Scenario:
 
     def _training_step(self, step: Any, start: int | None = None) -> Any:
         """Internal: adds a :class:`~fabricsim.training.TrainingStep` (the builder keeps it as
-        this one call through :meth:`_one_change`; unpickling replays it)."""
-        from .training import step_into
-
-        return step_into(step, self, start)
+        this one call through :meth:`_one_change`; unpickling replays it). The step adds
+        itself (``TrainingStep._into``), so that the scenario never imports the workloads."""
+        return step._into(self, start)
 
     @_change
     def add_dependency(self, activity_id: int, after_id: int) -> None:
@@ -674,7 +672,7 @@ class Scenario:
         flows due to finish within ``tolerance`` times the current time after an instant
         finish with it, each at its own projected time, and the others' rates are re-solved
         once for all of them (``Result.mode`` and ``Result.tolerance`` say which ran; the
-        README's "Fast mode" gives the bound it holds to).
+        docs/performance.md, "Fast mode", gives the bound it holds to).
 
         Example::
 

@@ -679,7 +679,9 @@ def auto_candidates(fabric, op, size_bytes, ranks=None, cost_model=None):
     algorithm, protocol)]``. Auto runs the first of ``min()`` of these: fabricsim's own fastest
     construction, ties to NCCL's order."""
     from fabricsim import nccl_model
-    from fabricsim.collectives.timing import PROTOCOLS, _shape, communicator
+    from fabricsim.collectives.communicator import communicator
+    from fabricsim.collectives.cost.analytical import _shape
+    from fabricsim.collectives.cost.choice import PROTOCOLS
     from fabricsim.exceptions import InvalidArgumentError
 
     comm = communicator(fabric, op, ranks)

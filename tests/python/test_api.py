@@ -18,6 +18,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import cli, scenario
+from fabricsim.fabrics.generators import leaf_spine
 
 
 def line_topology(n: int = 3, capacity_Bps: float = 1000.0) -> fs.Topology:
@@ -274,7 +275,7 @@ def test_demo_runs_and_reports(capsys):
 def test_demo_phase_table_groups_untagged_flows():
     # The phase table failed on a null tag: equal(tag, null) picks no row, and the empty
     # phase's first start (null) was refused by format_duration.
-    sc = fs.Scenario(cli.leaf_spine(1, 2, 1, 1e9, 0.0))
+    sc = fs.Scenario(leaf_spine(1, 2, 1, 1e9, 0.0))
     grad = sc.add_flow("host0", "host1", 1e9, tag="grad")
     sc.add_flow("host1", "host0", 2e9)
     sc.add_flow("host1", "host0", 1e9, after=grad)
@@ -287,7 +288,7 @@ def test_demo_phase_table_groups_untagged_flows():
 
 def test_demo_phase_table_shows_a_phase_whose_flows_all_failed():
     # Their finish times and rates are null, which format_duration refused.
-    sc = fs.Scenario(cli.leaf_spine(1, 2, 1, 1e9, 0.0))
+    sc = fs.Scenario(leaf_spine(1, 2, 1, 1e9, 0.0))
     sc.add_flow("host0", "host1", 1e9, tag="grad")
     sc.add_flow("host1", "host0", 1e9, tag="lost")
     sc.add_fault(at_s=0.0, nodes=["host1"])
@@ -347,7 +348,7 @@ def test_incremental_rates_match_full_solves_on_a_busy_fabric():
     # max-min solve of all transferring flows.
     res = cli.demo_scenario(n_leaves=4, hosts_per_leaf=8, n_spines=2, seed=11).run(verify_rates=True)
     assert res.flows.num_rows == 40
-    topo = cli.leaf_spine(4, 4, 2, 1e9, 0.0)
+    topo = leaf_spine(4, 4, 2, 1e9, 0.0)
     sc = fs.Scenario(topo, seed=2)
     rng = np.random.default_rng(2)
     src = rng.integers(0, 16, 500)
@@ -553,7 +554,7 @@ def test_all_lists_the_exception_tree_and_every_name_resolves():
 
 
 def test_the_cli_help_is_plain_text_and_every_option_says_what_it_does(capsys):
-    # Issue 26: the description printed reST markup ("The ``fabricsim`` command line.") and
+    # The description printed reST markup ("The ``fabricsim`` command line.") and
     # demo's options showed no help or defaults.
     from fabricsim.cli import main
 

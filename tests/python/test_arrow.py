@@ -181,7 +181,7 @@ def test_from_networkx_graph_and_digraph():
 
 
 def test_parquet_files_say_which_run_they_come_from(tmp_path):
-    # Issue 26: Parquet output carried no fabricsim version, seed or units.
+    # Parquet output carried no fabricsim version, seed or units.
     import json
 
     import pyarrow.parquet as pq

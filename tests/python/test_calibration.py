@@ -10,9 +10,9 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import cli
-from fabricsim.calibration import PARAMETERS, calibrate
-from fabricsim.cost_model import DEFAULT
-from fabricsim.nccl_conventions import format_table
+from fabricsim.collectives.calibration import PARAMETERS, calibrate
+from fabricsim.collectives.cost.model import DEFAULT
+from fabricsim.collectives.conventions import format_table
 
 GiB = 2**30
 

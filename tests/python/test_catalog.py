@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from fabricsim import catalog
-from fabricsim.catalog import add_part, kinds, load_parts, part, parts, remove_part
-from fabricsim.exceptions import InvalidArgumentError
+from fabricsim.fabrics.catalog import add_part, kinds, load_parts, part, parts, remove_part
+from fabricsim.exceptions import InvalidArgumentError, UnknownPartError
 
 SHIPPED_COUNTS = {
     "gpu": 6,
@@ -308,8 +308,8 @@ def test_unknown_part_names_close_matches_and_kinds():
     assert isinstance(err.value, ValueError)
 
 
-def test_unknown_part_error_is_the_dedicated_class_when_it_exists():
-    with pytest.raises(catalog._UnknownPartError):
+def test_unknown_part_error_is_the_dedicated_class():
+    with pytest.raises(UnknownPartError):
         part("quantum-9")
 
 

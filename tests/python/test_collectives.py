@@ -8,13 +8,13 @@ import pytest
 import fabricsim as fs
 from fabricsim import catalog
 from fabricsim.cli import main
-from fabricsim.cost_model import DEFAULT as COST
+from fabricsim.collectives.cost.model import DEFAULT as COST
 from fabricsim.exceptions import InvalidArgumentError, UnknownNodeError
 from helpers import auto_candidates, auto_choice
 
 GiB = 1 << 30
 H100_NVLINK_Bps = 18 * 25e9 * 0.824  # 18 NVLink4 links at their payload rate
-H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (hardware.md 4.6)
+H100_RING_LATENCY_S = 56.0e-6        # NCCL's Simple ring all-reduce on 8 GPUs (docs/sources.md 4.6)
 # Wire latency of a route (catalog): one NVSwitch chip between two GPUs of a domain (NVSwitch 3
 # and NVLink 5 switch alike); Quantum-2 and Quantum-X800 add 150 ns per switch crossed, Spectrum-4
 # (SN5600) 300 ns; NICs and PCIe add none. A pipelined algorithm's alpha is NCCL's software
@@ -79,7 +79,7 @@ def test_ring_all_gather_and_reduce_scatter_move_n_minus_1_over_n(op):
 
 
 def test_h100_calibration_ring_and_nvls_within_5_percent():
-    """The only measured figures the presets may match (issue 4): 8 GiB all-reduce."""
+    """The measured figures the presets are held to: 8 GiB all-reduce on 8 H100s."""
     _, ring = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="ring")
     assert 360e9 * 0.95 <= ring["busbw_Bps"] <= 370e9 * 1.05
     _, nvls = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="nvls")
@@ -177,7 +177,7 @@ def star(n, link_Bps=50e9, latency_s=0.5e-6):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 16, 31, 72, 100, 1000])
 def test_double_binary_tree_is_two_binary_trees_whose_vertices_have_at_most_four_edges(n):
-    from fabricsim.collectives.timing import dtree_parents
+    from fabricsim.collectives.cost.analytical import dtree_parents
 
     degree = np.zeros(n, dtype=int)
     for parents in dtree_parents(n):
@@ -201,7 +201,7 @@ def test_tree_all_reduce_on_a_star_is_the_closed_form(size):
     carrying S/2 each way, so the time is alpha + 4 (S/2) / B. Alpha: NCCL's, plus the wire
     latency of the tree's 2 log2(8) network steps up and down, each the route of a plain
     topology's first and last rank (two 0.5 us links through the switch)."""
-    from fabricsim.nccl_model import CommShape, latency_of
+    from fabricsim.collectives.cost.nccl import CommShape, latency_of
 
     B, hop_s = 50e9, 0.5e-6
     _, row = one(star(8, B, hop_s), "all_reduce", range(8), size, algorithm="tree", protocol="simple")
@@ -259,7 +259,7 @@ def test_nvls_sharp_pays_nccls_one_nvls_latency_not_three_collectives(domain, n_
     reduce-scatter, a CollNet all-reduce and an NVLS all-gather (64 us). Its wire latency is
     likewise one NVSwitch hop and one network hop (both fabrics put every NIC on one leaf)."""
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import latency_s
+    from fabricsim.collectives.cost.analytical import latency_s
 
     fabric = fs.cluster(domain=domain, n_domains=n_domains, scale_out=scale_out, sharp=True)
     assert fabric.structure["scale_out"]["n_leaves"] == 1
@@ -291,7 +291,7 @@ def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size
     payload byte (NCCL's bus-bandwidth ratio to Simple), and the alpha is the protocol's;
     also where the domains hold 3, 5, 1 and 8 ranks."""
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import _efficiency, latency_s
+    from fabricsim.collectives.cost.analytical import _efficiency, latency_s
 
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     _, row = one(fabric, "all_reduce", ranks, size, algorithm=algo, protocol=protocol)
@@ -425,7 +425,7 @@ def test_sharp_network_leg_is_counted_as_bus_bandwidth_or_as_sharps_ideal():
 
 # Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
 # 20.6 GB/s, its NIC 400 Gb/s at the catalog's InfiniBand payload efficiency (49.66 GB/s);
-# alphas are NCCL's latencies (hardware.md 4.2, 4.4) in us, plus the wire latency of the
+# alphas are NCCL's latencies (docs/sources.md 4.2, 4.4) in us, plus the wire latency of the
 # algorithm's steps (an NVSwitch hop, 0.6 us; a network hop, one Quantum-2 leaf that every NIC
 # of these fabrics is on, 0.15 us).
 NVL_Bps, NET_Bps = 18 * 20.6e9, 400e9 / 8 * catalog.part("infiniband").value
@@ -920,7 +920,7 @@ def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     from fabricsim import nccl_model
     from fabricsim.collectives.communicator import _comm
-    from fabricsim.collectives.timing import _shape
+    from fabricsim.collectives.cost.analytical import _shape
 
     wire = 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
     tree_s = 36.4e-6 + wire + GiB / NET_Bps
@@ -1295,12 +1295,12 @@ def test_cli_nccl_tests_prints_rows_as_they_finish_and_stops_on_ctrl_c(monkeypat
 
 
 def test_cli_reports_a_too_large_scenario_without_a_traceback(monkeypatch, capsys):
-    import fabricsim.nccl_sweep
+    import fabricsim.studies.nccl_tests
 
     def too_large(*args, **kwargs):
         raise fs.ScenarioTooLargeError("5000000000 more flows than fit")
 
-    monkeypatch.setattr(fabricsim.nccl_sweep, "nccl_tests", too_large)
+    monkeypatch.setattr(fabricsim.studies.nccl_tests, "nccl_tests", too_large)
     assert main(["nccl-tests", "--op", "all_to_all"]) == 1
     assert capsys.readouterr().err == "fabricsim: error: 5000000000 more flows than fit\n"
 

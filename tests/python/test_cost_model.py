@@ -1,4 +1,4 @@
-"""The cost model: NCCL's constants as hardware.md section 4 gives them, serialisation, checks,
+"""The cost model: NCCL's constants as docs/sources.md section 4 gives them, serialisation, checks,
 and the one object reaching Scenario, estimate and nccl_tests alike."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import json
 import pytest
 
 import fabricsim as fs
-from fabricsim.cost_model import AXES, DEFAULT, SOURCES, CostModel
+from fabricsim.collectives.cost.model import AXES, DEFAULT, SOURCES, CostModel
 
 GiB = 2**30
 
@@ -20,7 +20,7 @@ def test_every_field_has_a_source_and_tables_have_named_axes():
         assert len(table) == len(axes[0]), name
 
 
-def test_defaults_are_hardware_md_section_4():
+def test_defaults_are_nccls_constants():
     us = 1e-6
     algos = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
     d = DEFAULT.to_dict()

@@ -603,7 +603,7 @@ def test_cli_parquet_needs_a_directory(capsys):
     from fabricsim.cli import main
 
     assert main(["demo", "--parquet", ""]) == 2
-    # Named as the command line gives it, and before the run (issue 24, defect 10).
+    # Named as the command line gives it, and before the run.
     assert "fabricsim: error: --parquet must be a path" in capsys.readouterr().err
 
 
@@ -838,15 +838,15 @@ def test_format_arguments(call, match):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.busbw_factor("all_reduce", HUGE),
+    (lambda: __import__("fabricsim.collectives.conventions").collectives.conventions.busbw_factor("all_reduce", HUGE),
      r"n_ranks=100000000000\.\.\. \(an int of 401 digits\): expected a positive integer below 2\*\*32"),
-    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.element_count("all_reduce", HUGE, 8),
+    (lambda: __import__("fabricsim.collectives.conventions").collectives.conventions.element_count("all_reduce", HUGE, 8),
      r"size_bytes=100000000000\.\.\. \(an int of 401 digits\): expected a finite number of bytes >= 0"),
-    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.busbw_factor(np.array(["x", "y"]), 8),
+    (lambda: __import__("fabricsim.collectives.conventions").collectives.conventions.busbw_factor(np.array(["x", "y"]), 8),
      r"op=array\(\['x', 'y'\]"),
-    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.format_footer(None),
+    (lambda: __import__("fabricsim.collectives.conventions").collectives.conventions.format_footer(None),
      r"busbw_Bps must be a 1-D sequence of values, got None"),
-    (lambda: __import__("fabricsim.nccl_conventions").nccl_conventions.format_row(None, op="all_reduce"),
+    (lambda: __import__("fabricsim.collectives.conventions").collectives.conventions.format_row(None, op="all_reduce"),
      r"row=NoneType: expected a mapping"),
     (lambda: fs.nccl_model.CommShape(8, 1, "hopper", HUGE, 2.5e10, 5e10, True, False),
      r"nvlink_Bps=100000000000\.\.\. \(an int of 401 digits\): expected a finite number of bytes/s >= 0"),

@@ -9,7 +9,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim.collectives import communicator, fabric_view
-from fabricsim.cost_model import DEFAULT
+from fabricsim.collectives.cost.model import DEFAULT
 
 GiB = 2**30
 H100_NVLINK = 18 * 25e9 * (370.8 / 450)  # the catalog's NVLink 4 payload rate per GPU (nccl-tests#212)
@@ -28,7 +28,7 @@ def test_h100_payload_rate_is_the_catalogs():
 
 @pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8])
 def test_nvls_efficiency_is_per_gpu_so_busbw_follows_2_n_minus_1_over_n_plus_1(n):
-    # Every GPU sends and receives S(1 + 1/n) (hardware.md 3.3) at 0.85 of its NVLink rate:
+    # Every GPU sends and receives S(1 + 1/n) (docs/sources.md 3.3) at 0.85 of its NVLink rate:
     # algbw = 0.85 B n / (n + 1), busbw = 2(n-1)/n algbw, whatever part of the domain runs it.
     row = busbw(fs.hgx_h100(), list(range(n)), algorithm="nvls")
     lat = fs.estimate(fs.hgx_h100(), "all_reduce", 1, list(range(n)), algorithm="nvls").time_s  # ~ the alpha
@@ -41,7 +41,7 @@ def test_nvls_efficiency_is_per_gpu_so_busbw_follows_2_n_minus_1_over_n_plus_1(n
 def test_nvls_ceiling_is_nccls_channel_limit_by_hand():
     # H100: 16 NVLS channels (nvls.cc); the fastest sm90 intra ladder speed with 17 x s <= 370.8
     # is 20 (17 x 24 = 408 > 370.8); busBw = 2 x 0.85 x 20 x 15 = 510 GB/s.
-    from fabricsim.collectives.timing import nvls_ceiling_busbw_Bps
+    from fabricsim.collectives.cost.analytical import nvls_ceiling_busbw_Bps
 
     assert nvls_ceiling_busbw_Bps(fabric_view(fs.hgx_h100()), DEFAULT, 1) == pytest.approx(510e9, rel=1e-12)
     # Blackwell: 24 channels, 25 x 24 = 600 <= 721.8 < 25 x 30: s = 24; 2 x 0.74 x 24 x 23 = 816.96.
@@ -124,7 +124,7 @@ def test_auto_times_the_construction_it_chooses():
     for fabric in (fs.hgx_h100(), fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2", sharp=True),
                    fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2")):
         comm = communicator(fabric, "all_reduce", None)
-        from fabricsim.collectives.timing import applicable
+        from fabricsim.collectives.cost.choice import applicable
 
         for size in (64 * 2**10, 16 * 2**20, 4 * GiB):
             auto = fs.estimate(fabric, "all_reduce", size)
@@ -140,7 +140,7 @@ def test_auto_times_the_construction_it_chooses():
 
 @pytest.mark.parametrize("n, measured_ms", [(8, 35.014), (64, 39.502), (512, 40.951), (4096, 48.231)])
 def test_without_software_latency_the_ring_is_astra_sims_analytical(n, measured_ms):
-    # hardware.md 6.4: N NPUs on one switch, 50 GiB/s and 500 ns per link, 1 GiB ring all-reduce.
+    # docs/sources.md 6.4: N NPUs on one switch, 50 GiB/s and 500 ns per link, 1 GiB ring all-reduce.
     src = np.r_[np.arange(n), np.full(n, n)]
     dst = np.r_[np.full(n, n), np.arange(n)]
     topo = fs.Topology.from_arrays(src, dst, 50 * GiB, "500ns")
@@ -161,11 +161,12 @@ def test_wire_latency_is_counted_per_step():
                           cost_model=DEFAULT.without_software_latency()).time_s
     bytes_s = 8 * 2 * 7 / 8 / fabric_view(f).nvlink_Bps
     assert without - bytes_s == pytest.approx(14 * comm.intra_path_s, rel=1e-9)
-    assert with_sw - without == pytest.approx(8.4e-6 + 14 * 3.4e-6, rel=1e-9)  # NCCL ring/Simple, hardware.md 4.4
+    assert with_sw - without == pytest.approx(8.4e-6 + 14 * 3.4e-6, rel=1e-9)  # NCCL ring/Simple, docs/sources.md 4.4
 
 
 def test_a_failed_gpu_does_not_stop_collectives_elsewhere():
-    # Issue 24, defect 1: the intra-domain route latency was measured on GPUs 0 and 1.
+    # The intra-domain route latency was measured on GPUs 0 and 1, whatever the ranks: a failed
+    # GPU 1 stopped every collective of the domain.
     f = fs.hgx_h100().fail(nodes=[1])
     sc = fs.Scenario(f)
     sc.add_collective("all_reduce", [2, 3], "1MiB")
@@ -180,14 +181,14 @@ def test_a_failed_gpu_does_not_stop_collectives_elsewhere():
 
 
 def test_add_collective_takes_an_iterator_of_ranks():
-    # Issue 24, defect 6: a generator was consumed by the size check before the collective.
+    # A generator was consumed by the size check before the collective was built.
     sc = fs.Scenario(fs.hgx_h100())
     sc.add_collective("all_reduce", (r for r in range(4)), "1MiB")
     assert sc.run().collectives.to_pylist()[0]["n_ranks"] == 4
 
 
 def test_nvls_tree_busbw_rises_with_size_as_its_alpha_grows_with_nodes():
-    # NVLSTree's alpha is 25 us + 2 log2(nodes) x 20.9 us (hardware.md 4.4) plus wire: it grows
+    # NVLSTree's alpha is 25 us + 2 log2(nodes) x 20.9 us (docs/sources.md 4.4) plus wire: it grows
     # with the node count, so the busbw at 512 MiB falls further below the plateau on more nodes.
     shortfall = []
     for nodes in (2, 16):

@@ -1,5 +1,6 @@
-"""Issue 24's defects 2-5 and 7-10, each as it was found (defects 1 and 6 are in
-test_fidelity.py)."""
+"""Defects found by probing the API with extreme input, each held as it was found: values at
+the edge of the float range, arguments that are read twice or not at all, errors that must
+name the value (two more, a failed GPU and an iterator of ranks, are in test_fidelity.py)."""
 
 import copy
 import json

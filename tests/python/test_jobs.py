@@ -1,4 +1,4 @@
-"""Jobs (tenants) on a shared fabric and weighted max-min sharing (issue 27): placement, the
+"""Jobs (tenants) on a shared fabric and weighted max-min sharing: placement, the
 jobs table against closed forms, the alone runs, isolation policies, and bad input refused
 whole."""
 
@@ -13,8 +13,9 @@ import pytest
 
 import fabricsim as fs
 from fabricsim.exceptions import InvalidArgumentError
-from fabricsim.jobs import JobSpec, alone_scenario, compare_isolation
-from fabricsim.training import Parallelism, TrainingStep
+from fabricsim.tenancy import alone_scenario
+from fabricsim.workloads.jobs import JobSpec, compare_isolation
+from fabricsim.workloads.training import Parallelism, TrainingStep
 
 GiB = 2**30
 
@@ -267,7 +268,7 @@ def test_planes_give_each_job_its_block_of_planes():
     fabric = fs.cluster(domain="hgx-b300", n_domains=4, scale_out="quantum-x800", planes=2)
     specs = [JobSpec(n, 16, lambda j: j.add_collective("all_to_all", None, "256MiB")) for n in "ab"]
     rows = compare_isolation(fabric, specs, ["planes"]).to_pylist()
-    from fabricsim.fabrics import _unpickled_fabric
+    from fabricsim.fabrics.fabric import _unpickled_fabric
 
     parts = dict(fabric._parts)
     parts["scale_out"] = dict(parts["scale_out"], planes=1)

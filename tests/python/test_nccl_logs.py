@@ -12,7 +12,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim.exceptions import InvalidArgumentError, NcclLogError
-from fabricsim.nccl_conventions import busbw_factor, format_table
+from fabricsim.collectives.conventions import busbw_factor, format_table
 
 # all_reduce_perf -b 8 -e 128M -f 8 on one H100 host, 8 processes (mpirun -np 8), nccl-tests
 # 2.13: ranks with a Group, the bus id as [0x%02x], no "Collective test starting" line.

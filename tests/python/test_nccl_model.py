@@ -1,11 +1,11 @@
-"""fabricsim.nccl_model: NCCL 2.30's tuning model against hardware.md §4 (worked checks, rules)."""
+"""fabricsim.nccl_model: NCCL 2.30's tuning model against docs/sources.md §4 (worked checks, rules)."""
 
 import math
 
 import pytest
 
 from fabricsim.exceptions import InvalidArgumentError
-from fabricsim.nccl_model import ALGORITHMS, PROTOCOLS, CommShape, choose, graphs, predict
+from fabricsim.collectives.cost.nccl import ALGORITHMS, PROTOCOLS, CommShape, choose, graphs, predict
 
 GiB = 2**30
 H100_NVL = 18 * 20.6e9  # NCCL's 18 x SM90_NVLINK_BW
@@ -24,7 +24,7 @@ def by_pair(op, size, shape):
     return {(p.algorithm, p.protocol): p for p in predict(op, size, shape)}
 
 
-# --- hardware.md §4.6 worked checks ---------------------------------------------------------------
+# --- docs/sources.md §4.6 worked checks -------------------------------------------------------------
 
 
 def test_h100_nvls_worked_check():
@@ -95,7 +95,7 @@ def test_uneven_nodes_take_the_least_graph_and_a_fractional_ppn():
     assert p[("tree", "simple")].latency_s * 1e6 == pytest.approx(8.4 + 2 * 14, abs=1e-9)
 
 
-# --- Disabling rules (hardware.md §4.3) -------------------------------------------------------------
+# --- Disabling rules (docs/sources.md §4.3) -----------------------------------------------------------
 
 
 def algos(op, shape, size=GiB):

@@ -1,10 +1,10 @@
-"""fabricsim.nccl_conventions: busbw factors, sizes and the text layout of nccl-tests' tables."""
+"""fabricsim.collectives.conventions: busbw factors, sizes and the text layout of nccl-tests' tables."""
 
 import pyarrow as pa
 import pytest
 
 from fabricsim.exceptions import InvalidArgumentError
-from fabricsim.nccl_conventions import (
+from fabricsim.collectives.conventions import (
     BUSBW_FACTOR,
     DTYPE_SIZE_BYTES,
     algbw_size_bytes,

@@ -1,4 +1,4 @@
-"""Power and cost (issue 27): catalog power and price fields, fabricsim.power's budgets,
+"""Power and cost: catalog power and price fields, fabricsim.power's budgets,
 comparison table and the co-packaged optics claim, each held to a closed form (count x watts)
 derived here from the fabric's shape, not read back from the code under test."""
 
@@ -9,7 +9,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import power
-from fabricsim.catalog import add_part, part, remove_part
+from fabricsim.fabrics.catalog import add_part, part, remove_part
 from fabricsim.exceptions import InvalidArgumentError
 
 

@@ -1,4 +1,4 @@
-"""Property-based tests of the public API's promises under any input (issue 24): only
+"""Property-based tests of the public API's promises under any input: only
 FabricsimError subclasses escape, a refusal names the bad value, a refused add leaves the
 scenario as it was, bytes are conserved, and results equal the reference where there is one.
 

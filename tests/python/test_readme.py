@@ -1,4 +1,6 @@
-"""The README's first scenario runs as printed."""
+"""The README runs as printed: its first scenario gives the times it should, every python block
+runs, and the tables it shows come from the code (the pages of docs/ are checked in
+test_docs.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import re
 
 import pyarrow.parquet as pq
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MODEL = ROOT / "docs" / "model.md"
 
 
 def test_first_scenario_runs(tmp_path, monkeypatch, capsys):
@@ -39,15 +43,52 @@ def test_first_scenario_runs(tmp_path, monkeypatch, capsys):
 
 def test_results_table_lists_every_column():
     # The flows, delays and collectives rows lacked status, failed_s, error and a collectives
-    # row at all.
+    # row at all. The table is docs/model.md's (the README links to it).
     import fabricsim as fs
 
     documented = {
         m.group(1): [c.strip() for c in m.group(2).split(",")]
-        for m in re.finditer(r"^\| `(\w+)`[^|]*\| `([^`]+)` \|$", README.read_text(), flags=re.M)
+        for m in re.finditer(r"^\| `(\w+)`[^|]*\| `([^`]+)` \|$", MODEL.read_text(), flags=re.M)
     }
     sc = fs.Scenario(fs.hgx_h100())
     sc.add_collective("all_reduce", range(8), "1MiB")
     res = sc.run(record_rates=True)
     for name in ("flows", "delays", "links", "collectives", "rate_changes"):
         assert documented.get(name) == getattr(res, name).column_names, name
+
+
+def test_every_block_runs(tmp_path, monkeypatch, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 5, "the README lost its examples"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "llama3-70b on 32 x h100" in out and "nvls" in out
+    jobs = namespace["sc"].run().jobs.to_pylist()  # the two tenants: "1.5x slower together"
+    assert [round(j["slowdown"], 1) for j in jobs] == [1.5, 1.5]
+
+
+def test_the_training_table_is_what_the_model_gives():
+    import fabricsim as fs
+
+    rows = {r["case"]: r for r in fs.training.validate_training().to_pylist()}
+    text = README.read_text()
+    for case, shown in (("llama3-405b-16k", "| 400 TFLOP/s per GPU | 351 | -12.1% |"), ("llama3-405b-8k", "| 430 | 389 | -9.5% |"),
+                        ("megatron-gpt3-175b-96", "| MFU 47% | 45.4% | -3.4% |"),
+                        ("megatron-gpt3-175b-4608", "| MFU 42% | 40.3% | -4.2% |")):
+        r = rows[case]
+        modelled = f"{r['modelled_mfu'] * 100:.1f}%" if "MFU" in shown else f"{r['modelled_tflops']:.0f}"
+        assert shown == f"| {shown.split('|')[1].strip()} | {modelled} | {r['error'] * 100:+.1f}% |", case
+        assert shown in text, case
+
+
+def test_the_validation_table_counts_the_cases():
+    from fabricsim.studies.validation import CASES
+
+    text = README.read_text()
+    for section, what in (("6.1", "one node, NVLink"), ("6.2", "several nodes"), ("6.3", "GB200 NVL72 partitions")):
+        cases = [c for c in CASES if c.section == section]
+        row = next(line for line in text.splitlines() if line.startswith(f"| {what}"))
+        assert row.split("|")[2:4] == [f" {len(cases)} ", f" {sum(len(c.sizes_bytes) for c in cases)} "], section

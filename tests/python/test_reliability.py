@@ -1,4 +1,4 @@
-"""Failures over a job's life (issue 27): rates derived from their data, sampling against its
+"""Failures over a job's life: rates derived from their data, sampling against its
 closed forms, restart and reroute costs, determinism, bad input and the CPO comparison."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import fabricsim as fs
 from fabricsim import reliability as rl
 from fabricsim.exceptions import InvalidArgumentError
 
-DATA = json.loads(resources.files("fabricsim").joinpath("data/failure_rates.json").read_text(encoding="utf-8"))
+DATA = json.loads(resources.files("fabricsim.workloads.reliability").joinpath("data/failure_rates.json").read_text(encoding="utf-8"))
 REF = DATA["reference"]
 HOUR = 3600.0
 

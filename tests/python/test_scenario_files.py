@@ -13,7 +13,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import cli
-from fabricsim.scenario_file import GENERATORS, SCHEMA_PATH, WORKLOAD_KEYS, _COMMON
+from fabricsim.studies.scenario_file import GENERATORS, SCHEMA_PATH, WORKLOAD_KEYS, _COMMON
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
@@ -106,12 +106,12 @@ def test_schema_agrees_with_the_loader():
         assert set(kinds[kind]["properties"]) == set(_COMMON + required + optional), kind
         assert set(kinds[kind]["required"]) == set(required), kind
     # The command prints it, for editors.
-    assert fs.scenario_file.SCHEMA_PATH.endswith("scenario.schema.json")
+    assert SCHEMA_PATH.endswith("scenario.schema.json")
 
 
 def test_examples_validate_against_the_schema():
     jsonschema = pytest.importorskip("jsonschema")
-    from fabricsim.scenario_file import tomllib
+    from fabricsim.studies.scenario_file import tomllib
 
     validator = jsonschema.Draft7Validator(_schema())
     for path in EXAMPLES:
@@ -178,7 +178,7 @@ def test_errors_name_the_file_line_and_key(case, tmp_path):
     assert words in str(err)
     if schema_rejects and case != "toml syntax":  # what the schema can see, an editor flags too
         jsonschema = pytest.importorskip("jsonschema")
-        from fabricsim.scenario_file import tomllib
+        from fabricsim.studies.scenario_file import tomllib
 
         assert list(jsonschema.Draft7Validator(_schema()).iter_errors(tomllib.loads(text)))
 

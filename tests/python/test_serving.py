@@ -1,4 +1,4 @@
-"""Inference serving traffic (issue 27): closed forms (KV bytes, one KV transfer alone, the
+"""Inference serving traffic: closed forms (KV bytes, one KV transfer alone, the
 Poisson count, the TP step), determinism by seed, a neighbour slowing the p99, bad input."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""fabricsim.training (issue 25): models, parallelism checks, compute calibration, the step DAG,
+"""fabricsim.training: models, parallelism checks, compute calibration, the step DAG,
 its breakdown and critical path, and the validation against published step figures."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import training as T
+from fabricsim.workloads.training import construction, estimate
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +42,13 @@ def test_every_preset_figure_has_a_source():
 
 def test_flops_count_as_compute_md():
     m = T.model("llama3-405b")
-    # compute.md: 405B layer shard at TP8, seq 8192: 13.38 ms forward at ~508 TFLOP/s => 6.8e12 FLOPs
+    # docs/sources.md 7.2: 405B layer shard at TP8, seq 8192: 13.38 ms forward at ~508 TFLOP/s => 6.8e12 FLOPs
     shard = (2 * 8192 * m.layer_active_params(0) + m.attention_core_flops(8192)) / 8
     assert shard == pytest.approx(13.38e-3 * 508e12, rel=0.01)
     assert m.model_flops_per_sequence() == pytest.approx(3 * m.forward_flops())
 
 
-# ---- compute calibration against reference/compute.md --------------------------------------
+# ---- compute calibration against docs/sources.md 7.2 ------------------------------------------
 
 @pytest.mark.parametrize("name, tp, seq, measured_s", [
     ("llama3-8b", 1, 8192, 23.75e-3), ("llama3-8b", 1, 4096, 11.23e-3),
@@ -337,21 +338,22 @@ def test_estimate_agrees_with_the_simulated_step_on_an_idle_fabric(four_nodes, m
     dict(tp=2, pp=4, dp=2, global_batch_size=2 * 75, stage_layers=(2, 1, 3, 2)),  # uneven stages, 75 micro-batches
     dict(tp=2, pp=4, dp=2, global_batch_size=2 * 96, schedule="interleaved", virtual_stages=2, dp_sharding="fsdp"),
 ])
-def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes, par):
+def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes, par, monkeypatch):
     """Past its warm-up a schedule repeats every pp micro-batches: the estimate walks a few
     rounds and adds the rest as a shift; the whole walk gives the same times."""
     m = _SMALL.replace(layers=8)
     step = T.TrainingStep(m, T.Parallelism(**par), four_nodes)
     est = step.estimate()
     p = step.par
-    ops = [[(sum(step._op_s(ch, True).values()), sum(step._op_s(ch, False).values())) for ch in row] for row in step.chunks]
+    ops = [[(sum(estimate._op_s(step, ch, True).values()), sum(estimate._op_s(step, ch, False).values()))
+            for ch in row] for row in step.chunks]
     zero = [[0.0] * p.virtual_stages for _ in range(p.pp)]
     walked = []
-    walk = step._walk
-    step._walk = lambda mb, *args: walked.append(mb) or walk(mb, *args)
-    free, last_b = step._schedule_ends(ops, zero, zero)
+    walk = estimate._walk
+    monkeypatch.setattr(estimate, "_walk", lambda step, mb, *args: walked.append(mb) or walk(step, mb, *args))
+    free, last_b = estimate._schedule_ends(step, ops, zero, zero)
     assert walked == [8 * p.pp + p.n_micro_batches % p.pp]  # a few rounds only
-    orders, ends = walk(p.n_micro_batches, ops, zero, zero)
+    orders, ends = walk(step, p.n_micro_batches, ops, zero, zero)
     assert free == pytest.approx([e[-1] for e in ends], rel=1e-12)
     for s, (order, e) in enumerate(zip(orders, ends)):
         last = {c: end for (kind, _, c), end in zip(order, e) if kind == "B"}
@@ -441,13 +443,13 @@ def test_context_parallel_ring_exchanges():
     assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.005)
 
 
-class _PublicBuilder(T._Builder):
+class _PublicBuilder(construction._Builder):
     """The step built through the public, checked Scenario.add_* methods, one call per
     activity (as it was before the builder went straight to the core): the reference."""
 
     def delay(self, dur, after, cat, tag, *meta):
         after = after or self.start
-        return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), T._CAT_INDEX[cat], after, *meta)
+        return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), construction._CAT_INDEX[cat], after, *meta)
 
     def coll(self, op, ranks, size, after, cat, tag, *meta, sizes=None):
         after = after or self.start
@@ -455,7 +457,7 @@ class _PublicBuilder(T._Builder):
             aid = self.sc.add_collective(op, list(ranks), sizes=sizes, after=after, tag=tag)
         else:
             aid = self.sc.add_collective(op, list(ranks), size, after=after, tag=tag)
-        return self._rec(aid, T._CAT_INDEX[cat], after, *meta)
+        return self._rec(aid, construction._CAT_INDEX[cat], after, *meta)
 
     def flows(self, pp, after, tag):
         src, dst, nbytes, _ = pp
@@ -502,9 +504,9 @@ def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fab
     # TP rank for each of a micro-batch's virtual-stage boundaries, each way.
     p = step.par
     n_rep, ops = p.dp * p.cp, p.pp * p.virtual_stages * p.n_micro_batches * 2
-    n_tp = (np.asarray(fast.cat) == T._CAT_INDEX["tp"]).sum()
+    n_tp = (np.asarray(fast.cat) == construction._CAT_INDEX["tp"]).sum()
     assert n_tp == n_rep * ops * (2 if p.sequence_parallel and step.tp_comm == "flow" else 1)
-    n_pp = (np.asarray(fast.cat) == T._CAT_INDEX["pp"]).sum()
+    n_pp = (np.asarray(fast.cat) == construction._CAT_INDEX["pp"]).sum()
     assert n_pp == n_rep * p.tp * 2 * p.n_micro_batches * (p.pp * p.virtual_stages - 1)
     assert len(set(fast.ids.tolist())) == len(fast.ids) and fast.ids.max() < fast.n_activities
 

@@ -1,4 +1,4 @@
-"""Strict typing (issue 26 item 5): ``mypy --strict`` passes on the package and on a user's
+"""Strict typing: ``mypy --strict`` passes on the package and on a user's
 script written against the public API, and stubtest finds the compiled core agreeing with its
 stubs (``_core.pyi``). Each check runs mypy in a subprocess, as a user or CI would, and a
 failure shows mypy's output.

@@ -1,11 +1,11 @@
-"""The validation table (hardware.md section 6): every case within its tolerance, or a known
+"""The validation table (docs/sources.md section 6): every case within its tolerance, or a known
 miss that really misses (so that a case the model comes to meet has its reason removed)."""
 
 import pytest
 
 import fabricsim as fs
 from fabricsim import cli
-from fabricsim.validation import CASES, FABRICS, NOT_MODELLED, format_validation, validate
+from fabricsim.studies.validation import CASES, FABRICS, NOT_MODELLED, format_validation, validate
 
 TABLE = validate()
 

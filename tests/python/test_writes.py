@@ -399,7 +399,7 @@ def test_calibrate_writes_its_fit_and_prints_a_report_whatever_the_times(tmp_pat
 
 
 def test_calibrate_writes_the_fit_before_it_builds_the_report(tmp_path, monkeypatch, capsys):
-    from fabricsim import calibration
+    from fabricsim.collectives import calibration
 
     log = tmp_path / "all_reduce_perf.log"
     log.write_text(_log(GOOD_ROWS))

@@ -23,7 +23,7 @@ uncongested fabric the two agree; the difference is contention.
 ceilings, latencies, protocol overheads, the SHARP accounting, optional payload
 efficiencies) comes from one :class:`fabricsim.CostModel`, passed as ``cost_model=`` to
 :class:`~fabricsim.Scenario`, :func:`estimate` and :func:`nccl_tests`; its ``latency_scale`` set
-to 0 leaves only wire latency (ASTRA-sim's analytical ring, hardware.md 6.4, within 0.2%).
+to 0 leaves only wire latency (ASTRA-sim's analytical ring, docs/sources.md 6.4, within 0.2%).
 
 **protocols**: ring and tree run Simple, LL128 or LL. The low-latency protocols send flags
 with the data, so every edge carries ``1/efficiency`` wire bytes per payload byte, the
@@ -70,7 +70,7 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   rank's route stands for every pair's, so a flow over a longer route comes out above the
   analytical time by the difference.
 * ``nvls``: all-reduce inside one NVSwitch domain: every GPU sends and receives ``S(1 + 1/n)``
-  (hardware.md 3.3). Efficiency is per GPU: each GPU's NVLS engine (a constraint of its own,
+  (docs/sources.md 3.3). Efficiency is per GPU: each GPU's NVLS engine (a constraint of its own,
   shared by every NVLS collective on that GPU) moves its traffic at NCCL's NVLS efficiency
   (0.85 Hopper, 0.74 Blackwell) of its NVLink rate, so busbw follows 2(n-1)/(n+1) x eff x B
   with the communicator, a partial one too. Per communicator, NCCL's channels bound it: NVLS
@@ -81,12 +81,12 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   each rail's double binary tree across the domains' heads (two trees of half the rail's
   bytes; a head's NIC carries one stream per tree neighbour, so beyond two domains the
   network leg's busbw is the domain's NIC aggregate, as measured), one pipelined flow held to
-  the NVLS ceiling and to NCCL's NVLSTree per-channel cap (hardware.md 4.2). Needs no SHARP.
+  the NVLS ceiling and to NCCL's NVLSTree per-channel cap (NCCL src/graph/tuning.cc:177-211). Needs no SHARP.
 * ``sharp``: all-reduce across the scale-out fabric with one rank per domain, on a fabric
-  built with SHARP (``fs.cluster(..., sharp=True)``: a deployment's choice, hardware.md 3.2):
+  built with SHARP (``fs.cluster(..., sharp=True)``: a deployment's choice, docs/sources.md 3.2):
   one flow up and down the aggregation tree. The network leg is counted as bus bandwidth, as
   NCCL counts it and measurements bear out (multi-node all-reduce reaches about the same busbw
-  with SHARP as without, hardware.md 6.2): a byte of the stream takes ``2(n-1)/n`` bytes of
+  with SHARP as without, docs/sources.md 6.2): a byte of the stream takes ``2(n-1)/n`` bytes of
   every tree link (cost model ``sharp_network_as_bus``; False gives SHARP's ideal, one). The
   tree is routed as SHARP's Aggregation Manager builds one: under ECMP every switch sends it
   through one link toward a single root switch, the same port index at every hop (not hashed
@@ -116,15 +116,30 @@ reported is the time of the construction chosen; ``hierarchical`` and ``halving_
 have no NCCL counterpart and are only used when asked for (on Simple).
 :func:`estimate` gives the analytical time alone, without a scenario.
 
-Modules: :mod:`~fabricsim.collectives.communicator` (the fabric as collectives see it, the
-ranks grouped by domain, sizes as nccl-tests counts them), :mod:`~fabricsim.collectives.timing`
-(each algorithm's analytical time, ``auto``'s choice, :func:`estimate`),
-:mod:`~fabricsim.collectives.construction` (each algorithm's flows on a scenario, the results
-table); the sweep of nccl-tests is :mod:`fabricsim.nccl_sweep`.
+Modules, each importing only the ones before it:
+
+* :mod:`~fabricsim.collectives.conventions`: nccl-tests' conventions (sizes, bus bandwidth,
+  the layout of its tables);
+* :mod:`~fabricsim.collectives.communicator`: the fabric as collectives see it, the ranks
+  grouped by domain, sizes as nccl-tests counts them;
+* :mod:`~fabricsim.collectives.cost`: the cost of one collective, read in one direction:
+  :mod:`~fabricsim.collectives.cost.model` (the constants, :class:`~fabricsim.CostModel`),
+  :mod:`~fabricsim.collectives.cost.nccl` (NCCL's tuning model),
+  :mod:`~fabricsim.collectives.cost.analytical` (each algorithm's time on an idle fabric),
+  :mod:`~fabricsim.collectives.cost.choice` (what ``auto`` runs, :func:`estimate`);
+* :mod:`~fabricsim.collectives.construction`: each algorithm's flows on a scenario, the
+  results table;
+* :mod:`~fabricsim.collectives.nccl_logs` and :mod:`~fabricsim.collectives.calibration`:
+  real nccl-tests logs read, and a cost model fitted to them.
+
+The simulated nccl-tests sweep and the validation table run whole scenarios, so they sit
+above the scenario, in :mod:`fabricsim.studies`.
 """
 
-from .communicator import FabricView, applied_fabric, checked_cost_model, collective_size, communicator, fabric_view
-from .timing import ALGORITHMS, OPS, PROTOCOLS, Estimate, analytical_s, estimate
+from .communicator import FabricView, applied_fabric, collective_size, communicator, fabric_view
+from .cost.analytical import analytical_s
+from .cost.choice import ALGORITHMS, OPS, PROTOCOLS, Estimate, estimate
+from .cost.model import checked_cost_model
 
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Estimate", "FabricView", "analytical_s", "applied_fabric",
            "checked_cost_model", "collective_size", "communicator", "estimate", "fabric_view"]

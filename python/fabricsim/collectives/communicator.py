@@ -12,18 +12,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from .. import nccl_conventions
 from .._checks import integers, parsed, quantities, shown
-from ..cost_model import DEFAULT as DEFAULT_COST
-from ..cost_model import CostModel
 from ..exceptions import InvalidArgumentError, RoutingError, UnknownNodeError
+from . import conventions
 
 if TYPE_CHECKING:
     from .. import _core
     from ..fabrics import Fabric, Topology
-    from ..nccl_model import CommShape
+    from .cost.model import CostModel
+    from .cost.nccl import CommShape
 
-OPS = nccl_conventions.OPS
+OPS = conventions.OPS
 _ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 # Communicators remembered per fabric (a sweep's handful, not a leak over millions).
 _COMMS_KEPT = 64
@@ -77,21 +76,10 @@ class FabricView:
             if self.nominal_parts is None:
                 raise
             if "core" not in self.nominal:
-                from ..fabrics import _build_core
+                from ..fabrics.fabric import _build_core
 
                 self.nominal["core"] = _build_core(self.nominal_parts)
             return float(self.nominal["core"].path_latency_s(src, dst))
-
-
-def checked_cost_model(cost_model: Any) -> CostModel:
-    """``cost_model`` as given, or the defaults for None; anything else is refused."""
-    if cost_model is None:
-        return DEFAULT_COST
-    if not isinstance(cost_model, CostModel):
-        raise InvalidArgumentError(
-            f"cost_model must be a fabricsim.CostModel (None for the defaults), got {type(cost_model).__name__} "
-            f"{shown(cost_model)}")
-    return cost_model
 
 
 def applied_fabric(topology: Topology, cost: CostModel) -> Topology:

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 import pyarrow as pa
 
-from .. import _core, nccl_conventions
-from ..cost_model import CostModel
+from .. import _core
+from . import conventions
 from .communicator import _Comm, collective_size, communicator, fabric_view
-from .timing import (_busbw_to_algbw, _direct_matrix, _efficiency, _halving_step_times, _head_ring_shares,
-                     _step_pairs, dtree_parents, finite_analytical_s, latency_s, nvls_ceiling_busbw_Bps,
-                     nvls_gpu_Bps, resolve_algorithm, sharp_bytes_per_byte)
+from .cost.analytical import (_busbw_to_algbw, _direct_matrix, _efficiency, _halving_step_times, _head_ring_shares,
+                              _step_pairs, dtree_parents, finite_analytical_s, latency_s, nvls_ceiling_busbw_Bps,
+                              nvls_gpu_Bps, sharp_bytes_per_byte)
+from .cost.choice import resolve_algorithm
+from .cost.model import CostModel
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
@@ -469,7 +471,7 @@ class Builder:
         analytical = np.array([r[7] for r in rows], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = np.where(duration > 0, size / duration, np.nan)
-        factor = np.array([nccl_conventions.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
+        factor = np.array([conventions.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
@@ -485,7 +487,7 @@ class Builder:
             "busbw_Bps": pa.array(algbw * factor, mask=np.isnan(algbw)),
             "analytical_s": pa.array(analytical),
             # What the fabric's sharing added to the idle-fabric time: the flow result is the
-            # truth, this is the difference the issue asks to see.
+            # truth, and this difference, contention, is what the simulation is for.
             "contention_s": pa.array(duration - analytical, mask=np.isnan(duration)),
         })
 

@@ -1,0 +1,317 @@
+"""Topologies: nodes and directed links with capacities (bytes/s) and latencies (s).
+
+Build one from plain link arrays (:meth:`Topology.from_arrays`) or from a NetworkX graph
+(:meth:`Topology.from_networkx`). Nodes are numbered ``0..n_nodes-1``; a topology may also
+carry node labels, which are then accepted wherever a node is expected. Faults name the links
+of a topology by id, by node or by scale-out plane (:func:`_fault`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+from .._checks import U64, integer, integers, many, one_value, parsed, quantities, real, shown
+from .._columns import table_from_columns
+from ..exceptions import InvalidArgumentError, UnknownNodeError
+from ..units import bandwidth_Bps, duration_s
+
+__all__ = ["Topology"]
+
+
+def _labels(labels: Any) -> list[Hashable]:
+    """Node labels as a list, each hashable (they are looked up by value)."""
+    out = list(many("node_names", labels, "a sequence of labels, one per node"))
+    for i, label in enumerate(out):
+        if not isinstance(label, Hashable):
+            raise InvalidArgumentError(f"node_names[{i}] must be a hashable label (a str, int, tuple, ...), got {label!r}")
+    return out
+
+
+class Topology:
+    """A directed graph of links. Immutable; cheap to share between scenarios.
+
+    Example::
+
+        t = fs.Topology.from_arrays([0, 1], [1, 2], "400Gb/s", "1us", node_names=["a", "b", "c"])
+        t.n_links, t.route("a", "c")   # (2, [0, 1])
+    """
+
+    # _collective_view: what collectives need to know of it, computed once by
+    # fabricsim.collectives.fabric_view and kept here (a topology is immutable)
+    __slots__ = ("_core", "_labels", "_label_index", "_collective_view")
+
+    def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None) -> None:
+        self._core = core
+        self._collective_view: Any = None
+        self._labels = _labels(labels) if labels is not None else None
+        self._label_index: dict[Hashable, int] | None = None
+        if self._labels is not None:
+            if len(self._labels) != core.n_nodes:
+                raise InvalidArgumentError(
+                    f"node_names must have n_nodes = {core.n_nodes} entries, got {len(self._labels)}"
+                )
+            self._label_index = {label: i for i, label in enumerate(self._labels)}
+            if len(self._label_index) != len(self._labels):
+                raise InvalidArgumentError("node_names must be distinct")
+
+    @classmethod
+    def from_arrays(
+        cls,
+        src: Any,
+        dst: Any,
+        capacity_Bps: Any,
+        latency_s: Any = 0.0,
+        *,
+        n_nodes: int | None = None,
+        node_names: Sequence[Hashable] | None = None,
+    ) -> "Topology":
+        """Link ``i`` goes from node ``src[i]`` to node ``dst[i]``.
+
+        ``capacity_Bps`` (bytes/s) and ``latency_s`` (s) are arrays, or one value for every
+        link; unit strings such as ``"400Gb/s"`` or ``"500ns"`` are accepted. ``n_nodes``
+        defaults to one more than the largest id (or to ``len(node_names)``).
+
+        Example::
+
+            # a line of three nodes: 0 -> 1 at 400 Gb/s, 1 -> 2 at 200 Gb/s, 500 ns each
+            t = fs.Topology.from_arrays([0, 1], [1, 2], ["400Gb/s", "200Gb/s"], "500ns")
+            print(t.links)   # link_id, src, dst, capacity_Bps (5e10, 2.5e10), latency_s
+        """
+        src_a, dst_a = integers("src", src), integers("dst", dst)
+        if src_a.shape != dst_a.shape:
+            raise InvalidArgumentError(
+                f"src and dst must have one length, got {src_a.shape[0]} and {dst_a.shape[0]}"
+            )
+        n = src_a.shape[0]
+        cap = quantities("capacity_Bps", capacity_Bps, n, bandwidth_Bps)
+        lat = quantities("latency_s", latency_s, n, duration_s)
+        if node_names is not None:
+            node_names = _labels(node_names)
+        if n_nodes is None:
+            if node_names is not None:
+                n_nodes = len(node_names)
+            else:
+                n_nodes = int(max(src_a.max(initial=-1), dst_a.max(initial=-1))) + 1
+        n_nodes = integer("n_nodes", n_nodes, (0, 2**63))
+        return cls(_core.Topology.from_arrays(n_nodes, src_a, dst_a, cap, lat), node_names)
+
+    @classmethod
+    def from_networkx(
+        cls, graph: Any, *, capacity: str = "capacity_Bps", latency: str = "latency_s"
+    ) -> "Topology":
+        """Links from a NetworkX graph's edges and their ``capacity`` / ``latency`` attributes.
+
+        A directed edge becomes one link; an undirected edge becomes two (u->v, then v->u).
+        Parallel edges of a multigraph become parallel links. Nodes are numbered in
+        ``graph.nodes`` order and keep their labels. A missing latency is 0.
+
+        Example::
+
+            import networkx as nx
+            g = nx.Graph()   # undirected: each edge becomes a link each way
+            g.add_edge("a", "b", capacity_Bps="100Gb/s")
+            g.add_edge("b", "c", capacity_Bps="100Gb/s", latency_s="1us")
+            t = fs.Topology.from_networkx(g)
+            t.n_links, t.route("a", "c")   # (4, [0, 2])
+        """
+        if not all(hasattr(graph, a) for a in ("nodes", "edges", "is_directed")):
+            raise InvalidArgumentError(f"graph must be a NetworkX graph, got {type(graph).__name__} {shown(graph)}")
+        for name, key in (("capacity", capacity), ("latency", latency)):
+            # An edge attribute's name: a list was looked up in each edge's dict and raised
+            # a bare "unhashable type".
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    f"{name} must be the name of an edge attribute (a str), got {type(key).__name__} {shown(key)}"
+                )
+        labels = list(graph.nodes)
+        index = {label: i for i, label in enumerate(labels)}
+        directed = graph.is_directed()
+        src: list[int] = []
+        dst: list[int] = []
+        caps: list[float] = []
+        lats: list[float] = []
+        for u, v, data in graph.edges(data=True):
+            if capacity not in data:
+                raise InvalidArgumentError(
+                    f"edge ({u!r}, {v!r}) has no {capacity!r} attribute (bytes/s or a string like '400Gb/s')"
+                )
+            c = parsed(f"edge ({u!r}, {v!r}) {capacity}", bandwidth_Bps, data[capacity])
+            lat = parsed(f"edge ({u!r}, {v!r}) {latency}", duration_s, data.get(latency, 0.0))
+            pairs = [(u, v)] if directed else [(u, v), (v, u)]
+            for a, b in pairs:
+                src.append(index[a])
+                dst.append(index[b])
+                caps.append(c)
+                lats.append(lat)
+        return cls.from_arrays(
+            np.array(src, dtype=np.int64),
+            np.array(dst, dtype=np.int64),
+            np.array(caps, dtype=np.float64),
+            np.array(lats, dtype=np.float64),
+            n_nodes=len(labels),
+            node_names=labels,
+        )
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes; ids are ``0..n_nodes-1``."""
+        return self._core.n_nodes
+
+    @property
+    def n_links(self) -> int:
+        """Number of directed links; ids are ``0..n_links-1``."""
+        return self._core.n_links
+
+    @property
+    def node_names(self) -> list[Hashable] | None:
+        """Node labels, or None when nodes are plain ids."""
+        return None if self._labels is None else list(self._labels)
+
+    @property
+    def links(self) -> pa.Table:
+        """One row per link: link_id, src, dst, capacity_Bps, latency_s."""
+        return table_from_columns(self._core.link_columns())
+
+    def node_id(self, node: Any) -> int:
+        """The id of a node: given by its label where the topology has labels (labels may be
+        ints themselves, as networkx graphs' often are, so there a bare int is a label), else
+        by its id, 0 to n_nodes - 1.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "1GB/s", node_names=["a", "b", "c"])
+            t.node_id("b")   # 1
+        """
+        return int(self._known("node", np.array([self._node("node", node)]))[0])
+
+    def node_ids(self, nodes: Any) -> np.ndarray:
+        """Vectorised :meth:`node_id` for arrays of nodes.
+
+        Example::
+
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "1GB/s", node_names=["a", "b", "c"])
+            t.node_ids(["a", "c"])   # array([0, 2])
+        """
+        return self._known("nodes", self._nodes("nodes", nodes))
+
+    def _known(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """``ids`` if each is a node of this topology (the core checks the ids it is given;
+        these are handed back to the caller)."""
+        bad = np.flatnonzero((ids < 0) | (ids >= self.n_nodes))
+        if bad.size:
+            where = name if name == "node" else f"{name}[{bad[0]}]"
+            raise UnknownNodeError(f"{where}: no node {ids[bad[0]]} in this topology (nodes are 0..{self.n_nodes - 1})")
+        return ids
+
+    def _node(self, name: str, node: Any) -> int:
+        # ``name`` is the caller's parameter, for the error message.
+        if self._label_index is not None:
+            try:
+                i = self._label_index[node]
+            except (KeyError, TypeError):
+                raise UnknownNodeError(f"{name}: no node labelled {node!r} in this topology") from None
+            # A dict finds the label 1 for True and for 1.0: a label is found by a number of
+            # its own kind, as ids are (never a bool, never a float), also within a tuple.
+            assert self._labels is not None  # set with _label_index
+            if _number_kind(node) != _number_kind(self._labels[i]):
+                raise UnknownNodeError(
+                    f"{name}: no node labelled {node!r} in this topology ({node!r} is of type "
+                    f"{_type_name(node)}, the label equal to it of type {_type_name(self._labels[i])})"
+                )
+            return i
+        return integer(name, node)
+
+    def _nodes(self, name: str, nodes: Any, *, ordered: bool = True) -> np.ndarray:
+        if self._label_index is None:
+            return integers(name, nodes, ordered=ordered)
+        many(name, nodes, "a sequence of nodes (labels of this topology)", ordered=ordered)
+        return np.fromiter((self._node(f"{name}[{i}]", n) for i, n in enumerate(nodes)), dtype=np.int64)
+
+    def route(self, src: Any, dst: Any, *, key: int = 0, seed: int = 0) -> list[int]:
+        """Link ids of the ECMP path a flow with ``key`` takes under ``seed``.
+
+        Example::
+
+            f = fs.hgx_h100()
+            links = f.route(0, 1)   # GPU 0 to GPU 1 through one NVSwitch chip: [6, 19]
+            f.names_of(f.links.take(links).column("dst").to_pylist())   # ['d0.nvswitch0', 'gpu1']
+        """
+        return self._core.route(
+            self._node("src", src), self._node("dst", dst), integer("key", key, U64), integer("seed", seed, U64)
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The Rust core cannot be pickled: a topology travels as the link arrays it was built
+        # from and its labels, and is built again from them where it is unpickled.
+        cols = dict(self._core.link_columns())
+        return (_unpickled_topology, (self._core.n_nodes, cols["src"], cols["dst"], cols["capacity_Bps"],
+                                      cols["latency_s"], self._labels))
+
+    def __repr__(self) -> str:
+        return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
+
+
+def _unpickled_topology(n_nodes: int, src: np.ndarray, dst: np.ndarray, capacity_Bps: np.ndarray,
+                        latency_s: np.ndarray, labels: list[Hashable] | None) -> Topology:
+    """A pickled :class:`Topology`, built again (``Topology.__reduce__``)."""
+    def arr(a: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    core = _core.Topology.from_arrays(n_nodes, arr(src, np.int64), arr(dst, np.int64), arr(capacity_Bps, np.float64),
+                                      arr(latency_s, np.float64))
+    return Topology(core, labels)
+
+
+def _number_kind(x: Any) -> Any:
+    """"bool", "integer" or "real" for a number, None for any other label, and for a tuple
+    those of its elements (a dict finds the label (1, 2) for (1.0, 2) and (True, 2) too)."""
+    if isinstance(x, tuple):
+        return tuple(map(_number_kind, x))
+    if isinstance(x, (bool, np.bool_)):
+        return "bool"
+    if isinstance(x, numbers.Integral):
+        return "integer"
+    return "real" if isinstance(x, numbers.Real) else None
+
+
+def _type_name(x: Any) -> str:
+    """``x``'s type, with its elements' for a tuple: tuple[float, int]."""
+    if isinstance(x, tuple):
+        return f"tuple[{', '.join(map(_type_name, x))}]"
+    return type(x).__name__
+
+
+def _is_label(topo: Topology, x: Any) -> bool:
+    """Whether ``x`` is one of ``topo``'s node labels."""
+    try:
+        return topo._label_index is not None and x in topo._label_index
+    except TypeError:  # a tuple holding something unhashable
+        return False
+
+
+def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
+    """The link ids a fault names and its capacity factor, checked."""
+    # A fault takes capacity away or gives it back; more than nominal would be a faster link.
+    checked = real(factor)  # None for a bool or anything but a real number
+    if checked is None or not 0.0 <= checked <= 1.0:
+        raise InvalidArgumentError(
+            f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
+        )
+    # Which links, nodes or planes fail has no order: sets of them are fine.
+    ids = integers("links", links, one=True, ordered=False).tolist()
+    # One node (an id, or a label, a tuple such as NetworkX's grid labels too) or many.
+    # (NumPy reads a set as one value, but a set is never a label: labels are hashable.)
+    one = isinstance(nodes, Hashable) and (one_value(nodes) or _is_label(topo, nodes))
+    node_list = topo._nodes("nodes", [nodes] if one else nodes, ordered=False).tolist()
+    if node_list:
+        ids += topo._core.links_of_nodes(node_list)
+    for p in integers("planes", planes, one=True, ordered=False).tolist():
+        ids += topo._core.links_of_plane(p)
+    if not ids:
+        raise InvalidArgumentError("name at least one link, node or plane to fail")
+    return sorted(set(ids)), checked

@@ -1,0 +1,125 @@
+"""Training steps: a model and its parallelism, as one scenario DAG on any fabric.
+
+A :class:`Model` (presets in ``data/models.json``, each figure with its source) and a
+:class:`Parallelism` as Megatron-LM users write it make a :class:`TrainingStep`. It checks the
+configuration (sizes that do not divide, TP wider than an NVLink domain, memory over HBM: each
+error names the numbers), then either
+
+* :meth:`TrainingStep.run` builds one step as one :class:`~fabricsim.Scenario` and simulates it
+  at flow level (contention, ECMP, faults and other tenants act on every transfer), or
+* :meth:`TrainingStep.estimate` gives the same step without simulating it: every operation at
+  its time on an otherwise idle fabric (:func:`fabricsim.estimate` timing each collective),
+  walked in the step's order, in milliseconds, for sweeps. It leaves out only contention, so
+  it is the simulated step where no two transfers share a link at once and within 0.5% of it
+  on the tested grid of TP, PP, DP, CP and EP layouts (tests/python/test_training.py). The
+  closed forms see nominal per-GPU rates, not faults: on a fabric with faults (``fabric.fail``)
+  each communication of the step is simulated alone instead (``StepEstimate.comm_timing``).
+
+**Arguments** are checked where they are given, each refusal naming the field, the value and
+what it takes: counts are integers (not floats, not bools) of at least 1 (0 for the optional
+ones: experts, latent-attention ranks, first dense layers), flags are True or False, names are
+one of the listed strings, quantities are real numbers in their range (sizes also as unit
+strings), a placement lists distinct GPU ids of the fabric. Fields that only mean something
+with experts (or latent attention) must stay at their defaults without them.
+
+**FLOPs** (as the measured layers of docs/sources.md 7.2 count them): a layer's forward is 2 x tokens x (its matmul
+weights: attention projections, MLP or the routed and shared experts a token visits) plus
+causal attention, 2 x seq^2 x heads x (d_qk + d_v) / 2 per sequence; the vocabulary projection
+adds 2 x tokens x vocab x hidden. Backward is twice the forward; full recomputation adds one
+forward. Model FLOPs (for MFU) are 3 x forward, without recomputation.
+
+**Compute time** is FLOPs / (peak x efficiency). Peak is the GPU's dense BF16 (or FP8) FLOP/s
+from the catalog. The efficiency is :data:`DEFAULT_COMPUTE_EFFICIENCY` = 0.50, calibrated on
+the H100 forward+backward Llama-3 layers measured for fabricsim (docs/sources.md 7.2; 8B TP1:
+0.527 of peak, 405B TP8: 0.495), derated in proportion where tensor parallelism leaves the FFN
+shard narrower than :data:`DEFAULT_FULL_WIDTH` = 4,608 (70B at TP8, 3,584 wide, measured 0.388;
+modelled 0.389).
+These are unfused PyTorch layers; production stacks with fused kernels may pass a higher
+``efficiency``.
+
+**Granularity** (so that a 16,384-GPU step stays a few hundred thousand activities): per
+pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model chunk
+(interleaved schedules have ``virtual_stages`` chunks per stage), one compute delay for the
+chunk's layers, followed by one TP collective carrying all of the chunk's TP traffic
+(all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
+GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds one all-to-all
+per TP rank on its EP group carrying the dispatch and combine of all its MoE layers; context
+parallelism adds a ring exchange (send/recv over the CP group) of the chunk's K and V beside
+the compute. Per-collective latencies of the layers grouped in a chunk are paid once.
+Pipeline transfers are point-to-point flows, one per TP rank carrying its 1/tp slice of
+micro_batch x seq x hidden x 2 bytes (Megatron's scatter/gather of the activation). The data
+parallel gradient reduction (fp32 by default, Megatron's main grads) runs per stage, chunk and
+TP rank over the (dp x cp) ranks, in buckets of ``bucket_size_bytes``; with
+``overlap_grad_reduce`` the chunk's last backward is cut into as many pieces as bucket groups
+(at most 8) and each group starts as its piece ends, as the layers' gradients become final,
+the last group as the whole backward ends (its TP, CP and EP traffic too: the chunk's first
+layer's gradients are final only then); without it, every bucket after the stage's last
+backward.
+Then each GPU's optimizer step (a delay: Adam's memory traffic over the HBM bandwidth) and,
+for a sharded optimizer without ``overlap_param_gather``, the parameter all-gather.
+
+**Memory** per GPU, per stage, at its activation peak (``TrainingStep.memory``; checked against
+the GPU's HBM): model state in Megatron's mixed-precision Adam bytes per parameter of the stage's
+TP/PP shard (bf16 weights :data:`WEIGHT_BYTES`, gradients ``grad_reduce_bytes``, fp32 main
+weight and Adam moments :data:`OPTIMIZER_STATE_BYTES`, plus :data:`MAIN_GRAD_COPY_BYTES` with
+16-bit gradients: 18 bytes, or 6 + 12/d with the distributed optimizer, d = dp x cp), divided by
+``dp_sharding``: "zero1" shards the optimizer state, "optim_grads" also the gradients (plus the
+one chunk whose gradients are whole until their reduce-scatter), "fsdp" also the weights (plus
+the one chunk gathered). Activations: each layer's kept tensors (Korthikanti et al. 2022,
+without dropout; fused attention unless ``flash_attention=False``), per micro-batch, summed over
+the forwards the stage's schedule holds before their backwards (1F1B: pp - s micro-batches;
+interleaved: Megatron's warm-up), with full recomputation each layer's input only, and the fp32
+logits of one micro-batch on the last stage. Not counted: CUDA/NCCL workspaces, allocator
+fragmentation, communication buffers.
+
+Each stage runs its operations in Megatron's order (1F1B: warm-up forwards, one forward one
+backward, cool-down backwards; interleaved: Megatron's chunked order), one at a time.
+
+**Breakdown** (per step, seconds; they add up to the step time): ``compute`` the busiest
+stage's compute, ``tp``/``cp``/``ep``/``pp``/``dp`` the communication of each dimension on
+the critical path (exposed communication), ``optimizer``, and ``bubble`` the rest (pipeline
+fill and drain, waits for other stages). The critical path is found from the results: from
+the last activity back, each step to the dependency that finished last.
+
+**Modules**, each importing only the ones before it: ``model`` (:class:`Model`, the presets in
+``data/models.json``), ``schedule`` (Megatron's pipeline schedules), ``compute``
+(:class:`ComputeModel`, each chunk's work), ``memory`` (bytes per GPU), ``results``
+(:class:`StepEstimate`, :class:`StepResult`), ``estimate`` (the closed form),
+``construction`` (the step's DAG on a scenario), ``step`` (:class:`Parallelism`,
+:class:`TrainingStep`) and ``validation`` (the published steps it is held to).
+"""
+# (X as X: the constants of each part, with their sources where they are defined, also read here.)
+from .compute import ADAM_BYTES_PER_PARAM as ADAM_BYTES_PER_PARAM
+from .compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_FULL_WIDTH, ComputeModel
+from .compute import HBM_EFFICIENCY as HBM_EFFICIENCY
+from .construction import STEP_BYTES_PER_OP as STEP_BYTES_PER_OP
+from .memory import ACTIVATION_BYTES as ACTIVATION_BYTES
+from .memory import LOGIT_BYTES as LOGIT_BYTES
+from .memory import MAIN_GRAD_COPY_BYTES as MAIN_GRAD_COPY_BYTES
+from .memory import OPTIMIZER_STATE_BYTES as OPTIMIZER_STATE_BYTES
+from .memory import WEIGHT_BYTES as WEIGHT_BYTES
+from .model import Model, model, models
+from .results import StepEstimate, StepResult
+from .schedule import schedule_order
+from .step import Parallelism, TrainingConfigError, TrainingStep, estimate_step, train_step
+from .validation import VALIDATION, validate_training, validation_step
+
+__all__ = [
+    "Model",
+    "Parallelism",
+    "ComputeModel",
+    "TrainingStep",
+    "StepResult",
+    "StepEstimate",
+    "TrainingConfigError",
+    "model",
+    "models",
+    "train_step",
+    "estimate_step",
+    "DEFAULT_COMPUTE_EFFICIENCY",
+    "DEFAULT_FULL_WIDTH",
+    "VALIDATION",
+    "validation_step",
+    "validate_training",
+    "schedule_order",
+]

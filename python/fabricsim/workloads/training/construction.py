@@ -1,0 +1,360 @@
+"""A training step as one DAG on a :class:`~fabricsim.Scenario`: per replica, stage,
+micro-batch and chunk one compute delay and the chunk's TP, CP and EP collectives, the
+pipeline flows between stages, the data-parallel reduction in buckets, the optimizer and the
+parameter gathers (the training package's docstring, Granularity, says how they are grouped)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ... import _core
+from ...collectives.construction import Builder
+from ...scenario import Scenario
+from .results import _CAT_INDEX
+from .schedule import schedule_order
+
+if TYPE_CHECKING:
+    from .step import TrainingStep
+
+
+#: Memory a built step takes per scheduled operation (one chunk's forward or backward of one
+#: micro-batch on one replica and stage, with its collectives and pipeline flows): [measured]
+#: 2.6 kB on an 8-way TP, 2-stage, 2-replica step of 65,536 operations (360,516 activities,
+#: 172 MB); the build's lower bound, refused up front where it cannot fit.
+STEP_BYTES_PER_OP = 2.5e3
+
+
+# (replica, stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs).
+_Outputs = dict[tuple[int, int, int, int], list[int]]
+
+
+@dataclass
+class _Built:
+    scenario: Any
+    ids: np.ndarray  # activity ids we made
+    cat: np.ndarray  # index into _CATS
+    stage: np.ndarray
+    replica: np.ndarray
+    micro_batch: np.ndarray
+    chunk: np.ndarray
+    deps: dict[int, list[int]]
+    n_activities: int
+
+
+class _Builder:
+    """Adds a step's activities to a scenario. Its arguments are known good (made here from a
+    checked step), so it adds them straight through the scenario's core, without the add_*
+    methods' checks and per-call records: the whole step is one change, kept for pickling as
+    ``Scenario._training_step(step, start)`` (:meth:`Scenario._one_change`), and each
+    distinct collective is constructed once and made again from its core calls
+    (:meth:`Builder.add_known`). The activities, their ids and order are those the public
+    add_* methods would make."""
+
+    def __init__(self, step: TrainingStep, scenario: Any = None, start: int | None = None) -> None:
+        self.st = step
+        kw = {} if step.cost_model is None else {"cost_model": step.cost_model}
+        self.sc = Scenario(step.fabric, **kw) if scenario is None else scenario
+        self.start_id = start
+        # Into a scenario with other work: what the step's first activities wait for.
+        self.start: list[int] = [] if start is None else [start]
+        self.ids: list[int] = []
+        self.meta: list[tuple[int, int, int, int, int]] = []
+        self.deps: dict[int, list[int]] = {}
+        self.core = self.sc._core
+        if self.sc._collectives is None:
+            self.sc._collectives = Builder(self.sc)
+        self.colls = self.sc._collectives
+        self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
+
+    def _rec(self, aid: int, cat: int, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
+        self.ids.append(aid)
+        self.meta.append((cat, s, r, m, c))
+        self.deps[aid] = list(after)
+        return aid
+
+    def delay(self, dur: float, after: Sequence[int], cat: str, tag: str, *meta: int) -> int:
+        after = after or self.start
+        aid: int = self.core.add_delay(max(0.0, dur), 0.0, after, tag)
+        return self._rec(aid, _CAT_INDEX[cat], after, *meta)
+
+    def coll(self, op: str, ranks: Sequence[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int,
+             sizes: np.ndarray | None = None) -> int:
+        after = after or self.start
+        key = ranks if type(ranks) is tuple else tuple(ranks)
+        aid = self.colls.add_known(op, key, None if sizes is not None else float(size), after, tag, sizes)
+        return self._rec(aid, _CAT_INDEX[cat], after, *meta)
+
+    def flows(self, pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
+        """Pipeline flows ``pp`` (:meth:`_pp_arrays`) after ``after``, as
+        ``Scenario.add_flows(src, dst, size, after=after, tag=tag)`` adds them."""
+        src, dst, nbytes, zeros = pp
+        ids: list[int] = self.core.add_flows(src, dst, nbytes, zeros, tag, None, None, after).tolist()
+        return ids
+
+    def _group(self, key: tuple[Any, ...], *index: Any) -> tuple[int, ...]:
+        """The GPUs of ``gpus[index]`` (one communicator's ranks), made once per ``key``."""
+        g = self._ranks.get(key)
+        if g is None:
+            g = self._ranks[key] = tuple(int(x) for x in self.st.gpus[index])
+        return g
+
+    def build(self) -> _Built:
+        p = self.st.par
+        n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
+        # before its schedules are made: a global batch of 2**31 would fill memory first
+        _core.check_fits(f"a {self.st.model.name} step of {n_ops:,} scheduled forwards and backwards (replicas x "
+                         f"stages x chunks x micro-batches x 2)", n_ops * STEP_BYTES_PER_OP)
+        # One change of the scenario, kept (where it is the outermost) as the call that makes
+        # the step again; the step is kept as a shallow copy, safe from its attributes being
+        # set again.
+        with self.sc._one_change("_training_step", (copy.copy(self.st), self.start_id)):
+            return self._build()
+
+    def _build(self) -> _Built:
+        st, p = self.st, self.st.par
+        mb, v = p.n_micro_batches, p.virtual_stages
+        n_rep = p.dp * p.cp
+        orders = [schedule_order(p.pp, s, mb, v) for s in range(p.pp)]
+        # position of the last backward of each chunk in each stage's order
+        last_b = [{c: max(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        first_f = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "F" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        first_b = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
+        fsdp = p.dp_sharding == "fsdp" and n_rep > 1
+        # FSDP: parameter all-gathers, per stage, chunk and TP rank, before the first forward
+        # (chained in chunk order from the start) and, prefetched after the chunk's last
+        # forward, before its first backward
+        fsdp_f: dict[tuple[int, int], list[int]] = {}
+        if fsdp:
+            for s in range(p.pp):
+                prev: list[int] = []
+                for c in range(v):
+                    ch = st.chunks[s][c]
+                    size = (ch.params + ch.expert_params) * 2.0
+                    ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
+                           for t in range(p.tp)]
+                    fsdp_f[(s, c)] = ids
+                    prev = ids
+        # per (replica, stage): the end of the previous op; outputs per (r, s, kind, mb, chunk)
+        out_f: dict[tuple[int, int, int, int], list[int]] = {}  # (r, s, m, c) -> ids to wait on (PP recv at the consumer)
+        out_b: dict[tuple[int, int, int, int], list[int]] = {}
+        last_op: dict[tuple[int, int], int] = {}
+        pieces: dict[tuple[int, int, int], list[int]] = {}  # (s, c, r) -> ids of the last backward's pieces
+        fsdp_b: dict[tuple[int, int], list[int]] = {}
+        # Walk the schedules in a global order that respects data dependencies: repeatedly
+        # advance each stage while its next op's inputs exist (identical for every replica).
+        pos = [0] * p.pp
+        n_left = sum(len(o) for o in orders)
+        while n_left:
+            progressed = False
+            for s in range(p.pp):
+                while pos[s] < len(orders[s]):
+                    kind, m, c = orders[s][pos[s]]
+                    vs = c * p.pp + s
+                    if kind == "F" and vs > 0:
+                        ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
+                        if (0, ps, m, pc) not in out_f:
+                            break
+                    if kind == "B" and vs < p.pp * v - 1:
+                        ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
+                        if (0, ns, m, nc) not in out_b:
+                            break
+                    self._op(s, kind, m, c, pos[s], last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b)
+                    pos[s] += 1
+                    n_left -= 1
+                    progressed = True
+            if not progressed:  # pragma: no cover - the schedules are deadlock-free
+                raise AssertionError("pipeline schedule deadlocked")
+        # data-parallel reduction per stage and chunk, per TP rank over the replicas
+        dp_last: dict[int, list[int]] = {s: [] for s in range(p.pp)}
+        if n_rep > 1:
+            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+            for s in range(p.pp):
+                prev_t: list[int | None] = [None] * p.tp
+                for c in sorted(range(v), key=lambda c_: last_b[s][c_]):
+                    groups = st._buckets(st.chunks[s][c])
+                    for g, size in enumerate(groups):
+                        for t in range(p.tp):
+                            # without overlap_grad_reduce, after the stage's last backward
+                            after = ([pieces[(s, c, r)][g] for r in range(n_rep)] if p.overlap_grad_reduce
+                                     else [last_op[(r, s)] for r in range(n_rep)])
+                            prev_g = prev_t[t]
+                            if prev_g is not None:
+                                after.append(prev_g)
+                            prev_t[t] = self.coll(op, st._dp_ranks(s, t), size, after, "dp", "dp.grads", s, -1, -1, c)
+                dp_last[s] = [x for x in prev_t if x is not None]
+        # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
+        for s in range(p.pp):
+            opt_s = st._optimizer_s(s)
+            opts = []
+            for r in range(n_rep):
+                after = [last_op[(r, s)]] + dp_last[s]
+                opts.append(self.delay(opt_s, after, "optimizer", "optimizer", s, r))
+            if p.dp_sharding != "none" and not p.overlap_param_gather and n_rep > 1:
+                for t in range(p.tp):
+                    prev = opts
+                    for c in range(v):
+                        ch = st.chunks[s][c]
+                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
+                                          "dp", "dp.params", s, -1, -1, c)]
+        meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
+        return _Built(self.sc, np.array(self.ids, dtype=np.int64), meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3], meta[:, 4],
+                      self.deps, self.sc.n_activities)
+
+    # one scheduled op on every replica
+    def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
+            first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
+            last_op: dict[tuple[int, int], int], pieces: dict[tuple[int, int, int], list[int]],
+            fsdp_f: dict[tuple[int, int], list[int]], fsdp_b: dict[tuple[int, int], list[int]]) -> None:
+        st, p = self.st, self.st.par
+        ch = st.chunks[s][c]
+        n_rep = p.dp * p.cp
+        vs = c * p.pp + s
+        fwd = kind == "F"
+        comp_s = ch.fwd_s if fwd else ch.bwd_s
+        tp_mult = 1.0 if fwd else (1.0 + p.recompute)
+        ep_mult = 1.0 if fwd else (1.0 + p.recompute)
+        tag = f"{'fwd' if fwd else 'bwd'}"
+        ends: list[list[int]] = []
+        comp_ids: list[int] = []
+        # with overlap_grad_reduce the chunk's last backward is cut into one compute piece per
+        # bucket group, and each group's reduction starts as its piece ends (the last group's as
+        # the whole backward ends, its TP, CP and EP communication too: the chunk's first layer's
+        # gradients are final only then)
+        split = (not fwd) and i == last_b[s][c] and n_rep > 1 and p.overlap_grad_reduce
+        groups = st._buckets(ch) if split else []
+        # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
+        # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
+        # waits only for the forward gather, so it overlaps the forwards)
+        fs_after: list[int] = []
+        if p.dp_sharding == "fsdp" and n_rep > 1:
+            if fwd and i == first_f[s][c]:
+                fs_after = fsdp_f[(s, c)]
+            if not fwd and i == first_b[s][c]:
+                if (s, c) not in fsdp_b:
+                    size = (ch.params + ch.expert_params) * 2.0
+                    fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
+                                      for t in range(p.tp)]
+                fs_after = fsdp_b[(s, c)]
+        for r in range(n_rep):
+            d, cp_i = divmod(r, p.cp)
+            after = list(fs_after) + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            if groups:
+                k = len(groups)
+                ids = []
+                prev = after
+                for g in range(k):
+                    prev = [self.delay(comp_s / k, prev, "compute", tag, s, r, m, c)]
+                    ids.append(prev[0])
+                pieces[(s, c, r)] = ids
+                cid = ids[-1]
+            else:
+                cid = self.delay(comp_s, after, "compute", tag, s, r, m, c)
+            comp_ids.append(cid)
+            end = [cid]
+            # TP
+            if p.tp > 1 and ch.tp_bytes > 0:
+                base = [cid] if not p.tp_comm_overlap else after
+                ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
+                size = ch.tp_bytes * tp_mult
+                if st.tp_comm == "analytical":
+                    tid = self.delay(st._comm_s("tp", s, size), base, "tp", f"tp.{tag}", s, r, m, c)
+                elif p.sequence_parallel:
+                    a = self.coll("reduce_scatter", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.coll("all_gather", ranks, size, [a], "tp", f"tp.{tag}", s, r, m, c)
+                else:
+                    tid = self.coll("all_reduce", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
+                end = [cid, tid] if p.tp_comm_overlap else [tid]
+            # CP: ring exchange of K and V beside the compute, one ring per TP rank, shared by
+            # the cp replicas of this dp index (issued once, by its first)
+            if p.cp > 1 and ch.cp_bytes > 0 and cp_i == 0:
+                ring_after = sorted({x for rr in range(r, r + p.cp) for x in self._inputs(rr, s, kind, m, c, last_op, out_f, out_b)})
+                cps = self._ensure_cp()
+                for t in range(p.tp):
+                    ring = self._group(("cp", s, d, t), s, d, slice(None), t)
+                    x = self.coll("send_recv", ring, ch.cp_bytes * (1 if fwd else 2), ring_after, "cp", f"cp.{tag}",
+                                  s, r, m, c)
+                    cps.setdefault((d, s, kind, m, c), []).append(x)
+            ends.append(end)
+        # CP joins: every replica of the dp index waits for its ring exchanges
+        if p.cp > 1 and ch.cp_bytes > 0:
+            for r in range(n_rep):
+                ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
+        # EP: one all-to-all (dispatch + combine) per TP rank per EP group, the TP ranks' at
+        # once (each waits for its replicas' compute and TP, not for another TP rank's)
+        if p.ep > 1 and ch.ep_bytes > 0:
+            size = 2 * ch.ep_bytes * ep_mult
+            before = list(ends)
+            for t in range(p.tp):
+                for grp_i, grp in enumerate(st._ep_groups(s, t)):
+                    reps = list(range(grp_i * p.ep, grp_i * p.ep + p.ep))
+                    after = sorted({x for r in reps for x in before[r]})
+                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=st._ep_sizes(size))
+                    for r in reps:
+                        ends[r] = ends[r] + [x]
+        # PP: send to the next (forward) or previous (backward) virtual stage
+        last_vs = p.pp * p.virtual_stages - 1
+        for r in range(n_rep):
+            d, cp_i = divmod(r, p.cp)
+            end = ends[r]
+            last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            if groups:
+                pieces[(s, c, r)][-1] = last_op[(r, s)]
+            target = None
+            if fwd and vs < last_vs:
+                ns = s + 1 if s < p.pp - 1 else 0
+                target = ns
+            if not fwd and vs > 0:
+                target = s - 1 if s > 0 else p.pp - 1
+            if target is None:
+                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
+                continue
+            pp = self._pp_arrays(s, target, d, cp_i)
+            if pp is None:  # the same GPUs
+                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
+                continue
+            # As Scenario.add_flows(src, dst, pp bytes, after=[last op], tag) adds them.
+            dep = [last_op[(r, s)]]
+            ids = self.flows(pp, dep, f"pp.{tag}")
+            pp_cat = _CAT_INDEX["pp"]
+            for x in ids:
+                self._rec(x, pp_cat, dep, s, r, m, c)
+            (out_f if fwd else out_b)[(r, s, m, c)] = ids
+
+    def _pp_arrays(self, s: int, target: int, d: int, cp_i: int) -> tuple[np.ndarray, ...] | None:
+        """A pipeline transfer's sources, destinations, bytes and start times as the core takes
+        them (None where stage and target hold the same GPUs), made once per pair."""
+        key = (s, target, d, cp_i)
+        if key not in self._pp:
+            G = self.st.gpus
+            src, dst = G[s, d, cp_i, :], G[target, d, cp_i, :]
+            n = len(src)
+            self._pp[key] = None if src.tolist() == dst.tolist() else (
+                np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
+                np.full(n, float(self.st._pp_bytes())), np.zeros(n))
+        return self._pp[key]
+
+    def _inputs(self, r: int, s: int, kind: str, m: int, c: int, last_op: dict[tuple[int, int], int], out_f: _Outputs,
+                out_b: _Outputs) -> list[int]:
+        """What replica r's op waits for besides FSDP gathers: its stage's previous op and the
+        pipeline transfer bringing its input."""
+        p = self.st.par
+        vs = c * p.pp + s
+        after = [last_op[(r, s)]] if (r, s) in last_op else []
+        if kind == "F" and vs > 0:
+            ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
+            after += out_f[(r, ps, m, pc)]
+        if kind == "B" and vs < p.pp * p.virtual_stages - 1:
+            ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
+            after += out_b[(r, ns, m, nc)]
+        return after
+
+    def _ensure_cp(self) -> dict[tuple[int, int, str, int, int], list[int]]:
+        """The CP ring exchanges issued so far: (dp index, s, kind, m, c) -> their ids."""
+        if not hasattr(self, "_cp_map"):
+            self._cp_map: dict[tuple[int, int, str, int, int], list[int]] = {}
+        return self._cp_map

@@ -1,0 +1,163 @@
+"""The closed-form step (:meth:`TrainingStep.estimate`): every operation of the step with
+the time it takes on an otherwise idle fabric, walked in the step's order. Each stage runs its
+schedule (forward and backward of each chunk: compute, its exposed TP, CP and EP
+communication), each op waiting for the pipeline transfer that brings its input; then each
+stage's data-parallel reduction (overlapping its last backwards), optimizer step and, where it
+is not overlapped, parameter all-gather. What it leaves out is contention."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .compute import _Chunk
+from .memory import WEIGHT_BYTES
+from .results import StepEstimate
+from .schedule import _walk_plan, _warm_up
+
+if TYPE_CHECKING:
+    from .step import TrainingStep
+
+
+def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> dict[str, float]:
+    """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
+    compute, then its TP collective (beside the compute with ``tp_comm_overlap``), the CP
+    ring exchange beside both, then the EP all-to-all. Seconds each part adds (exposed),
+    by part: they add up to the op's duration."""
+    p = step.par
+    mult = 1.0 if fwd else 1.0 + p.recompute
+    comp = ch.fwd_s if fwd else ch.bwd_s
+    tp = step._comm_s("tp", ch.stage, ch.tp_bytes * mult)
+    cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
+    ep = step._comm_s("ep", ch.stage, 2.0 * ch.ep_bytes * mult)
+    with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
+    return {"compute": comp, "tp": with_tp - comp, "cp": max(with_tp, cp) - with_tp, "ep": ep}
+
+
+def _param_gather_s(step: TrainingStep, s: int) -> float:
+    """Seconds of stage ``s``'s parameter all-gathers after its optimizer step (a sharded
+    optimizer without ``overlap_param_gather``), chunk after chunk."""
+    p = step.par
+    if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
+        return 0.0
+    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in step.chunks[s])
+
+
+def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
+    """When stage ``s``'s gradient reduction ends, given each chunk's last backward (start,
+    end) and when the stage's last op ends, as the step chains it per TP rank: chunk by
+    chunk in the order their last backwards run, each chunk's bucket groups in turn. With
+    ``overlap_grad_reduce`` group i starts as the (i+1)-th piece of that backward's compute
+    ends, the last group as the whole backward (its communication too) ends; without, after
+    the stage's last op."""
+    p = step.par
+    if p.dp * p.cp == 1:
+        return stage_end_s
+    op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+    t = 0.0
+    for c in sorted(last_b, key=lambda c_: last_b[c_]):
+        ch = step.chunks[s][c]
+        start, end = last_b[c]
+        groups = step._buckets(ch)
+        for i, g in enumerate(groups):
+            if not p.overlap_grad_reduce:
+                ready = stage_end_s
+            elif i == len(groups) - 1:
+                ready = end
+            else:
+                ready = start + (i + 1) * ch.bwd_s / len(groups)
+            t = max(t, ready) + step._comm_s(op, s, g)
+    return max(t, stage_end_s)
+
+
+def _walk(step: TrainingStep, mb: int, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+          ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
+    """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
+    of its ops ends, walked as the step is built: an op starts once its stage is free, its
+    input has come from the neighbouring virtual stage (plus the transfer) and, with FSDP,
+    its chunk's parameters are gathered (``ready_f``, ``ready_b``); it lasts
+    ``dur[stage][chunk][is backward]``."""
+    p = step.par
+    pp, v = p.pp, p.virtual_stages
+    orders, plan, at = _walk_plan(pp, mb, v)
+    hop = [[step._pp_s(a, b) if (b - a) % pp in (1, pp - 1) else 0.0 for b in range(pp)] for a in range(pp)]
+    e = [0.0] * len(plan)
+    for k, (s, back, c, prev, src, src_stage) in enumerate(plan):
+        start = (ready_b if back else ready_f)[s][c]
+        if prev >= 0 and e[prev] > start:
+            start = e[prev]
+        if src >= 0 and e[src] + hop[src_stage][s] > start:
+            start = e[src] + hop[src_stage][s]
+        e[k] = start + dur[s][c][back]
+    return orders, [[e[k] for k in row] for row in at]
+
+
+def _schedule_ends(step: TrainingStep, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+                   ready_b: list[list[float]]) -> tuple[list[float], list[dict[int, tuple[float, float]]]]:
+    """When each stage's last op ends, and each chunk's last backward (start, end) on each
+    stage (:meth:`_walk`). After its warm-up a schedule repeats every pp micro-batches (2 pp
+    v ops per stage) with the same durations, so once two such rounds in a row come out
+    as the round before shifted by one time on every stage, every later round does too
+    (each op waits only for ops at most one round back): a long schedule is walked for a
+    few rounds and the rest added as that shift, exactly; where the rounds do not repeat
+    within the few, the whole schedule is walked."""
+    p = step.par
+    pp, v, mb = p.pp, p.virtual_stages, p.n_micro_batches
+    period = 2 * pp * v
+    short = 8 * pp + mb % pp
+    shift = 0.0
+    walked = mb
+    if mb > short:
+        orders, ends = _walk(step, short, dur, ready_f, ready_b)
+        warm = [_warm_up(pp, s, short, v) for s in range(pp)]
+        w = warm[0]
+        lam = ends[0][w + 2 * period] - ends[0][w + period]
+        tol = 1e-12 * ends[0][-1]
+        if all(abs(e[i + period] - e[i] - lam) <= tol
+               for e, w in zip(ends, warm) for i in range(w + period, w + 3 * period)):
+            shift, walked = (mb - short) // pp * lam, short
+    if walked == mb:
+        orders, ends = _walk(step, mb, dur, ready_f, ready_b)
+    last_b: list[dict[int, tuple[float, float]]] = [{} for _ in range(pp)]
+    for s, (order, e) in enumerate(zip(orders, ends)):
+        for (kind, _, c), end in zip(order, e):
+            if kind == "B":
+                last_b[s][c] = (end - dur[s][c][1] + shift, end + shift)
+    return [e[-1] + shift for e in ends], last_b
+
+
+def _estimate(step: TrainingStep) -> StepEstimate:
+    """The step on an otherwise idle fabric, every operation in the step's order
+    (:meth:`TrainingStep.estimate` says what it counts)."""
+    t0 = time.perf_counter()
+    p = step.par
+    mb, v, pp = p.n_micro_batches, p.virtual_stages, p.pp
+    ops = [[(_op_s(step, ch, True), _op_s(step, ch, False)) for ch in row] for row in step.chunks]
+    dur = [[(sum(f.values()), sum(b.values())) for f, b in row] for row in ops]
+    # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
+    # the start) and again before its backwards
+    gather = [[0.0] * v for _ in range(pp)]
+    if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
+        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
+                  for s, row in enumerate(step.chunks)]
+    ready_f = [list(itertools.accumulate(row)) for row in gather]
+    ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]
+    free, last_b = _schedule_ends(step, dur, ready_f, ready_b)
+    ends = []
+    for s in range(pp):
+        grads = _grads_done_s(step, s, last_b[s], free[s])
+        opt = step._optimizer_s(s)
+        ends.append((grads + opt + _param_gather_s(step, s), grads - free[s] + _param_gather_s(step, s), opt))
+    step_s, dp, opt = max(ends)
+    work = [sum(f + b for f, b in row) for row in dur]
+    k = int(np.argmax(work))
+    parts = {c: mb * sum(f[c] + b[c] for f, b in ops[k]) for c in ("compute", "tp", "cp", "ep")}
+    # a micro-batch crosses each boundary between virtual stages once each way
+    hops = [(vs % pp, (vs + 1) % pp) for vs in range(pp * v - 1)]
+    parts.update(pp=sum((step._pp_s(a, b) + step._pp_s(b, a) for a, b in hops), 0.0), dp=dp + gather[0][0], optimizer=opt)
+    parts["bubble"] = max(0.0, step_s - sum(parts.values()))
+    return StepEstimate(step, step_s, parts, time.perf_counter() - t0,
+                        comm_timing="simulated" if step._faulted else "analytical")
