@@ -150,8 +150,8 @@ def fabric_view(topology: Any) -> FabricView:
         n_rank_nodes = int(st["n_gpus"])
     elif "scale_out" in st:
         n_rank_nodes = int(st["n_nics"])
-    else:
-        n_rank_nodes = None
+    else:  # a plain topology: its GPUs where it knows them (from_ibnetdiscover), else any node
+        n_rank_nodes = getattr(topology, "n_gpus", None)
     injection = None
     if "domain" not in st and "scale_out" not in st:
         # A plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured.
