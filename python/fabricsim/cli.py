@@ -21,7 +21,7 @@ from ._core import __version__
 from ._checks import parsed
 from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .fabrics import Topology
+from .fabrics import Fabric, Topology
 from .fabrics.generators import _preset, cluster
 from .fabrics.specs import _DOMAINS, _nvlink_spec, _part
 from .collectives.conventions import DTYPE_SIZE_BYTES, size_flag_bytes
@@ -203,6 +203,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.out is not None:  # a bad path is reported now, not after the fit
         output_directory("--out", os.path.dirname(os.path.abspath(args.out)))
     fabric = _cli_fabric(args)
+    if not isinstance(fabric, Fabric):  # its payload efficiencies are what calibration fits
+        raise InvalidArgumentError(f"calibrate needs a generated fabric (--fabric a preset), got --fabric {args.fabric}")
     logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
     ranks = None if args.ranks is None else list(range(args.ranks))
     cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,

@@ -146,6 +146,7 @@ def fabric_view(topology: Any) -> FabricView:
             net = min(net, min(float(parts["nic"]["host_Bps"]), float(parts["gpu"]["pcie_Bps"])))
         # SHARP is a deployment's choice (cluster(sharp=True)), not every InfiniBand switch's.
         sharp = bool(parts.get("sharp_enabled", False))
+    n_rank_nodes: int | None
     if st.get("n_gpus", 0) > 0:
         n_rank_nodes = int(st["n_gpus"])
     elif "scale_out" in st:

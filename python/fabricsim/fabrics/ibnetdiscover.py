@@ -194,23 +194,23 @@ def read(text: str) -> Cabling:
     loose: list[LooseEnd] = []
     for key in order:
         rguid, rport, letter, width, speed, number = ports[key]
-        peer = by_guid.get(rguid)
-        if peer is None:
+        peer_node = by_guid.get(rguid)
+        if peer_node is None:
             loose.append(LooseEnd(key[0], key[1], rguid, rport, number, "the peer has no block in the file"))
             continue
-        if _LETTER_KIND.get(letter) != peer.kind:
-            raise CablingError(f"{number}: names its peer {letter}-{rguid:016x}, but that node is a {peer.kind} "
-                               f"(line {peer.line})", number)
+        if _LETTER_KIND.get(letter) != peer_node.kind:
+            raise CablingError(f"{number}: names its peer {letter}-{rguid:016x}, but that node is a {peer_node.kind} "
+                               f"(line {peer_node.line})", number)
         back = ports.get((rguid, rport))
         if back is None:
             loose.append(LooseEnd(key[0], key[1], rguid, rport, number,
-                                  f"port {rport} of {peer.description!r} (line {peer.line}) lists no cable"))
+                                  f"port {rport} of {peer_node.description!r} (line {peer_node.line}) lists no cable"))
             continue
         if (back[0], back[1]) != key:
             other = by_guid.get(back[0])
             raise CablingError(
                 f"{number}: port {key[1]} of {by_guid[key[0]].description!r} is cabled to port {rport} of "
-                f"{peer.description!r}, but line {back[5]} has that port cabled to port {back[1]} of "
+                f"{peer_node.description!r}, but line {back[5]} has that port cabled to port {back[1]} of "
                 f"{other.description if other is not None else f'{back[0]:#018x}'!r}", number)
         if (back[3], back[4]) != (width, speed):
             raise CablingError(f"{number}: the two ends of a cable disagree: {width}{speed} here, {back[3]}{back[4]} at "

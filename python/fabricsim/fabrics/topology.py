@@ -215,7 +215,7 @@ class Topology:
                           stacklevel=2)
         core = _core.Topology.from_arrays(len(arrays.names), arrays.src, arrays.dst, arrays.capacity_Bps,
                                           arrays.latency_s)
-        return cls(core, arrays.names, n_gpus=arrays.n_gpus)
+        return Topology(core, arrays.names, n_gpus=arrays.n_gpus)  # a plain topology, whatever cls is
 
     @property
     def n_gpus(self) -> int | None:

@@ -558,7 +558,7 @@ def _match_collectives(colls: dict[str, list[list[int]]], ranks: list[list[_Node
                 other = members[counts.index(k_max)]
                 n = ranks[other][per_rank[other][c]]
                 raise ChakraTraceError(
-                    f"{files[r]}: rank {r} issues {c} collectives on {label}, rank {other} {k_max}: rank {other}'s "
+                    f"{files[r]}: rank {r} has {c} collective(s) on {label}, rank {other} has {k_max}: rank {other}'s "
                     f"collective {c + 1} (node {n.id}, {n.name!r}) has no partner on rank {r}", files[r], r, None)
         for k in range(k_max):
             first_r = members[0]

@@ -345,10 +345,11 @@ def write(workload: Any, directory: Any, *, prefix: str = "trace",
         if not isinstance(delay_ranks, Mapping):
             raise InvalidArgumentError(f"delay_ranks must be a mapping {{activity_id: [nodes]}}, got "
                                        f"{type(delay_ranks).__name__}")
-        for a, nodes in delay_ranks.items():
+        n_nodes = sc.topology.n_nodes
+        for a, given in delay_ranks.items():
             if a not in rec.delays:
                 raise InvalidArgumentError(f"delay_ranks names activity {a!r}, which is not a delay of the workload")
-            known[a] = tuple(sc.topology.node_ids(integers(f"delay_ranks[{a}]", nodes, one=True)).tolist())
+            known[a] = tuple(integers(f"delay_ranks[{a}]", given, (0, n_nodes), one=True).tolist())
     acts = _activities(sc, rec)
     order = _order(acts)
     where = _delay_ranks(acts, order, known)
