@@ -201,7 +201,7 @@ EXAMPLE_MODULES = (
     "workloads.training", "workloads.jobs", "workloads.serving", "fabrics.power", "workloads.reliability",
     "fabrics.catalog", "units", "studies.plot", "studies.trace", "collectives.cost.model", "collectives.cost.nccl",
     "collectives.calibration", "studies.validation", "studies.sweep", "studies.scenario_file", "results", "fabrics",
-    "exceptions",
+    "exceptions", "workloads.chakra", "fabrics.ibnetdiscover",
 )
 
 _EXAMPLE = re.compile(r"^(?P<indent>[ ]*)Example::[ ]*\n(?P<body>(?:[ ]*\n|(?P=indent)[ ]+\S.*\n?)+)", re.M)

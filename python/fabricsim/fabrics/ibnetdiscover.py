@@ -34,7 +34,7 @@ from ..units import bandwidth_Bps, duration_s
 from . import catalog
 from .specs import _efficiency, _nvlink_spec
 
-__all__ = ["Cabling", "IbNode", "Cable", "LooseEnd", "read", "fabric_arrays", "LANE_DATA_Gbps", "WIDTH_LANES"]
+__all__ = ["read", "Cabling", "LANE_DATA_Gbps", "WIDTH_LANES"]
 
 #: Data rate of one lane (Gb/s, after line coding) of each InfiniBand speed: SDR, DDR and QDR
 #: signal at 2.5, 5 and 10 Gbaud with 8b/10b coding; FDR10 at 10.3125 and FDR at 14.0625 with
@@ -111,9 +111,23 @@ class LooseEnd:
 
 @dataclass
 class Cabling:
-    """An ibnetdiscover topology, read and checked: ``nodes`` in the file's order, ``cables``
-    (each once, where both ends list it), ``loose`` (port lines the other end does not
-    confirm, left out)."""
+    """An ibnetdiscover topology, read and checked: ``nodes`` in the file's order
+    (:class:`IbNode`), ``cables`` (:class:`Cable`, each once, where both ends list it),
+    ``loose`` (:class:`LooseEnd`, port lines the other end does not confirm, left out).
+
+    Example::
+
+        from fabricsim.fabrics import ibnetdiscover
+        text = '''
+        Switch 2 "S-0000000000000001" # "leaf" base port 0 lid 1 lmc 0
+        [1] "H-0000000000000002"[1](3) # "host1 mlx5_0" lid 2 4xHDR
+        [2] "H-0000000000000004"[1](5) # "host2 mlx5_0" lid 4 4xHDR
+        Ca 1 "H-0000000000000002" # "host1 mlx5_0"
+        [1](3) "S-0000000000000001"[1] # lid 2 lmc 0 "leaf" lid 1 4xHDR
+        '''
+        c = ibnetdiscover.read(text)   # host2's HCA has no block: its cable is a loose end
+        len(c.cables), str(c.loose[0])   # (1, 'line 4: port 2 of 0x0000000000000001 to port 1 of ...')
+    """
     nodes: list[IbNode]
     cables: list[Cable]
     loose: list[LooseEnd] = field(default_factory=list)
@@ -133,7 +147,8 @@ def read(text: str) -> Cabling:
         Ca 1 "H-0000000000000002" # "host1 mlx5_0"
         [1](3) "S-0000000000000001"[1] # lid 2 lmc 0 "leaf" lid 1 4xNDR
         '''
-        c = fs.fabrics.ibnetdiscover.read(text)
+        from fabricsim.fabrics import ibnetdiscover
+        c = ibnetdiscover.read(text)
         len(c.nodes), c.cables[0].data_Bps   # (2, 5e10): one cable, 400 Gb/s
     """
     if not isinstance(text, str):

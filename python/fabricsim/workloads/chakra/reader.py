@@ -120,8 +120,11 @@ class ChakraTrace:
 
     Example::
 
-        trace = fs.chakra.load("traces/", fs.hgx_h100())   # traces/<prefix>.<rank>.et
-        trace.run().summary.makespan_s
+        sc = fs.Scenario(fs.hgx_h100())
+        sc.add_collective("all_reduce", range(4), "64MiB")
+        fs.chakra.write(sc, "traces")                      # traces/trace.0.et ... trace.3.et
+        trace = fs.chakra.load("traces", fs.hgx_h100())
+        trace.nodes.column("kind").to_pylist()   # ['collective'] x 4: one collective of 4 ranks
     """
     scenario: Scenario
     nodes: pa.Table
@@ -131,7 +134,15 @@ class ChakraTrace:
     versions: list[str]
 
     def run(self, **options: Any) -> Any:
-        """``scenario.run(**options)``: the traces simulated on the fabric."""
+        """``scenario.run(**options)``: the traces simulated on the fabric.
+
+        Example::
+
+            sc = fs.Scenario(fs.hgx_h100())
+            sc.add_flow(0, 1, "1GB")
+            fs.chakra.write(sc, "traces")
+            fs.chakra.load("traces", fs.hgx_h100()).run().summary.makespan_s   # as sc.run()'s
+        """
         return self.scenario.run(**options)
 
 
