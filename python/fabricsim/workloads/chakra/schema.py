@@ -29,7 +29,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-__all__ = ["NODE_TYPES", "COMM_TYPES", "Messages", "messages", "frames", "frame", "attribute_value"]
+__all__ = ["NODE_TYPES", "COMM_TYPES", "COMM_GROUP_FILE", "Messages", "messages", "frames", "frame", "attribute_value"]
+
+#: The file beside the traces that names each process group's ranks, as ASTRA-sim's
+#: ``--comm-group-configuration`` takes it: ``{"<pg_name>": [rank, ...], ...}``.
+COMM_GROUP_FILE = "comm_group.json"
 
 #: Chakra's NodeType enum: number -> fabricsim's name for it.
 NODE_TYPES: dict[int, str] = {

@@ -4,7 +4,6 @@ per rank, for ASTRA-sim and the other tools that read Chakra."""
 from __future__ import annotations
 
 import bisect
-import heapq
 import json
 import math
 import os
@@ -22,8 +21,8 @@ from ...collectives.construction import Builder
 from ...exceptions import DependencyCycleError, InvalidArgumentError
 from ...scenario import Scenario
 from . import schema
-from .reader import COMM_GROUP_FILE, EXACT_DURATION
-from .schema import COMM_TYPE_NUMBER, NODE_TYPE_NUMBER
+from .matching import EXACT_DURATION, OPS, ordered
+from .schema import COMM_GROUP_FILE, COMM_TYPE_NUMBER, NODE_TYPE_NUMBER
 
 __all__ = ["ChakraWritten", "write", "CHAKRA_VERSION"]
 
@@ -31,13 +30,10 @@ __all__ = ["ChakraWritten", "write", "CHAKRA_VERSION"]
 #: traces carry (astra-sim examples/workload/microbenchmarks/generator_scripts).
 CHAKRA_VERSION = "0.0.4"
 
-# fabricsim's collective -> Chakra's comm type, and whether Chakra's comm_size is S / n (an
-# all-gather's per-rank input) rather than S: read.py's _OPS, the other way.
-_COMM: dict[str, tuple[str, bool]] = {
-    "all_reduce": ("all_reduce", False), "reduce": ("reduce", False), "all_gather": ("all_gather", True),
-    "reduce_scatter": ("reduce_scatter", False), "all_to_all": ("all_to_all", False),
-    "broadcast": ("broadcast", False),
-}
+# fabricsim's collective -> (Chakra's comm type, whether comm_size is S / n): the reader's, the
+# other way.
+_COMM: dict[str, tuple[str, bool]] = {op: (chakra, per_rank) for chakra, (op, per_rank) in OPS.items()
+                                      if chakra != "reduce_scatter_block"}
 
 
 @dataclass
@@ -279,24 +275,9 @@ def _delay_ranks(acts: dict[int, _Activity], order: list[int], known: Mapping[in
 
 
 def _order(acts: dict[int, _Activity]) -> list[int]:
-    """The activities with each after what it waits for (smallest id first where free)."""
-    waiting = {a: len(act.after) for a, act in acts.items()}
-    users: dict[int, list[int]] = {a: [] for a in acts}
-    for a, act in acts.items():
-        for b in act.after:
-            users[b].append(a)
-    ready = [a for a, n in waiting.items() if n == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        a = heapq.heappop(ready)
-        order.append(a)
-        for u in users[a]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) < len(acts):
-        stuck = sorted(a for a, n in waiting.items() if n)
+    """The activities with each after what it waits for (the smallest id first where free)."""
+    order, stuck = ordered({a: act.after for a, act in acts.items()})
+    if stuck:
         raise DependencyCycleError(f"the scenario's dependencies make a cycle (activities {stuck[:8]}"
                                    f"{' ...' if len(stuck) > 8 else ''} wait for each other): it cannot be written")
     return order
