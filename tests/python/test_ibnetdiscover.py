@@ -238,8 +238,22 @@ def test_the_grouped_and_full_output_variants_and_routers_are_read():
     # -g adds [ext N] after ports and "# Chassis" notes; -f adds s=, w=, v= after the speed.
     text = text.replace("[33]\t", "[33][ext 1]\t").replace(" 4xNDR", " 4xNDR s=64 w=2 v=3")
     text = text.replace("sysimgguid=", "Chassis 1 (guid 0x1)\nsysimgguid=", 1)
+    # A router on the spine's port 9: a node that forwards, as a switch does.
+    router = 0x0002C90300000077
+    text = text.replace(f'# "MF0;spine0:MQM9700/U1" enhanced port 0 lid 50 lmc 0',
+                        f'# "MF0;spine0:MQM9700/U1" enhanced port 0 lid 50 lmc 0\n'
+                        f'[9]\t"R-{router:016x}"[1]({router:x}) \t\t# "gw1" lid 77 4xNDR')
+    text += (f'\nrtguid={router:#x}\nRt\t2 "R-{router:016x}"\t\t# "gw1"\n'
+             f'[1]({router:x}) \t"S-{spine_guid(0):016x}"[9]\t\t# lid 77 lmc 0 "MF0;spine0:MQM9700/U1" lid 50 4xNDR\n')
     t = fs.Topology.from_ibnetdiscover(text)
-    assert t.n_gpus == 1 and t.n_links == 2 * 2 + 2
+    assert t.n_gpus == 1 and t.n_links == 2 * 3 + 2 and "gw1" in t.node_names
+    idx = {n: i for i, n in enumerate(t.node_names)}
+    into_router = [x for x in t.links.to_pylist() if x["dst"] == idx["gw1"]]
+    assert [x["latency_s"] for x in into_router] == [fs.catalog.part("quantum-2")["latency_s"]]
+    # A port line that names its peer as a switch where the peer is a CA is refused.
+    wrong = text.replace(f'"H-{hca_guid(0, 0):016x}"[1]', f'"S-{hca_guid(0, 0):016x}"[1]')
+    with pytest.raises(fs.CablingError, match=r"names its peer S-0c42a10300000000, but that node is a ca \(line \d+\)"):
+        fs.Topology.from_ibnetdiscover(wrong)
 
 
 def test_a_file_path_and_repeated_descriptions(tmp_path):
