@@ -8,7 +8,7 @@ section 4; tests/python/test_layout.py holds the rule): the base (``units``, ``e
 ``progress``, the compiled core); :mod:`~fabricsim.fabrics` (the catalog, topologies and the
 generators); :mod:`~fabricsim.collectives` (communicators, the cost of a collective in
 :mod:`~fabricsim.collectives.cost`, its flows); the scenario (``results``, ``tenancy``,
-``scenario``); :mod:`~fabricsim.workloads` (training, serving, reliability, jobs);
+``scenario``); :mod:`~fabricsim.workloads` (training, serving, reliability, jobs, Chakra traces);
 :mod:`~fabricsim.studies` (sweeps, scenario files, nccl-tests, validation, plots, timelines);
 then the CLI and this front, which names everything public.
 """
@@ -43,6 +43,8 @@ from .exceptions import (  # the exception tree is part of the API
     SweepError,
     ScenarioFileError,
     WriteError,
+    ChakraTraceError,
+    CablingError,
 )
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .collectives import Estimate, estimate
@@ -64,7 +66,7 @@ from . import progress
 from .collectives.cost import model as cost_model, nccl as nccl_model  # noqa: F401
 from .fabrics import catalog, power
 from .studies import plot, trace
-from .workloads import jobs, reliability, serving, training
+from .workloads import chakra, jobs, reliability, serving, training
 
 __all__ = [
     "estimate",
@@ -82,6 +84,7 @@ __all__ = [
     "Parallelism",
     "TrainingStep",
     "jobs",
+    "chakra",
     "Job",
     "JobSpec",
     "compare_isolation",
@@ -132,6 +135,8 @@ __all__ = [
     "SweepError",
     "ScenarioFileError",
     "WriteError",
+    "ChakraTraceError",
+    "CablingError",
 ]
 
 

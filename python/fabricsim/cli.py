@@ -21,9 +21,9 @@ from ._core import __version__
 from ._checks import parsed
 from ._files import output_directory
 from .exceptions import FabricsimError, InvalidArgumentError
-from .fabrics import Fabric
+from .fabrics import Fabric, Topology
 from .fabrics.generators import _preset, cluster
-from .fabrics.specs import _part
+from .fabrics.specs import _DOMAINS, _nvlink_spec, _part
 from .collectives.conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .studies.demo import demo_scenario
@@ -121,8 +121,35 @@ def _nccl_tests(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli_fabric(args: argparse.Namespace) -> Fabric:
-    """The fabric of --fabric, --nodes, --scale-out and --sharp."""
+_CABLING = "ibnetdiscover:"
+
+
+def _cabling(fabric: str) -> tuple[str, str | None] | None:
+    """(file, NVLink domain preset or None) of ``--fabric ibnetdiscover:FILE[:DOMAIN]``, or
+    None for a preset name."""
+    if not fabric.startswith(_CABLING):
+        return None
+    spec = fabric[len(_CABLING):]
+    head, _, tail = spec.rpartition(":")
+    return (head, tail) if head and tail.lower() in _DOMAINS else (spec, None)
+
+
+def _cli_fabric(args: argparse.Namespace) -> Topology:
+    """The fabric of --fabric, --nodes, --scale-out and --sharp: a preset's domains, or the
+    cabling of ``ibnetdiscover:FILE[:DOMAIN]`` (GPU i of a host on its i-th HCA, the host's
+    GPUs joined by DOMAIN's NVLink)."""
+    cabled = _cabling(args.fabric)
+    if cabled is not None:
+        import pathlib
+
+        if args.nodes != 1 or args.sharp:
+            raise InvalidArgumentError(f"--fabric {args.fabric}: the cabling file gives the nodes and switches; "
+                                       "--nodes and --sharp do not apply")
+        path, domain = cabled
+        try:
+            return Topology.from_ibnetdiscover(pathlib.Path(path), nvlink=domain)
+        except OSError as err:
+            raise InvalidArgumentError(f"--fabric {args.fabric}: cannot read {path!r}: {err.strerror or err}") from None
     if args.nodes < 1:
         raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
     if args.nodes == 1:
@@ -140,8 +167,8 @@ def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:
 
 
 def _add_fabric_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fabric", default="hgx-h100", help="NVLink domain preset, e.g. hgx-h100, gb200-nvl72 "
-                   "(default: %(default)s)")
+    p.add_argument("--fabric", default="hgx-h100", help="NVLink domain preset, e.g. hgx-h100, gb200-nvl72, or "
+                   "ibnetdiscover:FILE[:DOMAIN], a cluster's cabling (default: %(default)s)")
     p.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric "
                    "(default: %(default)s)")
     p.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1 "
@@ -176,6 +203,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.out is not None:  # a bad path is reported now, not after the fit
         output_directory("--out", os.path.dirname(os.path.abspath(args.out)))
     fabric = _cli_fabric(args)
+    if not isinstance(fabric, Fabric):  # its payload efficiencies are what calibration fits
+        raise InvalidArgumentError(f"calibrate needs a generated fabric (--fabric a preset), got --fabric {args.fabric}")
     logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
     ranks = None if args.ranks is None else list(range(args.ranks))
     cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,
@@ -310,7 +339,12 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
             virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
             stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers))
         compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
-        step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute,
+        cabled = _cabling(args.fabric)
+        if cabled is not None and cabled[1] is None:
+            raise InvalidArgumentError(f"--fabric {args.fabric}: name the GPUs' NVLink domain, e.g. "
+                                       f"{args.fabric}:hgx-h100, for a training step's GPUs")
+        gpu = _nvlink_spec(cabled[1], None)[1]["gpu"].name if cabled is not None else None
+        step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute, gpu=gpu,
                                      check_memory=not args.no_memory_check)
         out = step.estimate() if args.analytical else step.run()
         print(out)

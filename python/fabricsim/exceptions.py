@@ -26,6 +26,8 @@ __all__ = [
     "SweepError",
     "ScenarioFileError",
     "WriteError",
+    "ChakraTraceError",
+    "CablingError",
 ]
 
 
@@ -247,3 +249,42 @@ class ScenarioFileError(InvalidArgumentError):
     def __init__(self, message: str, path: str | None = None, line: int | None = None, key: str | None = None) -> None:
         super().__init__(message)
         self.path, self.line, self.key = path, line, key
+
+
+class ChakraTraceError(InvalidArgumentError):
+    """Chakra execution traces that :func:`fabricsim.chakra.load` cannot run as written: a
+    file that is not a trace or ends early, a rank's file missing, a node type or attribute it
+    does not know (unless told to ignore them), a dependency on a node the rank does not have,
+    a cycle, a collective or send without its partners on the other ranks. The message names
+    the file, the rank and the node; ``path``, ``rank`` and ``node_id`` hold them (each may be
+    None).
+
+    Example::
+
+        open("bad.0.et", "wb").write(b"\\x05ab")   # a length of 5, then 2 bytes
+        try: fs.chakra.load("bad.0.et", fs.hgx_h100())
+        except fs.ChakraTraceError as e: print(e)   # bad.0.et: the file ends inside message 0 ...
+    """
+
+    def __init__(self, message: str, path: str | None = None, rank: int | None = None,
+                 node_id: int | None = None) -> None:
+        super().__init__(message)
+        self.path, self.rank, self.node_id = path, rank, node_id
+
+
+class CablingError(InvalidArgumentError):
+    """Cabling that :meth:`fabricsim.Topology.from_ibnetdiscover` cannot build a fabric from:
+    text that is not ``ibnetdiscover`` output, a port line outside a node, the two ends of a
+    cable that disagree (each names the other's port differently, or a different width or
+    speed), a width or speed it does not know. The message starts with the line number;
+    ``line`` holds it.
+
+    Example::
+
+        try: fs.Topology.from_ibnetdiscover("[1] \\"S-0001\\"[2] # \\"leaf\\" lid 1 4xNDR\\n")
+        except fs.CablingError as e: print(e.line)   # 1: a port line before any Switch or Ca line
+    """
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line

@@ -146,12 +146,13 @@ def fabric_view(topology: Any) -> FabricView:
             net = min(net, min(float(parts["nic"]["host_Bps"]), float(parts["gpu"]["pcie_Bps"])))
         # SHARP is a deployment's choice (cluster(sharp=True)), not every InfiniBand switch's.
         sharp = bool(parts.get("sharp_enabled", False))
+    n_rank_nodes: int | None
     if st.get("n_gpus", 0) > 0:
         n_rank_nodes = int(st["n_gpus"])
     elif "scale_out" in st:
         n_rank_nodes = int(st["n_nics"])
-    else:
-        n_rank_nodes = None
+    else:  # a plain topology: its GPUs where it knows them (from_ibnetdiscover), else any node
+        n_rank_nodes = getattr(topology, "n_gpus", None)
     injection = None
     if "domain" not in st and "scale_out" not in st:
         # A plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured.

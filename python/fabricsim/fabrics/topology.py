@@ -43,11 +43,12 @@ class Topology:
 
     # _collective_view: what collectives need to know of it, computed once by
     # fabricsim.collectives.fabric_view and kept here (a topology is immutable)
-    __slots__ = ("_core", "_labels", "_label_index", "_collective_view")
+    __slots__ = ("_core", "_labels", "_label_index", "_collective_view", "_n_gpus")
 
-    def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None) -> None:
+    def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None, n_gpus: int | None = None) -> None:
         self._core = core
         self._collective_view: Any = None
+        self._n_gpus = n_gpus
         self._labels = _labels(labels) if labels is not None else None
         self._label_index: dict[Hashable, int] | None = None
         if self._labels is not None:
@@ -157,6 +158,71 @@ class Topology:
             node_names=labels,
         )
 
+    @classmethod
+    def from_ibnetdiscover(
+        cls, text: Any, *, gpus: Any = "per_hca", nvlink: Any = None, domain_of: Any = None, efficiency: Any = None,
+        gpu_link_Bps: Any = None, switch_latency_s: Any = None,
+    ) -> "Topology":
+        """The fabric an InfiniBand cluster is cabled as: ``text`` is ``ibnetdiscover``'s output
+        (or an ``os.PathLike`` to a file of it), every switch, HCA and cable as discovered,
+        miswirings included (:mod:`fabricsim.fabrics.ibnetdiscover` has the format and checks).
+
+        Nodes are named by their node descriptions (with the GUID where descriptions repeat);
+        each cable is a link each way of width x lane rate x ``efficiency`` (default the
+        catalog's InfiniBand payload efficiency), with latency ``switch_latency_s`` into a
+        switch (default the catalog's Quantum-2). A port line that the other end does not list
+        is left out, with a warning; ends that disagree raise :class:`~fabricsim.CablingError`.
+        GPUs come first (GPU i is node i, as in generated fabrics), each linked to its HCA at
+        ``gpu_link_Bps`` (default PCIe Gen5 x16): ``gpus="per_hca"`` puts GPU i of a host on
+        its i-th HCA (host and device from the description, rdma-ndd's "<host> <device>", in
+        natural order: mlx5_2 before mlx5_10), a mapping names the GPU of each HCA (its
+        description or GUID -> GPU name; one name on several HCAs is one GPU with several
+        NICs), a function ``(description, guid) -> name or None`` decides per HCA, None attaches
+        none. ``nvlink``, a domain preset such as "hgx-h100", joins the GPUs of each host
+        (``domain_of(host)`` -> a domain name groups hosts) through one switch, each GPU's link
+        its NVLinks' payload rate: what spraying over the domain's switch chips gives. Flows
+        take shortest paths (ECMP among equal ones).
+
+        Example::
+
+            text = '''
+            Switch 4 "S-0000000000000001" # "leaf0" base port 0 lid 1 lmc 0
+            [1] "H-0000000000000011"[1](111) # "n1 mlx5_0" lid 3 4xNDR
+            [2] "H-0000000000000012"[1](121) # "n2 mlx5_0" lid 4 4xNDR
+            Ca 1 "H-0000000000000011" # "n1 mlx5_0"
+            [1](111) "S-0000000000000001"[1] # lid 3 lmc 0 "leaf0" lid 1 4xNDR
+            Ca 1 "H-0000000000000012" # "n2 mlx5_0"
+            [1](121) "S-0000000000000001"[2] # lid 4 lmc 0 "leaf0" lid 1 4xNDR
+            '''
+            t = fs.Topology.from_ibnetdiscover(text)
+            t.node_names[:3], t.n_gpus   # (['n1 gpu0', 'n2 gpu0', 'leaf0'], 2)
+            sc = fs.Scenario(t)
+            sc.add_collective("all_reduce", None, "1GiB")   # over both GPUs
+        """
+        import os
+        import warnings
+
+        from .ibnetdiscover import fabric_arrays
+
+        if isinstance(text, os.PathLike):
+            with open(text, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        arrays = fabric_arrays(text, gpus=gpus, nvlink=nvlink, domain_of=domain_of, efficiency=efficiency,
+                               gpu_link_Bps=gpu_link_Bps, switch_latency_s=switch_latency_s)
+        if arrays.loose:
+            ends = "; ".join(map(str, arrays.loose[:5])) + ("; ..." if len(arrays.loose) > 5 else "")
+            warnings.warn(f"{len(arrays.loose)} port line(s) that the other end does not list, left out: {ends}",
+                          stacklevel=2)
+        core = _core.Topology.from_arrays(len(arrays.names), arrays.src, arrays.dst, arrays.capacity_Bps,
+                                          arrays.latency_s)
+        return Topology(core, arrays.names, n_gpus=arrays.n_gpus)  # a plain topology, whatever cls is
+
+    @property
+    def n_gpus(self) -> int | None:
+        """Number of GPUs where the topology knows which nodes they are (nodes ``0..n_gpus-1``,
+        as :meth:`from_ibnetdiscover` puts them), else None: any node can be a rank."""
+        return self._n_gpus
+
     @property
     def n_nodes(self) -> int:
         """Number of nodes; ids are ``0..n_nodes-1``."""
@@ -250,21 +316,21 @@ class Topology:
         # from and its labels, and is built again from them where it is unpickled.
         cols = dict(self._core.link_columns())
         return (_unpickled_topology, (self._core.n_nodes, cols["src"], cols["dst"], cols["capacity_Bps"],
-                                      cols["latency_s"], self._labels))
+                                      cols["latency_s"], self._labels, self._n_gpus))
 
     def __repr__(self) -> str:
         return f"Topology(n_nodes={self.n_nodes}, n_links={self.n_links})"
 
 
 def _unpickled_topology(n_nodes: int, src: np.ndarray, dst: np.ndarray, capacity_Bps: np.ndarray,
-                        latency_s: np.ndarray, labels: list[Hashable] | None) -> Topology:
+                        latency_s: np.ndarray, labels: list[Hashable] | None, n_gpus: int | None = None) -> Topology:
     """A pickled :class:`Topology`, built again (``Topology.__reduce__``)."""
     def arr(a: np.ndarray, dtype: Any) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=dtype)
 
     core = _core.Topology.from_arrays(n_nodes, arr(src, np.int64), arr(dst, np.int64), arr(capacity_Bps, np.float64),
                                       arr(latency_s, np.float64))
-    return Topology(core, labels)
+    return Topology(core, labels, n_gpus)
 
 
 def _number_kind(x: Any) -> Any:
