@@ -20,6 +20,7 @@ from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology
+from .fabrics.links import name_array
 from .fabrics.topology import _fault
 from .tenancy import Job, jobs_tables, new_job
 from .progress import RunProgress
@@ -495,6 +496,8 @@ class Scenario:
         scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``, in
         [0, 1]); ``until_s`` brings them back to full capacity then (a fault with
         ``factor=1`` at a later time does the same). The last fault on a link counts.
+        ``links`` are link ids or a selection by the topology's links table
+        (``{"tier": "leaf-spine", "plane": 0}``, as :meth:`Topology.links_where` takes it).
 
         When the run reaches ``at_s``, every flow routed by the fabric is routed again as on
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
@@ -710,7 +713,7 @@ class Scenario:
                     bar.finish(raw["makespan_s"])
                 bar.close()
         builder = self._collectives or Builder(self)
-        result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
+        result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte, name_array(self.topology))
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
         result.seed = self.seed
         result.collectives = builder.table(result.delays)
