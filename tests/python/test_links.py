@@ -193,3 +193,40 @@ def test_networkx_out_and_back_keeps_every_link(make):
     if isinstance(topo, fs.Fabric):
         assert g.nodes["gpu0"] == {"node_id": 0, "kind": "gpu"}
         assert g.edges["gpu0", "d0.nvswitch0", 0]["tier"] == "gpu-nvswitch"
+
+
+def test_a_scenario_file_fails_links_by_what_they_are(tmp_path):
+    study = tmp_path / "study.toml"
+    study.write_text("""
+[fabric]
+generator = "cluster"
+domain = "hgx-h100"
+n_domains = 64
+fail = [{ links = { tier = "leaf-spine", rail = 3, direction = "up" }, factor = 0.5 }]
+
+[[workload]]
+type = "flow"
+src = 3
+dst = 11
+size_bytes = "1GiB"
+
+[[fault]]
+at_s = "1ms"
+links = { tier = "nic-leaf", rail = [0, 1] }
+""")
+    spec = fs.load_scenario(study)
+    pod = fs.cluster(domain="hgx-h100", n_domains=64)
+    caps = spec.scenario.topology.links["capacity_Bps"].to_numpy()
+    halved = pod.links_where(tier="leaf-spine", rail=3, direction="up")
+    assert np.array_equal(np.flatnonzero(caps != pod.links["capacity_Bps"].to_numpy()), halved)
+    jsonschema = pytest.importorskip("jsonschema")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    import json
+
+    from fabricsim.studies.scenario_file import SCHEMA_PATH
+
+    jsonschema.validate(tomllib.loads(study.read_text()), json.loads(open(SCHEMA_PATH).read()))
+    bad = tomllib.loads(study.read_text())
+    bad["fault"][0]["links"] = {"tire": "nic-leaf"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, json.loads(open(SCHEMA_PATH).read()))
