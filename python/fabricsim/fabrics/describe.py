@@ -171,8 +171,10 @@ def describe(fabric: Fabric | FabricPlan) -> Description:
     sums = totals(fabric)
     if out:
         add("power", "network (NICs, their optics, switches, switch optics)", sums["network_watts"], "W")
+        add("power", "network at maximum (NICs and switches at their datasheet maximum)", sums["network_max_watts"], "W")
     if watts:
         add("power", "total", sums["total_watts"], "W")
+        add("power", "total at maximum", sums["total_max_watts"], "W")
     if watts and sums["unknown_power"] and sums["total_known_watts"]:
         add("power", "total of the known parts", sums["total_known_watts"], "W")
     for comp, r in watts.items():

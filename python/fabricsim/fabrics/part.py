@@ -84,6 +84,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         # The scale-out switch of the NIC's generation: fabricsim.cluster's default.
         _Field("switch", "ref", ref_kind="switch", nullable=True, optional=True),
         _Field("watts", "watts", nullable=True, optional=True),
+        _Field("watts_max", "watts", nullable=True, optional=True),
         _Field("optics_watts_per_cage", "watts", positive=False, nullable=True, optional=True),
         _Field("usd", "usd", nullable=True, optional=True),
         _Field("optics_usd_per_cage", "usd", nullable=True, optional=True),
@@ -97,6 +98,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("ports_per_cage", "int", nullable=True),
         _Field("optics_watts_per_port", "watts", positive=False),
         _Field("system_watts", "watts", nullable=True),
+        _Field("system_watts_max", "watts", nullable=True, optional=True),
         _Field("latency_s", "duration"),
         _Field("sharp", "bool"),
         _Field("adaptive_routing", "bool"),
