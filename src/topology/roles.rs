@@ -73,7 +73,9 @@ impl LinkRoles {
 
 /// Every link of a placed Clos in link order. Its tiers are named after the words its
 /// nodes' names use (`Fabric::node_name`): `<endpoint>-<leaf>`, `<leaf>-spine`, `spine-core`;
-/// `rail_of(shape, class, plane, position)` gives a link's rail (or -1).
+/// `rail_of(shape, class, plane, position)` gives a link's rail (or -1). The layout is walked
+/// block by block (`clos.rs`: per plane, endpoint, leaf-spine and spine-core links, each
+/// position an up and a down link), with no search per link.
 fn push_clos(
     roles: &mut LinkRoles,
     p: &Placed<'_>,
@@ -83,25 +85,39 @@ fn push_clos(
     rail_of: impl Fn(&ClosShape, LinkClass, u32, u32) -> i64,
 ) {
     let s = p.shape;
+    let names = [
+        format!("{endpoint}-{leaf}"),
+        format!("{leaf}-spine"),
+        "spine-core".to_string(),
+    ];
+    let classes = [LinkClass::EndpointUp, LinkClass::LeafUp, LinkClass::SpineUp];
     let mut tiers = [-1i32; 3]; // named on first use, so the dictionary holds only tiers present
-    for l in 0..s.n_links() {
-        let (plane, class, pos) = s.locate(l);
-        let t = match class {
-            LinkClass::EndpointUp | LinkClass::EndpointDown => 0,
-            LinkClass::LeafUp | LinkClass::LeafDown => 1,
-            LinkClass::SpineUp | LinkClass::SpineDown => 2,
+    for plane in 0..s.planes {
+        let end = if plane + 1 < s.planes {
+            s.endpoint_link(plane + 1, 0, 0, false)
+        } else {
+            s.n_links()
         };
-        if tiers[t] < 0 {
-            let name = [
-                format!("{endpoint}-{leaf}"),
-                format!("{leaf}-spine"),
-                "spine-core".to_string(),
-            ];
-            tiers[t] = roles.tier_code(&name[t]);
+        let bounds = [
+            s.endpoint_link(plane, 0, 0, false),
+            s.leaf_spine_link(plane, 0, 0, false),
+            s.spine_core_link(plane, 0, 0, false),
+            end,
+        ];
+        for t in 0..3 {
+            let (lo, hi) = (bounds[t], bounds[t + 1]);
+            if lo >= hi {
+                continue;
+            }
+            if tiers[t] < 0 {
+                tiers[t] = roles.tier_code(&names[t]);
+            }
+            for l in lo..hi {
+                let (pos, up) = ((l - lo) / 2, (l - lo) % 2 == 0);
+                let rail = rail_of(s, classes[t], plane, pos);
+                roles.push(kind, tiers[t], Some(up), plane as i64, rail, domain);
+            }
         }
-        let tier = tiers[t];
-        let rail = rail_of(s, class, plane, pos);
-        roles.push(kind, tier, Some(class.is_up()), plane as i64, rail, domain);
     }
 }
 
@@ -113,11 +129,11 @@ fn scale_out_rail(s: &ClosShape, class: LinkClass, plane: u32, pos: u32) -> i64 
         return -1;
     }
     match class {
-        LinkClass::EndpointUp | LinkClass::EndpointDown => {
+        LinkClass::EndpointUp => {
             let e = pos / s.endpoint_links[plane as usize];
             (e % s.rails) as i64
         }
-        LinkClass::LeafUp | LinkClass::LeafDown if s.rails_per_leaf == 1 && s.tiers >= 2 => {
+        LinkClass::LeafUp if s.rails_per_leaf == 1 && s.tiers >= 2 => {
             let leaf = pos / s.leaf_up;
             (leaf % s.leaves_per_block) as i64
         }
