@@ -135,6 +135,12 @@ def test_result_tables_name_their_nodes_over_the_ids_without_a_copy():
             assert names.indices.buffers()[1].address == ids.buffers()[1].address  # the ids themselves
             assert names.dictionary.buffers()[2].address == res.flows["src_name"].chunks[0].dictionary.buffers()[2].address
             assert names.to_pylist() == [None if i is None else fab.node_names[i] for i in ids.to_pylist()]
+    two_tier = fs.cluster(domain="hgx-h100", n_domains=16, scale_out="quantum-2", oversubscription=2)
+    jobs = fs.Scenario(two_tier)
+    for name in ("a", "b"):  # two tenants meeting on leaf-spine links
+        jobs.add_job(name, n_gpus=64, placement="random").add_collective("all_to_all", None, "16MiB")
+    met = jobs.run().job_links
+    assert met.num_rows and met["src_name"].to_pylist() == two_tier.names_of(met["src"])
     polars = pytest.importorskip("polars")
     assert polars.from_arrow(res.links)["src_name"].cast(str).to_list() == res.links["src_name"].to_pylist()
 
