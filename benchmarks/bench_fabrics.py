@@ -87,3 +87,29 @@ class SimulateMillionGpuPermutation:
 
     def peakmem_run(self, routing):
         self.scenario.run()
+
+
+class LinksOfMillionGpuCluster:
+    """Links by what they are on the million-GPU Quantum-X800 fabric (46 M links): every
+    node's name (what result tables name their nodes with, made once per fabric), the whole
+    links table, and a selection of one rail's leaf-to-spine links."""
+
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+
+    def setup(self):
+        self.fabric = million_gpu_cluster("quantum-x800")
+
+    def time_node_names(self):
+        self.fabric.names_of(0)  # the first name asked of a fabric makes every node's (setup runs per call)
+
+    def time_links_table(self):
+        self.fabric.links
+
+    def time_links_where(self):
+        self.fabric.links_where(tier="leaf-spine", rail=3, direction="up")
+
+    def peakmem_links_where(self):
+        self.fabric.links_where(tier="leaf-spine", rail=3, direction="up")

@@ -27,10 +27,16 @@ from .fabrics.specs import _DOMAINS, _nvlink_spec, _part
 from .collectives.conventions import DTYPE_SIZE_BYTES, size_flag_bytes
 from .scenario import Scenario
 from .studies.demo import demo_scenario
-from .units import bandwidth_Bps, format_bytes, format_duration, format_rate, size_bytes
+from .units import bandwidth_Bps, format_bytes, format_duration, size_bytes
 
 if TYPE_CHECKING:
     from .collectives.cost.model import CostModel
+
+
+def _GBps(rate_Bps: float) -> str:
+    """A bandwidth as every output of the command line shows one: GB/s (1e9 bytes/s), two
+    decimals, as nccl-tests prints algbw and busbw."""
+    return f"{rate_Bps / 1e9:.2f} GB/s"
 
 
 def _phase_table(flows: pa.Table) -> str:
@@ -48,7 +54,7 @@ def _phase_table(flows: pa.Table) -> str:
             f"{'(untagged)' if tag is None else tag:<12} {sub.num_rows:>6} {format_bytes(pc.sum(sub['bytes']).as_py()):>11} "
             f"{shown(format_duration, pc.min(sub['start_s']).as_py()):>12} "
             f"{shown(format_duration, pc.max(sub['finish_s']).as_py()):>12} "
-            f"{shown(format_rate, pc.mean(sub['mean_rate_Bps']).as_py()):>12}"
+            f"{shown(_GBps, pc.mean(sub['mean_rate_Bps']).as_py()):>12}"
         )
     return "\n".join(lines)
 
@@ -98,8 +104,8 @@ def _nccl_tests(args: argparse.Namespace) -> int:
         output_directory("--plot", os.path.dirname(os.path.abspath(args.plot)))
 
     def header(sizes: list[int]) -> None:  # once every argument is checked: a bad one prints only its error
-        print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric}"
-              f" ({fabric.n_gpus} GPUs), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
+        print(f"# fabricsim {__version__}: simulated nccl-tests on {args.nodes} x {args.fabric} ({fabric.n_gpus} GPUs"
+              f"{_scale_out_of(fabric)}), {args.op}, algorithm {args.algorithm}, protocol {args.protocol}")
         print(format_header(extras), flush=True)
         bars.start(sizes)
 
@@ -153,11 +159,20 @@ def _cli_fabric(args: argparse.Namespace) -> Topology:
     if args.nodes < 1:
         raise InvalidArgumentError(f"--nodes must be a whole number >= 1, got {args.nodes}")
     if args.nodes == 1:
-        _part(args.scale_out, "switch", "--scale-out")  # unused on one node, but a typo is still one
+        if args.scale_out is not None:  # unused on one node, but a typo is still one
+            _part(args.scale_out, "switch", "--scale-out")
         if args.sharp:
             raise InvalidArgumentError("--sharp needs --nodes > 1: SHARP reduces across the scale-out fabric")
         return _preset(args.fabric, None)
     return cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
+
+
+def _scale_out_of(fabric: Fabric) -> str:
+    """``, quantum-2 switches, cx7 NICs`` for a fabric with a scale-out network, else ""."""
+    parts = fabric._parts
+    if "scale_out" not in parts:
+        return ""
+    return f", {parts['switch'].name} switches, {parts['nic'].name} NICs"
 
 
 def _cli_cost_model(args: argparse.Namespace) -> CostModel | None:
@@ -171,8 +186,9 @@ def _add_fabric_flags(p: argparse.ArgumentParser) -> None:
                    "ibnetdiscover:FILE[:DOMAIN], a cluster's cabling (default: %(default)s)")
     p.add_argument("--nodes", type=int, default=1, help="domains, joined by a rail-optimised scale-out fabric "
                    "(default: %(default)s)")
-    p.add_argument("--scale-out", default="quantum-x800", help="scale-out switch (catalog name) when --nodes > 1 "
-                   "(default: %(default)s)")
+    p.add_argument("--scale-out", help="scale-out switch (catalog name) when --nodes > 1 (default: the switch of "
+                   "the GPUs' NIC generation: quantum-2 for ConnectX-7 (H100, H200, B200, GB200), quantum-x800 for "
+                   "ConnectX-8 (B300, GB300); docs/fabrics.md)")
     p.add_argument("--sharp", action="store_true", help="the deployment runs SHARP (InfiniBand switches with "
                    "SHARP, the SHARP plugin, NCCL_COLLNET_ENABLE=1)")
 
@@ -207,6 +223,14 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"calibrate needs a generated fabric (--fabric a preset), got --fabric {args.fabric}")
     logs = [read_nccl_tests(path, op=args.op) for path in args.logs]
     ranks = None if args.ranks is None else list(range(args.ranks))
+    for log in logs:  # said in the command line's terms, before the fit would say it in the API's
+        n = fabric.n_gpus if ranks is None else len(ranks)
+        if n and log.n_ranks != n:
+            given = f"--ranks {len(ranks)}" if ranks is not None else (
+                f"--fabric {args.fabric} --nodes {args.nodes}: {fabric.n_gpus} GPUs")
+            raise InvalidArgumentError(
+                f"{log.source}: the log ran {log.op} on {log.n_ranks} ranks, but {given}: give --ranks "
+                f"{log.n_ranks} (the log ran on the first {log.n_ranks} GPUs) or the --fabric and --nodes it ran on")
     cal = calibrate(fabric, logs, ranks=ranks, algorithm=args.algorithm, holdout_every=args.holdout_every,
                     cost_model=_cli_cost_model(args))
     if args.out is not None:  # the fit is kept before anything else can go wrong
@@ -315,8 +339,13 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
     tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
     _add_fabric_flags(tr)
-    for dim in ("tp", "pp", "dp", "cp", "ep"):
-        tr.add_argument(f"--{dim}", type=int, default=1)
+    for dim, what in (("tp", "tensor-parallel ranks: GPUs sharing each layer's matrices"),
+                      ("pp", "pipeline stages: the layers split into this many stages"),
+                      ("dp", "data-parallel replicas: copies of the model, each on its own micro-batches"),
+                      ("cp", "context-parallel ranks: each sequence split over this many GPUs"),
+                      ("ep", "expert-parallel ranks: a mixture-of-experts model's experts split over this many "
+                             "of the dp x cp ranks")):
+        tr.add_argument(f"--{dim}", type=int, default=1, help=f"{what} (default: %(default)s)")
     tr.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     tr.add_argument("--global-batch", type=int, help="sequences per step (default: dp x micro-batch x pp)")
     tr.add_argument("--vp", type=int, default=1, help="virtual stages (interleaved schedule when > 1)")
@@ -325,10 +354,16 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
                          "gradients (as Llama 3), fsdp also the weights (default: none)")
     tr.add_argument("--stage-layers", help="layers of each pipeline stage, comma-separated (default: equal; "
                     "Llama 3 405B: 7,8,...,8,7)")
-    tr.add_argument("--recompute", action="store_true")
+    tr.add_argument("--recompute", action="store_true",
+                    help="full activation recomputation: each layer keeps its input and runs its forward again "
+                         "before its backward (less memory, about a third more compute)")
     tr.add_argument("--efficiency", type=float, help="fraction of dense BF16 peak (default: the compute model's)")
-    tr.add_argument("--no-memory-check", action="store_true")
+    tr.add_argument("--no-memory-check", action="store_true",
+                    help="run even where the busiest GPU needs more memory than its HBM")
     tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
+    tr.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bars on stderr for the step's build and its run (default: when stderr is a "
+                         "terminal, once each has taken a second)")
 
     def run(args: argparse.Namespace) -> int:
         from .workloads import training
@@ -346,7 +381,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
         gpu = _nvlink_spec(cabled[1], None)[1]["gpu"].name if cabled is not None else None
         step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute, gpu=gpu,
                                      check_memory=not args.no_memory_check)
-        out = step.estimate() if args.analytical else step.run()
+        out = step.estimate() if args.analytical else step.run(progress=args.progress)
         print(out)
         mem = step.memory
         worst = max(range(mem.num_rows), key=lambda i: mem["total_bytes"][i].as_py())
@@ -360,15 +395,18 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
 # ---- scenario files, plots, progress --------------------------------------------------------
 
 
-def _run_with_progress(sc: Scenario, progress: bool | None, desc: str) -> Any:
-    """``sc.run()`` with a tqdm bar when ``progress`` says so (None: on a terminal)."""
+def _run_with_progress(sc: Scenario, progress: bool | None, desc: str,
+                       run: Callable[..., Any] | None = None) -> Any:
+    """``sc.run()`` (or ``run``, which runs it: a scenario file's, with its options) with a
+    tqdm bar when ``progress`` says so (None: on a terminal), shown from the start."""
     from . import progress as bars
 
+    run = run or sc.run
     if not bars.enabled(progress):
-        return sc.run()
-    with bars.RunProgress(desc) as bar:
-        res = sc.run(progress=bar)
-        bar.finish(res.makespan_s)
+        return run(progress=False)
+    with bars.RunProgress(desc, total=sc.n_activities) as bar:
+        res = run(progress=bar)
+        bar.finish(res.makespan_s, sc.n_activities)
     return res
 
 
@@ -448,7 +486,12 @@ def _run_file(args: argparse.Namespace) -> int:
         spec.plots = tuple(dict.fromkeys(spec.plots + tuple(args.plot)))
     if args.trace:
         spec.trace = True
-    out = args.out if args.out is not None else spec.output_directory
+    if args.out is not None and args.out.lower() == "none":  # print only: nothing written
+        if args.plot or args.trace:
+            raise InvalidArgumentError("--out none writes nothing: --plot and --trace need an output directory")
+        out, spec.plots, spec.trace = None, (), False
+    else:
+        out = args.out if args.out is not None else spec.output_directory
     if out is None and (spec.plots or spec.trace):
         raise InvalidArgumentError("plots and traces are files: give an output directory (--out DIR, or "
                                    "[output] directory in the scenario file)")
@@ -458,15 +501,8 @@ def _run_file(args: argparse.Namespace) -> int:
         output_directory("--out" if args.out is not None else "[output] directory", out)
     sc = spec.scenario
     print(f"fabricsim {__version__}: {args.file}: {sc.topology!r}, {sc.n_activities} activities")
-    from . import progress as bars
-
     t0 = time.perf_counter()
-    if bars.enabled(args.progress):
-        with bars.RunProgress(os.path.basename(args.file)) as bar:
-            res = spec.run(progress=bar)
-            bar.finish(res.makespan_s)
-    else:
-        res = spec.run()
+    res = _run_with_progress(sc, args.progress, os.path.basename(args.file), spec.run)
     wall_s = time.perf_counter() - t0
     print(res.summary)
     if res.collectives.num_rows:
@@ -474,7 +510,7 @@ def _run_file(args: argparse.Namespace) -> int:
         for r in res.collectives.to_pylist():
             print(f"  {r['collective_id']:>6} {r['op']:<15} {r['algorithm']:<12} {r['n_ranks']:>5} ranks "
                   f"{format_bytes(r['size_bytes']):>10}  {format_duration((r['finish_s'] or 0) - (r['start_s'] or 0)):>10}"
-                  f"  busbw {format_rate(r['busbw_Bps'] or 0.0)}")
+                  f"  busbw {_GBps(r['busbw_Bps'] or 0.0)}")
     print(f"simulated in {format_duration(wall_s)} wall time ({res.n_instants} event instants)")
     if out is not None:
         for path in spec.write(res, out):
@@ -501,7 +537,14 @@ def _plot_dir(args: argparse.Namespace) -> int:
     from .studies import plot
 
     if args.kind == "busbw":
-        table = pq.read_table(args.source)
+        if not os.path.isfile(args.source):
+            raise InvalidArgumentError(
+                f"{args.source}: no such file; give a Parquet table with size_bytes and busbw_Bps columns (one "
+                "row per size, as fs.nccl_tests or a sweep of it returns, written with pyarrow.parquet.write_table)")
+        try:
+            table = pq.read_table(args.source)
+        except (pa.ArrowException, OSError) as e:
+            raise InvalidArgumentError(f"{args.source}: cannot be read as a Parquet table ({e})") from None
         fig = plot.busbw(table, by=args.by)
     else:
         raise InvalidArgumentError(f"unknown plot {args.kind!r}")
@@ -519,7 +562,8 @@ def _add_scenario_file_commands(sub: "argparse._SubParsersAction[argparse.Argume
                         "output directory. `fabricsim schema` prints the file format's JSON Schema.")
     ru.add_argument("file", help="the scenario file (TOML)")
     ru.add_argument("--out", metavar="DIR", help="write the results here (default: the file's [output] directory, "
-                    "relative to the file; none: print only)")
+                    "relative to the file); --out none prints the summary only and writes nothing, plots and trace "
+                    "included")
     ru.add_argument("--plot", action="append", choices=PLOTS, metavar="KIND",
                     help=f"also draw this plot into DIR/KIND.png: {', '.join(PLOTS)} (repeatable; needs matplotlib)")
     ru.add_argument("--trace", action="store_true", help="also write DIR/trace.json, for ui.perfetto.dev or "

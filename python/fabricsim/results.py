@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from ._columns import table_from_columns
 from ._files import Content, write_files
+from .fabrics.links import compact_names, with_names
 from .units import format_bytes, format_duration
 
 __all__ = ["Result", "Summary", "table_from_columns"]
@@ -92,12 +93,18 @@ class Result:
     """
 
     def __init__(self, raw: dict[str, Any], node_names: Sequence[Hashable] | None = None,
-                 edge_bytes_per_byte: Mapping[int, float] | None = None) -> None:
+                 edge_bytes_per_byte: Mapping[int, float] | None = None, names: pa.Array | None = None) -> None:
         self._node_names = node_names
         self._edge_bytes_per_byte = edge_bytes_per_byte or {}
-        self.flows: pa.Table = table_from_columns(raw["flows"])
+
+        def named(table: pa.Table) -> pa.Table:  # src_name and dst_name beside the ids
+            return table if names is None else with_names(table, names)
+
+        #: One row per flow: its ends (``src``, ``dst`` and their names), size, times, rate, status.
+        self.flows: pa.Table = named(table_from_columns(raw["flows"]))
         self.delays: pa.Table = table_from_columns(raw["delays"])
-        self.links: pa.Table = table_from_columns(raw["links"])
+        #: One row per link the run loaded: its ends (ids and names), what it carried, its utilisation.
+        self.links: pa.Table = named(table_from_columns(raw["links"]))
         #: One row per collective (``Scenario.add_collective``): nccl-tests' algbw and busbw,
         #: and the analytical estimate beside the simulated time.
         self.collectives: pa.Table = pa.table({})
@@ -217,6 +224,7 @@ class Result:
             tables["rate_changes"] = self._rate_changes
 
         def writer(table: pa.Table) -> Content:
+            table = compact_names(table)
             meta = dict(table.schema.metadata or {})
             meta.update(self._parquet_metadata(table))
             return lambda handle: pq.write_table(table.replace_schema_metadata(meta), handle)

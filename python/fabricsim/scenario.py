@@ -20,9 +20,11 @@ from .collectives.construction import Builder
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology
+from .fabrics.links import name_array
 from .fabrics.topology import _fault
 from .tenancy import Job, jobs_tables, new_job
-from .progress import RunProgress
+from .progress import AUTO_DELAY_S, RunProgress, ToleranceHint
+from .progress import enabled as progress_enabled
 from .results import Result
 from .units import duration_s as _duration_s
 from .units import bandwidth_Bps as _bandwidth_Bps
@@ -126,14 +128,27 @@ _PRECHECKED_FLOWS = 1 << 16
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
 
 
-def checked_progress(progress: Any) -> bool | ProgressCallback:
+def _both(first: ProgressCallback | None, second: ProgressCallback) -> ProgressCallback:
+    """A progress callback that calls ``first`` (if any), then ``second``."""
+    if first is None:
+        return second
+
+    def both(n_done: int, n_activities: int, sim_time_s: float) -> None:
+        first(n_done, n_activities, sim_time_s)
+        second(n_done, n_activities, sim_time_s)
+
+    return both
+
+
+def checked_progress(progress: Any) -> bool | ProgressCallback | None:
     """``progress`` as ``Scenario.run`` takes it, checked before the run: a bad callback
     would otherwise fail only at the first report."""
-    if isinstance(progress, bool):
+    if progress is None or isinstance(progress, bool):
         return progress
     if not callable(progress):
         raise InvalidArgumentError(
-            f"progress must be True, False or a callable taking ({', '.join(_PROGRESS_ARGS)}), "
+            f"progress must be True, False, None (a bar on a terminal) or a callable taking "
+            f"({', '.join(_PROGRESS_ARGS)}), "
             f"got {type(progress).__name__} {progress!r}"
         )
     return callback("progress", progress, _PROGRESS_ARGS)
@@ -495,6 +510,8 @@ class Scenario:
         scale-out planes are down (``factor=0``) or degraded (capacity times ``factor``, in
         [0, 1]); ``until_s`` brings them back to full capacity then (a fault with
         ``factor=1`` at a later time does the same). The last fault on a link counts.
+        ``links`` are link ids or a selection by the topology's links table
+        (``{"tier": "leaf-spine", "plane": 0}``, as :meth:`Topology.links_where` takes it).
 
         When the run reaches ``at_s``, every flow routed by the fabric is routed again as on
         ``topology.fail(...)``: ECMP re-hashes over the survivors, adaptive routing loses
@@ -651,15 +668,20 @@ class Scenario:
     def run(
         self,
         *,
-        progress: bool | ProgressCallback = False,
+        progress: bool | ProgressCallback | None = None,
         record_rates: bool = False,
         verify_rates: bool = False,
         tolerance: float = 0.0,
     ) -> Result:
         """Simulates to completion and returns the :class:`Result`.
 
-        The GIL is released while the core runs. ``progress=True`` draws a progress line on
-        stderr; a callable gets ``(n_done, n_activities, sim_time_s)`` now and then.
+        The GIL is released while the core runs. ``progress``: None (the default) draws a
+        progress bar on stderr when stderr is a terminal and the run has taken a second
+        (:data:`fabricsim.progress.AUTO_DELAY_S`), nothing in a pipe, a file or a notebook
+        without one; True always draws it, False never; a callable gets ``(n_done,
+        n_activities, sim_time_s)`` now and then instead. An exact run with many activities
+        that has taken long says once (a :class:`~fabricsim.progress.PerformanceHint` warning)
+        that ``tolerance=`` exists.
         ``record_rates=True`` keeps every rate change (``Result.rate_changes``): about n^2/2
         rows when n flows start together, so a log that outgrows the memory stops the run with
         :class:`ScenarioTooLargeError`.
@@ -692,11 +714,14 @@ class Scenario:
         flag("record_rates", record_rates)
         flag("verify_rates", verify_rates)
         bar: RunProgress | None = None
-        callback: ProgressCallback | None
-        if progress is True:
-            bar = callback = RunProgress()
-        else:
-            callback = progress or None
+        callback: ProgressCallback | None = None
+        if progress is True or (progress is None and progress_enabled(None)):
+            bar = callback = RunProgress(total=self._core.n_activities,
+                                         delay=AUTO_DELAY_S if progress is None else 0.0)
+        elif callable(progress):
+            callback = progress
+        if tol == 0:  # the exact engine: a long run is told of the fast mode
+            callback = _both(callback, ToleranceHint())
         with self._lock:  # not while another thread is changing it
             self._n_runs += 1
         raw = None
@@ -707,10 +732,10 @@ class Scenario:
                 self._n_runs -= 1
             if bar is not None:
                 if raw is not None:  # a finished run shows as complete, not as it last reported
-                    bar.finish(raw["makespan_s"])
+                    bar.finish(raw["makespan_s"], self._core.n_activities)
                 bar.close()
         builder = self._collectives or Builder(self)
-        result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte)
+        result = Result(raw, self.topology.node_names, builder.edge_bytes_per_byte, name_array(self.topology))
         result.mode, result.tolerance = ("fast" if tol > 0 else "exact"), tol
         result.seed = self.seed
         result.collectives = builder.table(result.delays)

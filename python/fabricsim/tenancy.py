@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .fabrics.links import name_array, with_names
 from ._checks import integer, integers, share_weight, shown
 from .exceptions import InvalidArgumentError
 
@@ -459,7 +460,7 @@ def jobs_tables(sc: "Scenario", result: "Result", *, tolerance: float = 0.0) -> 
     })
     if job_links.num_rows:
         job_links = job_links.sort_by([("peak_utilization", "descending"), ("bytes_carried", "descending")])
-    return jobs_table, job_links
+    return jobs_table, with_names(job_links, name_array(sc.topology))
 
 
 def _jobs_table(rows: list[dict[str, Any]]) -> pa.Table:

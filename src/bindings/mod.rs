@@ -322,6 +322,55 @@ impl Topology {
         })
     }
 
+    /// Every node's readable name as the buffers of an Arrow string array: offsets
+    /// (n_nodes + 1, int32) and UTF-8 bytes, so that a table names its nodes without a Python
+    /// string per node.
+    fn node_name_buffers<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<u8>>)> {
+        let f = &self.inner;
+        let (offsets, bytes) = py.allow_threads(|| guard(|| f.node_names_utf8()))?;
+        Ok((offsets.into_pyarray(py), bytes.into_pyarray(py)))
+    }
+
+    /// What each link is (`topology::roles`): kind, tier and direction as dictionary
+    /// columns, plane, rail and domain as ids (-1 for none).
+    fn link_roles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let f = &self.inner;
+        let r = py.allow_threads(|| f.link_roles());
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        let table = Table {
+            columns: vec![
+                (
+                    "kind",
+                    Column::Dict {
+                        indices: r.kind.iter().map(|&k| k as i32).collect(),
+                        values: names(&topology::roles::KIND_NAMES),
+                    },
+                ),
+                (
+                    "tier",
+                    Column::Dict {
+                        indices: r.tier,
+                        values: r.tier_names,
+                    },
+                ),
+                (
+                    "direction",
+                    Column::Dict {
+                        indices: r.direction,
+                        values: names(&topology::roles::DIRECTION_NAMES),
+                    },
+                ),
+                ("plane", Column::I64(r.plane)),
+                ("rail", Column::I64(r.rail)),
+                ("domain", Column::I64(r.domain)),
+            ],
+        };
+        table_to_py(py, table)
+    }
+
     /// Where the given scale-out endpoints sit (NIC i serves GPU i; a bare Clos's host i is
     /// endpoint i): their leaves, and their pods in a three-tier Clos (0 in a two-tier one),
     /// so callers read the placement instead of restating it.

@@ -629,6 +629,28 @@ impl Fabric {
     }
 }
 
+impl Fabric {
+    /// Every node's name (`node_name`) as the buffers of an Arrow string array: `n_nodes + 1`
+    /// offsets and the UTF-8 bytes they index (fewer than 2^31: a name is some 12 bytes and a
+    /// fabric has fewer than 2^32 nodes, so only a fabric far beyond the memory has more).
+    pub fn node_names_utf8(&self) -> Result<(Vec<i32>, Vec<u8>)> {
+        let n = self.topology.n_nodes();
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut bytes = Vec::with_capacity(n * 8);
+        offsets.push(0i32);
+        for node in 0..n as u32 {
+            bytes.extend_from_slice(self.node_name(node).as_bytes());
+            let end = i32::try_from(bytes.len()).map_err(|_| {
+                Error::TooLarge(format!(
+                    "the names of {n} nodes pass the 2 GiB of text an Arrow string column holds"
+                ))
+            })?;
+            offsets.push(end);
+        }
+        Ok((offsets, bytes))
+    }
+}
+
 fn clos_node_name(s: &ClosShape, local: u32, leaf_word: &str) -> String {
     let per = s.nodes_per_plane();
     let (plane, i) = (local / per, local % per);

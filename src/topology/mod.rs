@@ -4,6 +4,7 @@
 pub mod clos;
 pub mod fabric;
 pub mod generators;
+pub mod roles;
 
 use crate::error::{check_capacity, check_non_negative, Error, Result};
 use crate::ids::{LinkId, NodeId};

@@ -295,8 +295,9 @@ def test_demo_phase_table_shows_a_phase_whose_flows_all_failed():
     res = sc.run()
     assert res.flows["status"].to_pylist() == ["failed", "failed"]
     header, *rows = cli._phase_table(res.flows).splitlines()
-    # They failed at 0 (start 0 s), moved nothing (0 b/s) and have no finish.
-    rest = [*fs.units.format_bytes(1e9).split(), "0", "s", "-", "0", "b/s"]
+    # They failed at 0 (start 0 s), moved nothing (0 GB/s, the unit of every rate the CLI prints) and have
+    # no finish.
+    rest = [*fs.units.format_bytes(1e9).split(), "0", "s", "-", "0.00", "GB/s"]
     assert [row.split() for row in rows] == [["grad", "1", *rest], ["lost", "1", *rest]]
 
 

@@ -352,7 +352,7 @@ def test_keys_seeds_and_counts_are_integers_in_range(call, name):
 
 
 @pytest.mark.parametrize("option,bad", [
-    ("progress", 5), ("progress", "yes"), ("progress", None),
+    ("progress", 5), ("progress", "yes"),
     ("record_rates", 1), ("verify_rates", "no"),
 ])
 def test_run_options_are_checked_before_running(option, bad):

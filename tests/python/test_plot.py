@@ -79,22 +79,51 @@ def test_fct_cdf_steps_through_every_flow():
     fig = plot.fct_cdf(sc.run())
     ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    assert set(lines) == {"a (1)", "b (1)"}
-    np.testing.assert_allclose(lines["a (1)"].get_xdata(), [1.5, 1.5])
-    np.testing.assert_allclose(lines["a (1)"].get_ydata(), [0.0, 1.0])
-    np.testing.assert_allclose(lines["b (1)"].get_xdata(), [1.0, 1.0])
-    assert ax.get_xlabel() == "flow completion time (s)" and ax.get_ylabel() == "fraction of flows"
+    # One flow per tag: a point at its time, not a vertical step.
+    assert set(lines) == {"a (1): 1.5 s", "b (1): 1 s"}
+    np.testing.assert_allclose(lines["a (1): 1.5 s"].get_xdata(), [1.5])
+    np.testing.assert_allclose(lines["a (1): 1.5 s"].get_ydata(), [1.0])
+    assert lines["a (1): 1.5 s"].get_linestyle() == "None" and lines["a (1): 1.5 s"].get_marker() == "o"
+    np.testing.assert_allclose(lines["b (1): 1 s"].get_xdata(), [1.0])
+    assert ax.get_xlabel() == "completion time (s)" and ax.get_ylabel() == "fraction completed"
     assert ax.get_xscale() == "linear"  # 1 s to 1.5 s is no span for a log axis
 
     topo = fs.Topology.from_arrays([0], [1], 1e9)
     sc = fs.Scenario(topo)
     sizes = np.geomspace(1e3, 1e9, 7)
     sc.add_flows([0] * 7, [1] * 7, sizes, start_s=np.arange(7) * 10.0)  # one at a time
-    fig = plot.fct_cdf(sc.run(), by=None)
+    fig = plot.fct_cdf(sc.run(), sc, by=None)
     (line,) = fig.axes[0].get_lines()
     np.testing.assert_allclose(line.get_xdata()[1:] * 1.0, sizes / 1e9)
     np.testing.assert_allclose(line.get_ydata(), np.arange(8) / 7)
     assert fig.axes[0].get_xscale() == "log"
+    assert fig.axes[0].get_title() == "Completion times on 2 nodes, 1 link"
+
+
+def test_fct_of_a_collective_run_shows_each_collective_against_its_idle_time():
+    # Its flows finish together (one pipelined transfer): their CDF was one vertical line.
+    sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
+    sc.add_collective("all_reduce", None, "256MiB")
+    sc.add_collective("all_reduce", range(8), "64MiB")
+    sc.add_collective("all_to_all", range(8, 16), "64MiB")  # at the same time: contention
+    res = sc.run()
+    fig = plot.fct_cdf(res, sc)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    colls = res.collectives.to_pylist()
+    took = sorted(r["finish_s"] - r["start_s"] for r in colls if r["op"] == "all_reduce")
+    idle = sorted(r["analytical_s"] for r in colls if r["op"] == "all_reduce")
+    steps = lines["all_reduce (collectives)"]
+    np.testing.assert_allclose(steps.get_xdata(), np.array([took[0], *took]) * 1e3, rtol=1e-12)  # ms
+    np.testing.assert_allclose(steps.get_ydata(), [0.0, 0.5, 1.0])
+    hollow = lines["all_reduce on an idle fabric"]
+    np.testing.assert_allclose(hollow.get_xdata(), np.array(idle) * 1e3, rtol=1e-12)
+    assert hollow.get_markerfacecolor() == "none"
+    (a2a,) = [r for r in colls if r["op"] == "all_to_all"]
+    point = next(line for name, line in lines.items() if name.startswith("all_to_all (collectives): "))
+    np.testing.assert_allclose(point.get_xdata(), [(a2a["finish_s"] - a2a["start_s"]) * 1e3], rtol=1e-12)
+    assert not any(name.startswith("all_reduce (") and "flows" in name for name in lines)  # its flows left out
+    assert ax.get_title() == "Completion times on 2 x 8 H100 on quantum-2"
 
 
 def collective_scenario():
@@ -103,6 +132,17 @@ def collective_scenario():
     ar = sc.add_collective("all_reduce", [0, 1, 2, 3], "64MiB", after=compute, tag="grads")
     sc.add_delay("200us", after=ar, tag="optimizer")
     return sc
+
+
+def bars_of(ax):
+    """Each bar drawn: (lane label, start, width) read off the axes' rectangles."""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    out = []
+    for c in ax.collections:
+        for path in c.get_paths():
+            (x0, y0), (x1, _) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+            out.append((labels[int(y0)], x0, x1 - x0))
+    return sorted(out)
 
 
 def test_timeline_shows_each_collective_on_its_ranks():
@@ -119,19 +159,104 @@ def test_timeline_shows_each_collective_on_its_ranks():
     fig = plot.timeline(res, sc)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["compute", "gpu0", "gpu1", "gpu2", "gpu3", "optimizer"]
-    bars = sum(len(c.get_paths()) for c in ax.collections)
-    assert bars == 6
     scale = 1e3  # ms
+    drawn = bars_of(ax)
+    assert [(lane, pytest.approx(x), pytest.approx(w)) for lane, x, w in drawn] == [
+        (lane, (r["start_s"] * scale), ((r["finish_s"] - r["start_s"]) * scale)) for lane, r in
+        sorted(zip(t["lane"].to_pylist(), rows), key=lambda p: (p[0], p[1]["start_s"]))]
     assert ax.get_xlim() == pytest.approx((0.0, res.makespan_s * scale))
     assert ax.get_xlabel() == "time (ms)"
+    assert ax.get_title() == "Timeline on 8 H100: all_reduce"
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
     assert labels == {"compute", "optimizer", f"all_reduce ({coll['algorithm']})"}
     # Lanes by the caller, and flows on their sources.
     t = trace.timeline(res, sc, lanes={0: "stage 0"})
     assert t["lane"].to_pylist()[-1] == "stage 0"
     sc2 = line_scenario()
-    t = trace.timeline(sc2.run(), sc2, flows=True)
-    assert t["lane"].to_pylist() == ["node0", "node0"] and t["kind"].to_pylist() == ["flow", "flow"]
+    t = trace.timeline(sc2.run(), sc2)
+    # Both flows leave node0 at once: the second on a lane of its own beside the first.
+    assert t["lane"].to_pylist() == ["node0", "node0 #2"] and t["kind"].to_pylist() == ["flow", "flow"]
+    assert trace.timeline(sc2.run(), sc2, flows=False).num_rows == 0
+
+
+def test_concurrent_collectives_get_lanes_of_their_own():
+    # An all-reduce from 1.2 ms and an all-to-all from 1 ms on the same GPUs: the all-reduce
+    # appeared to start when the all-to-all ended, drawn over it.
+    sc = fs.Scenario(fs.hgx_h100())
+    sc.add_collective("all_to_all", range(4), "256MiB", start_s="1ms")
+    sc.add_collective("all_reduce", range(4), "1GiB", start_s="1.2ms")
+    res = sc.run()
+    colls = {r["op"]: r for r in res.collectives.to_pylist()}
+    assert colls["all_reduce"]["start_s"] < colls["all_to_all"]["finish_s"]  # they overlap
+    t = trace.timeline(res, sc).to_pylist()
+    lanes = {(r["lane"], r["name"].split(" ")[0]) for r in t}
+    assert lanes == {(f"gpu{g}", "all_to_all") for g in range(4)} | {(f"gpu{g} #2", "all_reduce") for g in range(4)}
+    for r in t:  # each where it really is
+        c = colls[r["name"].split(" ")[0]]
+        assert (r["start_s"], r["finish_s"]) == (c["start_s"], c["finish_s"])
+    ax = plot.timeline(res, sc).axes[0]
+    assert [x.get_text() for x in ax.get_yticklabels()] == ["gpu0", "gpu0 #2", "gpu1", "gpu1 #2", "gpu2", "gpu2 #2",
+                                                            "gpu3", "gpu3 #2"]
+    drawn = bars_of(ax)
+    assert ("gpu0 #2", pytest.approx(colls["all_reduce"]["start_s"] * 1e3),
+            pytest.approx((colls["all_reduce"]["finish_s"] - colls["all_reduce"]["start_s"]) * 1e3)) in drawn
+    # Nothing on one lane overlaps.
+    for lane in {d[0] for d in drawn}:
+        spans = sorted((x, x + w) for l, x, w in drawn if l == lane)
+        assert all(a[1] <= b[0] + 1e-12 for a, b in zip(spans, spans[1:]))
+    events = trace.trace_events(res, sc)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert sorted(threads.values()) == sorted(x.get_text() for x in ax.get_yticklabels())
+
+
+def test_the_demo_timeline_draws_its_flows():
+    # The demo's timeline was one bar (its compute) in 155 ms: the flows were left out.
+    from fabricsim.studies.demo import demo_scenario
+
+    sc = demo_scenario(n_leaves=2, hosts_per_leaf=2, n_spines=1, link_Bps=50e9, transfer_bytes=2**20, seed=0)
+    res = sc.run()
+    ax = plot.timeline(res, sc).axes[0]
+    drawn = bars_of(ax)
+    flows = res.flows.to_pylist()
+    assert len(drawn) == res.delays.num_rows + len(flows)
+    for f in flows:  # every flow on its source's lane, from ready to finish
+        assert any(lane.split(" #")[0] == f["src_name"] and x == pytest.approx(f["ready_s"] * 1e3)
+                   and w == pytest.approx((f["finish_s"] - f["ready_s"]) * 1e3) for lane, x, w in drawn), f
+
+
+def test_busbw_against_size(tmp_path, capsys):
+    table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "4M", 2)
+    fig = plot.busbw(table, by="algorithm")
+    ax = fig.axes[0]
+    xs = np.concatenate([line.get_xdata() for line in ax.get_lines()])
+    ys = np.concatenate([line.get_ydata() for line in ax.get_lines()])
+    np.testing.assert_allclose(np.unique(xs), table["size_bytes"].to_numpy())
+    np.testing.assert_allclose(np.sort(ys[~np.isnan(ys)]), np.sort(table["busbw_Bps"].to_numpy() / 1e9))
+    assert ax.get_xscale() == "log" and ax.get_ylabel() == "busbw (GB/s)" and ax.get_xlabel() == "size"
+    fig.canvas.draw()
+    ticks = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    assert ticks >= {"1 MiB", "2 MiB", "4 MiB"}, ticks  # sizes as they are written, not 2^20
+    assert ax.get_title() == "all_reduce bus bandwidth on 8 H100"
+    # from the shell: nccl-tests --plot, and plot from a table written before
+    png = tmp_path / "busbw.png"
+    assert cli.main(["nccl-tests", "-b", "1M", "-e", "2M", "--no-progress", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == PNG
+    pq.write_table(table, tmp_path / "t.parquet")
+    assert cli.main(["plot", "busbw", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "b2.png"), "--by", "algorithm"]) == 0
+    assert (tmp_path / "b2.png").read_bytes()[:8] == PNG
+    capsys.readouterr()
+
+
+def test_busbw_leaves_a_gap_where_another_algorithm_ran():
+    # Ring at the small and large sizes, tree in between: ring's line was drawn straight across.
+    table = pa.table({"size_bytes": [1, 2, 4, 8, 16], "busbw_Bps": [1e9, 2e9, 3e9, 4e9, 5e9],
+                      "algorithm": ["ring", "tree", "tree", "ring", "ring"]})
+    ax = plot.busbw(table, by="algorithm", title="t").axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    np.testing.assert_array_equal(lines["algorithm=ring"].get_xdata(), [1, 2, 4, 8, 16])
+    np.testing.assert_array_equal(lines["algorithm=ring"].get_ydata(), [1, np.nan, np.nan, 4, 5])
+    np.testing.assert_array_equal(lines["algorithm=tree"].get_ydata(), [np.nan, 2, 3, np.nan, np.nan])
+    assert ax.get_title() == "t"
 
 
 def test_trace_is_chrome_trace_event_format(tmp_path):
@@ -152,25 +277,6 @@ def test_trace_is_chrome_trace_event_format(tmp_path):
     delays = [e for e in complete if e["cat"] == "delay"]
     assert {e["pid"] for e in delays} == {2} and {e["name"] for e in delays} == {"compute", "optimizer"}
     assert data["otherData"]["makespan_s"] == res.makespan_s
-
-
-def test_busbw_against_size(tmp_path, capsys):
-    table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "4M", 2)
-    fig = plot.busbw(table, by="algorithm")
-    ax = fig.axes[0]
-    xs = np.concatenate([line.get_xdata() for line in ax.get_lines()])
-    ys = np.concatenate([line.get_ydata() for line in ax.get_lines()])
-    np.testing.assert_allclose(np.sort(xs), table["size_bytes"].to_numpy())
-    np.testing.assert_allclose(np.sort(ys), np.sort(table["busbw_Bps"].to_numpy() / 1e9))
-    assert ax.get_xscale() == "log" and ax.get_ylabel() == "busbw (GB/s)" and ax.get_xlabel() == "size (bytes)"
-    # from the shell: nccl-tests --plot, and plot from a table written before
-    png = tmp_path / "busbw.png"
-    assert cli.main(["nccl-tests", "-b", "1M", "-e", "2M", "--no-progress", "--plot", str(png)]) == 0
-    assert png.read_bytes()[:8] == PNG
-    pq.write_table(table, tmp_path / "t.parquet")
-    assert cli.main(["plot", "busbw", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "b2.png"), "--by", "algorithm"]) == 0
-    assert (tmp_path / "b2.png").read_bytes()[:8] == PNG
-    capsys.readouterr()
 
 
 # ---- progress ---------------------------------------------------------------------------

@@ -248,3 +248,61 @@ def test_describe_reports_every_part_and_the_total():
     assert d["power", "total"] == 90_000.0 and d["cost", "total"] is None  # GB200 price unknown
     text = str(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2").describe())
     assert "NIC-side optics" in text and "$960,000" in text and "unknown" in text
+
+
+def test_typical_and_maximum_power_total_where_every_part_is_known():
+    # Datasheet-style figures given by the user (the shipped switches' and NICs' are unknown):
+    # typical and maximum, each counted over the structure.
+    add_part("qm-known", "switch", source="test",
+             **{**dict(part("quantum-2")), "system_watts": 750.0, "system_watts_max": 1100.0})
+    add_part("cx7-known", "nic", source="test", **{**dict(part("cx7")), "watts": 20.0, "watts_max": 25.0})
+    try:
+        f = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="qm-known", nic="cx7-known", tiers=2)
+        out = f.structure["scale_out"]
+        n_sw = out["n_leaves"] + out["n_spines"]
+        native_ports = 512 + 2 * out["n_leaves"] * out["leaf_up"]
+        optics = 512 * 9.0 + native_ports * 8.5  # the same figure typical and maximum
+        t = power.totals(f)
+        assert t["network_watts"] == 512 * 20.0 + n_sw * 750.0 + optics
+        assert t["network_max_watts"] == 512 * 25.0 + n_sw * 1100.0 + optics
+        assert t["unknown_max_power"] == ["nvswitch"]  # NVSwitch3's is not public: the total stays unknown
+        assert t["total_max_watts"] is None and t["total_known_max_watts"] == 512 * 700.0 + t["network_max_watts"]
+        b = {r["component"]: r for r in power.budget(f).to_pylist()}
+        assert (b["switch"]["each_watts"], b["switch"]["each_max_watts"]) == (750.0, 1100.0)
+        assert b["nic"]["total_max_watts"] == 512 * 25.0 and b["nic"]["max_watts_source"] == "test"
+        d = {(r["section"], r["quantity"]): r["value"] for r in f.describe().table.to_pylist()}
+        assert d["power", "network (NICs, their optics, switches, switch optics)"] == t["network_watts"]
+        assert d["power", "network at maximum (NICs and switches at their datasheet maximum)"] == t["network_max_watts"]
+        row = power.compare([f]).to_pylist()[0]
+        assert row["network_max_watts"] == t["network_max_watts"] and row["network_watts_per_gpu"] == t["network_watts"] / 512
+        # Without a maximum the maximum is unknown, the typical still known.
+        add_part("cx7-typical", "nic", source="test", **{**dict(part("cx7")), "watts": 20.0})
+        g = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="qm-known", nic="cx7-typical", tiers=2)
+        assert power.totals(g)["network_watts"] == t["network_watts"] and power.totals(g)["network_max_watts"] is None
+    finally:
+        for name in ("qm-known", "cx7-known", "cx7-typical"):
+            try:
+                remove_part(name)
+            except InvalidArgumentError:
+                pass
+
+
+def test_the_network_scope_of_the_cpo_claim_is_known_once_its_parts_are():
+    add_part("cx8-known", "nic", source="test", **{**dict(part("cx8")), "watts": 30.0, "watts_max": 40.0})
+    add_part("qx-known", "switch", source="test", **{**dict(part("quantum-x800")), "system_watts": 2000.0})
+    add_part("qxp-known", "switch", source="test", **{**dict(part("quantum-x-photonics")), "system_watts": 2000.0})
+    try:
+        gpu = dict(part("b300"))
+        add_part("b300-known", "gpu", source="test", **{**gpu, "nic": "cx8-known"})
+        domain = {"gpu": "b300-known", "switch": "nvlink5-switch", "chip_links": [9, 9], "n_gpus": 8}
+        e = power.cpo_claim(8192, domain=domain, pluggable="qx-known", co_packaged="qxp-known")
+        t = {r["scope"]: r for r in e.table.to_pylist()}
+        net = t["network (NICs, NIC optics, switches, switch optics)"]
+        p, c = (power.totals(plan) for plan in e.plans)
+        assert net["pluggable_watts"] == p["nic_watts"] + p["nic_optics_watts"] + p["switch_watts"] + p["switch_optics_watts"]
+        assert net["ratio"] == pytest.approx(p["network_watts"] / c["network_watts"])
+        # Switch ASICs and NICs draw the same in both builds: the network gains less than the optics.
+        assert 1 < net["ratio"] < t["all optics (switch side + NIC side)"]["ratio"]
+    finally:
+        for name in ("b300-known", "cx8-known", "qx-known", "qxp-known"):
+            remove_part(name)

@@ -646,3 +646,160 @@ fn oversubscription_is_the_down_up_capacity_ratio_as_built() {
     }
     assert_eq!(checked, 3 * 2 * 10 * 2 + 8);
 }
+
+/// A node name's word and its plane and domain prefixes: `d3.nvswitch4` is ("nvswitch", None,
+/// Some(3)), `p1.leaf7` ("leaf", Some(1), None), `gpu12` ("gpu", None, None).
+fn name_parts(name: &str) -> (String, Option<i64>, Option<i64>) {
+    let (mut plane, mut domain) = (None, None);
+    let mut rest = name;
+    while let Some((prefix, tail)) = rest.split_once('.') {
+        let n: i64 = prefix[1..].parse().unwrap();
+        match &prefix[..1] {
+            "p" => plane = Some(n),
+            "d" => domain = Some(n),
+            other => panic!("prefix {other} in {name}"),
+        }
+        rest = tail;
+    }
+    let word = rest
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .to_string();
+    (word, plane, domain)
+}
+
+/// Levels of node words, endpoints lowest.
+fn word_level(word: &str) -> u8 {
+    match word {
+        "gpu" | "host" => 0,
+        "nic" => 1,
+        "nvswitch" | "leaf" | "pcie_switch" => 2,
+        "spine" | "cpu" => 3,
+        "core" => 4,
+        other => panic!("node word {other}"),
+    }
+}
+
+#[test]
+fn link_roles_agree_with_the_names_of_their_ends() {
+    let mut all = cases();
+    all.push(Case {
+        name: "pcie server",
+        fabric: pcie_server(8, 2, 1, 2, 64e9, 50e9, 64e9, 1e-6).unwrap(),
+        endpoints: Vec::new(),
+        masked: Vec::new(),
+    });
+    for c in all {
+        let f = &c.fabric;
+        let r = f.link_roles();
+        let t = f.topology();
+        assert_eq!(r.kind.len(), f.n_links(), "{}", c.name);
+        let rails = f.scale_out.as_ref().map_or(1, |o| o.shape.rails);
+        for l in 0..f.n_links() {
+            let (a, b) = (t.link_src()[l], t.link_dst()[l]);
+            let (wa, pa, da) = name_parts(&f.node_name(a));
+            let (wb, pb, db) = name_parts(&f.node_name(b));
+            let up = word_level(&wa) < word_level(&wb);
+            let (low, high) = if up { (&wa, &wb) } else { (&wb, &wa) };
+            let tier = &r.tier_names[r.tier[l] as usize];
+            assert_eq!(tier, &format!("{low}-{high}"), "{}: link {l}", c.name);
+            let level = (word_level(&wa), word_level(&wb));
+            let direction = if level.0 == level.1 {
+                -1
+            } else if up {
+                0
+            } else {
+                1
+            };
+            assert_eq!(r.direction[l], direction, "{}: link {l}", c.name);
+            let kind = fabricsim::topology::roles::KIND_NAMES[r.kind[l] as usize];
+            let want_kind = match (wa.as_str(), wb.as_str()) {
+                ("gpu", "nic") | ("nic", "gpu") => "pcie",
+                _ if f.domains.is_none() && f.scale_out.is_none() => "pcie",
+                _ if wa == "nvswitch" || wb == "nvswitch" || da.is_some() || db.is_some() => {
+                    "scale_up"
+                }
+                _ => "scale_out",
+            };
+            assert_eq!(kind, want_kind, "{}: link {l} {wa}->{wb}", c.name);
+            // The switch end carries the plane (multi-plane Clos) and the domain.
+            let plane = pa.or(pb);
+            if kind == "scale_out" && plane.is_some() {
+                assert_eq!(Some(r.plane[l]), plane, "{}: link {l}", c.name);
+            }
+            if kind == "scale_up" {
+                assert_eq!(Some(r.domain[l]), da.or(db), "{}: link {l}", c.name);
+                let tier1 = f.domains.as_ref().unwrap().shape.tiers == 1;
+                if tier1 {
+                    // One switch chip per plane, named by its plane.
+                    let chip = if up { b } else { a };
+                    let n = f.node_name(chip);
+                    let digits: String =
+                        n.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+                    let plane: i64 = digits.chars().rev().collect::<String>().parse().unwrap();
+                    assert_eq!(r.plane[l], plane, "{}: link {l} {n}", c.name);
+                }
+            }
+            if matches!(tier.as_str(), "nic-leaf" | "gpu-nic") && rails > 1 {
+                let endpoint = if up { a } else { b } % f.n_gpus.max(1);
+                assert_eq!(r.rail[l], (endpoint % rails) as i64, "{}: link {l}", c.name);
+            }
+            if kind != "scale_up" && !tier.starts_with("gpu-") {
+                assert_eq!(r.domain[l], -1, "{}: link {l}", c.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_leaf_of_one_rail_names_its_rail() {
+    // 4 HGX boards on 8-port leaves (4 down, 4 up): each rail's 4 NICs fill a leaf.
+    let f = cluster(
+        4,
+        &nvlink(8, vec![5, 4, 4, 5], 1, 64),
+        64e9,
+        &scale_out(2, 1, 8, [1.0, 1.0]),
+    )
+    .unwrap();
+    let r = f.link_roles();
+    let t = f.topology();
+    let leaf_spine = r.tier_names.iter().position(|n| n == "leaf-spine").unwrap() as i32;
+    let mut seen = std::collections::BTreeSet::new();
+    for l in 0..f.n_links() {
+        if r.tier[l] == leaf_spine {
+            let leaf = if r.direction[l] == 0 {
+                t.link_src()[l]
+            } else {
+                t.link_dst()[l]
+            };
+            // The NICs under that leaf are all of the link's rail.
+            for &down in t.out_links(NodeId(leaf)) {
+                let nic = t.link_dst()[down as usize];
+                if nic < f.n_gpus + f.n_nics && nic >= f.n_gpus {
+                    assert_eq!(((nic - f.n_gpus) % 8) as i64, r.rail[l], "link {l}");
+                }
+            }
+            seen.insert(r.rail[l]);
+        }
+    }
+    assert_eq!(seen, (0..8).collect());
+}
+
+#[test]
+fn a_plain_topology_has_plain_links() {
+    let t = fabricsim::topology::Topology::from_links(
+        3,
+        vec![0, 1],
+        vec![1, 2],
+        vec![1.0, 1.0],
+        vec![0.0, 0.0],
+    )
+    .unwrap();
+    let r = Fabric::generic(t).link_roles();
+    assert_eq!(r.kind, vec![0, 0]);
+    assert_eq!(r.tier, vec![-1, -1]);
+    assert!(r.tier_names.is_empty());
+    assert_eq!(
+        (r.plane, r.rail, r.domain),
+        (vec![-1, -1], vec![-1, -1], vec![-1, -1])
+    );
+}

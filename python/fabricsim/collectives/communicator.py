@@ -156,13 +156,13 @@ def fabric_view(topology: Any) -> FabricView:
     injection = None
     if "domain" not in st and "scale_out" not in st:
         # A plain topology, or GPUs on PCIe alone (pcie_server): rates and paths measured.
-        links = topology.links
-        injection = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy(),
+        links: dict[str, Any] = dict(topology._core.link_columns())  # ids and capacities, not the named table
+        injection = np.bincount(links["src"], weights=links["capacity_Bps"],
                                 minlength=topology.n_nodes)
     cut_off = np.zeros(0, dtype=np.int64)
     if parts.get("faults"):  # which ranks a fault cut off: a collective over them cannot run
-        links = topology.links
-        live = np.bincount(links["src"].to_numpy(), weights=links["capacity_Bps"].to_numpy() > 0,
+        links = dict(topology._core.link_columns())
+        live = np.bincount(links["src"], weights=links["capacity_Bps"] > 0,
                            minlength=topology.n_nodes)
         cut_off = np.flatnonzero(live[:n_rank_nodes if n_rank_nodes is not None else topology.n_nodes] == 0)
     view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection,

@@ -5,6 +5,8 @@ Modules, each importing only the ones before it:
 * :mod:`~fabricsim.fabrics.part` and :mod:`~fabricsim.fabrics.catalog`: the hardware catalog,
   every part's figures with their sources (``data/catalog.json``);
 * :mod:`~fabricsim.fabrics.specs`: catalog parts as the Rust generators' parameters;
+* :mod:`~fabricsim.fabrics.links`: a topology's links by what they are (the links table,
+  selection by its columns, NetworkX out) and its nodes by name;
 * :mod:`~fabricsim.fabrics.topology`: :class:`Topology`, a graph of links, and faults on it;
 * :mod:`~fabricsim.fabrics.budget` and :mod:`~fabricsim.fabrics.describe`: a fabric's parts
   counted, their power and price, and the report :meth:`Fabric.describe` prints;

@@ -24,13 +24,17 @@ COMPONENTS = ("gpu", "nvswitch", "nic", "nic_optics", "switch", "switch_optics")
 #: The components that make up the scale-out network.
 NETWORK = ("nic", "nic_optics", "switch", "switch_optics")
 
-_WHAT = {  # component -> (catalog part key in fabric parts, count unit, watts field, usd field)
-    "gpu": ("gpu", "GPUs", "watts", "usd"),
-    "nvswitch": ("nvswitch", "chips", "watts", "usd"),
-    "nic": ("nic", "NICs", "watts", "usd"),
-    "nic_optics": ("nic", "transceivers", "optics_watts_per_cage", "optics_usd_per_cage"),
-    "switch": ("switch", "switches", "system_watts", "system_usd"),
-    "switch_optics": ("switch", "native ports", "optics_watts_per_port", "optics_usd_per_port"),
+# component -> (catalog part key in fabric parts, count unit, typical watts field, maximum watts
+# field, usd field). A GPU's and an NVSwitch chip's watts are their TDP, an optic's its
+# module's maximum: one figure for both; NICs and switch systems have a typical (the datasheets'
+# typical, ATIS traffic, passive cables) and a maximum.
+_WHAT = {
+    "gpu": ("gpu", "GPUs", "watts", "watts", "usd"),
+    "nvswitch": ("nvswitch", "chips", "watts", "watts", "usd"),
+    "nic": ("nic", "NICs", "watts", "watts_max", "usd"),
+    "nic_optics": ("nic", "transceivers", "optics_watts_per_cage", "optics_watts_per_cage", "optics_usd_per_cage"),
+    "switch": ("switch", "switches", "system_watts", "system_watts_max", "system_usd"),
+    "switch_optics": ("switch", "native ports", "optics_watts_per_port", "optics_watts_per_port", "optics_usd_per_port"),
 }
 
 
@@ -79,10 +83,12 @@ def _check_fabric(fabric: Any, where: str) -> None:
 
 def budget(fabric: Union[Fabric, FabricPlan]) -> pa.Table:
     """One row per component the fabric has: ``component`` (see :data:`COMPONENTS`),
-    ``part`` (catalog name), ``count`` and ``count_unit``, ``each_watts`` and ``total_watts``,
-    ``each_usd`` and ``total_usd`` (null when the catalog does not know), and the catalog's
-    ``watts_source`` and ``usd_source``. Switch optics count native ports in use (a pluggable
-    switch's transceiver serves ``ports_per_cage`` of them).
+    ``part`` (catalog name), ``count`` and ``count_unit``, ``each_watts`` and ``total_watts``
+    (typical: a NIC's and a switch system's datasheet typical, a GPU's TDP), ``each_max_watts``
+    and ``total_max_watts`` (maximum: what a power budget provisions), ``each_usd`` and
+    ``total_usd`` (null when the catalog does not know), and the catalog's ``watts_source``,
+    ``max_watts_source`` and ``usd_source``. Switch optics count native ports in use (a
+    pluggable switch's transceiver serves ``ports_per_cage`` of them).
 
     Example::
 
@@ -95,19 +101,22 @@ def budget(fabric: Union[Fabric, FabricPlan]) -> pa.Table:
     for comp in COMPONENTS:
         if not counts[comp]:
             continue
-        key, unit, wf, uf = _WHAT[comp]
+        key, unit, wf, mf, uf = _WHAT[comp]
         p = parts[key]
-        each_w, each_u = p.get(wf), p.get(uf)
+        each_w, each_m, each_u = p.get(wf), p.get(mf), p.get(uf)
+        n = counts[comp]
         rows.append(dict(
-            component=comp, part=p.name, count=counts[comp], count_unit=unit,
-            each_watts=each_w, total_watts=None if each_w is None else each_w * counts[comp],
-            each_usd=each_u, total_usd=None if each_u is None else each_u * counts[comp],
-            watts_source=p.sources.get(wf, ""), usd_source=p.sources.get(uf, ""),
+            component=comp, part=p.name, count=n, count_unit=unit,
+            each_watts=each_w, total_watts=None if each_w is None else each_w * n,
+            each_max_watts=each_m, total_max_watts=None if each_m is None else each_m * n,
+            each_usd=each_u, total_usd=None if each_u is None else each_u * n,
+            watts_source=p.sources.get(wf, ""), max_watts_source=p.sources.get(mf, ""), usd_source=p.sources.get(uf, ""),
         ))
     schema = pa.schema([
         ("component", pa.string()), ("part", pa.string()), ("count", pa.float64()), ("count_unit", pa.string()),
-        ("each_watts", pa.float64()), ("total_watts", pa.float64()), ("each_usd", pa.float64()),
-        ("total_usd", pa.float64()), ("watts_source", pa.string()), ("usd_source", pa.string()),
+        ("each_watts", pa.float64()), ("total_watts", pa.float64()), ("each_max_watts", pa.float64()),
+        ("total_max_watts", pa.float64()), ("each_usd", pa.float64()), ("total_usd", pa.float64()),
+        ("watts_source", pa.string()), ("max_watts_source", pa.string()), ("usd_source", pa.string()),
     ])
     return pa.Table.from_pylist(rows, schema=schema)
 
@@ -119,11 +128,13 @@ def _sum(values: Sequence[float | None]) -> tuple[float | None, float]:
 
 
 def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
-    """The fabric's power and price by component as one mapping: ``<component>_watts`` and
-    ``<component>_usd`` for each of :data:`COMPONENTS` (0.0 for a component the fabric does not
-    have, None when its figure is unknown), ``network_watts`` (NICs, their optics, switches,
-    switch optics), ``total_watts``, the same in USD, ``network_known_watts`` and
-    ``total_known_watts`` (the known components only), and ``unknown_power`` /
+    """The fabric's power and price by component as one mapping: ``<component>_watts``,
+    ``<component>_max_watts`` and ``<component>_usd`` for each of :data:`COMPONENTS` (0.0 for a
+    component the fabric does not have, None when its figure is unknown), ``network_watts``
+    (NICs, their optics, switches, switch optics), ``total_watts``, the same at maximum and in
+    USD (``network_max_watts``, ``total_usd``, ...), each known where every component's figure
+    is; ``network_known_watts`` and ``total_known_watts`` (the known components only, and
+    likewise at maximum and in USD), and ``unknown_power``, ``unknown_max_power`` and
     ``unknown_price``: the components whose figure is unknown.
 
     Example::
@@ -132,7 +143,7 @@ def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
     """
     rows = {r["component"]: r for r in budget(fabric).to_pylist()}
     out: dict[str, Any] = {"n_gpus": int(fabric.structure["n_gpus"])}
-    for unit in ("watts", "usd"):
+    for unit, unknown in (("watts", "unknown_power"), ("max_watts", "unknown_max_power"), ("usd", "unknown_price")):
         values: dict[str, float | None] = {
             c: (rows[c][f"total_{unit}"] if c in rows else 0.0) for c in COMPONENTS
         }
@@ -140,5 +151,5 @@ def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
             out[f"{c}_{unit}"] = values[c]
         out[f"network_{unit}"], out[f"network_known_{unit}"] = _sum([values[c] for c in NETWORK])
         out[f"total_{unit}"], out[f"total_known_{unit}"] = _sum(list(values.values()))
-        out["unknown_power" if unit == "watts" else "unknown_price"] = [c for c in COMPONENTS if values[c] is None]
+        out[unknown] = [c for c in COMPONENTS if values[c] is None]
     return out

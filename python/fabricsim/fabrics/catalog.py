@@ -12,8 +12,9 @@ fields ("400Gb/s", "150ns"), parsed by :mod:`fabricsim.units`.
 
 Kinds and their fields (required unless marked optional; ``system_watts``, a switch's
 ``ports_per_cage`` and a NIC's ``ethernet_port_Bps`` may be ``None``). Power and price fields
-are optional and ``None`` when unknown: ``watts`` is the part's maximum power (a GPU's TDP, a
-chip's or adapter's maximum, without transceivers), ``usd`` its price; a price is public for
+are optional and ``None`` when unknown: ``watts`` is a GPU's TDP and a switch chip's
+maximum; NICs and switch systems have a typical (``watts``, ``system_watts``) and a maximum
+(``watts_max``, ``system_watts_max``), without transceivers; ``usd`` is a price, public for
 few parts, so most are ``None``. :mod:`fabricsim.power` adds them up per fabric.
 
 ``gpu``
@@ -31,17 +32,19 @@ few parts, so most are ``None``. :mod:`fabricsim.power` adds them up per fabric.
     ``ports_per_cage`` (int: how many of those plane ports leave through one transceiver cage),
     ``ethernet_port_Bps`` (fastest Ethernet port, so the fewest planes Ethernet needs;
     ``None`` if the NIC runs Ethernet at ``rate_Bps`` on one port or not at all), ``host_Bps`` (PCIe per direction), ``protocols`` (non-empty subset of "infiniband",
-    "ethernet"), ``latency_s``; optional ``watts`` (adapter without transceiver),
-    ``optics_watts_per_cage`` (the transceiver plugged into each of its cages),
-    ``usd``, ``optics_usd_per_cage``.
+    "ethernet"), ``latency_s``; optional ``switch`` (the scale-out switch of its generation,
+    :func:`fabricsim.cluster`'s default), ``watts`` (adapter without transceiver, its
+    datasheet's typical power) and ``watts_max`` (its maximum), ``optics_watts_per_cage`` (the
+    transceiver plugged into each of its cages), ``usd``, ``optics_usd_per_cage``.
 ``switch``
     ``protocol`` ("infiniband" or "ethernet"), ``ports`` (native ports), ``port_Bps``,
     ``lane_Bps`` (smallest breakout port speed; radix at breakout is
     ``ports * port_Bps / lane_Bps``, which must be a whole number), ``optics`` ("pluggable" or
     "co-packaged"), ``ports_per_cage`` (native ports per pluggable transceiver cage, e.g. 2 for
     twin-port OSFP; ``None`` for co-packaged optics), ``optics_watts_per_port`` (per native
-    port), ``system_watts`` (switch without optics, ``None`` if unknown), ``latency_s``,
-    ``sharp`` (bool), ``adaptive_routing`` (bool); optional ``system_usd`` (switch without
+    port), ``system_watts`` (switch without optics, its datasheet's typical power with passive
+    cables; ``None`` if unknown), ``latency_s``, ``sharp`` (bool), ``adaptive_routing`` (bool);
+    optional ``system_watts_max`` (its maximum, without optics), ``system_usd`` (switch without
     optics), ``optics_usd_per_port`` (per native port).
 ``optic``
     ``rate_Bps``, ``watts``, ``form`` ("pluggable" or "co-packaged"); optional ``usd``.

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .fabric import Fabric
     from .power import FabricPlan
 
-__all__ = ["Description", "describe"]
+__all__ = ["Description", "describe", "label"]
 
 # Optics per port when the comparison needs the other technology (catalog names).
 _PLUGGABLE, _COPACKAGED = "pluggable-1.6t", "cpo-1.6t"
@@ -171,8 +171,10 @@ def describe(fabric: Fabric | FabricPlan) -> Description:
     sums = totals(fabric)
     if out:
         add("power", "network (NICs, their optics, switches, switch optics)", sums["network_watts"], "W")
+        add("power", "network at maximum (NICs and switches at their datasheet maximum)", sums["network_max_watts"], "W")
     if watts:
         add("power", "total", sums["total_watts"], "W")
+        add("power", "total at maximum", sums["total_max_watts"], "W")
     if watts and sums["unknown_power"] and sums["total_known_watts"]:
         add("power", "total of the known parts", sums["total_known_watts"], "W")
     for comp, r in watts.items():
@@ -193,3 +195,28 @@ def describe(fabric: Fabric | FabricPlan) -> Description:
         }
     )
     return Description(table)
+
+
+def label(topology: object) -> str:
+    """A short name for a topology, for titles and headers: ``"4 x 8 H100 on quantum-2"`` (a
+    cluster), ``"8 H100"`` (one NVLink domain), ``"512 hosts on sn5600"`` (a bare Clos),
+    ``"8 GPUs on PCIe"``, ``"12 nodes, 288 links"`` (a plain topology).
+
+    Example::
+
+        fs.fabrics.describe.label(fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2"))
+        # '4 x 8 H100 on quantum-2'
+    """
+    parts = getattr(topology, "_parts", None) or {}
+    structure = getattr(topology, "structure", None) or {}
+    dom, switch = structure.get("domain"), parts.get("switch")
+    on = f" on {switch.name}" if switch is not None and "scale_out" in structure else ""
+    if dom and "gpu" in parts:
+        gpus = f"{dom['n_endpoints']} {parts['gpu'].name.upper()}"
+        return f"{dom['n_domains']} x {gpus}{on}" if dom["n_domains"] > 1 or on else gpus
+    if on:
+        return f"{structure['n_nics']} hosts{on}"
+    if "pcie" in parts:
+        return f"{structure['n_gpus']} GPUs on PCIe"
+    n_nodes, n_links = getattr(topology, "n_nodes", 0), getattr(topology, "n_links", 0)
+    return f"{n_nodes} node{'s' * (n_nodes != 1)}, {n_links} link{'s' * (n_links != 1)}"

@@ -9,9 +9,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import _core
-from .._checks import integer, integers, shown
+from .._checks import integer, integers, one_value, shown
 from ..exceptions import InvalidArgumentError, UnknownNodeError
 from .describe import Description, describe
+from .links import name_array
 from .specs import _efficiency
 from .topology import Topology, _fault
 
@@ -76,17 +77,16 @@ class Fabric(Topology):
     @property
     def node_names(self) -> "_NodeNames":  # type: ignore[override]
         """Readable node names (``gpu12``, ``d3.nvswitch4``, ``p1.leaf7``), computed on demand:
-        ``fabric.node_names[i]``, or ``fabric.names_of(ids)`` for many."""
-        return _NodeNames(self._core)
-
-    def names_of(self, nodes: Any) -> list[str]:
-        """Readable names of node ids.
+        ``fabric.node_names[i]``, a slice (``[:3]``) or an array of ids gives a list of them;
+        ``fabric.names_of(ids)`` does the same, and the result tables carry them beside the ids.
 
         Example::
 
-            fs.hgx_h100().names_of([0, 8])   # ['gpu0', 'd0.nvswitch0']
+            f = fs.hgx_h100()
+            f.node_names[8], f.node_names[:2], f.node_names[[0, 8]]
+            # ('d0.nvswitch0', ['gpu0', 'gpu1'], ['gpu0', 'd0.nvswitch0'])
         """
-        return self._core.node_names(integers("nodes", nodes, one=True).tolist())
+        return _NodeNames(self)
 
     def _node(self, name: str, node: Any) -> int:
         if isinstance(node, str):
@@ -98,8 +98,9 @@ class Fabric(Topology):
     def fail(self, *, links: Any = (), nodes: Any = (), planes: Any = (), factor: float = 0.0) -> "Fabric":
         """A copy with links, every link of some nodes (switches, NICs, GPUs) or whole
         scale-out planes down (``factor=0``) or degraded (capacity times ``factor``, in
-        [0, 1]; 1 leaves them at full capacity). The fault is kept through
-        :meth:`with_payload_efficiency`.
+        [0, 1]; 1 leaves them at full capacity). ``links`` are link ids, or a selection by the
+        :attr:`links` table's columns as :meth:`links_where` takes it (``{"tier":
+        "leaf-spine", "rail": 3}``). The fault is kept through :meth:`with_payload_efficiency`.
 
         Example::
 
@@ -108,6 +109,7 @@ class Fabric(Topology):
             sc = fs.Scenario(degraded)
             sc.add_flow(0, 8, "1GiB")
             sc.run().summary.makespan_s
+            no_rail_3 = f.fail(links={"tier": "nic-leaf", "rail": 3})   # every NIC of rail 3 cut off its leaf
         """
         ids, factor = _fault(self, links, nodes, planes, factor)
         core = self._core.with_link_factors(ids, factor)
@@ -115,7 +117,13 @@ class Fabric(Topology):
         # an array holds a whole plane's link ids in 8 bytes each, a list in about 36.
         recorded = np.asarray(ids, dtype=np.int64)
         recorded.flags.writeable = False
-        return Fabric(core, dict(self._parts, faults=(*self._parts.get("faults", ()), (recorded, factor))))
+        return self._same_nodes(Fabric(core, dict(self._parts, faults=(*self._parts.get("faults", ()), (recorded, factor)))))
+
+    def _same_nodes(self, other: "Fabric") -> "Fabric":
+        """``other``, a rebuild of this fabric with its nodes as they are, given the node names
+        already made (a million-GPU fabric's take a few tenths of a second)."""
+        other._name_array = self._name_array
+        return other
 
     @property
     def payload_efficiency(self) -> dict[str, float | None]:
@@ -169,7 +177,7 @@ class Fabric(Topology):
         core = _build_core(new)
         for ids, factor in parts.get("faults", ()):
             core = core.with_link_factors(ids.tolist(), factor)
-        return Fabric(core, new)
+        return self._same_nodes(Fabric(core, new))
 
     def describe(self) -> Description:
         """Counts, bandwidths (line rates and payload), power and SHARP of the fabric, printed as a report (``print(fabric.describe())``).
@@ -215,22 +223,31 @@ def _kind_of(parts: dict[str, Any]) -> str:
 
 
 class _NodeNames:
-    """A read-only sequence of a fabric's node names, each made when asked for."""
+    """A read-only sequence of a fabric's node names, made when asked for: one by an index
+    (negative from the end), a list by a slice or by a sequence or array of ids."""
 
-    __slots__ = ("_core",)
+    __slots__ = ("_fabric",)
 
-    def __init__(self, core: _core.Topology) -> None:
-        self._core = core
+    def __init__(self, fabric: Fabric) -> None:
+        self._fabric = fabric
 
     def __len__(self) -> int:
-        return self._core.n_nodes
+        return self._fabric.n_nodes
 
-    def __getitem__(self, i: int) -> str:
-        return self._core.node_names([integer("node", i)])[0]
+    def __getitem__(self, i: Any) -> Any:
+        n = len(self)
+        if isinstance(i, slice):
+            return self._fabric.names_of(np.arange(n, dtype=np.int64)[i])
+        if one_value(i):
+            k = integer("node", i)
+            if not -n <= k < n:
+                raise IndexError(f"node {k} is out of range: nodes are 0..{n - 1} (or -{n}..-1 from the end)")
+            return self._fabric.names_of(k % n)[0]
+        ids = integers("nodes", i)
+        return self._fabric.names_of(np.where(ids < 0, ids + n, ids))
 
     def __iter__(self) -> Iterator[str]:
-        # Without it, iteration indexes until IndexError, and an id past the last node is
-        # an UnknownNodeError: list(fabric.node_names) raised instead of listing them.
-        n = len(self)
-        for lo in range(0, n, 65536):
-            yield from self._core.node_names(list(range(lo, min(lo + 65536, n))))
+        # Without it, iteration indexes until IndexError: one call into the core per node.
+        names = name_array(self._fabric)
+        for lo in range(0, len(self), 65536):
+            yield from names.slice(lo, 65536).to_pylist()

@@ -127,14 +127,16 @@ def clos(
 
 
 def cluster(
-    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = "quantum-x800", nic: str | None = None,
+    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = None, nic: str | None = None,
     tiers: int | None = None, planes: int | None = None, oversubscription: Any = 1.0,
     routing: str | None = None, nvlink_efficiency: Any = None, efficiency: Any = None,
     sharp: bool = False,
 ) -> Fabric:
     """``n_domains`` scale-up domains (a preset name such as "nvl72", "hgx-h100", or a dict
     of :func:`nvlink_domain` arguments) joined by a rail-optimised Clos of ``scale_out``
-    switches: one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
+    switches (default: the switch of the NIC's generation, the NIC's catalog ``switch``:
+    Quantum-2 for ConnectX-7, Quantum-X800 for ConnectX-8; docs/fabrics.md has the table):
+    one NIC per GPU (default: the GPU's catalog NIC), NIC i of every domain on
     rail i, each rail on leaves of its own, or, when a rail does not fill a leaf, consecutive
     rails sharing one (``structure["scale_out"]["rails_per_leaf"]``). ``tiers``, ``planes``,
     ``oversubscription`` (down:up capacity of the fullest leaf, and spine, as built) and

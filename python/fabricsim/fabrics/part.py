@@ -81,7 +81,10 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("host_Bps", "rate"),
         _Field("protocols", "protocols", choices=_PROTOCOLS),
         _Field("latency_s", "duration"),
+        # The scale-out switch of the NIC's generation: fabricsim.cluster's default.
+        _Field("switch", "ref", ref_kind="switch", nullable=True, optional=True),
         _Field("watts", "watts", nullable=True, optional=True),
+        _Field("watts_max", "watts", nullable=True, optional=True),
         _Field("optics_watts_per_cage", "watts", positive=False, nullable=True, optional=True),
         _Field("usd", "usd", nullable=True, optional=True),
         _Field("optics_usd_per_cage", "usd", nullable=True, optional=True),
@@ -95,6 +98,7 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("ports_per_cage", "int", nullable=True),
         _Field("optics_watts_per_port", "watts", positive=False),
         _Field("system_watts", "watts", nullable=True),
+        _Field("system_watts_max", "watts", nullable=True, optional=True),
         _Field("latency_s", "duration"),
         _Field("sharp", "bool"),
         _Field("adaptive_routing", "bool"),
@@ -526,7 +530,7 @@ def _check_refs(
     """
     for p in candidates.values():
         for spec in _KINDS[p.kind]:
-            if spec.type != "ref":
+            if spec.type != "ref" or (spec.nullable and p[spec.name] is None):
                 continue
             target = p[spec.name]
             found = resolve(target)

@@ -103,7 +103,7 @@ class FabricPlan:
 
 
 def plan_cluster(
-    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = "quantum-x800", nic: str | None = None,
+    *, domain: Any = "nvl72", n_domains: int, scale_out: Any = None, nic: str | None = None,
     tiers: int | None = None, planes: int | None = None, oversubscription: Any = 1.0,
     routing: str | None = None, nvlink_efficiency: Any = None, efficiency: Any = None,
     sharp: bool = False,

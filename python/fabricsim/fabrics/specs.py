@@ -277,7 +277,13 @@ def _cluster_parts(
     # Every GPU is a node and node ids are 32-bit: fewer than 2**32 GPUs in all.
     nd = integer(f"n_domains (of {gpd} GPUs)", n_domains, (1, (COUNT[1] - 1) // gpd + 1))
     nic_name = nic if nic is not None else parts["gpu"]["nic"]
-    _part(nic_name, "nic", "nic")  # named before a bad scale_out is
+    nic_part = _part(nic_name, "nic", "nic")  # named before a bad scale_out is
+    if scale_out is None:  # the switch of the NIC's generation (SCALE_OUT_BY_GENERATION)
+        scale_out = nic_part.get("switch")
+        if scale_out is None:
+            raise InvalidArgumentError(
+                f"scale_out=None takes the switch of the NIC's generation, but nic {nic_part.name!r} names none "
+                "(its catalog part has no switch): give scale_out, e.g. 'quantum-2'")
     n = gpd * nd
     so, so_parts = _scale_out_spec(
         n, params["gpus_per_domain"], scale_out, nic_name, tiers, planes, oversubscription, routing, efficiency,

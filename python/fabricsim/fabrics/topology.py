@@ -9,6 +9,7 @@ of a topology by id, by node or by scale-out plane (:func:`_fault`).
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any, Hashable, Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ from .._checks import U64, integer, integers, many, one_value, parsed, quantitie
 from .._columns import table_from_columns
 from ..exceptions import InvalidArgumentError, UnknownNodeError
 from ..units import bandwidth_Bps, duration_s
+from . import links as _links
 
 __all__ = ["Topology"]
 
@@ -42,13 +44,15 @@ class Topology:
     """
 
     # _collective_view: what collectives need to know of it, computed once by
-    # fabricsim.collectives.fabric_view and kept here (a topology is immutable)
-    __slots__ = ("_core", "_labels", "_label_index", "_collective_view", "_n_gpus")
+    # fabricsim.collectives.fabric_view and kept here (a topology is immutable); _name_array:
+    # every node's name, made on first use (fabrics.links.name_array)
+    __slots__ = ("_core", "_labels", "_label_index", "_collective_view", "_n_gpus", "_name_array")
 
     def __init__(self, core: _core.Topology, labels: Sequence[Hashable] | None = None, n_gpus: int | None = None) -> None:
         self._core = core
         self._collective_view: Any = None
         self._n_gpus = n_gpus
+        self._name_array: pa.Array | None = None
         self._labels = _labels(labels) if labels is not None else None
         self._label_index: dict[Hashable, int] | None = None
         if self._labels is not None:
@@ -108,7 +112,9 @@ class Topology:
         """Links from a NetworkX graph's edges and their ``capacity`` / ``latency`` attributes.
 
         A directed edge becomes one link; an undirected edge becomes two (u->v, then v->u).
-        Parallel edges of a multigraph become parallel links. Nodes are numbered in
+        Parallel edges of a multigraph become parallel links, in edge order; where every edge
+        of a directed graph has a ``link_id`` attribute (as :meth:`to_networkx` writes) and
+        they number the edges 0, 1, ..., the links take those ids. Nodes are numbered in
         ``graph.nodes`` order and keep their labels. A missing latency is 0.
 
         Example::
@@ -149,14 +155,12 @@ class Topology:
                 dst.append(index[b])
                 caps.append(c)
                 lats.append(lat)
-        return cls.from_arrays(
-            np.array(src, dtype=np.int64),
-            np.array(dst, dtype=np.int64),
-            np.array(caps, dtype=np.float64),
-            np.array(lats, dtype=np.float64),
-            n_nodes=len(labels),
-            node_names=labels,
-        )
+        order = _links.link_order(graph) if directed else None
+        arrays = [np.array(x, dtype=t) for x, t in ((src, np.int64), (dst, np.int64), (caps, np.float64),
+                                                     (lats, np.float64))]
+        if order is not None:
+            arrays = [a[order] for a in arrays]
+        return cls.from_arrays(*arrays, n_nodes=len(labels), node_names=labels)
 
     @classmethod
     def from_ibnetdiscover(
@@ -202,11 +206,15 @@ class Topology:
         import os
         import warnings
 
+        from .._files import read_bytes
+        from ..exceptions import CablingError
         from .ibnetdiscover import fabric_arrays
 
         if isinstance(text, os.PathLike):
-            with open(text, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
+            try:
+                text = read_bytes("text", text)[1].decode("utf-8", errors="replace")
+            except OSError as err:
+                raise CablingError(f"cannot read the ibnetdiscover file {os.fspath(text)!r}: {err.strerror or err}") from None
         arrays = fabric_arrays(text, gpus=gpus, nvlink=nvlink, domain_of=domain_of, efficiency=efficiency,
                                gpu_link_Bps=gpu_link_Bps, switch_latency_s=switch_latency_s)
         if arrays.loose:
@@ -240,8 +248,77 @@ class Topology:
 
     @property
     def links(self) -> pa.Table:
-        """One row per link: link_id, src, dst, capacity_Bps, latency_s."""
-        return table_from_columns(self._core.link_columns())
+        """One row per link: ``link_id``, ``src``, ``dst``, ``src_name``, ``dst_name``, ``kind``,
+        ``tier``, ``direction``, ``plane``, ``rail``, ``domain``, ``capacity_Bps`` (in force,
+        faults applied), ``latency_s``.
+
+        ``kind`` is "scale_up" (NVLink), "pcie" (a GPU's link to its NIC, a PCIe server's
+        links), "scale_out" (the Clos of NICs and switches) or "link" (a plain topology's);
+        ``tier`` names the two levels a link joins as its ends' names do ("gpu-nvswitch",
+        "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"; "host-leaf" in a Clos of hosts);
+        ``direction`` is "up" (towards the core) or "down"; ``plane`` is the NVSwitch plane or
+        scale-out plane, ``rail`` the rail of a NIC's links (its GPU's index in its domain) and
+        of a leaf that serves one rail, ``domain`` the NVLink domain of a scale-up link or a
+        GPU's link to its NIC: each null where a link has none (every role of a plain
+        topology's links). Names are dictionary columns over the node ids
+        (:meth:`names_of`). :meth:`links_where` selects by these columns.
+
+        Example::
+
+            f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+            f.links.select(["link_id", "src_name", "dst_name", "kind", "tier", "rail"]).slice(576, 2).to_pylist()
+            # gpu0 -> nic0 and back: kind pcie, tier gpu-nic, rail 0
+        """
+        return _links.links_table(self)
+
+    def links_where(self, *, kind: Any = None, tier: Any = None, direction: Any = None, plane: Any = None,
+                    rail: Any = None, domain: Any = None, src: Any = None, dst: Any = None) -> np.ndarray:
+        """Ids (ascending, an int64 array) of the links that match every criterion given, each
+        one value or a list of them (any of which matches): ``kind``, ``tier``, ``direction``,
+        ``plane``, ``rail``, ``domain`` as the :attr:`links` table has them, ``src`` and
+        ``dst`` as nodes (ids, a labelled topology's labels, or names such as "p0.leaf3").
+        What :meth:`Fabric.fail` and :meth:`Scenario.add_fault` take as ``links=`` (they also
+        take the criteria themselves, as a dict). A value no link has is refused, naming the
+        values there are.
+
+        Example::
+
+            f = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2")
+            up = f.links_where(tier="leaf-spine", direction="up", rail=3)   # rail 3's leaves to the spines
+            f.names_of(f.links["dst"].take(up[:2]))   # ['spine0', 'spine1']
+            broken = f.fail(links=up[:1])   # one leaf-to-spine cable of rail 3 down
+        """
+        return _links.links_where(self, kind=kind, tier=tier, direction=direction, plane=plane, rail=rail,
+                                  domain=domain, src=src, dst=dst)
+
+    def names_of(self, nodes: Any) -> list[str]:
+        """Names of node ids (one id or many): a labelled topology's labels as text, a
+        generated fabric's readable names, ``node<i>`` for a plain topology's nodes.
+
+        Example::
+
+            fs.hgx_h100().names_of([0, 8])   # ['gpu0', 'd0.nvswitch0']
+            t = fs.Topology.from_arrays([0, 1], [1, 2], "1GB/s", node_names=["a", "b", "c"])
+            t.names_of(t.links["dst"])   # ['b', 'c']
+        """
+        return _links.names_of(self, nodes)
+
+    def to_networkx(self) -> Any:
+        """The topology as a ``networkx.MultiDiGraph``: one node per node, in id order, keyed
+        by its label (a labelled topology), its name (a generated fabric: "gpu0", "p0.leaf3") or
+        its id (a plain topology), with attribute ``node_id`` (and ``kind`` on a generated
+        fabric); one edge per link, keyed by its link id, with the columns of :attr:`links`
+        (``capacity_Bps`` in force, ``latency_s``, ``link_id``, ``kind``, ``tier``, ...) as
+        attributes, nulls left out. :meth:`from_networkx` builds the same topology back, link ids
+        included. About 1 KB of memory per link: refused up front where it would not fit.
+
+        Example::
+
+            g = fs.hgx_h100().to_networkx()
+            g.number_of_edges(), g.nodes["gpu0"]["kind"]   # (288, 'gpu')
+            t = fs.Topology.from_networkx(g)               # the same links, ids and all
+        """
+        return _links.to_networkx(self)
 
     def node_id(self, node: Any) -> int:
         """The id of a node: given by its label where the topology has labels (labels may be
@@ -352,12 +429,14 @@ def _type_name(x: Any) -> str:
     return type(x).__name__
 
 
-def _is_label(topo: Topology, x: Any) -> bool:
-    """Whether ``x`` is one of ``topo``'s node labels."""
-    try:
-        return topo._label_index is not None and x in topo._label_index
-    except TypeError:  # a tuple holding something unhashable
-        return False
+def _selection(links: Mapping[Any, Any]) -> dict[str, Any]:
+    """``links`` given as a selection, checked to name only what links_where selects by."""
+    unknown = [k for k in links if k not in _links.SELECTORS]
+    if unknown:
+        raise InvalidArgumentError(
+            f"links={shown(dict(links))}: {unknown[0]!r} is not a column links are selected by; they are "
+            f"{', '.join(_links.SELECTORS)}")
+    return {str(k): v for k, v in links.items()}
 
 
 def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> tuple[list[int], float]:
@@ -368,11 +447,15 @@ def _fault(topo: Topology, links: Any, nodes: Any, planes: Any, factor: Any) -> 
         raise InvalidArgumentError(
             f"factor must be a number in [0, 1] (0 = down, 1 = full capacity), got {factor!r}"
         )
-    # Which links, nodes or planes fail has no order: sets of them are fine.
-    ids = integers("links", links, one=True, ordered=False).tolist()
+    # Which links, nodes or planes fail has no order: sets of them are fine. A mapping is a
+    # selection by the links table's columns (links_where).
+    if isinstance(links, Mapping):
+        ids = topo.links_where(**_selection(links)).tolist()
+    else:
+        ids = integers("links", links, one=True, ordered=False).tolist()
     # One node (an id, or a label, a tuple such as NetworkX's grid labels too) or many.
     # (NumPy reads a set as one value, but a set is never a label: labels are hashable.)
-    one = isinstance(nodes, Hashable) and (one_value(nodes) or _is_label(topo, nodes))
+    one = isinstance(nodes, Hashable) and (one_value(nodes) or _links.is_label(topo, nodes))
     node_list = topo._nodes("nodes", [nodes] if one else nodes, ordered=False).tolist()
     if node_list:
         ids += topo._core.links_of_nodes(node_list)

@@ -14,6 +14,7 @@ from ..collectives.communicator import applied_fabric, communicator
 from ..collectives.cost.choice import resolve_algorithm
 from ..collectives.cost.model import CostModel, checked_cost_model
 from ..exceptions import InvalidArgumentError
+from ..fabrics.describe import label as fabric_label
 from ..scenario import Scenario, checked_progress
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ def nccl_tests(
     GPU). As nccl-tests, each size is cut to whole ``dtype`` elements (and per-rank blocks for
     all_gather, reduce_scatter and all_to_all) before it runs; ``size_bytes`` is that size.
     Columns: size_bytes, count, time_s, algbw_Bps, busbw_Bps, algorithm, protocol, analytical_s;
+    the schema's metadata names the op (``fabricsim.op``), the fabric (``fabricsim.fabric``)
+    and the number of ranks (``fabricsim.n_ranks``);
     ``fabricsim.collectives.conventions.format_table`` prints it in nccl-tests' layout. ``on_row`` gets each
     row (a dict of those columns) as soon as its size has run, so a caller can print as
     nccl-tests does; ``on_start`` gets the list of sizes (bytes, as the rows will have them)
@@ -115,7 +118,9 @@ def nccl_tests(
         rows.append(row)
         if on_row is not None:
             on_row(row)
-    return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA)
+    # What ran where, for titles (fabricsim.plot.busbw) and for a Parquet file to say.
+    meta = {"fabricsim.op": op, "fabricsim.fabric": fabric_label(fabric), "fabricsim.n_ranks": str(comm.n)}
+    return pa.Table.from_pylist(rows, schema=_NCCL_TESTS_SCHEMA.with_metadata(meta))
 
 
 _NCCL_TESTS_SCHEMA = pa.schema([

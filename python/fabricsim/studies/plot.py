@@ -26,6 +26,8 @@ import pyarrow.compute as pc
 
 from .._files import path_argument, write_file
 from ..exceptions import InvalidArgumentError
+from ..fabrics.describe import label as fabric_label
+from ..units import format_bytes
 
 __all__ = ["link_utilization", "link_load", "fct_cdf", "timeline", "busbw", "save", "image", "by_name"]
 
@@ -171,7 +173,7 @@ def link_load(result: Any, scenario: Any, *, bins: int = 200, links: Any = None)
         raise InvalidArgumentError(f"bins must be at least 1, got {bins}")
     topo = scenario.topology
     n_links = topo.n_links
-    caps = topo.links["capacity_Bps"].to_numpy()
+    caps = dict(topo._core.link_columns())["capacity_Bps"]
     makespan = float(result.makespan_s) or 1e-12
     edges = np.linspace(0.0, makespan, bins + 1)
     link_ids = (result.links["link_id"].to_numpy() if links is None
@@ -297,47 +299,80 @@ def link_utilization(result: Any, scenario: Any, *, bins: int = 200, top: int = 
 # ---- flow completion times -----------------------------------------------------------------
 
 
-def fct_cdf(result: Any, *, by: str | None = "tag", log: bool = True, ax: Any = None) -> Any:
-    """The cumulative distribution of flow completion times (``finish_s - ready_s``: latency
-    and transfer, from the moment a flow could go) of the flows that finished, one curve
-    per ``by`` value (a column of the flows table, default the tag; None: one curve).
+def fct_cdf(result: Any, scenario: Any = None, *, by: str | None = "tag", log: bool = True, ax: Any = None) -> Any:
+    """The cumulative distribution of completion times: flows' (``finish_s - ready_s``: latency
+    and transfer, from the moment a flow could go), one curve per ``by`` value (a column of the
+    flows table, default the tag; None: one curve), and collectives' (``finish_s - start_s``),
+    one curve per op. With ``scenario`` (the one that ran) a collective's own flows are left
+    out: they finish together (one pipelined transfer), so the collective stands for them, and
+    its idle-fabric time (``analytical_s``) is drawn beside it as a hollow marker, so that what
+    contention added shows. A group whose members all take one time is drawn as a marker at
+    that time, not as a vertical step. The time axis is logarithmic (``log=True``) where the
+    times span more than a decade and a half.
 
     Example::
 
         sc = fs.Scenario(fs.hgx_h100())
         sc.add_flows([0, 0, 1], [1, 2, 3], ["1GiB", "64MiB", "1MiB"], tag="p2p")
-        fig = fs.plot.fct_cdf(sc.run())   # one curve: the tag "p2p"
+        sc.add_collective("all_reduce", None, "256MiB")
+        fig = fs.plot.fct_cdf(sc.run(), sc)   # a curve for the tag "p2p", a point for the all-reduce
     """
+    from .trace import _collective_parts, _inside
+
     flows = result.flows
-    done = pc.equal(flows["status"].cast(pa.string()), "done")
-    flows = flows.filter(done)
-    if flows.num_rows == 0:
-        raise InvalidArgumentError("no flow finished in this run: nothing to plot")
-    fct = (flows["finish_s"].to_numpy(zero_copy_only=False) - flows["ready_s"].to_numpy(zero_copy_only=False))
+    flows = flows.filter(pc.equal(flows["status"].cast(pa.string()), "done"))
+    if by is not None and by not in flows.column_names:
+        raise InvalidArgumentError(f"by must be a column of the flows table ({', '.join(flows.column_names)}), got {by!r}")
+    first, last, _ = _collective_parts(scenario)
+    flows = flows.filter(pa.array(~_inside(flows["flow_id"].to_numpy(), first, last)))
+    fct = flows["finish_s"].to_numpy(zero_copy_only=False) - flows["ready_s"].to_numpy(zero_copy_only=False)
+    groups: dict[str, np.ndarray] = {}
     if by is None:
-        groups = {"all flows": fct}
+        if fct.size:
+            groups["all flows"] = fct
     else:
-        if by not in flows.column_names:
-            raise InvalidArgumentError(f"by must be a column of the flows table ({', '.join(flows.column_names)}), got {by!r}")
         keys = flows[by].cast(pa.string()).to_pylist() if pa.types.is_dictionary(flows[by].type) else flows[by].to_pylist()
-        groups = {}
         for key in sorted(set(keys), key=lambda x: (x is None, str(x))):
-            mask = np.array([k == key for k in keys])
-            groups["(untagged)" if key is None else str(key)] = fct[mask]
+            groups["(untagged)" if key is None else str(key)] = fct[np.array([k == key for k in keys], dtype=bool)]
+    colls = result.collectives
+    analytical: dict[str, np.ndarray] = {}
+    if colls.num_rows:
+        done = colls.filter(pc.is_valid(colls["finish_s"]))
+        ops = done["op"].cast(pa.string()).to_pylist()
+        took = done["finish_s"].to_numpy(zero_copy_only=False) - done["start_s"].to_numpy(zero_copy_only=False)
+        idle = done["analytical_s"].to_numpy(zero_copy_only=False)
+        for op in sorted(set(ops)):
+            mask = np.array([o == op for o in ops], dtype=bool)
+            groups[f"{op} (collectives)"] = took[mask]
+            analytical[f"{op} (collectives)"] = idle[mask]
+    if not groups:
+        raise InvalidArgumentError("no flow or collective finished in this run: nothing to plot")
+    every = np.concatenate([*groups.values(), *analytical.values()])
+    positive = every[every > 0]
     fig, ax = _figure(ax, (7, 4.5))
-    positive = fct[fct > 0]
-    scale, unit = _time_unit(float(np.max(fct)) if fct.size else 1.0)
-    for name, values in groups.items():
+    scale, unit = _time_unit(float(np.max(every)) if every.size else 1.0)
+    colours = _colours(len(groups))
+    for (name, values), colour in zip(groups.items(), colours):
         x = np.sort(values) * scale
-        # From 0 at the shortest: a step up by 1/n at each flow's completion time.
-        ax.step(np.r_[x[:1], x], np.arange(x.size + 1) / x.size, where="post", label=f"{name} ({x.size})")
-    # A log axis where the times span more than a decade and a half.
+        n = x.size
+        label = name if name in analytical else f"{name} ({n})"
+        if np.ptp(x) == 0:  # one time for all: a point, not a vertical step
+            ax.plot(x[:1], [1.0], linestyle="none", marker="o", color=colour,
+                    label=f"{label}: {'all ' if n > 1 else ''}{x[0]:.4g} {unit}")
+        else:
+            # From 0 at the shortest: a step up by 1/n at each completion time.
+            ax.step(np.r_[x[:1], x], np.arange(n + 1) / n, where="post", color=colour, label=label)
+        if name in analytical:
+            idle = np.sort(analytical[name]) * scale
+            ax.plot(idle, np.arange(1, n + 1) / n, linestyle="none", marker="o", markerfacecolor="none",
+                    color=colour, label=f"{name.split(' ')[0]} on an idle fabric")
     if log and positive.size and positive.max() > 30 * positive.min():
         ax.set_xscale("log")
-    ax.set_xlabel(f"flow completion time ({unit})")
-    ax.set_ylabel("fraction of flows")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Flow completion time CDF")
+    ax.set_xlabel(f"completion time ({unit})")
+    ax.set_ylabel("fraction completed")
+    ax.set_ylim(0, 1.05)
+    where = "" if scenario is None else f" on {fabric_label(scenario.topology)}"
+    ax.set_title(f"Completion times{where}")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     return fig
@@ -346,11 +381,13 @@ def fct_cdf(result: Any, *, by: str | None = "tag", log: bool = True, ax: Any = 
 # ---- timeline ------------------------------------------------------------------------------
 
 
-def timeline(result: Any, scenario: Any = None, *, lanes: Any = None, flows: bool = False, max_lanes: int = 64,
+def timeline(result: Any, scenario: Any = None, *, lanes: Any = None, flows: bool = True, max_lanes: int = 64,
              ax: Any = None) -> Any:
-    """Collectives per rank and delays per lane over time (:func:`fabricsim.trace.timeline`,
-    whose options ``lanes`` and ``flows`` it takes), one colour per name; at most
-    ``max_lanes`` lanes, the first in natural order.
+    """Collectives per rank, delays per lane and flows per source over time
+    (:func:`fabricsim.trace.timeline`, whose options ``lanes`` and ``flows`` it takes), one
+    colour per name; activities that overlap on a lane are drawn on lanes of their own
+    beside it (``gpu0 #2``); at most ``max_lanes`` lanes, the first in natural order. The
+    title names the fabric and the collectives' ops.
 
     Example::
 
@@ -387,7 +424,12 @@ def timeline(result: Any, scenario: Any = None, *, lanes: Any = None, flows: boo
     ax.set_xlim(0, result.makespan_s * scale)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("rank / lane")
-    ax.set_title("Timeline of collectives and delays")
+    ops = list(dict.fromkeys(result.collectives["op"].cast(pa.string()).to_pylist())) if result.collectives.num_rows else []
+    what = f": {', '.join(ops)}" if ops else ""
+    where = "" if scenario is None else f" on {fabric_label(scenario.topology)}"
+    n_lanes = len(set(lanes_col))
+    shown = "" if len(lane_list) == n_lanes else f" (first {len(lane_list)} of {n_lanes} lanes)"
+    ax.set_title(f"Timeline{where}{what}{shown}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return fig
 
@@ -395,12 +437,15 @@ def timeline(result: Any, scenario: Any = None, *, lanes: Any = None, flows: boo
 # ---- busbw against size --------------------------------------------------------------------
 
 
-def busbw(table: Any, *, by: str | None = None, measured: Any = None, ax: Any = None) -> Any:
-    """Bus bandwidth (GB/s, 1e9 bytes/s) against size (bytes, log 2 axis) from a table with
-    ``size_bytes`` and ``busbw_Bps`` columns (:func:`fabricsim.nccl_tests`, or a
-    :func:`fabricsim.sweep` of it), one line per value of column ``by`` (e.g. a sweep
-    parameter or "algorithm"); ``measured`` (a table of the same columns, such as
-    ``read_nccl_tests(...).rows``) is drawn as points beside it.
+def busbw(table: Any, *, by: str | None = None, measured: Any = None, title: str | None = None, ax: Any = None) -> Any:
+    """Bus bandwidth (GB/s, 1e9 bytes/s) against size (a log 2 axis labelled in bytes: 1 MiB,
+    1 GiB) from a table with ``size_bytes`` and ``busbw_Bps`` columns
+    (:func:`fabricsim.nccl_tests`, or a :func:`fabricsim.sweep` of it), one line per value of
+    column ``by`` (e.g. a sweep parameter or "algorithm"); a line has points only at the sizes
+    its value has rows for, with a gap where it has none (where NCCL chose another algorithm),
+    never a line across them. ``measured`` (a table of the same columns, such as
+    ``read_nccl_tests(...).rows``) is drawn as points beside it. The title is ``title``, else
+    the op and fabric :func:`fabricsim.nccl_tests` records in the table's metadata.
 
     Example::
 
@@ -414,24 +459,40 @@ def busbw(table: Any, *, by: str | None = None, measured: Any = None, ax: Any = 
     if by is not None and by not in table.column_names:
         raise InvalidArgumentError(f"by must be a column of the table ({', '.join(table.column_names)}), got {by!r}")
     fig, ax = _figure(ax, (7, 4.5))
+    sizes = np.unique(table["size_bytes"].to_numpy(zero_copy_only=False).astype(float))
     keys = [None] if by is None else list(dict.fromkeys(table[by].to_pylist()))
     for key in keys:
         sub = table if by is None else table.filter(pc.equal(table[by], key) if key is not None else pc.is_null(table[by]))
         x = sub["size_bytes"].to_numpy(zero_copy_only=False).astype(float)
-        y = sub["busbw_Bps"].to_numpy(zero_copy_only=False).astype(float) / 1e9
-        o = np.argsort(x, kind="stable")
-        ax.plot(x[o], y[o], marker="o", markersize=3, label="simulated" if by is None else f"{by}={key}")
+        y = np.full(sizes.size, np.nan)  # NaN where this value has no row: matplotlib leaves a gap
+        y[np.searchsorted(sizes, x)] = sub["busbw_Bps"].to_numpy(zero_copy_only=False).astype(float) / 1e9
+        ax.plot(sizes, y, marker="o", markersize=3, label="simulated" if by is None else f"{by}={key}")
     if measured is not None:
         m = measured if isinstance(measured, pa.Table) else pa.table(measured)
         ax.plot(m["size_bytes"].to_numpy(zero_copy_only=False), m["busbw_Bps"].to_numpy(zero_copy_only=False) / 1e9,
                 linestyle="none", marker="x", color="black", label="measured")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("size (bytes)")
+    _bytes_axis(ax)
+    ax.set_xlabel("size")
     ax.set_ylabel("busbw (GB/s)")
-    ax.set_title("Bus bandwidth against size")
+    if title is None:
+        meta = table.schema.metadata or {}
+        op, fabric = meta.get(b"fabricsim.op"), meta.get(b"fabricsim.fabric")
+        title = " ".join(filter(None, [
+            f"{op.decode()} bus bandwidth" if op else "Bus bandwidth", f"on {fabric.decode()}" if fabric else None]))
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def _bytes_axis(ax: Any) -> None:
+    """A log 2 size axis with ticks at powers of two, labelled as sizes are written (1 MiB)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=2.0, numticks=12))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v) if v > 0 else ""))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -450,7 +511,7 @@ def by_name(kind: str, result: Any, scenario: Any = None) -> Any:
     if kind == "utilization":
         return link_utilization(result, scenario)
     if kind == "fct":
-        return fct_cdf(result)
+        return fct_cdf(result, scenario)
     if kind == "timeline":
         return timeline(result, scenario)
     raise InvalidArgumentError(f"unknown plot {kind!r}: utilization, fct or timeline")

@@ -3,9 +3,11 @@ Perfetto (ui.perfetto.dev) and chrome://tracing open.
 
 :func:`timeline` lays the activities of a result out on lanes: each collective on the lane of
 every one of its ranks (``gpu3``), each delay on the lane of its tag (or one given by
-``lanes=``), and, when asked, each flow on the lane of its source node. The activities that
-make up a collective (its flows and internal delays) are left out: the collective stands for
-them. :func:`write_trace` writes the same as Chrome's Trace Event Format (JSON).
+``lanes=``), and each flow on the lane of its source node. The activities that make up a
+collective (its flows and internal delays) are left out: the collective stands for them.
+Activities that overlap in time on one lane (two collectives on the same ranks at once, a
+node's concurrent flows) go on lanes of their own beside it (``gpu3 #2``), so none is drawn
+over another. :func:`write_trace` writes the same as Chrome's Trace Event Format (JSON).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._files import path_argument, write_file
+from ..fabrics.links import name_array
 
 __all__ = ["timeline", "trace_events", "trace_json", "write_trace"]
 
@@ -52,25 +55,29 @@ def _inside(ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
 def _node_label(scenario: Any, result: Any) -> Callable[[int], str]:
     topo = getattr(scenario, "topology", None)
     names = getattr(result, "_node_names", None)
-    if topo is not None and hasattr(topo, "names_of"):  # a generated fabric: gpu3, nic3, ...
-        return lambda i: str(topo.names_of([int(i)])[0])
+    if topo is not None:  # gpu3, nic3, ... on a generated fabric; labels or node3 on a plain topology
+        every = name_array(topo)
+        return lambda i: str(every[int(i)])
     if names is not None:
         return lambda i: str(names[int(i)])
     return lambda i: f"node{int(i)}"
 
 
 def timeline(result: Any, scenario: Any = None, *, lanes: Mapping[int, str] | Callable[[int], str | None] | None = None,
-             flows: bool = False, max_flows: int = 100_000) -> pa.Table:
+             flows: bool = True, max_flows: int = 100_000) -> pa.Table:
     """One row per activity on a lane: ``lane, kind, activity_id, name, start_s, finish_s,
-    status`` (kind: "collective", "delay" or "flow"), sorted by lane then start.
+    status`` (kind: "collective", "delay" or "flow"), sorted by lane then start. Activities
+    that overlap on a lane are moved to lanes of their own beside it: ``gpu3``, ``gpu3 #2``,
+    ... (each the first one free when the activity starts), so that no two on one lane
+    overlap.
 
     ``scenario`` (the one that produced ``result``) gives each collective's ranks, so that a
     collective shows on every rank's lane (``gpu3``), and tells which flows and delays are
     a collective's own (left out); without it a collective shows on the lane of its
     communicator (``comm 0``) and every delay shows. A delay goes on the lane ``lanes`` gives
     for its id (a mapping, or a callable returning a lane or None), else on the lane of its
-    tag. ``flows=True`` adds the flows that are not a collective's, on their source node's
-    lane (at most ``max_flows``, the longest first). Start is when an activity was ready (a
+    tag. The flows that are not a collective's go on their source node's lane (at most
+    ``max_flows``, the longest first; ``flows=False`` leaves them out). Start is when an activity was ready (a
     flow's ready_s: its latency included); a failed flow ends when it failed; skipped
     activities are left out.
 
@@ -150,8 +157,29 @@ def timeline(result: Any, scenario: Any = None, *, lanes: Mapping[int, str] | Ca
     })
     if table.num_rows == 0:
         return table
-    order = sorted(range(table.num_rows), key=lambda i: (_lane_key(rows["lane"][i]), rows["start_s"][i], rows["activity_id"][i]))
+    lane_names = _apart(rows["lane"], rows["start_s"], rows["finish_s"], rows["activity_id"])
+    table = table.set_column(0, "lane", pa.array(lane_names, pa.string()))
+    order = sorted(range(table.num_rows), key=lambda i: (_lane_key(lane_names[i]), rows["start_s"][i], rows["activity_id"][i]))
     return table.take(pa.array(order, pa.int64()))
+
+
+def _apart(lanes: list[str], start: list[float], finish: list[float], ids: list[int]) -> list[str]:
+    """Each activity's lane, those that overlap another on their lane moved to lanes of their
+    own beside it (``lane #2``, ``lane #3``, ...): in order of start, each takes the first of
+    its lane's sub-lanes free by then (interval partitioning: as few as the most that overlap
+    at any instant)."""
+    out = list(lanes)
+    free_at: dict[str, list[float]] = {}  # per lane, when each of its sub-lanes is next free
+    for i in sorted(range(len(lanes)), key=lambda i: (start[i], ids[i])):
+        ends = free_at.setdefault(lanes[i], [])
+        k = next((k for k, end in enumerate(ends) if end <= start[i]), len(ends))
+        if k == len(ends):
+            ends.append(finish[i])
+        else:
+            ends[k] = finish[i]
+        if k:
+            out[i] = f"{lanes[i]} #{k + 1}"
+    return out
 
 
 def _lane_key(lane: str) -> tuple[tuple[int, Any], ...]:

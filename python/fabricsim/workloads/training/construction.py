@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -70,6 +70,9 @@ class _Builder:
         self.colls = self.sc._collectives
         self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
+        #: Called as the build goes with (parts done, parts in all): each scheduled op, then
+        #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
+        self.on_progress: Callable[[int, int], Any] | None = None
 
     def _rec(self, aid: int, cat: int, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
         self.ids.append(aid)
@@ -149,6 +152,7 @@ class _Builder:
         # advance each stage while its next op's inputs exist (identical for every replica).
         pos = [0] * p.pp
         n_left = sum(len(o) for o in orders)
+        n_parts, tick = n_left + 2 * p.pp, self.on_progress or (lambda done, total: None)
         while n_left:
             progressed = False
             for s in range(p.pp):
@@ -167,6 +171,7 @@ class _Builder:
                     pos[s] += 1
                     n_left -= 1
                     progressed = True
+                    tick(n_parts - 2 * p.pp - n_left, n_parts)
             if not progressed:  # pragma: no cover - the schedules are deadlock-free
                 raise AssertionError("pipeline schedule deadlocked")
         # data-parallel reduction per stage and chunk, per TP rank over the replicas
@@ -187,6 +192,7 @@ class _Builder:
                                 after.append(prev_g)
                             prev_t[t] = self.coll(op, st._dp_ranks(s, t), size, after, "dp", "dp.grads", s, -1, -1, c)
                 dp_last[s] = [x for x in prev_t if x is not None]
+                tick(n_parts - 2 * p.pp + s + 1, n_parts)
         # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
         for s in range(p.pp):
             opt_s = st._optimizer_s(s)
@@ -201,6 +207,7 @@ class _Builder:
                         ch = st.chunks[s][c]
                         prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
                                           "dp", "dp.params", s, -1, -1, c)]
+            tick(n_parts - p.pp + s + 1, n_parts)
         meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
         return _Built(self.sc, np.array(self.ids, dtype=np.int64), meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3], meta[:, 4],
                       self.deps, self.sc.n_activities)

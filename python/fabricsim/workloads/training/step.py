@@ -24,7 +24,10 @@ from ...collectives.cost.model import checked_cost_model
 from ...exceptions import InvalidArgumentError, ZeroCapacityPathError
 from ...fabrics import Topology
 from ...fabrics import catalog as _catalog
-from ...scenario import Scenario
+from ...progress import AUTO_DELAY_S
+from ...progress import bar as progress_bar
+from ...progress import enabled as progress_enabled
+from ...scenario import Scenario, checked_progress
 from ...units import size_bytes
 from .compute import ADAM_BYTES_PER_PARAM, HBM_EFFICIENCY, ComputeModel, _Chunk, chunks
 from .construction import _Builder, _Built
@@ -615,8 +618,14 @@ class TrainingStep:
         """
         return _Builder(self).build()
 
-    def run(self, **run_options: Any) -> "StepResult":
+    def run(self, *, progress: Any = None, **run_options: Any) -> "StepResult":
         """Builds the step, simulates it at flow level and returns a :class:`StepResult`.
+
+        ``progress`` covers both: None (the default) draws a bar for the build (its scheduled
+        ops, then each stage's reduction and optimizer) and one for the run on stderr when it
+        is a terminal and each has taken a second; True draws them from the start, False
+        never; a callable is given to :meth:`Scenario.run` (the build then draws none). Other
+        options go to :meth:`Scenario.run`.
 
         Example::
 
@@ -625,10 +634,24 @@ class TrainingStep:
             result = step.run(tolerance=1e-3)   # options go to Scenario.run
             result.step_s, result.mfu           # about 0.47 s and 0.11
         """
+        checked_progress(progress)
         t0 = time.perf_counter()
-        built = self.build()
+        builder = _Builder(self)
+        bars: list[Any] = []
+        if progress is True or (progress is None and progress_enabled(None)):
+            def built_so_far(done: int, total: int) -> None:
+                if not bars:  # made at the first report, which knows how many parts there are
+                    bars.append(progress_bar(total, "build", " ops", delay=0.0 if progress else AUTO_DELAY_S))
+                bars[0].update(done - bars[0].n)
+
+            builder.on_progress = built_so_far
+        try:
+            built = builder.build()
+        finally:
+            for bar in bars:
+                bar.close()
         t1 = time.perf_counter()
-        res = built.scenario.run(**run_options)
+        res = built.scenario.run(progress=progress, **run_options)
         t2 = time.perf_counter()
         return StepResult(self, built, res, build_s=t1 - t0, run_s=t2 - t1)
 
