@@ -167,9 +167,10 @@ def _cli_fabric(args: argparse.Namespace) -> Topology:
     return cluster(domain=args.fabric, n_domains=args.nodes, scale_out=args.scale_out, sharp=args.sharp)
 
 
-def _scale_out_of(fabric: Fabric) -> str:
-    """``, quantum-2 switches, cx7 NICs`` for a fabric with a scale-out network, else ""."""
-    parts = fabric._parts
+def _scale_out_of(fabric: Topology) -> str:
+    """``, quantum-2 switches, cx7 NICs`` for a generated fabric with a scale-out network, else ""
+    (a fabric from cabling names no parts)."""
+    parts = getattr(fabric, "_parts", {})
     if "scale_out" not in parts:
         return ""
     return f", {parts['switch'].name} switches, {parts['nic'].name} NICs"
