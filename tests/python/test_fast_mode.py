@@ -227,23 +227,23 @@ def test_the_last_flow_is_not_reported_at_the_rate_it_had_before_the_others_left
 @pytest.mark.parametrize("tol", sorted(BOUNDS))
 def test_each_stage_of_a_long_chain_keeps_the_bound(tol):
     # The window is a fraction of how long the transfers have run, not of the run's clock: 50
-    # stages of an all-to-all-v, each of which, timed from its own start, stays within the
-    # bound (counted from time 0, the windows of the 50th stage spanned a quarter of it, and
-    # its duration was 4% off at 1e-2).
+    # stages of an all-to-all-v, each of which, timed from the end of the one before, stays
+    # within the bound. Counted from time 0, the windows of the 50th stage spanned 73% of it
+    # at 1e-2, stages came out up to 19% off (1.3% at 1e-3), and the makespan 0.73%.
     sc = chained_stages(np.random.default_rng(0), n_stages=50)
     exact, fast = sc.run(), sc.run(tolerance=tol)
     finish_err, makespan_err = _finish_errors(exact, fast)
     assert finish_err <= BOUNDS[tol][0] and makespan_err <= BOUNDS[tol][1]
-    ends = [r.delays["finish_s"].to_numpy()[2::3] for r in (exact, fast)]
-    durations = [np.diff(e) for e in ends]
-    assert len(durations[0]) == 49
-    assert np.abs(durations[1] / durations[0] - 1).max() <= BOUNDS[tol][0]
+    exact_s, fast_s = (np.diff(r.collectives["finish_s"].to_numpy()) for r in (exact, fast))
+    assert len(exact_s) == 49
+    assert np.abs(fast_s / exact_s - 1).max() <= BOUNDS[tol][0]
 
 
 def test_a_dispatch_after_a_long_delay_is_simulated_as_one_at_time_zero():
     # Where every flow is ready at 0, the window is the tolerance times the current time, as
-    # before; a dispatch after 100 ms of compute, timed from its start, comes out the same
-    # (counted from time 0, it was one window of 1 ms, and its makespan 0.29% off).
+    # before; a dispatch after 100 ms of compute, timed from its start, comes out the same.
+    # Counted from time 0, its windows were 1 ms, longer than the dispatch: 6 instants where
+    # at time 0 it takes 241, and its duration 19% off.
     sizes = np.random.default_rng(1).lognormal(0, 0.6, (32, 32)) * 2**20
     np.fill_diagonal(sizes, 0)
     runs = []
