@@ -691,10 +691,11 @@ class Scenario:
 
         ``tolerance``: 0 (the default) runs the exact engine. A positive relative tolerance
         runs the fast mode, for many flows of different sizes that start together: the
-        flows due to finish within ``tolerance`` times the current time after an instant
-        finish with it, each at its own projected time, and the others' rates are re-solved
-        once for all of them (``Result.mode`` and ``Result.tolerance`` say which ran; the
-        docs/performance.md, "Fast mode", gives the bound it holds to).
+        flows due to finish within ``tolerance`` times the transfers' age (the time since the
+        latest of the transferring flows became ready) after an instant finish with it, each
+        at its own projected time, and the others' rates are re-solved once for all of them
+        (``Result.mode`` and ``Result.tolerance`` say which ran; docs/performance.md, "Fast
+        mode", gives the bound it holds to).
 
         Example::
 

@@ -1,7 +1,7 @@
 //! The event loop. Time jumps from event to event; between events every rate is constant.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use super::activities::{Activities, Kind};
 use super::disruption::{Disruption, Schedule, Step};
@@ -31,9 +31,9 @@ pub struct RunOptions {
     /// After every instant, check all rates against a from-scratch solve (slow: for tests).
     pub verify: bool,
     /// 0: exact. Above 0, the fast mode: the flows whose projected finish falls within this
-    /// fraction of the current time after it (and before any other event) finish with this
-    /// instant, each reported at its own projected time, and the rates of the others are
-    /// re-solved once for all of them (module `sim` docs on `finish_window`).
+    /// fraction of the transfers' age after the current time (and before any other event)
+    /// finish with this instant, each reported at its own projected time, and the rates of
+    /// the others are re-solved once for all of them (module `sim` docs on `finish_window`).
     pub finish_rel_tol: f64,
     /// Sums of constraint loads whose peak and busy time to report (`RunOutput::meter_*`).
     pub meters: Meters,
@@ -297,6 +297,9 @@ struct Sim<'a> {
     released_on: Vec<u32>,
     /// Fast mode: the span of the instant's window, which rate changes are placed in.
     window_s: (f64, f64),
+    /// Fast mode: how many flows are transferring, by ready time (`ready_key`), so that the
+    /// latest is the youngest transfer's (`transfers_age_s`).
+    transferring_by_ready: BTreeMap<u64, u32>,
     /// Activities done, failed or skipped.
     n_over: usize,
     /// The disruptions in time order, and those due at the current instant.
@@ -492,6 +495,7 @@ impl<'a> Sim<'a> {
             released_load: vec![(0.0, 0.0); n_c],
             released_on: Vec::new(),
             window_s: (0.0, 0.0),
+            transferring_by_ready: BTreeMap::new(),
             n_over: 0,
             steps,
             due: Vec::new(),
@@ -569,12 +573,12 @@ impl<'a> Sim<'a> {
 
     /// The latest projected finish the instant at `now` takes. Exact: its own rounding
     /// horizon. Fast mode (`finish_rel_tol` > 0), at an instant of finishes alone: up to
-    /// `now * (1 + finish_rel_tol)`, but never past the next event of another kind (an
-    /// arrival, a delay's end, a disruption keeps its exact time and order). The flows taken
-    /// are reported finished at their own projected times and leave together, at the
-    /// re-solve (`release_time`), which is what the tolerance buys: one re-solve for all of
-    /// them, where the exact engine re-solves at each. The others' rates are exact for the
-    /// flows left.
+    /// `finish_rel_tol` times the transfers' age after `now` (`transfers_age_s`), but never
+    /// past the next event of another kind (an arrival, a delay's end, a disruption keeps its
+    /// exact time and order). The flows taken are reported finished at their own projected
+    /// times and leave together, at the re-solve (`release_time`), which is what the
+    /// tolerance buys: one re-solve for all of them, where the exact engine re-solves at each.
+    /// The others' rates are exact for the flows left.
     fn finish_window(&mut self, now: f64, horizon: f64, arrivals: bool) -> f64 {
         // A disruption due at this instant applies after its finishes: a flow it cuts off or
         // slows must not be taken early at its old rate. Arrivals start at this instant's
@@ -584,9 +588,30 @@ impl<'a> Sim<'a> {
             return horizon;
         }
         let next_event = self.events.peek().map_or(f64::INFINITY, |e| e.time_s);
-        (now + now.abs() * self.finish_rel_tol)
+        (now + self.transfers_age_s(now) * self.finish_rel_tol)
             .min(next_event)
             .max(horizon)
+    }
+
+    /// How long the youngest transfer has run at `now`, counted from its ready time (its
+    /// latency is part of its time): every flow transferring has run at least that long, so
+    /// a window of a fraction of it is that fraction of any flow's time so far. Counted from
+    /// time 0 instead, a window would grow with the run's clock: a stage that starts late
+    /// (a dispatch after 100 ms of compute) would be one window, and along a chain of
+    /// stages the error would add up stage by stage. Where every flow is ready at 0, it is
+    /// `now`.
+    fn transfers_age_s(&self, now: f64) -> f64 {
+        let ready_s = self
+            .transferring_by_ready
+            .last_key_value()
+            .map_or(0.0, |(&key, _)| f64::from_bits(key));
+        (now - ready_s).max(0.0)
+    }
+
+    /// A flow's ready time as a key that orders as the time: non-negative doubles order as
+    /// their bits (+ 0.0 makes -0.0, a start of -0.0 s, into 0).
+    fn ready_key(&self, f: u32) -> u64 {
+        (self.out.ready_s[f as usize] + 0.0).to_bits()
     }
 
     /// When the flows a fast-mode instant took leave and the others are re-solved: the
@@ -655,6 +680,28 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether a flow due inside a fast-mode window must wait for the instant's re-solve
+    /// instead of being taken early: something waits for its finish (a dependent that it
+    /// alone still holds back, or the run's end), and flows taken earlier in the window free
+    /// load on its constraints, so its rate would rise inside the window and its projected
+    /// finish, at the old rate, is late. Taken anyway, it would hand that lateness on to its
+    /// dependent (stage after stage along a chain) or to the makespan; left in, it gets its
+    /// re-solved rate, and the next stage starts where those rates put its finish. Flows
+    /// nobody waits for keep the cheap treatment: their error stays theirs.
+    fn awaited_at_a_rising_rate(&self, f: u32) -> bool {
+        let fi = f as usize;
+        let awaited = self.n_over + 1 == self.acts.len()
+            || self.dependents[self.dependents_offsets[fi]..self.dependents_offsets[fi + 1]]
+                .iter()
+                .any(|&d| self.n_pending[d as usize] == 1);
+        awaited
+            && self
+                .sharing
+                .usage_of(f)
+                .iter()
+                .any(|u| self.released_load[u.constraint as usize].0 > 0.0)
+    }
+
     fn next_finish_s(&self) -> Option<f64> {
         self.finishes.peek().map(|(t, _)| t)
     }
@@ -681,6 +728,7 @@ impl<'a> Sim<'a> {
             };
             let horizon = now + now.abs() * SAME_INSTANT_REL;
             let mut n_left = 0usize;
+            let mut window_open = true;
             arrived.clear();
             // Drain everything at this instant, including what it triggers (zero waits).
             loop {
@@ -711,7 +759,11 @@ impl<'a> Sim<'a> {
                         continue;
                     }
                 }
-                let bound = self.finish_window(now, horizon, !arrived.is_empty());
+                let bound = if window_open {
+                    self.finish_window(now, horizon, !arrived.is_empty())
+                } else {
+                    horizon
+                };
                 match self.finishes.peek() {
                     Some((t, _)) if t <= bound => {
                         finishing.clear();
@@ -724,10 +776,12 @@ impl<'a> Sim<'a> {
                             );
                             // In order of projected finish: each is reported at its own time
                             // (within the window after now) and leaves when the instant
-                            // re-solves (`release_time`). Where a completion makes an event
-                            // (a dependent ready at once) before the next one's finish, the
-                            // instant ends there and the rest go back: the release must not
-                            // come before finishes it has taken.
+                            // re-solves (`release_time`). The window closes, and the rest go
+                            // back, where a completion made an event (a dependent ready at
+                            // once) before the next one's finish, since the release must not
+                            // come before finishes it has taken; and before a flow whose
+                            // finish is awaited at a rate the window raises
+                            // (`awaited_at_a_rising_rate`).
                             order.clear();
                             order.extend(0..finishing.len());
                             order.sort_unstable_by(|&a, &b| {
@@ -737,10 +791,13 @@ impl<'a> Sim<'a> {
                             });
                             for (k, &i) in order.iter().enumerate() {
                                 let (f, t) = (finishing[i], finishing_s[i].max(now));
-                                if self.events.peek().is_some_and(|e| e.time_s < t) {
+                                if self.events.peek().is_some_and(|e| e.time_s < t)
+                                    || self.awaited_at_a_rising_rate(f)
+                                {
                                     for &j in &order[k..] {
                                         self.finishes.set(finishing[j], finishing_s[j]);
                                     }
+                                    window_open = false;
                                     break;
                                 }
                                 self.note_released_load(f, t);
@@ -790,6 +847,14 @@ impl<'a> Sim<'a> {
             if n_left > 0 || !arrived.is_empty() {
                 self.reshare(now, &arrived)?;
             }
+            if self.finish_rel_tol > 0.0 {
+                for &f in &arrived {
+                    *self
+                        .transferring_by_ready
+                        .entry(self.ready_key(f))
+                        .or_insert(0) += 1;
+                }
+            }
             self.clear_released_loads();
             // Report every tenth of a second of wall time (the clock is read every 64 instants).
             if self.out.n_instants % 64 == 0 && last_report.elapsed() >= REPORT_EVERY {
@@ -833,6 +898,15 @@ impl<'a> Sim<'a> {
         }
         let (stats, touched) = (&mut self.load_stats, &mut self.touched);
         self.sharing.detach(f, |c| load_changes(stats, touched, c));
+        if self.finish_rel_tol > 0.0 {
+            let key = self.ready_key(f);
+            if let Some(n) = self.transferring_by_ready.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.transferring_by_ready.remove(&key);
+                }
+            }
+        }
         for u in self.sharing.usage_of(f) {
             let ci = u.constraint as usize;
             if self.sharing.on[ci].is_empty() {

@@ -888,6 +888,65 @@ fn fast_mode_keeps_outcomes_and_finish_times_within_its_bound_on_random_dags() {
     assert!(worst > 0.0, "no random DAG exercised the fast mode");
 }
 
+/// A chain of stages in the fast mode, each a small flow S (1,000 B) and a big one B on one
+/// 1e9 B/s link, both after the previous stage's B, the first after a 1 s delay. Sharing the
+/// link, S ends 2 us into its stage, and B, due at its half rate within the window there,
+/// then runs alone: each stage lasts 2 us + (B - 1,000 B) / 1e9. Taken at its half rate, B
+/// would start the next stage late by about as much again, stage after stage. It is left to
+/// the re-solve, so each stage ends where the exact engine ends it; the same holds where the
+/// stages start at 0 (no delay), and for one stage of ten flows whose big one ends the run.
+#[test]
+fn fast_mode_places_each_stage_of_a_chain_where_the_rates_put_it() {
+    for tol in [1e-2, 1e-3] {
+        let big = 1000.0 + 0.9 * tol * 1e9 / 2.0;
+        let stage_s = 2e-6 + (big - 1000.0) / 1e9;
+        for delay_s in [1.0, 0.0] {
+            let mut acts = Activities::new();
+            let mut prev = acts.add_delay(delay_s, 0.0, &[]).unwrap();
+            for _ in 0..50 {
+                acts.add_flow(1000.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[prev])
+                    .unwrap();
+                prev = acts
+                    .add_flow(big, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[prev])
+                    .unwrap();
+            }
+            let options = RunOptions {
+                verify: true,
+                finish_rel_tol: tol,
+                ..Default::default()
+            };
+            let out = run(&[1e9], &acts, &options, &mut |_| true).unwrap();
+            for k in 0..50 {
+                assert_close(
+                    &format!("tolerance {tol}, delay {delay_s} s: the end of stage {k}"),
+                    out.finish_s[2 + 2 * k],
+                    delay_s + (k + 1) as f64 * stage_s,
+                );
+            }
+        }
+        // Nine flows of 1,000 B and one of 1,000 (1 + 0.9 tol) B together: the nine end at
+        // 10 us, the tenth is due at its tenth of the link within the window, and runs alone.
+        let mut acts = Activities::new();
+        for _ in 0..9 {
+            acts.add_flow(1000.0, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+                .unwrap();
+        }
+        let last = 1000.0 * (1.0 + 0.9 * tol);
+        acts.add_flow(last, &on(&[0]), 0.0, 0.0, f64::INFINITY, &[])
+            .unwrap();
+        let options = RunOptions {
+            finish_rel_tol: tol,
+            ..Default::default()
+        };
+        let out = run(&[1e9], &acts, &options, &mut |_| true).unwrap();
+        assert_close(
+            "the run's last flow",
+            out.makespan_s,
+            1e-5 + (last - 1000.0) / 1e9,
+        );
+    }
+}
+
 /// Weighted max-min (share weights): on one link of 100 B/s, A (weight 1, 100 B) and B
 /// (weight 3, 150 B) get 25 and 75 B/s; B ends at 2 s with A half done, and A then takes the
 /// whole link: 50 B in 0.5 s. The link carries both flows' bytes, and the rate log shows each
