@@ -79,6 +79,17 @@ def finite(value: Any) -> float | None:
     return out if out is not None and math.isfinite(out) else None
 
 
+def positive(name: str, value: Any, unit: str = "", *, zero: bool = False) -> float:
+    """``value`` as a float if it is a finite real number > 0 (>= 0 with ``zero``), else an
+    error naming ``name``, the unit and the value as given."""
+    x = finite(value)
+    if x is None or x < 0 or (x == 0 and not zero):
+        got = shown(value) if real(value) is not None else f"{type(value).__name__} {shown(value)}"
+        raise InvalidArgumentError(
+            f"{name} must be a finite number {'>=' if zero else '>'} 0{f' ({unit})' if unit else ''}, got {got}")
+    return x
+
+
 def number(value: Any) -> float:
     """A parser for :func:`parsed` and :func:`quantities` of plain numbers (coefficients,
     ratios): a real number as a float, else an error."""
@@ -249,9 +260,24 @@ def parsed(name: str, parse: Callable[[Any], float], value: Any) -> float:
         raise InvalidArgumentError(f"{name}: {err}") from None
 
 
-# Arrays from this many values on are checked against the memory available before they are
-# made (a check reads /proc/meminfo: not worth it for small ones).
-_LARGE = 1 << 20
+# Estimates from this many bytes on are checked against the memory available: a check reads
+# /proc/meminfo (about 13 us), not worth it for what any machine holds.
+_CHECKED_BYTES = 1 << 20
+
+
+def room_for(what: str, n: Any, bytes_each: float) -> None:
+    """Refuses, before it is made, what would not fit in memory: ``n`` items (a count, or the
+    expected count of a random draw) of about ``bytes_each`` bytes each. Raises
+    :class:`~fabricsim.ScenarioTooLargeError` naming ``what`` with the estimate and the
+    memory available (the core's rule: ``FABRICSIM_AVAILABLE_BYTES`` caps it). Every Python
+    path that allocates in proportion to a number it is given (a count, a rate times a
+    horizon, a rank) asks here first."""
+    count = real(n)
+    estimate = math.inf if count is None else count * bytes_each  # an int beyond the floats: too many
+    if not estimate < _CHECKED_BYTES:  # NaN too
+        from . import _core
+
+        _core.check_fits(what, estimate if estimate == estimate else math.inf)
 
 
 def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
@@ -261,11 +287,9 @@ def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], flo
     as its NumPy array."""
     values = _from_arrow(name, values)
     expected = "a 1-D sequence of values" if n is None else f"one value or a 1-D sequence of {n}"
-    if n is not None and n >= _LARGE:
+    if n is not None:
         # Before the array: one value broadcast to n is n x 8 bytes from nothing.
-        from . import _core
-
-        _core.check_fits(f"{name} ({n} values of 8 bytes)", 8.0 * n)
+        room_for(f"{name} ({n} values of 8 bytes)", n, 8.0)
     if one_value(values):
         if n is None:
             raise InvalidArgumentError(f"{name} must be {expected}, got {shown(values)}")

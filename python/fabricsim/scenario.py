@@ -128,6 +128,18 @@ _PRECHECKED_FLOWS = 1 << 16
 _PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
 
 
+def checked_run_options(*, record_rates: Any = False, verify_rates: Any = False, tolerance: Any = 0.0) -> float:
+    """:meth:`Scenario.run`'s options other than ``progress``, checked (a scenario file's
+    ``[run]`` table is, when the file is loaded); returns the tolerance as a float."""
+    tol = real(tolerance)
+    if tol is None or not 0 <= tol < 1:
+        raise InvalidArgumentError(
+            f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
+    flag("record_rates", record_rates)
+    flag("verify_rates", verify_rates)
+    return tol
+
+
 def _both(first: ProgressCallback | None, second: ProgressCallback) -> ProgressCallback:
     """A progress callback that calls ``first`` (if any), then ``second``."""
     if first is None:
@@ -708,12 +720,7 @@ class Scenario:
             print(exact.summary)   # makespan, flows, bytes moved, busiest links
         """
         checked_progress(progress)
-        tol = real(tolerance)
-        if tol is None or not 0 <= tol < 1:
-            raise InvalidArgumentError(
-                f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
-        flag("record_rates", record_rates)
-        flag("verify_rates", verify_rates)
+        tol = checked_run_options(record_rates=record_rates, verify_rates=verify_rates, tolerance=tolerance)
         bar: RunProgress | None = None
         callback: ProgressCallback | None = None
         if progress is True or (progress is None and progress_enabled(None)):

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from ..._checks import finite, shown
+from ..._checks import positive
 from ...exceptions import InvalidArgumentError
 
 __all__ = ["PARTS", "FailureRates", "failure_rates", "cpo_port_factor"]
@@ -31,20 +31,6 @@ def _load() -> dict[str, Any]:
 
 
 _DATA = _load()
-
-
-def _nonnegative(what: str, value: Any, unit: str) -> float:
-    v = finite(value)
-    if v is None or v < 0:
-        raise InvalidArgumentError(f"{what} must be a finite number >= 0 ({unit}), got {shown(value)}")
-    return v
-
-
-def _positive(what: str, value: Any, unit: str) -> float:
-    v = finite(value)
-    if v is None or v <= 0:
-        raise InvalidArgumentError(f"{what} must be a finite number > 0 ({unit}), got {shown(value)}")
-    return v
 
 
 def _part_name(what: str, name: Any, known: Iterable[str]) -> str:
@@ -106,18 +92,18 @@ class FailureRates:
         rates = {}
         for k, v in dict(self.rates_per_hour).items():
             _part_name("rates_per_hour", k, PARTS)
-            rates[k] = _nonnegative(f"failure rate of {k!r}", v, "failures per unit per hour")
+            rates[k] = positive(f"failure rate of {k!r}", v, "failures per unit per hour", zero=True)
         missing = [p for p in PARTS if p != "cpo_port" and p not in rates]
         if missing:
             raise InvalidArgumentError(f"rates_per_hour lacks {missing}; start from reliability.failure_rates().replace(...)")
         repair = {}
         for k, v in dict(self.repair_s).items():
             _part_name("repair_s", k, PARTS)
-            repair[k] = _nonnegative(f"repair time of {k!r}", v, "seconds")
-        shares = {k: _nonnegative(f"optics share {k!r}", v, "a fraction") for k, v in dict(self.optics_shares).items()}
+            repair[k] = positive(f"repair time of {k!r}", v, "seconds", zero=True)
+        shares = {k: positive(f"optics share {k!r}", v, "a fraction", zero=True) for k, v in dict(self.optics_shares).items()}
         if shares and abs(sum(shares.values()) - 1.0) > 1e-6:
             raise InvalidArgumentError(f"optics_shares must add up to 1, got {sum(shares.values())!r} ({shares})")
-        factors = {k: _nonnegative(f"cpo factor {k!r}", v, "a multiplier") for k, v in dict(self.cpo_factors).items()}
+        factors = {k: positive(f"cpo factor {k!r}", v, "a multiplier", zero=True) for k, v in dict(self.cpo_factors).items()}
         unknown = sorted(set(factors) - set(shares))
         if unknown:
             raise InvalidArgumentError(f"cpo_factors names {unknown}, which are not optics_shares ({sorted(shares)})")

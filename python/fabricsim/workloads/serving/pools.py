@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..._checks import COUNT, integer, integers
+from ..._checks import COUNT, integer, integers, positive
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
 from ..training import Model
 from ..training import model as _model
-from .requests import _positive
 
 __all__ = ["Pool", "carve_pools", "kv_cache_bytes"]
 
@@ -93,7 +92,7 @@ def kv_cache_bytes(model: str | Model, tokens: Any, *, kv_bytes_per_element: flo
         from fabricsim import serving
         serving.kv_cache_bytes("llama3-70b", 1)   # 327680.0 = 80 layers x 8 KV heads x 128 x 2 x 2 bytes
     """
-    per_token = _kv_bytes_per_token(_model(model), _positive("kv_bytes_per_element", kv_bytes_per_element))
+    per_token = _kv_bytes_per_token(_model(model), positive("kv_bytes_per_element", kv_bytes_per_element))
     if np.ndim(tokens) == 0:
         return per_token * float(tokens)
     return per_token * np.asarray(tokens, dtype=np.float64)

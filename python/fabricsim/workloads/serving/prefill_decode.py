@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from ..._checks import positive
 from ...collectives import estimate
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
@@ -20,7 +21,7 @@ from ..training import DEFAULT_COMPUTE_EFFICIENCY, HBM_EFFICIENCY, Model
 from ..training import model as _model
 from .pools import Pool, _checked_pool, _kv_bytes_per_token, _kv_pairs, _PoolPlan
 from .report import ServingReport, _percentiles
-from .requests import Requests, _positive
+from .requests import Requests
 
 __all__ = ["add_serving", "Serving"]
 
@@ -257,12 +258,12 @@ def add_serving(
         raise InvalidArgumentError(f"policy must be 'round_robin' or 'least_loaded', got {policy!r}")
     if kv_shards not in ("all", "one"):
         raise InvalidArgumentError(f"kv_shards must be 'all' or 'one', got {kv_shards!r}")
-    kv_b = _positive("kv_bytes_per_element", kv_bytes_per_element)
-    act_b = _positive("activation_bytes_per_element", activation_bytes_per_element)
-    eff = _positive("prefill_efficiency", prefill_efficiency)
+    kv_b = positive("kv_bytes_per_element", kv_bytes_per_element)
+    act_b = positive("activation_bytes_per_element", activation_bytes_per_element)
+    eff = positive("prefill_efficiency", prefill_efficiency)
     if eff > 1:
         raise InvalidArgumentError(f"prefill_efficiency must be in (0, 1] (a fraction of peak), got {prefill_efficiency!r}")
-    probe_dt = _positive("ep_probe_interval_s", ep_probe_interval_s)
+    probe_dt = positive("ep_probe_interval_s", ep_probe_interval_s)
     if not isinstance(tag, str):
         raise InvalidArgumentError(f"tag must be a string, got {type(tag).__name__}")
     pre = _checked_pool("prefill", prefill, fabric, m)
@@ -280,7 +281,7 @@ def add_serving(
         assert hbm is not None
         step_s = (2.0 * m.n_params / dec.gpus.shape[1]) / (float(hbm) * HBM_EFFICIENCY)
     else:
-        step_s = _positive("decode_step_s", decode_step_s)
+        step_s = positive("decode_step_s", decode_step_s)
 
     n = requests.n_requests
     arrival = requests.arrival_s
