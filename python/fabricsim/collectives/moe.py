@@ -55,8 +55,8 @@ class MoeRouting:
 
     Made from each token's expert ids (:meth:`from_topk`: deduplication per GPU and per node
     exact) or from token counts per rank and expert (:meth:`from_counts`: deduplication
-    estimated as if each token's experts were drawn independently in proportion to its
-    rank's counts).
+    estimated as if each token's distinct experts were drawn in proportion to its rank's
+    counts).
 
     Example::
 
@@ -85,11 +85,11 @@ class MoeRouting:
         twice for one token; ``placement`` as in the class docs (default: experts in blocks,
         rank r holding experts ``r E/n .. (r + 1) E/n - 1``)."""
         ids = np.asarray(expert_ids)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise InvalidArgumentError(f"expert_ids must hold integer expert ids, got dtype {ids.dtype}")
         if ids.ndim != 3 or 0 in ids.shape:
             raise InvalidArgumentError(
                 f"expert_ids must be an array of shape (ranks, tokens per rank, top_k), got shape {ids.shape}")
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise InvalidArgumentError(f"expert_ids must hold integer expert ids, got dtype {ids.dtype}")
         n, t, k = ids.shape
         lo, hi = int(ids.min()), int(ids.max())
         n_experts = hi + 1 if n_experts is None else _positive_int("n_experts", n_experts)
@@ -122,7 +122,7 @@ class MoeRouting:
         bad = np.argwhere(~(np.isfinite(c) & (c >= 0)))
         if len(bad):
             i, e = bad[0].tolist()
-            raise InvalidArgumentError(f"counts[{i}][{e}] = {c[i, e]!r}: expected a finite token count >= 0")
+            raise InvalidArgumentError(f"counts[{i}][{e}] = {float(c[i, e])!r}: expected a finite token count >= 0")
         k = _positive_int("top_k", top_k)
         n, n_experts = c.shape
         if k > n_experts:
@@ -146,14 +146,20 @@ class MoeRouting:
             src = np.broadcast_to(np.arange(n)[:, None, None], where.shape)
             out: np.ndarray = np.bincount((src[first] * n_groups + where[first]), minlength=n * n_groups)
             return out.reshape(n, n_groups).astype(np.float64)
-        # From counts: a token misses a group if none of its k picks lands there.
+        # From counts: a token misses a group if none of its k distinct picks lands there, the
+        # picks drawn without replacement from E experts, the group's share of them in
+        # proportion to its counts (exact for even counts: C(E - g, k) / C(E, k)).
         assert self.counts is not None
         per_group = np.zeros((n, n_groups))
         np.add.at(per_group.T, group_of_rank[self.placement], self.counts.T)
         total = self.counts.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.where(total > 0, per_group / total, 0.0)
-        return self.tokens[:, None] * (1.0 - (1.0 - p) ** self.top_k)
+        e = float(self.n_experts)
+        miss = np.ones_like(p)
+        for i in range(self.top_k):
+            miss *= np.clip((e * (1.0 - p) - i) / (e - i), 0.0, 1.0)
+        return self.tokens[:, None] * (1.0 - miss)
 
 
 def _positive_int(name: str, value: Any) -> int:

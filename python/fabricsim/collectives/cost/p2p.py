@@ -659,7 +659,7 @@ def _classes(op: str, comm: _Comm, S: float, s: P2pSetup, cost: CostModel) -> tu
             if g > 1:
                 out.append(_Class(m, float(cap[r]), {"nvl_out": g - 1.0, "nvl_in": g - 1.0}, intra, x))
             continue
-        wire = _farthest_s(comm, s, x)
+        wire = _farthest_s(comm, s, x, pxn)
         if pxn:  # one flow per rail GPU, the group's g senders' bytes
             out.append(_Class(g * m, g * float(cap[r]), {"nic_out": 1.0, "nic_in": 1.0}, wire, x))
         else:
@@ -670,12 +670,17 @@ def _classes(op: str, comm: _Comm, S: float, s: P2pSetup, cost: CostModel) -> tu
     return out, ks, alpha
 
 
-def _farthest_s(comm: _Comm, s: P2pSetup, k: int) -> float:
-    """The wire latency of round group k's farthest pair of nodes (one rank of each)."""
+def _farthest_s(comm: _Comm, s: P2pSetup, k: int, rail_to_rail: bool) -> float:
+    """The wire latency of round group k's farthest pair: rail to rail (PXN) or any rank of a
+    node to any of the other's."""
     d = int(s.deltas[k])
-    a = comm.starts[s.group_node]
-    b = comm.starts[s.group_node[(np.arange(s.n_groups) + d) % s.n_groups]]
-    return float(comm.class_latency_s[comm.pair_classes(a, b)].max())
+    a = np.repeat(comm.starts[s.group_node], s.group_size) + np.tile(np.arange(s.group_size), s.n_groups)
+    b = np.repeat(comm.starts[s.group_node[(np.arange(s.n_groups) + d) % s.n_groups]], s.group_size)
+    if rail_to_rail:
+        b = b + np.tile(np.arange(s.group_size), s.n_groups)
+        return float(comm.class_latency_s[comm.pair_classes(a, b)].max())
+    b = b[:, None] + np.arange(s.group_size)[None, :]
+    return float(comm.class_latency_s[comm.pair_classes(np.repeat(a, s.group_size), b.ravel())].max())
 
 
 def _bound_s(comm: _Comm, plan: Transfers, capacity: dict[str, float]) -> float:
