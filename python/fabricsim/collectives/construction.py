@@ -394,8 +394,8 @@ class Builder:
         analytical = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
         if algo == "p2p":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
-            matrix = p2p.transfer_matrix(op, n, S, sizes)
-            return add_p2p(core, comm, matrix, begin, tag, cost, every_peer=op == "all_to_all"), analytical
+            return add_p2p(core, comm, p2p.plan(op, comm, S, sizes, cost), begin, tag,
+                           alike=p2p.alike(op, comm, sizes, cost)), analytical
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each

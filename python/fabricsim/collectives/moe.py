@@ -355,8 +355,9 @@ def add_moe(builder: "Builder", kind: str, ranks: Any, traffic: MoeRouting | Moe
         begin = core.add_delay(0.0, start_s, after, label)
         if mode == "all_to_all":
             matrix = _matrix(kind, traffic, b)
-            end = add_p2p(core, comm, matrix, begin, label, cost)
-            analytical = p2p.time_s("all_to_all", comm, float(matrix.sum() / comm.n), matrix, cost)
+            S = float(matrix.sum() / comm.n)
+            analytical = p2p.time_s("all_to_all", comm, S, matrix, cost)
+            end = add_p2p(core, comm, p2p.plan("all_to_all", comm, S, matrix, cost), begin, label)
             net = np.repeat(np.arange(comm.n_domains), comm.counts)
             remote = net[:, None] != net[None, :]
             over = remote if comm.n_domains > 1 else ~np.eye(comm.n, dtype=bool)

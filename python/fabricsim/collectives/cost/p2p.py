@@ -371,6 +371,20 @@ def transfer_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.n
     return np.full((n, n), S / n) if sizes is None else np.array(sizes, dtype=np.float64)
 
 
+def plan(op: str, comm: _Comm, S: float, sizes: np.ndarray | None, cost: CostModel = DEFAULT_COST) -> Transfers:
+    """:func:`transfers` of ``op`` (S as nccl-tests counts it, or an all-to-all-v matrix),
+    kept for the last call on the communicator: a collective's estimate and its flows read
+    the same one."""
+    key = (op, S, cost)
+    last = comm.memo.get("p2p_plan")
+    if last is not None and last[0] == key and last[1] is sizes:
+        found: Transfers = last[2]
+        return found
+    made = transfers(comm, transfer_matrix(op, comm.n, S, sizes), cost, every_peer=op == "all_to_all")
+    comm.memo["p2p_plan"] = (key, sizes, made)
+    return made
+
+
 def transfers(comm: _Comm, matrix: np.ndarray, cost: CostModel = DEFAULT_COST, every_peer: bool = True) -> Transfers:
     """The flows NCCL's schedule makes of ``matrix`` (bytes from position i to j; module docs);
     ``every_peer``: every rank posts an operation to every rank, of zero bytes too (an
@@ -463,6 +477,15 @@ def transfers(comm: _Comm, matrix: np.ndarray, cost: CostModel = DEFAULT_COST, e
     return Transfers(cols[0].astype(np.int64), cols[1].astype(np.int64), cols[2].astype(np.float64),
                      cols[3].astype(np.float64), cols[4].astype(np.int64), cols[5].astype(np.int64),
                      cols[6].astype(np.int64), cols[7].astype(np.int64), ks, alpha)
+
+
+def one_unit(plan: Transfers) -> Transfers:
+    """``plan`` with every batched transfer in one join unit: a batch's joins made one."""
+    from dataclasses import replace
+
+    batched = plan.kind != HOP
+    units = np.where(batched, 0, -1)
+    return replace(plan, unit_src=units, unit_dst=units)
 
 
 def _units(s: P2pSetup, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -589,6 +612,11 @@ def _simulate(classes: list[_Class], capacity: dict[str, float], ks: Keys, alpha
     return max(ends + hops, default=0.0)
 
 
+def alike(op: str, comm: _Comm, sizes: np.ndarray | None, cost: CostModel = DEFAULT_COST) -> bool:
+    """Whether every rank of ``comm`` runs the same schedule with the same bytes (:func:`_symmetric`)."""
+    return _symmetric(op, comm, sizes, setup(comm, cost), cost)
+
+
 def _symmetric(op: str, comm: _Comm, sizes: np.ndarray | None, s: P2pSetup, cost: CostModel) -> bool:
     """Whether every rank runs the same schedule with the same bytes: an even all-to-all over
     whole groups of equal nodes (PXN finding every rail), or a ring send/recv on one node."""
@@ -620,8 +648,7 @@ def time_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None, cost: CostM
     if _symmetric(op, comm, sizes, s, cost):
         classes, ks, alpha = _classes(op, comm, S, s, cost)
         return _simulate(classes, capacity, ks, alpha)
-    plan = transfers(comm, transfer_matrix(op, n, S, sizes), cost, every_peer=op == "all_to_all")
-    return _bound_s(comm, plan, capacity)
+    return _bound_s(comm, plan(op, comm, S, sizes, cost), capacity)
 
 
 def _classes(op: str, comm: _Comm, S: float, s: P2pSetup, cost: CostModel) -> tuple[list[_Class], Keys, np.ndarray]:
