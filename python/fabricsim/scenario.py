@@ -447,7 +447,7 @@ class Scenario:
         ``size_bytes`` as nccl-tests counts it; ``sizes`` (instead of ``size_bytes``) is an
         all-to-all-v matrix of what rank i sends to rank j, numbers of bytes or strings such as
         "1MiB". ``algorithm``: "auto" (NCCL's choice for this fabric and size),
-        "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
+        "ring", "tree", "halving_doubling", "p2p", "direct", "nvls", "sharp", "hierarchical" or
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
@@ -484,6 +484,7 @@ class Scenario:
 
         Example::
 
+            import numpy as np
             fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
             ids = np.random.default_rng(0).integers(0, 64, size=(16, 4096, 1))   # top-1 of 64 experts
             routing = fs.MoeRouting.from_topk(ids, n_experts=64)
@@ -503,7 +504,7 @@ class Scenario:
 
         Example::
 
-            routing = fs.MoeRouting.from_counts(np.full((8, 16), 512.0), top_k=4)   # 8 ranks, 16 experts
+            routing = fs.MoeRouting.from_counts([[512.0] * 16] * 8, top_k=4)   # 8 ranks, 16 experts
             sc = fs.Scenario(fs.hgx_h100())
             sc.add_moe_combine(routing, bytes_per_token="14KiB", mode="all_to_all")
             sc.run().collectives.column("algorithm")   # ['all_to_all']

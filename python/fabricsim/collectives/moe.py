@@ -60,7 +60,8 @@ class MoeRouting:
 
     Example::
 
-        ids = np.random.default_rng(0).integers(0, 64, size=(16, 512, 8))   # 16 ranks, 512 tokens each, top-8
+        import numpy as np
+        ids = np.random.default_rng(0).integers(0, 64, size=(16, 512, 1))   # 16 ranks, 512 tokens each, top-1
         routing = fs.MoeRouting.from_topk(ids, n_experts=64)   # 4 experts per rank, in blocks
         routing.tokens.tolist()[:2]                            # [512.0, 512.0]
     """
@@ -73,7 +74,7 @@ class MoeRouting:
     tokens: np.ndarray
     #: copies[i, j]: tokens of rank i routed to experts of rank j, one per expert.
     copies: np.ndarray
-    #: Each token's expert ids (n_ranks, tokens, top_k), or None (made from counts).
+    #: The ranks of each token's experts (n_ranks, tokens, top_k), or None (made from counts).
     topk: np.ndarray | None = None
     counts: np.ndarray | None = None
     _traffic: dict[bytes, "MoeTraffic"] = field(default_factory=dict, repr=False)
@@ -83,7 +84,15 @@ class MoeRouting:
         """A routing from each token's expert ids: an integer array of shape (ranks, tokens per
         rank, top_k), ids in ``[0, n_experts)`` (default: one past the largest), no expert
         twice for one token; ``placement`` as in the class docs (default: experts in blocks,
-        rank r holding experts ``r E/n .. (r + 1) E/n - 1``)."""
+        rank r holding experts ``r E/n .. (r + 1) E/n - 1``).
+
+        Example::
+
+            import numpy as np
+            ids = np.array([[[0, 1]], [[1, 3]]])            # 2 ranks, a token each, top-2 of 4 experts
+            routing = fs.MoeRouting.from_topk(ids, placement=[1, 1, 0, 0])   # experts 2, 3 on rank 0
+            routing.copies.tolist()                          # [[0.0, 2.0], [1.0, 1.0]]
+        """
         ids = np.asarray(expert_ids)
         if not np.issubdtype(ids.dtype, np.integer):
             raise InvalidArgumentError(f"expert_ids must hold integer expert ids, got dtype {ids.dtype}")
@@ -106,16 +115,23 @@ class MoeRouting:
                 f"token {tok} of rank {r} is routed to expert {int(ordered[r, tok][twice[0][2]])} twice: a token's "
                 "top_k experts are distinct")
         place = _placement(placement, n_experts, n)
-        dst = place[ids]
-        copies = np.bincount((np.arange(n)[:, None, None] * n + dst).ravel(), minlength=n * n).reshape(n, n)
-        return cls(n, n_experts, k, place, np.full(n, float(t)), copies.astype(np.float64),
-                   topk=ids.astype(np.int32 if n_experts < 2**31 else np.int64))
+        dst = place.astype(np.int32)[ids]  # each token's experts' ranks
+        wide = np.int32 if n * n < 2**31 else np.int64
+        copies = np.bincount((dst + (np.arange(n, dtype=wide) * n)[:, None, None]).ravel(), minlength=n * n).reshape(n, n)
+        return cls(n, n_experts, k, place, np.full(n, float(t)), copies.astype(np.float64), topk=dst)
 
     @classmethod
     def from_counts(cls, counts: Any, top_k: int, placement: Any = None) -> "MoeRouting":
         """A routing from token counts: ``counts[i, e]`` tokens of rank i routed to expert e
         (numbers >= 0; each rank's row adds up to top_k times its tokens); ``placement`` as in
-        :meth:`from_topk`."""
+        :meth:`from_topk`.
+
+        Example::
+
+            import numpy as np
+            routing = fs.MoeRouting.from_counts(np.full((8, 32), 256.0), top_k=2)   # even routing
+            routing.tokens.tolist()[0], routing.copies[0, 1]                       # (4096.0, 1024.0)
+        """
         c = np.asarray(counts, dtype=np.float64) if not isinstance(counts, np.ndarray) else counts.astype(np.float64)
         if c.ndim != 2 or 0 in c.shape:
             raise InvalidArgumentError(f"counts must be an array of shape (ranks, experts), got shape {np.shape(counts)}")
@@ -133,18 +149,29 @@ class MoeRouting:
         return cls(n, n_experts, k, place, c.sum(axis=1) / k, copies, counts=c)
 
     def per_gpu(self) -> np.ndarray:
-        """tokens[i, j] of rank i with at least one expert on rank j (one copy per GPU)."""
+        """tokens[i, j] of rank i with at least one expert on rank j (one copy per GPU).
+
+        Example::
+
+            import numpy as np
+            routing = fs.MoeRouting.from_topk(np.array([[[0, 1]], [[2, 3]]]))   # experts 0, 1 on rank 0
+            routing.copies.tolist(), routing.per_gpu().tolist()   # [[2, 0], [0, 2]] and [[1, 0], [0, 1]]
+        """
         return self._dedup(np.arange(self.n_ranks), self.n_ranks)
 
     def _dedup(self, group_of_rank: np.ndarray, n_groups: int) -> np.ndarray:
         """Tokens of each rank with at least one expert in each group of ranks."""
         n = self.n_ranks
         if self.topk is not None:
-            where = np.sort(group_of_rank[self.placement[self.topk]], axis=2)
-            first = np.ones(where.shape, dtype=bool)
-            first[:, :, 1:] = where[:, :, 1:] != where[:, :, :-1]
-            src = np.broadcast_to(np.arange(n)[:, None, None], where.shape)
-            out: np.ndarray = np.bincount((src[first] * n_groups + where[first]), minlength=n * n_groups)
+            identity = n_groups == n and np.array_equal(group_of_rank, np.arange(n))
+            where = np.sort(self.topk if identity else group_of_rank.astype(np.int32)[self.topk], axis=2)
+            first = np.empty(where.shape, dtype=bool)
+            first[:, :, 0] = True
+            np.not_equal(where[:, :, 1:], where[:, :, :-1], out=first[:, :, 1:])
+            wide = np.int32 if n * n_groups < 2**31 else np.int64
+            offset: np.ndarray = (np.arange(n, dtype=wide) * n_groups)[:, None, None]
+            key = where.astype(wide, copy=False) + offset
+            out: np.ndarray = np.bincount(key[first], minlength=n * n_groups)
             return out.reshape(n, n_groups).astype(np.float64)
         # From counts: a token misses a group if none of its k distinct picks lands there, the
         # picks drawn without replacement from E experts, the group's share of them in
@@ -390,6 +417,7 @@ def estimate_moe(fabric: "Topology", kind: str, routing: MoeRouting, ranks: Any 
 
     Example::
 
+        import numpy as np
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         ids = np.random.default_rng(0).integers(0, 64, size=(16, 4096, 1))   # top-1 over 64 experts
         routing = fs.MoeRouting.from_topk(ids, n_experts=64)

@@ -391,11 +391,7 @@ def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.nda
 
 
 def _direct_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.ndarray:
-    if op == "send_recv":
-        m = np.zeros((n, n))
-        m[np.arange(n), (np.arange(n) + 1) % n] = S
-        return m
-    m = np.full((n, n), S / n) if sizes is None else sizes.astype(np.float64, copy=True)
+    m = p2p.transfer_matrix(op, n, S, sizes)  # a new array: direct moves no copy to itself
     np.fill_diagonal(m, 0.0)
     return m
 

@@ -21,7 +21,7 @@ model in words and docs/sources.md 7 the figures.
   (``paths.cc:993-1001``).
 * **Batches**: a channel runs up to 8 operations of one group of 8 rounds at once
   (``enqueue.cc:126-150``), splitting its 20 warps among them (``sendrecv.h:107-113``), and
-  starts its next batch only when every operation of this one is done (``common.h``); there is
+  starts its next batch only when every operation of this one is done (``common.h:405-430``); there is
   no barrier across channels. A kernel holds 254 batches; more run as kernels one after another
   (``enqueue.cc:294-300, 1184-1187``).
 
@@ -102,7 +102,7 @@ def _bitrev(x: np.ndarray, bits: int) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def group_deltas(n_groups: int) -> np.ndarray:
-    """The group deltas in NCCL's order (init.cc:931-954): ``delta += k + 1`` modulo the next
+    """The group deltas in NCCL's order (init.cc:936-953): ``delta += k + 1`` modulo the next
     power of two from 0, those at or past ``n_groups`` left out.
 
     Example::
@@ -504,7 +504,7 @@ def _ll_keys(s: P2pSetup, matrix: np.ndarray, nch: np.ndarray, nvlink: np.ndarra
              round_of: "Callable[[np.ndarray, np.ndarray], np.ndarray]", cost: CostModel) -> np.ndarray:
     """Per key, whether all its operations run LL: NVLink or PCIe ones of at most
     ``p2p_ll_threshold_bytes`` per channel (enqueue.cc:932; network connections have no LL
-    buffers, init.cc:860)."""
+    buffers, init.cc:859)."""
     n_keys = len(s.deltas) if s.multi_node else s.n_keys
     ll = np.ones(n_keys, dtype=bool)
     i, j = np.nonzero(nvlink)
