@@ -736,7 +736,11 @@ impl Scenario {
         let s = &mut self.inner;
         let ids = guard(|| {
             let n = src.len();
-            if dst.len() != n || size.len() != n || start.len() != n || caps.is_some_and(|c| c.len() != n) {
+            if dst.len() != n
+                || size.len() != n
+                || start.len() != n
+                || caps.is_some_and(|c| c.len() != n)
+            {
                 return Err(Error::InvalidArgument(format!(
                     "src, dst, size_bytes, start_s (and max_rate_Bps) must have one length, got {}, {}, {}, {}{}",
                     n,

@@ -311,3 +311,21 @@ def test_the_fast_mode_keeps_an_all_to_all_v_within_one_percent():
     assert np.max(np.abs(b - a) / a) < 0.01
     assert fast.collectives.column("finish_s")[0].as_py() == pytest.approx(
         exact.collectives.column("finish_s")[0].as_py(), rel=0.01)
+
+
+@pytest.mark.parametrize("nodes, most", [(16, 15), (32, 16)])
+def test_a_nic_carries_one_flow_per_channel_at_a_time(nodes, most):
+    """Counted over the run: the network flows leaving GPU 0's NIC (one per other node, its rail
+    GPU for every sender of its node) are all in flight at once up to 16 nodes; at 32 nodes at
+    most 16 are (one per channel: the channel budget), the rest waiting for their channel."""
+    fabric = h100_nodes(nodes)
+    _, res, _ = run(fabric, None, 256 * MiB)
+    out = [(f["start_s"], f["finish_s"]) for f in res.flows.to_pylist()
+           if f["src"] == 0 and f["dst"] is not None and f["dst"] // 8 != 0]
+    assert len(out) == nodes - 1
+    edges = sorted([(s, 1) for s, _ in out] + [(f, -1) for _, f in out], key=lambda e: (e[0], e[1]))
+    live = peak = 0
+    for _, step in edges:
+        live += step
+        peak = max(peak, live)
+    assert peak == most
