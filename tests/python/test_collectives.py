@@ -1031,7 +1031,8 @@ def test_the_point_to_point_alphas_are_the_cost_models():
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     size = 64 << 10
     for scale in (1.0, 0.5, 0.0):
-        t = fs.estimate(fabric, "all_to_all", size, [0, 8], cost_model=COST.replace(latency_scale=scale)).time_s
+        t = fs.estimate(fabric, "all_to_all", size, [0, 8], algorithm="direct",
+                        cost_model=COST.replace(latency_scale=scale)).time_s
         assert t == pytest.approx(scale * P2P_NET_ALPHA_S + Q2_SWITCH_S + size / 2 / NET_Bps, rel=1e-9)
 
 
@@ -1045,7 +1046,7 @@ def test_the_point_to_point_alphas_are_the_cost_models():
 def test_direct_pays_the_wire_latency_of_its_own_farthest_pair(n_domains, tiers, ranks, switches):
     fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
     size = 64 << 10
-    _, row = one(fabric, "all_to_all", ranks, size)
+    _, row = one(fabric, "all_to_all", ranks, size, algorithm="direct")
     want = P2P_NET_ALPHA_S + switches * Q2_SWITCH_S + size / 2 / NET_Bps
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
@@ -1108,7 +1109,7 @@ def test_all_to_all_transfers_start_after_their_own_wire_latency(size, last):
         "spine": 3 * Q2_SWITCH_S + 90 * peer_bytes / NET_Bps,
         "leaf": Q2_SWITCH_S + 120 * peer_bytes / NET_Bps,
     }[last]
-    _, row = one(fabric, "all_to_all", range(128), size)
+    _, row = one(fabric, "all_to_all", range(128), size, algorithm="direct")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
 
@@ -1174,7 +1175,7 @@ def test_all_to_all_over_unlike_ranks_is_bounded_below_by_the_estimate(idle_fabr
     fabric = idle_fabrics["h100x16"]
     ranks = np.sort(np.random.default_rng(seed).choice(128, 20, replace=False))
     for size in [1 << 10, 64 << 10, 256 << 10, 1 << 20, 64 << 20]:
-        _, row = one(fabric, "all_to_all", ranks, size)
+        _, row = one(fabric, "all_to_all", ranks, size, algorithm="direct")
         assert row["analytical_s"] <= duration(row) * (1 + 1e-12)
         assert row["analytical_s"] == pytest.approx(duration(row), rel=2e-3)
 

@@ -67,7 +67,7 @@ def test_every_block_runs(tmp_path, monkeypatch, capsys):
         exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "llama3-70b on 32 x h100" in out and "nvls" in out
-    jobs = namespace["sc"].run().jobs.to_pylist()  # the two tenants: "1.5x slower together"
+    jobs = namespace["sc"].run().jobs.to_pylist()  # the two tenants without PXN: "1.5x slower together"
     assert [round(j["slowdown"], 1) for j in jobs] == [1.5, 1.5]
 
 

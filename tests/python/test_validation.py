@@ -17,7 +17,8 @@ def test_every_case_is_sized_512_mib_and_up_and_sourced():
         assert c.fabric in FABRICS
         assert min(c.sizes_bytes) >= 512 * 2**20, c.id
         assert c.source and c.measured_busbw_Bps > 0
-        assert c.tolerance == (0.05 if c.fabric in ("HGX H100", "HGX H200", "GB200 NVL72") else 0.10), c.id
+        one_domain = c.fabric in ("HGX H100", "HGX H200", "GB200 NVL72", "GB300 NVL72") and c.op != "all_to_all"
+        assert c.tolerance == (0.05 if one_domain else 0.10), c.id
     assert TABLE.num_rows == sum(len(c.sizes_bytes) for c in CASES)
 
 
@@ -33,7 +34,7 @@ def test_each_row_is_within_tolerance_or_a_known_miss_that_misses(row):
 
 def test_all_but_a_few_rows_are_met():
     within = sum(TABLE["within"].to_pylist())
-    assert within / TABLE.num_rows >= 0.8
+    assert within / TABLE.num_rows >= 0.75
     misses = {r["case"] for r in TABLE.to_pylist() if not r["within"]}
     assert all(next(c for c in CASES if c.id == m).known_miss for m in misses)
 

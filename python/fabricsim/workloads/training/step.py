@@ -563,7 +563,7 @@ class TrainingStep:
                 hit = self._simulated_s(flows=(G[a].ravel(), G[b].ravel()))
             else:
                 hit = estimate(self.fabric, "send_recv", self._pp_bytes(), [int(G[a, 0, 0, 0]), int(G[b, 0, 0, 0])],
-                               cost_model=_wire_only(checked_cost_model(self.cost_model))).time_s
+                               algorithm="direct", cost_model=_wire_only(checked_cost_model(self.cost_model))).time_s
             self._est_cache[key] = hit
         return hit
 
