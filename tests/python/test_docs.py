@@ -35,8 +35,26 @@ def tutorial_blocks() -> list[tuple[int, str, bool]]:
     return page_blocks(TUTORIAL)
 
 
+# The optional dependencies an example may use, and how its code shows it.
+_OPTIONAL = {
+    "networkx": re.compile(r"^\s*(import|from)\s+networkx\b", re.M),
+    "matplotlib": re.compile(r"\bplot\.|^\s*(import|from)\s+matplotlib\b", re.M),
+    "polars": re.compile(r"^\s*(import|from)\s+polars\b", re.M),
+    "duckdb": re.compile(r"^\s*(import|from)\s+duckdb\b", re.M),
+}
+
+
+def skip_without_what_it_imports(code: str) -> None:
+    """Skips the calling test, before it runs anything, where ``code`` needs an optional
+    dependency that is not installed."""
+    for module, used in _OPTIONAL.items():
+        if used.search(code):
+            pytest.importorskip(module, reason=f"the example needs {module}")
+
+
 def test_tutorial_runs_in_order(tmp_path, monkeypatch, capsys):
     blocks = tutorial_blocks()
+    skip_without_what_it_imports("".join(code for _, code, run in blocks if run))
     assert sum(run for _, _, run in blocks) >= 10, "the tutorial lost its examples"
     skipped = [code for _, code, run in blocks if not run]
     # The million-GPU block is shown but not run (tens of seconds, ~7 GB).
@@ -60,6 +78,7 @@ PAGES = ("model.md", "fabrics.md", "collectives.md", "fidelity.md", "workloads.m
 def test_page_examples_run_in_order(page, tmp_path, monkeypatch, capsys):
     path = ROOT / "docs" / page
     blocks = page_blocks(path)
+    skip_without_what_it_imports("".join(code for _, code, run in blocks if run))
     assert any(run for _, _, run in blocks), f"{page} lost its examples"
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": page}
@@ -282,10 +301,10 @@ EXAMPLES = _all_examples()
 
 @pytest.mark.parametrize("code", [c for _, c in EXAMPLES], ids=[n for n, _ in EXAMPLES])
 def test_example_runs(code, tmp_path, monkeypatch, capsys):
+    skip_without_what_it_imports(code)
     import fabricsim as fs
 
     if "plot." in code:
-        pytest.importorskip("matplotlib", reason="the plot examples need matplotlib")
         import matplotlib
 
         matplotlib.use("Agg")
