@@ -228,6 +228,11 @@ class _NodeNames:
     def __getitem__(self, i: int) -> str:
         return self._core.node_names([integer("node", i)])[0]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A result keeps its fabric's names to print its summary; the core does not pickle,
+        # so a pickled result carries the names themselves.
+        return (list, (list(self),))
+
     def __iter__(self) -> Iterator[str]:
         # Without it, iteration indexes until IndexError, and an id past the last node is
         # an UnknownNodeError: list(fabric.node_names) raised instead of listing them.
