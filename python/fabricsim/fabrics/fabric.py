@@ -43,7 +43,7 @@ class Fabric(Topology):
     Example::
 
         f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-        f, f.gpus[:4], f.structure["n_nics"]   # Fabric(n_gpus=16, n_nodes=41, n_links=640), [0 1 2 3], 16
+        f, f.gpus[:4], f.structure["n_nics"]   # (Fabric(n_gpus=16, n_nodes=41, n_links=640), array([0, 1, 2, 3]), 16)
     """
 
     __slots__ = ("_parts",)
@@ -139,8 +139,8 @@ class Fabric(Topology):
 
         Example::
 
-            f = fs.hgx_h100().with_payload_efficiency(nvlink=0.9)   # 90 % of NVLink's rate carries data
-            f.describe()   # "scale-up per GPU, payload (x efficiency)  405 GB/s"
+            f = fs.hgx_h100().with_payload_efficiency(nvlink=0.9)   # where 90% of NVLink's rate carries data
+            print(f.describe())   # ...scale-up per GPU, payload (x efficiency)  405 GB/s...
         """
         parts = self._parts
         if nvlink is not None and "domain" not in parts:
