@@ -591,3 +591,18 @@ def test_every_object_a_user_holds_pickles_to_an_equal_one(objects, name):
     back = pickle.loads(pickle.dumps(obj))
     assert type(back) is type(obj)
     assert equal(back, obj), name
+
+
+def test_draws_too_large_for_memory_are_refused_before_they_are_made(monkeypatch):
+    # poisson_requests(1e7, 1e6) raised a bare MemoryError for 72.8 TiB, and a simulate with
+    # high failure rates was killed for memory or let numpy's "lam value too large" out.
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(1 << 30))
+    with pytest.raises(fs.ScenarioTooLargeError, match=r"about 1e\+13 requests needs about \d+\.\d GiB"):
+        serving.poisson_requests(1e7, 1e6)
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    for rate in (1e5, 1e300):  # 4e8 failures of 16 GPUs in 278 h: about 50 GB
+        with pytest.raises(fs.ScenarioTooLargeError, match=r"failures over the horizon needs about"):
+            reliability.simulate(fabric, 7.5, horizon_s=1e6, rates={"gpu": rate})
+    # within the budget the same calls run
+    assert serving.poisson_requests(10.0, 1.0, seed=0).n_requests >= 0
+    assert reliability.simulate(fabric, 7.5, horizon_s=1e6, rates={"gpu": 1e-5}).goodput <= 1
