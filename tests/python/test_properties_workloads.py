@@ -337,25 +337,50 @@ def test_a_simulated_steps_parts_add_up_to_the_step_with_tp_overlap():
 
 
 @st.composite
-def request_traces(draw):
-    n = draw(st.integers(1, 20))
+def request_traces(draw, min_n=1):
+    n = draw(st.integers(min_n, 20))
     gaps = draw(st.lists(st.floats(0.0, 0.05), min_size=n, max_size=n))
     return (np.cumsum(gaps).tolist(), draw(st.lists(st.integers(1, 4096), min_size=n, max_size=n)),
             draw(st.lists(st.integers(0, 512), min_size=n, max_size=n)))
 
 
+def _spoiled(trace, which, bad):
+    """``trace`` with one value made wrong: the first arrival after the last (out of order),
+    or one arrival, prompt count or output count set to ``bad``."""
+    arrival, prompt, output = (list(x) for x in trace)
+    if which == 0:
+        arrival[0] = arrival[-1] + 1.0
+    elif which <= 1:
+        arrival[-1] = bad
+    elif which == 2:
+        prompt[0] = 0 if bad == 0 else int(bad) if math.isfinite(bad) else bad
+    else:
+        output[-1] = -1
+    return arrival, prompt, output
+
+
 def test_request_traces_hold_what_they_are_given_and_serve_every_request():
     fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    hostile = st.tuples(st.one_of(anything, st.lists(floats, max_size=4)), st.one_of(anything, st.lists(ints, max_size=4)),
-                        st.one_of(anything, st.lists(ints, max_size=4)))
+    hostile = st.one_of(
+        st.tuples(st.one_of(anything, st.lists(floats, max_size=4)), st.one_of(anything, st.lists(ints, max_size=4)),
+                  st.one_of(anything, st.lists(ints, max_size=4))),
+        # a trace of the right shape, one value of it wrong: out of order, negative, NaN, no prompt
+        st.tuples(request_traces(min_n=2), st.integers(0, 3), st.sampled_from([-1.0, math.nan, math.inf, 0])).map(
+            lambda t: _spoiled(*t)),
+        st.tuples(request_traces(min_n=2), st.just(0), st.just(0.0)).map(lambda t: _spoiled(*t)))
 
-    @explore(40, mostly(request_traces().map(lambda t: (True, t)), hostile.map(lambda t: (False, t))))
+    @explore(60, mostly(request_traces().map(lambda t: (True, t)), hostile.map(lambda t: (False, t)), valid_in_10=8))
     def seen(case):
         valid, (arrival, prompt, output) = case
         got = only_fabricsim_errors(serving.trace_requests, arrival, prompt, output)
         if refused(got):
             assert not valid, str(got)
             return "refused"
+        # whatever was accepted is a trace: arrivals finite, >= 0 and in order, a prompt token
+        # or more and no negative output
+        a = got.arrival_s
+        assert np.all(np.isfinite(a) & (a >= 0)) and np.all(np.diff(a) >= 0), a
+        assert np.all(got.prompt_tokens >= 1) and np.all(got.output_tokens >= 0)
         if not valid:
             return "ran"
         assert got.arrival_s.tolist() == arrival
