@@ -24,14 +24,17 @@ def _imported(node: ast.stmt) -> set[str]:
     return set()
 
 
+def _skip_of(call: ast.AST) -> set[str]:
+    """The module ``call`` skips for, if it is a ``pytest.importorskip("x")``."""
+    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "importorskip"
+            and call.args and isinstance(call.args[0], ast.Constant)):
+        return {str(call.args[0].value).split(".")[0]}
+    return set()
+
+
 def _skipped(node: ast.AST) -> set[str]:
     """The modules a ``pytest.importorskip("x")`` somewhere in ``node`` asks for."""
-    out = set()
-    for call in ast.walk(node):
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "importorskip"
-                and call.args and isinstance(call.args[0], ast.Constant)):
-            out.add(str(call.args[0].value).split(".")[0])
-    return out
+    return set().union(*(_skip_of(call) for call in ast.walk(node)))
 
 
 def _guarded(node: ast.stmt) -> bool:
@@ -55,26 +58,28 @@ def test_optional_dependencies_are_skipped_before_anything_is_checked():
         helpers = _skip_helpers(tree)
         skipped: set[str] = set()
         for node in tree.body:  # the module's top: an import there fails collection
-            skipped |= _skipped(node)
+            if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                skipped |= _skipped(node)
             for name in _imported(node) & OPTIONAL - skipped:
                 wrong.append(f"{path.name}:{node.lineno}: imports {name} at the top without importorskip")
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name not in helpers):
-            first_check = min((n.lineno for n in ast.walk(func)
+            nodes = list(ast.walk(func))
+            first_check = min((n.lineno for n in nodes
                                if isinstance(n, ast.Assert) or (isinstance(n, ast.Attribute) and n.attr == "raises")),
                               default=None)
-            guarded = {id(n) for t in ast.walk(func) if _guarded(t) for n in ast.walk(t)}
+            guarded = {id(n) for t in nodes if _guarded(t) for n in ast.walk(t)}
             skips: dict[str, int] = {}
-            for n in ast.walk(func):
+            for n in nodes:
                 if not isinstance(n, ast.Call):
                     continue
-                names = OPTIONAL if isinstance(n.func, ast.Name) and n.func.id in helpers else _skipped(n)
+                names = OPTIONAL if isinstance(n.func, ast.Name) and n.func.id in helpers else _skip_of(n)
                 for name in names:
                     skips[name] = min(skips.get(name, n.lineno), n.lineno)
                     if first_check is not None and n.lineno > first_check:
                         wrong.append(f"{path.name}:{n.lineno}: {func.name} skips for {name} after it checked "
                                      f"something (line {first_check}): a pass would read as a skip")
-            for n in ast.walk(func):
-                if isinstance(n, ast.stmt) and id(n) not in guarded:
+            for n in nodes:
+                if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in guarded:
                     for name in _imported(n) & OPTIONAL - skipped:
                         if skips.get(name, n.lineno + 1) > n.lineno:
                             wrong.append(f"{path.name}:{n.lineno}: {func.name} imports {name} without importorskip")
