@@ -474,8 +474,9 @@ class Scenario:
             sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
             grads = sc.add_collective("all_reduce", None, "1GiB")   # every GPU, NCCL's algorithm
             sc.add_collective("all_gather", range(8), "256MiB", algorithm="ring", after=grads)
-            sc.run().collectives.select(["op", "algorithm", "start_s", "finish_s"])
-            # all_reduce by nvls_tree from 0 to 4.4 ms, then all_gather by ring to 5.1 ms
+            reduced, gathered = sc.run().collectives.to_pylist()
+            reduced["algorithm"], gathered["algorithm"]   # ('nvls_tree', 'ring')
+            reduced["finish_s"], gathered["finish_s"]     # about 4.4 ms and 5.1 ms
         """
         if self._collectives is None:
             self._collectives = Builder(self)
@@ -575,7 +576,7 @@ class Scenario:
 
             t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
             sc = fs.Scenario(t)
-            sc.add_flow("a", "c", "1GB")   # 10 ms alone
+            sc.add_flow("a", "c", "1GB")   # alone, 10 ms
             sc.add_fault(at_s="5ms", links=[1], factor=0.5)   # b -> c at half capacity from 5 ms
             sc.run().flows.column("finish_s")   # [0.015004]: the second half at 50 GB/s
         """

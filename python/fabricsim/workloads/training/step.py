@@ -668,7 +668,7 @@ def train_step(model: str | Model, parallelism: Parallelism, fabric: Any, **opti
     Example::
 
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-        par = fs.Parallelism(tp=8, pp=2, dp=1, global_batch_size=8)   # 8 micro-batches
+        par = fs.Parallelism(tp=8, pp=2, dp=1, global_batch_size=8)   # so 8 micro-batches
         print(fs.training.train_step("llama3-8b", par, fabric))   # bubble 9% of the step; 28% with 2
     """
     return TrainingStep(model, parallelism, fabric, **options).run()
