@@ -123,7 +123,7 @@ def simulate(
     # Before any is drawn: the failures expected (six standard deviations above, which a draw
     # passes with odds of about 1e-9) must fit in memory, a row each.
     expected = sum(lams)
-    room_for(f"reliability.simulate's failures over horizon_s={H:g} (about {expected:.3g} expected)",
+    room_for(f"reliability.simulate of {H:g} s: about {expected:.3g} failures over the horizon",
              expected + 6.0 * math.sqrt(expected), _BYTES_PER_FAILURE)
     times, which, units = [], [], []
     for i, (x, lam) in enumerate(zip(streams, lams)):

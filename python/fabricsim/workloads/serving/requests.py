@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..._checks import U64, integer, integers, positive, room_for
+from ..._checks import U64, integer, integers, positive, quantities, room_for
 from ...exceptions import InvalidArgumentError
+from ...units import duration_s
 
 __all__ = ["TokenCounts", "DEFAULT_PROMPT_TOKENS", "DEFAULT_OUTPUT_TOKENS", "Requests", "poisson_requests",
            "trace_requests"]
@@ -169,17 +170,15 @@ def trace_requests(arrival_s: Any, prompt_tokens: Any, output_tokens: Any) -> Re
         from fabricsim import serving
         serving.trace_requests([0.0, 0.1, 0.1], [512, 64, 2048], [128, 1, 0]).n_requests   # 3
     """
-    a = np.asarray(arrival_s, dtype=np.float64) if not isinstance(arrival_s, np.ndarray) else arrival_s.astype(np.float64)
-    if a.ndim != 1:
-        raise InvalidArgumentError(f"arrival_s must be a 1-D sequence of times in seconds, got shape {a.shape}")
+    a = quantities("arrival_s", arrival_s, None, duration_s)
     bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
     if bad.size:
-        raise InvalidArgumentError(f"arrival_s[{bad[0]}] must be a finite time >= 0 s, got {a[bad[0]]!r}")
+        raise InvalidArgumentError(f"arrival_s[{bad[0]}] must be a finite time >= 0 s, got {a[bad[0]].item()!r}")
     down = np.flatnonzero(np.diff(a) < 0)
     if down.size:
         raise InvalidArgumentError(
-            f"arrival_s must be non-decreasing (sorted by arrival), got arrival_s[{down[0] + 1}]={a[down[0] + 1]!r} "
-            f"before arrival_s[{down[0]}]={a[down[0]]!r}")
+            f"arrival_s must be non-decreasing (sorted by arrival), got arrival_s[{down[0] + 1}]={a[down[0] + 1].item()!r} "
+            f"before arrival_s[{down[0]}]={a[down[0]].item()!r}")
     p = integers("prompt_tokens", prompt_tokens)
     o = integers("output_tokens", output_tokens)
     for name, arr, low in (("prompt_tokens", p, 1), ("output_tokens", o, 0)):
