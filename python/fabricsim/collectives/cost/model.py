@@ -412,6 +412,9 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(CostModel) if f.name 
 _INTS = {"ring_max_channels", "nvls_max_arity", "direct_max_heads", "nvls_channels", "nvls_channels_multi_node",
          "p2p_net_chunk_bytes", "p2p_nvl_chunk_bytes", "p2p_pci_chunk_bytes", "p2p_ll_threshold_bytes",
          "p2p_max_channels", "p2p_group_size", "p2p_ops_per_batch", "p2p_kernel_batches", "p2p_cta_warps"}
+# Fields that divide (a chunk, group or batch of 0 divides by zero); an LL threshold of 0 is
+# NCCL's LL turned off.
+_POSITIVE = (_INTS - {"p2p_ll_threshold_bytes"}) | {"pci_Bps", "pat_net_latency_divisor", "p2p_per_channel_net_Bps"}
 _FRACTIONS = {"ll_payload", "ll128_payload", "tree_factor", "tree_ll_factor", "tree_ll128_one_node",
               "tree_ll128_multi_node", "collnet_direct_factor", "pat_factor", "nvls_efficiency",
               "collnet_direct_net_factor", "search_speed_drop"}
@@ -430,15 +433,15 @@ def _checked(name: str, value: Any, default: Any) -> Any:
         return _scalar(name, value, fraction=True, positive=True)
     if isinstance(default, tuple):
         return _table(name, value, default)
-    return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS,
-                   positive=name in _INTS or name in ("pci_Bps", "pat_net_latency_divisor", "p2p_per_channel_net_Bps"))
+    return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS, positive=name in _POSITIVE)
 
 
 def _scalar(name: str, value: Any, integral: bool = False, fraction: bool = False, positive: bool = False) -> Any:
     v = real(value)
     if integral:
-        if v is None or not v.is_integer() or not 0 <= v < 2**31:
-            raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected a whole number in [0, 2**31)")
+        low = 1 if positive else 0  # a chunk, group or batch of 0 divides by zero
+        if v is None or not v.is_integer() or not low <= v < 2**31:
+            raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected a whole number in [{low}, 2**31)")
         return int(value)
     if v is None or not math.isfinite(v) or v < 0 or (fraction and v > 1) or (positive and v == 0):
         what = "a fraction in (0, 1]" if fraction and positive else "a number in [0, 1]" if fraction else \
