@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._checks import shown
+from .._checks import room_for, shown
 from ..exceptions import InvalidArgumentError
 from .alltoall import add_p2p
 from .communicator import _Comm, applied_fabric, communicator
@@ -198,6 +198,8 @@ def _positive_int(name: str, value: Any) -> int:
 def _placement(placement: Any, n_experts: int, n_ranks: int) -> np.ndarray:
     """The rank of each expert, checked: every rank holds as many (DeepEP's and Megatron's
     num_local_experts = num_experts / ep_size)."""
+    # Before the expert-to-rank array (and its int32 copy): an expert id of 10**12 asks for TBs.
+    room_for(f"the placement of {n_experts:,} experts", n_experts, 16.0)
     if n_experts % n_ranks:
         raise InvalidArgumentError(
             f"{n_experts} experts over {n_ranks} ranks: every rank holds as many experts, so n_experts must be "
