@@ -47,6 +47,7 @@ COUNT = (1, 2**32)  # the same, for what there must be at least one of
 
 def _show(x: int) -> str:
     """A bound as people write it: 2**32 rather than 4294967296."""
+    x = int(x)  # a NumPy integer has no bit_length
     k = abs(x).bit_length() - 1
     if k >= 16 and abs(x) == 1 << k:
         return f"{'-' if x < 0 else ''}2**{k}"

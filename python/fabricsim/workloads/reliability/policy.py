@@ -86,7 +86,7 @@ class Policy:
         for key, value in dict(self.consequences).items():
             part, _, loc = str(key).partition(".")
             _part_name(f"consequences[{key!r}]", part, PARTS)
-            if value not in CONSEQUENCES:
+            if not isinstance(value, str) or value not in CONSEQUENCES:
                 raise InvalidArgumentError(
                     f"consequences[{key!r}] must be one of {', '.join(CONSEQUENCES)}, got {shown(value)}")
             locs = [loc] if loc else _locations_of(part)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from ..._checks import positive
+from ..._checks import choice, positive
 from ...collectives import estimate
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
@@ -254,10 +254,8 @@ def add_serving(
     if not isinstance(requests, Requests):
         raise InvalidArgumentError(
             f"requests must be fabricsim.serving.Requests (poisson_requests or trace_requests), got {type(requests).__name__}")
-    if policy not in _POLICIES:
-        raise InvalidArgumentError(f"policy must be 'round_robin' or 'least_loaded', got {policy!r}")
-    if kv_shards not in ("all", "one"):
-        raise InvalidArgumentError(f"kv_shards must be 'all' or 'one', got {kv_shards!r}")
+    choice("policy", policy, _POLICIES)
+    choice("kv_shards", kv_shards, ("all", "one"))
     kv_b = positive("kv_bytes_per_element", kv_bytes_per_element)
     act_b = positive("activation_bytes_per_element", activation_bytes_per_element)
     eff = positive("prefill_efficiency", prefill_efficiency)

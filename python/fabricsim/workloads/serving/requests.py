@@ -40,7 +40,7 @@ class TokenCounts:
     high: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("lognormal", "fixed", "uniform"):
+        if not isinstance(self.kind, str) or self.kind not in ("lognormal", "fixed", "uniform"):
             raise InvalidArgumentError(f"TokenCounts kind must be 'lognormal', 'fixed' or 'uniform', got {self.kind!r}")
         positive("TokenCounts mean", self.mean, zero=self.kind == "fixed")
         positive("TokenCounts sigma", self.sigma, zero=True)
