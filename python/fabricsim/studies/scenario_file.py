@@ -64,7 +64,8 @@ from ..exceptions import FabricsimError, ScenarioFileError
 from ..fabrics import Topology
 from ..fabrics.generators import leaf_spine
 from ..results import Result
-from ..scenario import Scenario, checked_run_options
+from ..scenario import Scenario
+from ..scenario_args import checked_run_options
 from ..units import bandwidth_Bps, duration_s
 
 if sys.version_info >= (3, 11):

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ..._checks import U64, integer, positive, room_for, shown
+from ..._checks import U64, integer, positive, room_for
 from ...exceptions import InvalidArgumentError
 from .exposure import _job_gpus, _streams, expected_failures
 from .policy import Policy
