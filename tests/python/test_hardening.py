@@ -421,3 +421,18 @@ def test_workload_arguments_are_refused_by_name_not_by_a_foreign_exception():
     ):
         with pytest.raises(InvalidArgumentError, match=message):
             make()
+
+
+def test_serving_efficiencies_and_probe_intervals_that_no_double_holds_are_refused_by_name(monkeypatch):
+    from fabricsim import serving
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    requests = serving.trace_requests([0.0, 0.01], [64, 64], [50, 50])
+    with pytest.raises(InvalidArgumentError, match=r"^prefill_efficiency=5e-324 makes a prefill take longer than a double"):
+        serving.add_serving(fs.Scenario(fabric), "llama3-8b", requests, prefill=serving.Pool(range(8), tp=8),
+                            decode=serving.Pool(range(8, 16), tp=8), prefill_efficiency=5e-324)
+    # EP across the two servers: a probe every 5e-324 s is a grid of inf, refused before it is made
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(10**9))
+    with pytest.raises(ScenarioTooLargeError, match=r"^EP probes every 4\.94066e-324 s over [\d.e-]+ s of decode needs"):
+        serving.add_serving(fs.Scenario(fabric), "mixtral-8x7b", requests, prefill=serving.Pool([0, 1, 8, 9], tp=2),
+                            decode=serving.Pool([4, 5, 6, 7, 12, 13, 14, 15], tp=1, ep=8), ep_probe_interval_s=5e-324)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from ..._checks import choice, positive
+from ..._checks import choice, positive, room_for
 from ...collectives import estimate
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
@@ -310,7 +310,12 @@ def add_serving(
     active = sum(m.layer_active_params(i) for i in range(m.layers))
     pf = p_tok.astype(np.float64)
     flops = 2.0 * pf * active + m.layers * m.attention_core_flops(pf) + m.logits_forward_flops(pf)  # type: ignore[arg-type]
-    compute_s = np.asarray(flops) / (pre.gpus.shape[1] * peak * eff)
+    with np.errstate(over="ignore"):
+        compute_s = np.asarray(flops) / (pre.gpus.shape[1] * peak * eff)
+    if not np.isfinite(compute_s).all():  # an efficiency of 5e-324
+        raise InvalidArgumentError(
+            f"prefill_efficiency={eff!r} makes a prefill take longer than a double holds: expected a fraction of peak "
+            "in (0, 1] that a prefill's FLOPs divide by")
     pre_net = np.zeros(n)
     if n and pre.tp > 1:
         pre_net += n_allreduce(pre) * costed("all_reduce", pre.gpus[0, :pre.tp], pf * m.hidden * act_b)
@@ -396,6 +401,10 @@ def add_serving(
         nominal_end = p_end + out_tok * pace
         t_lo = float(nominal_start.min()) if n else 0.0
         t_hi = float(nominal_end.max()) if n else 0.0
+        # The grid, two searches and a mask over it, and each instance's probes kept: before any
+        # is made (a probe every 5e-324 s is a grid of inf).
+        room_for(f"EP probes every {probe_dt:g} s over {t_hi - t_lo:g} s of decode", (t_hi - t_lo) / probe_dt,
+                 40.0 + 16.0 * dec.n_instances)
         grid = np.arange(t_lo, t_hi, probe_dt) if t_hi > t_lo else np.zeros(0)
         p_t, p_i, p_b = [], [], []
         for i in range(dec.n_instances):
