@@ -284,6 +284,8 @@ pub(crate) struct Sharing<'a> {
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
+    pub bn_log: Vec<(u32, u32, u32)>,
+    pub bn_logging: bool,
 }
 
 impl<'a> Sharing<'a> {
@@ -343,6 +345,8 @@ impl<'a> Sharing<'a> {
             n_attached: 0,
             n_solves: 0,
             n_solved_flows: 0,
+            bn_log: Vec::new(),
+            bn_logging: std::env::var_os("FABRICSIM_CENSUS").is_some(),
         }
     }
 
@@ -362,6 +366,10 @@ impl<'a> Sharing<'a> {
         }
         self.span[f as usize] = span;
         Ok(())
+    }
+
+    pub fn bottleneck_of(&self, f: u32) -> u32 {
+        self.fs[f as usize].bottleneck
     }
 
     /// Whether flow `f` is on its constraints (transferring).
@@ -499,6 +507,9 @@ impl<'a> Sharing<'a> {
         let old = self.fs[fi].bottleneck;
         if old == c {
             return;
+        }
+        if self.bn_logging {
+            self.bn_log.push((f, old, c));
         }
         if old < NO_BOTTLENECK {
             self.n_held[old as usize] -= 1;
