@@ -48,6 +48,7 @@ from .exceptions import (  # the exception tree is part of the API
 )
 from .fabrics import Fabric, Topology, clos, cluster, hgx_b200, hgx_h100, nvl72, nvlink_domain, pcie_server
 from .collectives import Estimate, estimate
+from .collectives.moe import MoeRouting, estimate_moe
 from .collectives.calibration import Calibration, calibrate
 from .collectives.cost.model import CostModel
 from .collectives.nccl_logs import NcclTestsLog, read_nccl_tests
@@ -71,6 +72,8 @@ from .workloads import chakra, jobs, reliability, serving, training
 __all__ = [
     "estimate",
     "Estimate",
+    "MoeRouting",
+    "estimate_moe",
     "nccl_tests",
     "read_nccl_tests",
     "NcclTestsLog",

@@ -138,6 +138,7 @@ class Scenario:
         route_links: Optional[npt.NDArray[np.int64]] = None,
         after: _Ids = ...,
         striped: bool = False,
+        max_rate_Bps: Optional[npt.NDArray[np.float64]] = None,
     ) -> npt.NDArray[np.int64]: ...
     def add_delay(
         self, duration_s: float, start_s: float = 0.0, after: _Ids = ..., tag: Optional[str] = None

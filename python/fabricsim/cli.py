@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: %(default)s)")
     nt.add_argument("--algorithm", default="auto",
                     help="auto (the fastest of what NCCL enables there), ring, tree, nvls, nvls_tree, sharp, "
-                         "nvls_sharp, hierarchical, halving_doubling, direct (default: %(default)s)")
+                         "nvls_sharp, hierarchical, halving_doubling, p2p, direct (default: %(default)s)")
     nt.add_argument("--protocol", default="auto",
                     help="auto (as for the algorithm), simple, ll128 or ll (default: %(default)s)")
     nt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -67,7 +67,7 @@ class UnknownLinkError(InvalidArgumentError):
     Example::
 
         try: fs.hgx_h100().fail(links=[1000])
-        except fs.UnknownLinkError as e: print(e)   # link ids run from 0 to 287
+        except fs.UnknownLinkError as e: print(e)   # link 1000 does not exist: link ids run from 0 to 287
     """
 
 
@@ -162,7 +162,7 @@ class RunInterruptedError(FabricsimError):
 
         sc = fs.Scenario(fs.hgx_h100())
         sc.add_collective("all_reduce", None, "1GiB")
-        try: sc.run(progress=lambda n_done, n_total, t_s: False)   # False: stop at the next report
+        try: sc.run(progress=lambda n_done, n_total, t_s: False)   # returning False stops it at the next report
         except fs.RunInterruptedError as e: print(e)   # a run too short for a report just finishes
     """
 

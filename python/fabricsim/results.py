@@ -207,7 +207,7 @@ class Result:
 
             sc = fs.Scenario(fs.hgx_h100())
             sc.add_flow(0, 1, "1GiB")
-            sc.run().to_parquet("out")   # ['out/flows.parquet', 'out/delays.parquet', 'out/links.parquet', ...]
+            sc.run().to_parquet("out")   # ['out/flows.parquet', 'out/delays.parquet', 'out/links.parquet']
         """
         return write_files("directory", directory, self._parquet_files())
 

@@ -17,6 +17,7 @@ from . import _core
 from .collectives.communicator import applied_fabric, collective_size, communicator
 from .collectives.cost.model import checked_cost_model
 from .collectives.construction import Builder
+from .collectives.moe import add_moe
 from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology
@@ -461,7 +462,7 @@ class Scenario:
         ``size_bytes`` as nccl-tests counts it; ``sizes`` (instead of ``size_bytes``) is an
         all-to-all-v matrix of what rank i sends to rank j, numbers of bytes or strings such as
         "1MiB". ``algorithm``: "auto" (NCCL's choice for this fabric and size),
-        "ring", "tree", "halving_doubling", "direct", "nvls", "sharp", "hierarchical" or
+        "ring", "tree", "halving_doubling", "p2p", "direct", "nvls", "sharp", "hierarchical" or
         "nvls_sharp" (see :mod:`fabricsim.collectives`); ``protocol``: "auto" (NCCL's choice),
         "simple", "ll128" or "ll" (ring and tree only). Returns an id that flows, delays and
         collectives can wait for; ``Result.collectives`` reports it. ``tag`` (a string; default
@@ -473,8 +474,9 @@ class Scenario:
             sc = fs.Scenario(fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"))
             grads = sc.add_collective("all_reduce", None, "1GiB")   # every GPU, NCCL's algorithm
             sc.add_collective("all_gather", range(8), "256MiB", algorithm="ring", after=grads)
-            sc.run().collectives.select(["op", "algorithm", "start_s", "finish_s"])
-            # all_reduce by nvls_tree from 0 to 4.4 ms, then all_gather by ring to 5.1 ms
+            reduced, gathered = sc.run().collectives.to_pylist()
+            reduced["algorithm"], gathered["algorithm"]   # ('nvls_tree', 'ring')
+            reduced["finish_s"], gathered["finish_s"]     # about 4.4 ms and 5.1 ms
         """
         if self._collectives is None:
             self._collectives = Builder(self)
@@ -484,6 +486,54 @@ class Scenario:
         with self._weighted(weight):
             return self._collectives.add(op, ranks, size, algorithm, _after(after),
                                          parsed("start_s", _duration_s, start_s), _tag(tag), sizes, protocol)
+
+    @_change
+    def add_moe_dispatch(self, routing: Any, ranks: Any = None, *, bytes_per_token: float | str,
+                         mode: str = "deepep", after: int | Iterable[int] = (), start_s: float | str = 0.0,
+                         tag: str | None = None, weight: float = 1.0) -> int:
+        """A mixture-of-experts dispatch of ``routing`` (a :class:`fabricsim.MoeRouting` over
+        ``ranks``, GPU ids; None: every GPU), ``bytes_per_token`` each, as ``mode`` runs it:
+        "deepep" (once per node over the network, on the rail, then NVLink), "deepep_ll" (a copy
+        per expert straight to its GPU) or "all_to_all" (NCCL's all-to-all-v;
+        :mod:`fabricsim.collectives.moe`). ``after``, ``start_s``, ``tag``, ``weight`` as for
+        :meth:`add_collective`. Its row (op "moe_dispatch") has DeepEP's bottleneck bandwidth.
+
+        Example::
+
+            import numpy as np
+            fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+            ids = np.random.default_rng(0).integers(0, 64, size=(16, 4096, 1))   # top-1 of 64 experts
+            routing = fs.MoeRouting.from_topk(ids, n_experts=64)
+            sc = fs.Scenario(fabric)
+            d = sc.add_moe_dispatch(routing, bytes_per_token=7168 + 224)           # FP8 and its scales
+            sc.add_moe_combine(routing, bytes_per_token=2 * 7168, after=d)         # BF16 back
+            sc.run().collectives.select(["op", "algorithm", "busbw_Bps"])
+        """
+        return self._moe("dispatch", routing, ranks, bytes_per_token, mode, after, start_s, tag, weight)
+
+    @_change
+    def add_moe_combine(self, routing: Any, ranks: Any = None, *, bytes_per_token: float | str,
+                        mode: str = "deepep", after: int | Iterable[int] = (), start_s: float | str = 0.0,
+                        tag: str | None = None, weight: float = 1.0) -> int:
+        """The combine of :meth:`add_moe_dispatch`, op "moe_combine": each token's expert outputs
+        back to its rank (in "deepep" a node's outputs of one token added on the forwarding GPU).
+
+        Example::
+
+            routing = fs.MoeRouting.from_counts([[512.0] * 16] * 8, top_k=4)   # 8 ranks, 16 experts
+            sc = fs.Scenario(fs.hgx_h100())
+            sc.add_moe_combine(routing, bytes_per_token="14KiB", mode="all_to_all")
+            sc.run().collectives.column("algorithm")   # ['all_to_all']
+        """
+        return self._moe("combine", routing, ranks, bytes_per_token, mode, after, start_s, tag, weight)
+
+    def _moe(self, kind: str, routing: Any, ranks: Any, nbytes: Any, mode: str, after: Any, start_s: Any, tag: Any,
+             weight: Any) -> int:
+        self._collectives = self._collectives or Builder(self)
+        ranks = ranks if ranks is None or isinstance(ranks, np.ndarray) else integers("ranks", ranks)
+        with self._weighted(weight):
+            return add_moe(self._collectives, kind, ranks, routing, nbytes, mode, _after(after),
+                           parsed("start_s", _duration_s, start_s), _tag(tag))
 
     @contextlib.contextmanager
     def _weighted(self, weight: Any) -> Iterator[None]:
@@ -526,7 +576,7 @@ class Scenario:
 
             t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us", node_names=["a", "b", "c"])
             sc = fs.Scenario(t)
-            sc.add_flow("a", "c", "1GB")   # 10 ms alone
+            sc.add_flow("a", "c", "1GB")   # alone, 10 ms
             sc.add_fault(at_s="5ms", links=[1], factor=0.5)   # b -> c at half capacity from 5 ms
             sc.run().flows.column("finish_s")   # [0.015004]: the second half at 50 GB/s
         """

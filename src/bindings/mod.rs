@@ -748,7 +748,8 @@ impl Scenario {
     /// `route_links[route_offsets[i]..route_offsets[i + 1]]` when routes are given, else ECMP:
     /// as one connection each, or `striped` as a collective's transfers (NCCL channels over
     /// the NIC's ports: split over the planes of an ECMP tier, hashed within each).
-    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Ids::default(), striped=false))]
+    /// `max_rate_Bps[i]` caps flow i's rate (none where None).
+    #[pyo3(signature = (src, dst, size_bytes, start_s, tag=None, route_offsets=None, route_links=None, after=Ids::default(), striped=false, max_rate_Bps=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_flows<'py>(
         &mut self,
@@ -762,8 +763,13 @@ impl Scenario {
         route_links: Option<PyReadonlyArray1<'_, i64>>,
         after: Ids,
         striped: bool,
+        max_rate_Bps: Option<PyReadonlyArray1<'_, f64>>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (src, dst) = (slice("src", &src)?, slice("dst", &dst)?);
+        let caps = max_rate_Bps
+            .as_ref()
+            .map(|a| slice("max_rate_Bps", a))
+            .transpose()?;
         let (size, start) = (
             slice("size_bytes", &size_bytes)?,
             slice("start_s", &start_s)?,
@@ -779,13 +785,18 @@ impl Scenario {
         let s = &mut self.inner;
         let ids = guard(|| {
             let n = src.len();
-            if dst.len() != n || size.len() != n || start.len() != n {
+            if dst.len() != n
+                || size.len() != n
+                || start.len() != n
+                || caps.is_some_and(|c| c.len() != n)
+            {
                 return Err(Error::InvalidArgument(format!(
-                    "src, dst, size_bytes and start_s must have one length, got {}, {}, {} and {}",
+                    "src, dst, size_bytes, start_s (and max_rate_Bps) must have one length, got {}, {}, {}, {}{}",
                     n,
                     dst.len(),
                     size.len(),
-                    start.len()
+                    start.len(),
+                    caps.map_or(String::new(), |c| format!(" and {}", c.len()))
                 )));
             }
             let routes = match (offsets, links) {
@@ -828,7 +839,7 @@ impl Scenario {
                         &after,
                         r,
                         tag.as_deref(),
-                        f64::INFINITY,
+                        caps.map_or(f64::INFINITY, |c| c[i]),
                     )
                 })();
                 match added {

@@ -10,7 +10,6 @@ from fabricsim import catalog
 from fabricsim.cli import main
 from fabricsim.collectives.cost.model import DEFAULT as COST
 from fabricsim.exceptions import InvalidArgumentError, UnknownNodeError
-from helpers import auto_candidates, auto_choice
 
 GiB = 1 << 30
 H100_NVLINK_Bps = 18 * 25e9 * 0.824  # 18 NVLink4 links at their payload rate
@@ -56,6 +55,14 @@ def duration(row):
     return row["finish_s"] - row["start_s"]
 
 
+PROTOCOLS = ("ll", "ll128", "simple")
+
+
+def pair_times(fabric, size, ranks, pairs):
+    """The estimate of each (algorithm, protocol) pair the test names, by its time."""
+    return {(a, p): fs.estimate(fabric, "all_reduce", size, ranks, algorithm=a, protocol=p).time_s for a, p in pairs}
+
+
 # ---- closed forms and calibration --------------------------------------------------------------
 
 
@@ -71,25 +78,37 @@ def test_ring_all_reduce_on_hgx_h100_is_the_closed_form(size):
 
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
 def test_ring_all_gather_and_reduce_scatter_move_n_minus_1_over_n(op):
+    # The bytes per GPU are read off the slope between 1 and 2 GiB (the alpha cancels): (n-1)/n
+    # of each added byte at the NVLink payload rate. The alpha, off the intercept: n-1 steps,
+    # NCCL's ring Simple base 8.4 us + 7 x (3.4 us NVLink hwLat + one NVSwitch hop).
     _, row = one(fs.hgx_h100(), op, range(8), GiB, algorithm="ring")
-    bandwidth_s = duration(row) - row["analytical_s"] + (7 / 8) * GiB / H100_NVLINK_Bps
-    assert bandwidth_s == pytest.approx((7 / 8) * GiB / H100_NVLINK_Bps, rel=1e-9)
-    # busbw on an idle ring is the per-GPU NVLink rate, up to the latency term.
-    assert row["busbw_Bps"] == pytest.approx(H100_NVLINK_Bps, rel=0.02)
+    _, twice = one(fs.hgx_h100(), op, range(8), 2 * GiB, algorithm="ring")
+    assert row["protocol"] == twice["protocol"] == "simple"
+    assert (duration(twice) - duration(row)) / GiB == pytest.approx((7 / 8) / H100_NVLINK_Bps, rel=1e-9)
+    alpha_s = 8.4e-6 + 7 * (3.4e-6 + NVSWITCH_HOP_S)
+    assert duration(row) == pytest.approx(alpha_s + (7 / 8) * GiB / H100_NVLINK_Bps, rel=1e-9)
+    # busbw on an idle ring is the per-GPU NVLink rate, less the alpha's share of the time.
+    assert row["busbw_Bps"] == pytest.approx(H100_NVLINK_Bps / (1 + alpha_s * H100_NVLINK_Bps / (7 / 8 * GiB)), rel=1e-9)
 
 
-def test_h100_calibration_ring_and_nvls_within_5_percent():
+def test_h100_calibration_ring_and_nvls_sit_near_the_published_figures():
     """The measured figures the presets are held to: 8 GiB all-reduce on 8 H100s."""
+    # Tolerances the model sits well inside (ring 370.3 GB/s, NVLS +2.1% and +1.8% today)
+    # that a regression of a few percent breaks.
     _, ring = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="ring")
-    assert 360e9 * 0.95 <= ring["busbw_Bps"] <= 370e9 * 1.05
+    assert 360e9 * 0.98 <= ring["busbw_Bps"] <= 370e9 * 1.02
     _, nvls = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB, algorithm="nvls")
-    assert nvls["busbw_Bps"] == pytest.approx(480e9, rel=0.05)
-    assert nvls["algbw_Bps"] == pytest.approx(275e9, rel=0.05)
+    assert nvls["busbw_Bps"] == pytest.approx(480e9, rel=0.035)
+    assert nvls["algbw_Bps"] == pytest.approx(275e9, rel=0.035)
     # Auto runs fabricsim's fastest construction among those NCCL enables: NVLS for large
-    # all-reduces on one HGX H100 (NCCL's model picks it too).
+    # all-reduces on one HGX H100 (NCCL's model picks it too): 30.7 ms against ring Simple's
+    # 40.6 ms (56 us + 2 x 7/8 x 8 GiB / 370.8 GB/s).
     _, auto = one(fs.hgx_h100(), "all_reduce", range(8), 8 * GiB)
-    assert (auto["algorithm"], auto["protocol"]) == auto_choice(fs.hgx_h100(), "all_reduce", 8 * GiB, range(8))
-    assert auto["algorithm"] == "nvls"
+    assert (auto["algorithm"], auto["protocol"]) == ("nvls", "simple")
+    assert duration(auto) == pytest.approx(duration(nvls), rel=1e-12)
+    assert duration(ring) == pytest.approx(H100_RING_LATENCY_S + 14 * NVSWITCH_HOP_S + 1.75 * 8 * GiB / H100_NVLINK_Bps,
+                                           rel=1e-9)
+    assert duration(nvls) < 0.76 * duration(ring)
 
 
 CASES = [
@@ -137,12 +156,14 @@ CASES = [
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("size", [4 << 20, 256 << 20, 4 * GiB])
-def test_analytical_and_flow_agree_within_1_percent_when_uncongested(case, size):
+def test_analytical_and_flow_agree_exactly_when_uncongested(case, size):
+    # DESIGN section 2: on an uncongested fabric the flow result is the analytical one; any
+    # difference would be contention, and these collectives run alone.
     build, op, ranks, algo = CASES[case]
     fabric = build()
     _, row = one(fabric, op, ranks, size, algorithm=algo)
     assert row["algorithm"] == algo
-    assert duration(row) == pytest.approx(row["analytical_s"], rel=0.01)
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
     # The estimate without a scenario is the same number.
     assert fs.estimate(fabric, op, size, ranks, algorithm=algo).time_s == row["analytical_s"]
 
@@ -244,11 +265,13 @@ def test_tree_wins_over_ring_at_small_sizes_across_many_nodes():
     nodes auto, fabricsim's fastest of the pairs NCCL enables, is a tree protocol."""
     fabric = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2", tiers=2)
     small = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="auto")
-    assert (small.algorithm, small.protocol) == auto_choice(fabric, "all_reduce", 1 << 16)
-    assert small.algorithm == "tree"
-    ring = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="ring")
-    tree = fs.estimate(fabric, "all_reduce", 1 << 16, algorithm="tree")
-    assert tree.time_s < ring.time_s
+    # NCCL enables ring and tree on LL, LL128 and Simple here, and NVLSTree on Simple.
+    times = pair_times(fabric, 1 << 16, None, [(a, p) for a in ("ring", "tree") for p in PROTOCOLS]
+                       + [("nvls_tree", "simple")])
+    assert (small.algorithm, small.protocol) == ("tree", "ll") == min(times, key=times.get)
+    assert small.time_s == times[("tree", "ll")]
+    # LL's alpha on 64 nodes: the ring's 126 steps cost 20 times the tree's 2 log2(64).
+    assert times[("ring", "ll")] > 15 * times[("tree", "ll")]
 
 
 @pytest.mark.parametrize("domain, n_domains, scale_out, n", [
@@ -308,11 +331,18 @@ def test_protocols_scale_the_wire_bytes_by_nccls_efficiency(algo, protocol, size
 def test_auto_takes_a_low_latency_protocol_small_and_simple_large():
     """Auto's pair is fabricsim's fastest of those NCCL enables; on one HGX H100 it is ring LL
     at 1 KiB and NVLS at 8 GiB, as NCCL's own choice is."""
+    # NCCL enables ring and tree on LL, LL128 and Simple on one HGX H100, and NVLS on Simple.
+    pairs = [(a, p) for a in ("ring", "tree") for p in PROTOCOLS] + [("nvls", "simple")]
     small = fs.estimate(fs.hgx_h100(), "all_reduce", 1024)
-    assert (small.algorithm, small.protocol) == auto_choice(fs.hgx_h100(), "all_reduce", 1024) == ("ring", "ll")
-    assert small.time_s == auto_candidates(fs.hgx_h100(), "all_reduce", 1024)[0][0]
+    times = pair_times(fs.hgx_h100(), 1024, None, pairs)
+    assert (small.algorithm, small.protocol) == ("ring", "ll") == min(times, key=times.get)
+    assert small.time_s == times[("ring", "ll")]
+    # Ring LL's alpha, 14 steps: NCCL's base 6.6 us + 14 x (0.6 us NVLink hwLat + a 0.6 us
+    # NVSwitch hop) = 23.4 us; the 1.75 KiB each GPU sends add about 12 ns.
+    assert small.time_s == pytest.approx(6.6e-6 + 14 * (0.6e-6 + NVSWITCH_HOP_S), abs=0.02e-6)
     large = fs.estimate(fs.hgx_h100(), "all_reduce", 8 * GiB)
-    assert (large.algorithm, large.protocol) == auto_choice(fs.hgx_h100(), "all_reduce", 8 * GiB) == ("nvls", "simple")
+    times = pair_times(fs.hgx_h100(), 8 * GiB, None, pairs)
+    assert (large.algorithm, large.protocol) == ("nvls", "simple") == min(times, key=times.get)
     sc = fs.Scenario(fs.hgx_h100())
     with pytest.raises(InvalidArgumentError, match="protocol 'll' cannot run nvls"):
         sc.add_collective("all_reduce", range(8), 1e6, algorithm="nvls", protocol="ll")
@@ -348,33 +378,36 @@ def test_an_ecmp_collision_on_one_ring_edge_slows_the_whole_ring_and_shows_the_l
     strided = [h + 4 * k for h in range(4) for k in range(4)]
     res, row = one(fabric, "all_reduce", strided, size, algorithm="ring")
     rate = fabric.structure["scale_out"]["link_Bps"]
-    latency = row["analytical_s"] - volume / rate
     busiest = res.links.sort_by([("bytes_carried", "descending")]).to_pylist()[0]
     k = busiest["bytes_carried"] / volume
     assert k >= 2 and k == pytest.approx(round(k), rel=1e-9)
-    assert duration(row) == pytest.approx(latency + round(k) * volume / rate, rel=1e-9)
-    assert row["contention_s"] == pytest.approx((round(k) - 1) * volume / rate, rel=1e-9)
     assert busiest["peak_utilization"] == pytest.approx(1.0)
-    _, adaptive = one(fabric, "all_reduce", strided, size, algorithm="ring", routing="adaptive")
+    # Sprayed, every edge has a spine link to itself (4 edges leave each leaf on its 4 up
+    # links): the ring moves at the link rate. Hashed, the busiest link's k edges share it.
+    res_ad, adaptive = one(fabric, "all_reduce", strided, size, algorithm="ring", routing="adaptive")
+    assert res_ad.links["bytes_carried"].to_numpy().max() == pytest.approx(volume, rel=1e-9)
     assert duration(adaptive) == pytest.approx(adaptive["analytical_s"], rel=1e-9)
+    assert duration(row) - duration(adaptive) == pytest.approx((round(k) - 1) * volume / rate, rel=1e-9)
+    assert row["contention_s"] == pytest.approx((round(k) - 1) * volume / rate, rel=1e-9)
 
 
 def test_concurrent_communicators_share_a_link_max_min_fairly():
-    # Hosts 0, 1 on switch 4 and 2, 3 on switch 5; one trunk 4 <-> 5 of 100 B/s each way.
+    # Hosts 0, 1 on switch 4 and 2, 3 on switch 5; one trunk 4 <-> 5 of 100 B/s each way. With
+    # no software latency and links of zero latency the alpha is 0: a ring of 2 sends
+    # 2(n-1)/n S = S = 1000 B over the trunk, 10 s alone and 20 s at half the trunk.
     src = [0, 4, 1, 4, 2, 5, 3, 5, 4, 5]
     dst = [4, 0, 4, 1, 5, 2, 5, 3, 5, 4]
     topo = fs.Topology.from_arrays(src, dst, [100.0] * 10, 0.0)
-    alone = fs.Scenario(topo)
+    wire_only = COST.without_software_latency()
+    alone = fs.Scenario(topo, cost_model=wire_only)
     alone.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring", protocol="simple")
-    t_alone = duration(alone.run().collectives.to_pylist()[0])
-    both = fs.Scenario(topo)
+    assert duration(alone.run().collectives.to_pylist()[0]) == pytest.approx(10.0, rel=1e-12)
+    both = fs.Scenario(topo, cost_model=wire_only)
     both.add_collective("all_reduce", [0, 2], 1000.0, algorithm="ring", protocol="simple")
     both.add_collective("all_reduce", [1, 3], 1000.0, algorithm="ring", protocol="simple")
     rows = both.run().collectives.to_pylist()
-    lat = rows[0]["analytical_s"] - 1000.0 / 100.0  # ring of 2: 2(n-1)/n S = S per edge
-    assert t_alone == pytest.approx(lat + 1000.0 / 100.0, rel=1e-9)
-    for r in rows:  # each gets half the trunk
-        assert duration(r) == pytest.approx(lat + 1000.0 / 50.0, rel=1e-9)
+    assert [duration(r) for r in rows] == pytest.approx([20.0, 20.0], rel=1e-12)
+    assert [r["analytical_s"] for r in rows] == pytest.approx([10.0, 10.0], rel=1e-12)  # alone
     assert [r["communicator"] for r in rows] == [0, 1]
 
 
@@ -420,7 +453,7 @@ def test_sharp_network_leg_is_counted_as_bus_bandwidth_or_as_sharps_ideal():
     assert sent["ring"] == pytest.approx(2 * 15 / 16 * size, rel=1e-9)
     assert sent["sharp"] == pytest.approx(2 * 15 / 16 * size, rel=1e-9)
     assert sent["sharp ideal"] == pytest.approx(size, rel=1e-9)
-    assert sent["sharp ideal"] / sent["ring"] == pytest.approx(0.5, abs=0.05)
+    assert sent["sharp ideal"] / sent["ring"] == pytest.approx(16 / 30, rel=1e-9)  # 1 / (2(n-1)/n), n = 16
 
 
 # Hand-derived closed forms on HGX H100 domains over Quantum-2: a GPU's NVLink is 18 links of
@@ -925,8 +958,10 @@ def test_auto_takes_the_tree_on_uneven_domains_where_nccl_does():
     wire = 2 * (NVSWITCH_HOP_S + Q2_SWITCH_S)
     tree_s = 36.4e-6 + wire + GiB / NET_Bps
     ring_s = 60.48e-6 + wire + 2 * 2 / 3 * GiB / NET_Bps
-    candidates = {(a, p): t for t, _, a, p in auto_candidates(fabric, "all_reduce", GiB, TWO_PLUS_ONE)}
-    assert set(candidates) == {(a, p) for a in ("ring", "tree") for p in ("ll", "ll128", "simple")}
+    candidates = pair_times(fabric, GiB, TWO_PLUS_ONE, [(a, p) for a in ("ring", "tree") for p in PROTOCOLS])
+    for algo in ("nvls", "nvls_tree", "nvls_sharp", "sharp"):  # what NCCL does not enable here is not built
+        with pytest.raises(InvalidArgumentError):
+            fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm=algo)
     assert candidates[("tree", "simple")] == pytest.approx(tree_s, rel=1e-9)
     assert candidates[("ring", "simple")] == pytest.approx(ring_s, rel=1e-9)
     assert min(candidates, key=candidates.get) == ("tree", "simple")
@@ -964,8 +999,9 @@ def test_hierarchical_needs_a_domain_with_two_ranks_and_nvls_sharp_two_in_every_
     with pytest.raises(InvalidArgumentError, match="NVLSTree needs .* >= 2 ranks in each of several domains"):
         fs.estimate(fabric, "all_reduce", GiB, TWO_PLUS_ONE, algorithm="nvls_tree")
     assert fs.estimate(fabric, "all_reduce", GiB, [0, 1, 8, 9], algorithm="nvls_sharp").algorithm == "nvls_sharp"
-    candidates = {a for _, _, a, _ in auto_candidates(fabric, "all_reduce", GiB, TWO_PLUS_ONE)}
-    assert candidates == {"ring", "tree"}
+    # Left with ring and tree, auto takes the ring where latency rules and the tree beyond.
+    assert [fs.estimate(fabric, "all_reduce", size, TWO_PLUS_ONE).algorithm
+            for size in (1 << 10, 1 << 20, GiB)] == ["ring", "tree", "tree"]
 
 
 def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
@@ -987,7 +1023,7 @@ def test_sharp_on_a_host_clos_without_nvswitch_runs_as_collnet_chain():
     assert len(host0) == 2
     assert all(l["bytes_carried"] == pytest.approx(sharp_bus(16) * GiB, rel=1e-12) for l in host0)
     auto = fs.estimate(fabric, "all_reduce", GiB)
-    assert (auto.algorithm, auto.protocol) == auto_choice(fabric, "all_reduce", GiB) == ("sharp", "simple")
+    assert (auto.algorithm, auto.protocol) == ("sharp", "simple")
     assert auto.time_s == pytest.approx(want, rel=1e-9)
     plain = fs.clos(n_hosts=16, switch="quantum-2", nic="cx7")
     assert fs.estimate(plain, "all_reduce", GiB).algorithm != "sharp"
@@ -1031,7 +1067,8 @@ def test_the_point_to_point_alphas_are_the_cost_models():
     fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     size = 64 << 10
     for scale in (1.0, 0.5, 0.0):
-        t = fs.estimate(fabric, "all_to_all", size, [0, 8], cost_model=COST.replace(latency_scale=scale)).time_s
+        t = fs.estimate(fabric, "all_to_all", size, [0, 8], algorithm="direct",
+                        cost_model=COST.replace(latency_scale=scale)).time_s
         assert t == pytest.approx(scale * P2P_NET_ALPHA_S + Q2_SWITCH_S + size / 2 / NET_Bps, rel=1e-9)
 
 
@@ -1045,7 +1082,7 @@ def test_the_point_to_point_alphas_are_the_cost_models():
 def test_direct_pays_the_wire_latency_of_its_own_farthest_pair(n_domains, tiers, ranks, switches):
     fabric = fs.cluster(domain="hgx-h100", n_domains=n_domains, scale_out="quantum-2", tiers=tiers)
     size = 64 << 10
-    _, row = one(fabric, "all_to_all", ranks, size)
+    _, row = one(fabric, "all_to_all", ranks, size, algorithm="direct")
     want = P2P_NET_ALPHA_S + switches * Q2_SWITCH_S + size / 2 / NET_Bps
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
@@ -1108,7 +1145,7 @@ def test_all_to_all_transfers_start_after_their_own_wire_latency(size, last):
         "spine": 3 * Q2_SWITCH_S + 90 * peer_bytes / NET_Bps,
         "leaf": Q2_SWITCH_S + 120 * peer_bytes / NET_Bps,
     }[last]
-    _, row = one(fabric, "all_to_all", range(128), size)
+    _, row = one(fabric, "all_to_all", range(128), size, algorithm="direct")
     assert duration(row) == pytest.approx(want, rel=1e-9)
     assert row["analytical_s"] == pytest.approx(want, rel=1e-9)
 
@@ -1174,7 +1211,7 @@ def test_all_to_all_over_unlike_ranks_is_bounded_below_by_the_estimate(idle_fabr
     fabric = idle_fabrics["h100x16"]
     ranks = np.sort(np.random.default_rng(seed).choice(128, 20, replace=False))
     for size in [1 << 10, 64 << 10, 256 << 10, 1 << 20, 64 << 20]:
-        _, row = one(fabric, "all_to_all", ranks, size)
+        _, row = one(fabric, "all_to_all", ranks, size, algorithm="direct")
         assert row["analytical_s"] <= duration(row) * (1 + 1e-12)
         assert row["analytical_s"] == pytest.approx(duration(row), rel=2e-3)
 
@@ -1206,8 +1243,10 @@ def test_all_to_all_v_takes_a_size_matrix():
     m[0, 1] = 4e9  # one heavy pair
     res, row = one(fs.hgx_h100(), "all_to_all", [0, 1, 2, 3], None, sizes=m)
     assert row["size_bytes"] == pytest.approx(1e9)  # mean per-rank send buffer
-    assert duration(row) == pytest.approx(row["analytical_s"], rel=0.01)
-    assert duration(row) == pytest.approx(4e9 / H100_NVLINK_Bps, rel=0.01)
+    assert duration(row) == pytest.approx(row["analytical_s"], rel=1e-9)
+    # The heavy pair alone, at GPU 0's NVLink rate, after NCCL's p2p alpha: 8.4 us base + 3.4 us
+    # NVLink + one NVSwitch hop.
+    assert duration(row) == pytest.approx(8.4e-6 + 3.4e-6 + NVSWITCH_HOP_S + 4e9 / H100_NVLINK_Bps, rel=1e-9)
 
 
 def test_nccl_tests_sweep_and_cli(capsys):

@@ -35,8 +35,26 @@ def tutorial_blocks() -> list[tuple[int, str, bool]]:
     return page_blocks(TUTORIAL)
 
 
+# The optional dependencies an example may use, and how its code shows it.
+_OPTIONAL = {
+    "networkx": re.compile(r"^\s*(import|from)\s+networkx\b", re.M),
+    "matplotlib": re.compile(r"\bplot\.|^\s*(import|from)\s+matplotlib\b", re.M),
+    "polars": re.compile(r"^\s*(import|from)\s+polars\b", re.M),
+    "duckdb": re.compile(r"^\s*(import|from)\s+duckdb\b", re.M),
+}
+
+
+def skip_without_what_it_imports(code: str) -> None:
+    """Skips the calling test, before it runs anything, where ``code`` needs an optional
+    dependency that is not installed."""
+    for module, used in _OPTIONAL.items():
+        if used.search(code):
+            pytest.importorskip(module, reason=f"the example needs {module}")
+
+
 def test_tutorial_runs_in_order(tmp_path, monkeypatch, capsys):
     blocks = tutorial_blocks()
+    skip_without_what_it_imports("".join(code for _, code, run in blocks if run))
     assert sum(run for _, _, run in blocks) >= 10, "the tutorial lost its examples"
     skipped = [code for _, code, run in blocks if not run]
     # The million-GPU block is shown but not run (tens of seconds, ~7 GB).
@@ -60,6 +78,7 @@ PAGES = ("model.md", "fabrics.md", "collectives.md", "fidelity.md", "workloads.m
 def test_page_examples_run_in_order(page, tmp_path, monkeypatch, capsys):
     path = ROOT / "docs" / page
     blocks = page_blocks(path)
+    skip_without_what_it_imports("".join(code for _, code, run in blocks if run))
     assert any(run for _, _, run in blocks), f"{page} lost its examples"
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": page}
@@ -283,19 +302,298 @@ def test_every_public_object_has_an_example():
 EXAMPLES = _all_examples()
 
 
+# --------------------------------------------------------------------------------------------
+# The values an example states are checked
+# --------------------------------------------------------------------------------------------
+#
+# An example states a value the way a reader expects it, as a doctest would: a comment at the
+# end of an expression statement (or of an assignment to one name), or on the line right below
+# it, that begins with a value is that expression's (or name's) value, and the test checks it:
+#
+#   fs.units.size_bytes("1GiB")   # 1073741824.0
+#   e.algorithm, e.protocol       # ('nvls', 'simple'): NCCL's choice
+#   fs.estimate(...).time_s       # about 5.4 ms
+#   f = fs.hgx_h100()             # Fabric(n_gpus=8, n_nodes=12, n_links=288)
+#   except fs.WriteError as e: print(e)   # cannot write 'taken': ...
+#
+# * A value begins with a digit, a sign, a quote, a bracket, True, False or None, a repr such
+#   as ``Fabric(`` or ``array(``, or ``about``. What follows it after ``,``, ``:``, ``=`` or a
+#   space is prose. A comment that begins with a word is prose, never checked.
+# * A Python literal is compared with ``==``, each float in it to the digits it is written
+#   with (``6.8e-06`` is 6.8e-06 to two significant digits); a repr, or a value with ``...``
+#   in it, by its text (spaces aside, ``...`` standing for anything).
+# * ``about N unit`` (s, ms, us, GB/s, GB, tokens/s; none for a plain number), or several
+#   joined by ``and`` or ``,`` for a tuple, is N to its last significant digit in that unit.
+# * On a ``print(...)``, the value is the whole text printed (``...`` standing for anything);
+#   in the body of an ``except`` clause, whatever word the message begins with.
+
+import ast
+import contextlib
+import io
+import tokenize
+
+_VALUE_START = re.compile(r"(about\s|[-+]?\.?\d|['\"\[\(\{]|True\b|False\b|None\b|b['\"]|[A-Za-z_][\w.]*\()")
+_DELIMITERS = ",:;= "
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "GB/s": 1e9, "TB/s": 1e12, "GB": 1e9, "MB": 1e6,
+          "tokens/s": 1.0, "": 1.0}
+_NUMBER_UNIT = re.compile(r"([-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d*\.?\d+(?:e[-+]?\d+)?)\s*"
+                          r"(ms|us|ns|s|GB/s|TB/s|GB|MB|tokens/s)?(?![\w/])")
+_THOUSANDS = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])")
+
+
+def _trailing_comments(code: str) -> dict[int, str]:
+    """Line number -> the text of the comment that ends a line of code, or (beginning with a
+    value, as a doctest's output would) stands on the line right below it."""
+    out: dict[int, str] = {}
+    code_lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT:
+            line, text = tok.start[0], tok.string[1:].strip()
+            if line in code_lines:
+                out[line] = text
+            elif line - 1 in code_lines and line - 1 not in out and _VALUE_START.match(text):
+                out[line - 1] = text
+        elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            code_lines.add(tok.start[0])
+    return out
+
+
+def _significant(written: str) -> float:
+    """Half a unit of the last significant digit of a number as written ("0.47": 0.005,
+    "35,000": 500, "6.8e-06": 5e-08)."""
+    mantissa, _, exponent = written.replace(",", "").lower().partition("e")
+    scale = 10.0 ** int(exponent or 0)
+    if "." in mantissa:
+        return 0.5 * 10.0 ** -len(mantissa.split(".")[1]) * scale
+    digits = mantissa.lstrip("+-")
+    zeros = len(digits) - len(digits.rstrip("0")) if digits.strip("0") else 0
+    return 0.5 * 10.0 ** zeros * scale
+
+
+def _plain(value):
+    """A result as the comparison sees it: Arrow and NumPy values as Python ones."""
+    import numpy as np
+
+    if hasattr(value, "to_pylist"):
+        return value.to_pylist()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _literal_matches(expected, written_floats, actual) -> bool:
+    if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
+        tol = _significant(written_floats.pop(0)) if written_floats else 0.0
+        return abs(actual - expected) <= tol * (1 + 1e-9) + 1e-300
+    if isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)):
+        return (type(expected) is type(actual) and len(expected) == len(actual)
+                and all(_literal_matches(e, written_floats, a) for e, a in zip(expected, actual)))
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(
+            _literal_matches(expected[k], written_floats, actual[k]) for k in expected)
+    return expected == actual and type(expected) is type(actual) or (
+        isinstance(expected, int) and isinstance(actual, float) and float(expected) == actual)
+
+
+def _text_matches(pattern: str, text: str) -> bool:
+    squeeze = lambda t: re.sub(r"\s+", "", t)  # noqa: E731
+    regex = ".*?".join(re.escape(part) for part in squeeze(pattern).split("..."))
+    return re.fullmatch(regex, squeeze(text), re.S) is not None
+
+
+def _about_mismatch(text: str, actual) -> str | None:
+    """None if ``actual`` is what ``about N unit[, M unit ...]`` says, else why not. The
+    numbers end at the first ``;`` or ``:``; one per element of a tuple."""
+    stated = _NUMBER_UNIT.findall(re.split(r"[;:]", text[len("about"):], maxsplit=1)[0])
+    value = _plain(actual)
+    items = list(value) if isinstance(value, (tuple, list)) else [value]
+    if len(stated) != len(items):
+        return f"states {len(stated)} value(s) for {len(items)}"
+    for (number, unit), got in zip(stated, items):
+        got_in_unit = got / _UNITS[unit]
+        if abs(got_in_unit - float(number.replace(",", ""))) > _significant(number) * (1 + 1e-9):
+            return f"is {got_in_unit:.6g} {unit}".rstrip()
+    return None
+
+
+def _balanced_head(text: str) -> str:
+    """The value at the start of ``text`` that brackets delimit: up to where the first
+    bracket opened closes (a repr, a tuple of reprs), else up to the first delimiter."""
+    depth, quote = 0, None
+    for i, c in enumerate(text):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"" and depth:
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[:i + 1]
+        elif depth == 0 and c in _DELIMITERS:
+            return text[:i]
+    return text
+
+
+def _candidates(text: str):
+    """The comment's starts that end where a value may end, longest first."""
+    cuts = [len(text)] + [i for i in range(len(text) - 1, 0, -1) if text[i] in _DELIMITERS]
+    seen = set()
+    for i in cuts:
+        head = text[:i].rstrip(_DELIMITERS)
+        if head and head not in seen:
+            seen.add(head)
+            yield head
+
+
+def stated_value_mismatch(text: str, actual) -> str | None:
+    """None if ``actual`` is the value the comment ``text`` states, else what is wrong."""
+    if text.startswith("about"):
+        return _about_mismatch(text, actual)
+    value = _plain(actual)
+    literal = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
+    if "..." not in _balanced_head(text):
+        for head in _candidates(literal):
+            try:
+                expected = ast.literal_eval(head)
+            except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+                continue
+            floats = [f for f in re.findall(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?", head)
+                      if any(c in f.lower() for c in ".e")]
+            return None if _literal_matches(expected, floats, value) else f"is {value!r}"
+    head = _balanced_head(text)
+    shown = repr(value) if hasattr(actual, "to_pylist") else repr(actual)
+    return None if _text_matches(head, shown) else f"repr is {shown!r}"
+
+
+class _StatedValues(ast.NodeTransformer):
+    """Rewrites each statement whose trailing comment states a value into one that also
+    checks it (``__stated__(line, value)``)."""
+
+    def __init__(self, comments: dict[int, str]) -> None:
+        self.comments = comments
+        self.checked: set[int] = set()
+        self.in_except = False
+
+    def _stated(self, node: ast.stmt) -> str | None:
+        text = self.comments.get(node.end_lineno)
+        return text if text is not None and (_VALUE_START.match(text) or self.in_except) else None
+
+    def _call(self, name: str, line: int, value: ast.expr) -> ast.stmt:
+        return ast.Expr(ast.Call(ast.Name(name, ast.Load()), [ast.Constant(line), value], []))
+
+    def visit_ExceptHandler(self, node):
+        self.in_except = True
+        self.generic_visit(node)
+        self.in_except = False
+        return node
+
+    def visit_Expr(self, node):
+        if self._stated(node) is None:
+            return node
+        self.checked.add(node.end_lineno)
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print":
+            return ast.copy_location(self._call("__printed__", node.end_lineno, ast.Lambda(
+                ast.arguments([], [], None, [], [], None, []), call)), node)
+        if self.in_except or not _VALUE_START.match(self.comments[node.end_lineno]):
+            return node
+        return ast.copy_location(self._call("__stated__", node.end_lineno, call), node)
+
+    def visit_Assign(self, node):
+        if self._stated(node) is None or self.in_except or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return node
+        self.checked.add(node.end_lineno)
+        check = self._call("__stated__", node.end_lineno, ast.Name(node.targets[0].id, ast.Load()))
+        return [node, ast.copy_location(check, node)]
+
+
+def run_checking_stated_values(code: str, namespace: dict, filename: str = "<example>") -> None:
+    """Runs ``code`` in ``namespace``, checking every value its comments state."""
+    comments = _trailing_comments(code)
+    tree = _StatedValues(comments)
+    module = ast.fix_missing_locations(tree.visit(ast.parse(code)))
+    wrong: list[str] = []
+
+    def stated(line: int, value) -> None:
+        why = stated_value_mismatch(comments[line], value)
+        if why:
+            wrong.append(f"line {line}: `{code.splitlines()[line - 1].strip()}` {why}")
+
+    def printed(line: int, show) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            show()
+        text = out.getvalue().rstrip("\n")
+        print(text)
+        if not _text_matches(comments[line], text):
+            wrong.append(f"line {line}: `{code.splitlines()[line - 1].strip()}` printed {text!r}")
+
+    namespace.update(__stated__=stated, __printed__=printed)
+    exec(compile(module, filename, "exec"), namespace)
+    assert not wrong, "values the example states are not what it gives:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("code, wrong", [
+    ("x = 2 + 2   # 5", "is 4"),
+    ("1.54e6   # 1.6e6: to its written digits", "is 1540000.0"),
+    ("'a', 2   # ('a', 3)", "is ('a', 2)"),
+    ("round(0.471, 3)   # about 0.48", "is 0.471"),
+    ("0.0047, 2e9   # about 4.6 ms and 2 GB/s", "is 4.7 ms"),
+    ("[1, 2]\n# [1, 3]", "is [1, 2]"),
+    ("print(42, 'apples')   # 42 pears", "printed '42 apples'"),
+    ("try: 1 / 0\nexcept ZeroDivisionError as e: print(e)   # division by one", "printed 'division by zero'"),
+    ("import numpy as np\nnp.arange(3)   # array([0, 1, 3])", "repr is 'array([0, 1, 2])'"),
+    ("frozenset()   # frozenset({1})", "repr is 'frozenset()'"),
+])
+def test_a_value_an_example_states_wrongly_fails_it(code, wrong):
+    with pytest.raises(AssertionError, match=re.escape(wrong)):
+        run_checking_stated_values(code, {})
+
+
+def test_values_stated_as_written_pass_and_prose_is_not_read():
+    run_checking_stated_values(
+        "x = 2 + 2   # 4: two and two\n"
+        "1.55e6   # 1.6e6 (not 1.55)\n"
+        "'a', 2   # ('a', 2)\n"
+        "0.0047, 2e9   # about 4.7 ms and 2 GB/s, rounded\n"
+        "123456   # 123,456\n"
+        "[1, 2]\n# [1, 2], on the line below\n"
+        "print(42, 'apples')   # 42 ...les\n"
+        "y = 3   # three, in words: prose\n"
+        "import numpy as np\nnp.arange(3)   # array([0, 1, 2])\n", {})
+
+
+def test_most_examples_state_a_value_and_every_one_is_checked():
+    # A value comment the transform did not reach would be prose to it: count what it checks.
+    checked = 0
+    for _, code in EXAMPLES:
+        transform = _StatedValues(_trailing_comments(code))
+        transform.visit(ast.parse(code))
+        checked += len(transform.checked)
+    assert checked >= 150, checked
+
+
 @pytest.mark.parametrize("code", [c for _, c in EXAMPLES], ids=[n for n, _ in EXAMPLES])
 def test_example_runs(code, tmp_path, monkeypatch, capsys):
+    skip_without_what_it_imports(code)
     import fabricsim as fs
 
     if "plot." in code:
-        pytest.importorskip("matplotlib", reason="the plot examples need matplotlib")
         import matplotlib
 
         matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)  # examples that write files write here
     parts = set(fs.catalog.parts().column("name").to_pylist())
     try:
-        exec(compile(code, "<example>", "exec"), {"__name__": "example", "fs": fs})
+        run_checking_stated_values(code, {"__name__": "example", "fs": fs})
     finally:
         for name in set(fs.catalog.parts().column("name").to_pylist()) - parts:
             fs.catalog.remove_part(name)  # an example's part must not leak into the next

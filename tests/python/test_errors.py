@@ -67,14 +67,16 @@ def test_from_arrays_bad_values(column, bad, text):
     (cap if column == "capacity" else lat)[1] = bad
     with pytest.raises(InvalidArgumentError) as e:
         fs.Topology.from_arrays(np.array([0, 1]), np.array([1, 0]), cap, lat)
-    assert text in message(e)
+    name = "capacity_bps" if column == "capacity" else "latency_s"
+    assert message(e) == f"{name} of link 1 must be a finite number >= 0, got {text}"
 
 
 def test_from_arrays_wrong_shapes():
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match=r"^src and dst must have one length, got 2 and 1$"):
         fs.Topology.from_arrays(np.array([0, 1]), np.array([1]), np.array([1.0, 1.0]),
                                 np.array([0.0, 0.0]))
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^capacity_Bps must be one value or a 1-D sequence of 1, got shape \(2,\)$"):
         fs.Topology.from_arrays(np.array([0]), np.array([1]), np.array([1.0, 1.0]),
                                 np.array([0.0]))
 
@@ -83,18 +85,19 @@ def test_from_arrays_node_out_of_range():
     with pytest.raises(InvalidArgumentError) as e:
         fs.Topology.from_arrays(np.array([0]), np.array([7]), np.array([1.0]), np.array([0.0]),
                                 n_nodes=3)
-    assert "7" in message(e)
+    assert message(e) == "dst[0] = 7 is out of range: expected 0 <= value < 3"
 
 
 # ------------------------------------------------------------------ flows
 
 
-@pytest.mark.parametrize("src,dst,bad", [(9, 1, 9), (0, 12, 12), (5, 0, 5), (-1, 1, -1)])
-def test_unknown_node(src, dst, bad):
+@pytest.mark.parametrize("src,dst,named", [(9, 1, "src node 9"), (0, 12, "dst node 12"), (5, 0, "src node 5"),
+                                            (-1, 1, "src node -1")])
+def test_unknown_node(src, dst, named):
     m = line()
     with pytest.raises(UnknownNodeError) as e:
         m.sc.add_flow(src, dst, 10.0)
-    assert str(bad) in message(e)
+    assert message(e) == f"{named} does not exist: node ids run from 0 to 4"
     still_usable(m)
 
 
@@ -102,7 +105,7 @@ def test_same_endpoints():
     m = line()
     with pytest.raises(SameEndpointsError) as e:
         m.sc.add_flow(3, 3, 10.0)
-    assert "3" in message(e)
+    assert message(e) == "flow from node3 to itself: src and dst must differ"  # node 3's name
     still_usable(m)
 
 
@@ -111,7 +114,7 @@ def test_bad_bytes(bad, text):
     m = line()
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_flow(0, 1, bad)
-    assert text in message(e)
+    assert message(e) == f"size_bytes must be a finite number >= 0, got {text}"
     still_usable(m)
 
 
@@ -120,10 +123,10 @@ def test_bad_start_s(bad, text):
     m = line()
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_flow(0, 1, 10.0, start_s=bad)
-    assert text in message(e)
+    assert message(e) == f"start_s must be a finite number >= 0, got {text}"
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_delay(1.0, start_s=bad)
-    assert text in message(e)
+    assert message(e) == f"start_s must be a finite number >= 0, got {text}"
     still_usable(m)
 
 
@@ -132,7 +135,7 @@ def test_bad_max_rate(bad, text):
     m = line()
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_flow(0, 1, 10.0, max_rate_Bps=bad)
-    assert text in message(e)
+    assert message(e) == f"max_rate_bps must be > 0 (or none), got {text}"
     still_usable(m)
 
 
@@ -141,7 +144,7 @@ def test_bad_duration(bad, text):
     m = line()
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_delay(bad)
-    assert text in message(e)
+    assert message(e) == f"duration_s must be a finite number >= 0, got {text}"
     still_usable(m)
 
 
@@ -151,7 +154,7 @@ def test_zero_capacity_path():
     with pytest.raises(ZeroCapacityPathError) as e:
         m.sc.add_flow(1, 3, 10.0, route=[1, 3])
         m.sc.run()
-    assert "3" in message(e)
+    assert message(e) == "route crosses link 3 whose capacity is 0"
 
 
 def test_zero_capacity_path_rejected_before_anything_runs():
@@ -170,10 +173,10 @@ def test_unreachable():
     m = line()
     with pytest.raises(UnreachableError) as e:
         m.sc.add_flow(2, 4, 10.0)     # node 4 has no link at all
-    assert "4" in message(e)
+    assert message(e) == "no path from node 2 to node 4"
     with pytest.raises(UnreachableError) as e:
         m.sc.add_flow(1, 0, 10.0)     # links only go forwards
-    assert "1" in message(e) and "0" in message(e)
+    assert message(e) == "no path from node 1 to node 0"
     still_usable(m)
 
 
@@ -181,21 +184,21 @@ def test_route_with_unknown_link():
     m = line()
     with pytest.raises(UnknownLinkError) as e:
         m.sc.add_flow(0, 2, 10.0, route=[0, 99])
-    assert "99" in message(e)
+    assert message(e) == "link 99 does not exist: link ids run from 0 to 3"
     still_usable(m)
 
 
-@pytest.mark.parametrize("route", [
-    [1],        # starts at 1, not at src 0
-    [0],        # ends at 1, not at dst 2
-    [0, 2],     # 0 -> 1, then 3 -> 2: not connected
-    [],         # empty
+@pytest.mark.parametrize("route, said", [
+    ([1], "route is not a path from node 0: its first link 1 starts at node 1"),
+    ([0], "route is not a path to node 2: its last link 0 ends at node 1"),
+    ([0, 2], "route is not a path: link 0 ends at node 1 but the next link 2 starts at node 3"),
+    ([], "route from node 0 to node 2 is empty"),
 ])
-def test_route_not_a_path(route):
+def test_route_not_a_path(route, said):
     m = line()
     with pytest.raises(InvalidArgumentError) as e:
         m.sc.add_flow(0, 2, 10.0, route=route)
-    assert route == [] or any(str(link) in message(e) for link in route)
+    assert message(e) == said
     still_usable(m)
 
 
@@ -205,18 +208,12 @@ def test_route_not_a_path(route):
 def test_dependency_on_unknown_activity():
     m = line()
     m.flow(0, 1, 10.0)
-    with pytest.raises(UnknownActivityError) as e:
-        m.sc.add_flow(0, 1, 10.0, after=[42])
-    assert "42" in message(e)
-    with pytest.raises(UnknownActivityError) as e:
-        m.sc.add_delay(1.0, after=[0, 17])
-    assert "17" in message(e)
-    with pytest.raises(UnknownActivityError) as e:
-        m.sc.add_dependency(0, 42)
-    assert "42" in message(e)
-    with pytest.raises(UnknownActivityError) as e:
-        m.sc.add_dependency(43, 0)
-    assert "43" in message(e)
+    for call, bad in [(lambda: m.sc.add_flow(0, 1, 10.0, after=[42]), 42),
+                      (lambda: m.sc.add_delay(1.0, after=[0, 17]), 17),
+                      (lambda: m.sc.add_dependency(0, 42), 42), (lambda: m.sc.add_dependency(43, 0), 43)]:
+        with pytest.raises(UnknownActivityError) as e:
+            call()
+        assert message(e) == f"no activity with id {bad}: ids so far run from 0 to 0"
     still_usable(m)
 
 
@@ -228,7 +225,8 @@ def test_dependency_cycle():
     with pytest.raises(DependencyCycleError) as e:
         m.sc.add_dependency(a, c)   # a after c after b after a
         m.sc.run()
-    assert any(str(x) in message(e) for x in (a, b, c))
+    assert (a, b, c) == (0, 1, 2)
+    assert message(e) == "dependency cycle among activities 0 -> 2 -> 1 (each waits for the next)"
 
 
 def test_self_dependency_is_a_cycle():
@@ -248,18 +246,19 @@ def test_max_min_rates_bad_input():
     fi, ci, co = np.array([0, 1]), np.array([0, 1]), np.array([1.0, 1.0])
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(np.array([1.0, -2.5]), fi, ci, co, n_flows=2)
-    assert "-2.5" in message(e)
+    assert message(e) == "capacity of constraint 1 must be a finite number >= 0, got -2.5"
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, fi, np.array([0, 5]), co, n_flows=2)
-    assert "5" in message(e)
-    with pytest.raises(InvalidArgumentError):
+    assert message(e) == "constraint_index[1] = 5 is out of range: expected 0 <= value < 2"
+    with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, fi, ci, np.array([1.0]), n_flows=2)
+    assert message(e) == "coefficient must be one value or a 1-d sequence of 2, got shape (1,)"
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, fi, ci, np.array([1.0, math.nan]), n_flows=2)
-    assert "nan" in message(e)
+    assert message(e) == "coefficient[1] must be a finite number > 0, got nan"
     with pytest.raises(InvalidArgumentError) as e:
         fs.max_min_rates(cap, np.array([0, 6]), ci, co, n_flows=2)
-    assert "6" in message(e)
+    assert message(e) == "flow_index[1] = 6 is out of range: expected 0 <= value < 2"
 
 
 

@@ -7,12 +7,13 @@ exactly as the rule says, through ``Topology.route`` and ``route_many`` alike.""
 
 from collections import deque
 
-import networkx as nx
 import numpy as np
 import pytest
 
-import fabricsim as fs
-from fabricsim.exceptions import RoutingError
+nx = pytest.importorskip("networkx")
+
+import fabricsim as fs  # noqa: E402
+from fabricsim.exceptions import RoutingError  # noqa: E402
 
 M64 = (1 << 64) - 1
 

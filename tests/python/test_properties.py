@@ -1,164 +1,248 @@
-"""Property-based tests of the public API's promises under any input: only
-FabricsimError subclasses escape, a refusal names the bad value, a refused add leaves the
-scenario as it was, bytes are conserved, and results equal the reference where there is one.
+"""Property-based tests of the core API's promises under any input: only FabricsimError
+subclasses escape, a refusal names the bad value, a refused add leaves the scenario as it was,
+bytes are conserved, and what is accepted is right: parsed units equal the value written, a
+built topology holds the links given, rates equal the reference's, a lone collective on an idle
+fabric takes its analytical time, a part added or loaded holds its fields.
 
-Inputs mix valid values with the ones where things break: NaN, infinities, -0.0, subnormals,
-1e-300, 1e300, the largest double, huge ints, bools, strings with other scripts' digits,
-iterators, sets, nested lists. Each test keeps to a few dozen examples (the whole file runs in
-a few seconds); the Rust core's own search is tests/rust/fuzz.rs."""
+Each test draws mostly valid inputs (so that it reaches the comparison it is named for) mixed
+with hostile ones, and asserts how often each path was reached (hostile.py). The workloads'
+surfaces are in test_properties_workloads.py; the Rust core's own search is tests/rust/fuzz.rs."""
 
+import json
 import math
 import os
-import sys
+from decimal import Decimal
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import strategies as st
 
 import fabricsim as fs
 from fabricsim.exceptions import FabricsimError
-
 from helpers import Model, check_invariants, compare_to_reference
-
-# FABRICSIM_PROPERTY_SCALE=50 runs 50 times the examples, from a random start each time (a
-# search for new failures); by default the few examples are the same every run.
-SCALE = float(os.environ.get("FABRICSIM_PROPERTY_SCALE", "1"))
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-                derandomize=SCALE == 1, database=None)
-
-
-def examples(n):
-    return max(1, int(n * SCALE))
-
-NASTY_FLOATS = [0.0, -0.0, 1.0, 0.5, 2.0, -1.0, 5e-324, 2.2250738585072014e-308, 1e-300, 1e-9, 1e9, 1e300,
-                1.0000000000000002e300, 9e307, 1e308, sys.float_info.max, math.inf, -math.inf, math.nan]
-NASTY_INTS = [0, 1, 2, 3, 7, -1, 2**31, 2**32, 2**63, -(2**63) - 1, 10**30]
-NASTY_TEXT = ["", " ", "1GiB", "800Gb/s", "500ns", "1e400 B", "\u0661\u0662Gb/s", "\uff11\uff12", "nan", "inf B",
-              "-1GiB", "1.5.3", "12 zz", "1e-400s", "\x00", "\U0001f600"]
-
-floats = st.one_of(st.sampled_from(NASTY_FLOATS), st.floats(allow_nan=True, allow_infinity=True),
-                   st.floats(min_value=1e-3, max_value=1e6))
-ints = st.one_of(st.sampled_from(NASTY_INTS), st.integers(-5, 40))
-texts = st.one_of(st.sampled_from(NASTY_TEXT), st.text(max_size=8))
-scalars = st.one_of(floats, ints, texts, st.booleans(), st.none(), st.just(np.float64(np.nan)), st.just(np.int64(3)),
-                    st.just(1 + 2j))
-
-
-def sequences(elements):
-    """Lists, tuples, arrays, iterators, sets and ragged nestings of ``elements``."""
-    lists = st.lists(elements, max_size=6)
-    return st.one_of(
-        lists, lists.map(tuple), lists.map(iter), lists.map(lambda v: set(x for x in v if _hashable(x))),
-        st.lists(st.integers(-3, 40), max_size=6).map(lambda v: np.asarray(v, dtype=np.int64)),
-        st.lists(st.floats(allow_nan=True), max_size=6).map(np.asarray),
-        st.just([[1, 2], [3]]), st.just({0: 1}), st.just(np.zeros((2, 2))),
-    )
-
-
-def _hashable(x):
-    try:
-        hash(x)
-        return True
-    except TypeError:
-        return False
-
-
-anything = st.one_of(scalars, sequences(st.one_of(ints, floats, texts)))
-
-
-def only_fabricsim_errors(call, *args, **kwargs):
-    """``call(...)``'s result, or the FabricsimError it raised (any other exception fails)."""
-    try:
-        return call(*args, **kwargs)
-    except FabricsimError as err:
-        assert str(err), f"{type(err).__name__} without a message"
-        return err
-
+from hostile import (COMPARED, RAN, anything, assert_reach, draws_valid, explore, floats, ints, mostly,
+                     only_fabricsim_errors, refused, scalars, sequences, texts)
 
 # ---- units -------------------------------------------------------------------------------
 
+# Each unit written as people write it, and its value in SI, from the units' definitions (not
+# from fabricsim's tables): a bit is 1/8 byte; k, M, G, T are powers of 1000, Ki, Mi, Gi powers
+# of 1024; a size's bare prefix letter is nccl-tests' (binary, any case).
+UNITS = {
+    "size_bytes": {"B": "1", " B": "1", "bytes": "1", "kB": "1e3", "KB": "1e3", "MB": "1e6", "GB": "1e9",
+                   "TB": "1e12", "KiB": "1024", "MiB": "1048576", "GiB": "1073741824", "TiB": "1099511627776",
+                   "K": "1024", "k": "1024", "M": "1048576", "m": "1048576", "G": "1073741824", "g": "1073741824"},
+    "bandwidth_Bps": {"b/s": "0.125", "bps": "0.125", "Gb/s": "125e6", " Gbps": "125e6", "Gbit/s": "125e6",
+                      "Tb/s": "125e9", "Kb/s": "125", "B/s": "1", "Bps": "1", "GB/s": "1e9", " MB/s": "1e6",
+                      "GiB/s": "1073741824", "TB/s": "1e12"},
+    "duration_s": {"ps": "1e-12", "ns": "1e-9", "us": "1e-6", "\u00b5s": "1e-6", " ms": "1e-3", "s": "1",
+                   "min": "60", "h": "3600"},
+}
+numbers_written = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.builds(lambda i, f: f"{i}.{f}", st.integers(0, 9999), st.integers(0, 999)),
+    st.integers(1, 99).map(lambda f: f".{f}"),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(1, 99), st.integers(-12, 12)),
+)
 
-@settings(max_examples=examples(150), **SETTINGS)
-@given(st.one_of(texts, scalars), st.sampled_from(["bandwidth_Bps", "size_bytes", "duration_s"]))
-def test_unit_parsers_take_any_value(value, parser):
-    got = only_fabricsim_errors(getattr(fs.units, parser), value)
-    if isinstance(got, FabricsimError):
-        if isinstance(value, str):  # the message names the text as given
-            assert repr(value) in str(got), (value, str(got))
-    elif isinstance(value, str):
-        assert isinstance(got, float) and not (got < 0)
-        assert all(not c.isdigit() or c in "0123456789" for c in value), value  # ASCII digits only
-    else:  # a number passes through as it is
-        assert got == value or (math.isnan(got) and math.isnan(value)), (value, got)
+
+@st.composite
+def quantities(draw):
+    """(parser, text, exact value) of a valid quantity."""
+    parser = draw(st.sampled_from(sorted(UNITS)))
+    unit = draw(st.sampled_from(sorted(UNITS[parser])))
+    number = draw(numbers_written)
+    return parser, number + unit, Decimal(number) * Decimal(UNITS[parser][unit])
 
 
-@settings(max_examples=examples(100), **SETTINGS)
-@given(st.floats(min_value=1e-12, max_value=1e30), st.booleans())
-def test_formatted_quantities_parse_back_close(x, bits):
-    rate = fs.units.format_rate(x, bits=bits)
-    assert fs.units.bandwidth_Bps(rate) == pytest.approx(x, rel=5e-3)
-    assert fs.units.size_bytes(fs.units.format_bytes(x)) == pytest.approx(x, rel=5e-3)
+def test_unit_parsers_take_any_value():
+    @explore(300, mostly(quantities(), st.tuples(st.sampled_from(sorted(UNITS)), st.one_of(texts, scalars))))
+    def seen(case):
+        if len(case) == 3:  # a valid quantity: its value, rounded once
+            parser, text, exact = case
+            assert getattr(fs.units, parser)(text) == float(exact), (parser, text)
+            return "compared"
+        parser, value = case
+        got = only_fabricsim_errors(getattr(fs.units, parser), value)
+        if refused(got):
+            if isinstance(value, str):  # the message names the text as given
+                assert repr(value) in str(got), (value, str(got))
+            return "refused"
+        if isinstance(value, str):
+            assert isinstance(got, float) and not (got < 0)
+            assert all(not c.isdigit() or c in "0123456789" for c in value), value  # ASCII digits only
+        else:  # a number passes through as it is
+            assert got == value or (math.isnan(got) and math.isnan(value)), (value, got)
+        return "ran"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
+
+
+def test_formatted_quantities_parse_back_close():
+    @explore(100, st.floats(min_value=1e-12, max_value=1e30), st.booleans())
+    def seen(x, bits):
+        rate = fs.units.format_rate(x, bits=bits)
+        assert fs.units.bandwidth_Bps(rate) == pytest.approx(x, rel=5e-3)
+        assert fs.units.size_bytes(fs.units.format_bytes(x)) == pytest.approx(x, rel=5e-3)
+        assert fs.units.duration_s(fs.units.format_duration(x)) == pytest.approx(x, rel=5e-3)
+        return "compared"
+
+    assert_reach(seen, "compared", 1.0)
 
 
 # ---- generators --------------------------------------------------------------------------
 
-GENERATORS = [
-    (fs.hgx_h100, {}),
-    (fs.clos, {"n_hosts": ints, "oversubscription": floats, "planes": ints, "tiers": ints, "switch": texts}),
-    (fs.nvlink_domain, {"n_gpus": ints, "n_domains": ints, "tiers": ints, "gpu": texts}),
-    (fs.cluster, {"n_domains": ints, "domain": st.sampled_from(["hgx-h100", "nvl72", "x"]),
-                  "scale_out": st.sampled_from(["quantum-2", "sn5600", "bogus"])}),
-    (fs.pcie_server, {"n_gpus": ints, "gpus_per_switch": ints, "nics_per_switch": ints}),
-]
+SWITCHES = ["quantum-2", "quantum-x800", "sn5600"]
+GENERATORS = {
+    # name: (valid keyword strategies, hostile ones, the GPUs (or hosts) it must build)
+    "hgx_h100": ({}, {}, lambda kw: 8),
+    "clos": ({"n_hosts": st.integers(2, 48), "oversubscription": st.sampled_from([1, 2, 4, 1.5]),
+              "tiers": st.integers(2, 3), "switch": st.sampled_from(SWITCHES)},  # 1 tier has no uplinks to thin
+             {"n_hosts": ints, "oversubscription": floats, "planes": ints, "tiers": ints, "switch": texts},
+             lambda kw: kw["n_hosts"]),
+    "nvlink_domain": ({"n_gpus": st.integers(1, 72), "n_domains": st.integers(1, 3),
+                       "gpu": st.sampled_from(["b200", "gb200", "gb300"])},
+                      {"n_gpus": ints, "n_domains": ints, "tiers": ints, "gpu": texts},
+                      lambda kw: kw.get("n_gpus", 72) * kw.get("n_domains", 1)),
+    "cluster": ({"n_domains": st.integers(1, 6), "domain": st.sampled_from(["hgx-h100", "nvl72"]),
+                 "scale_out": st.sampled_from(SWITCHES)},
+                {"n_domains": ints, "domain": st.sampled_from(["hgx-h100", "nvl72", "x"]),
+                 "scale_out": st.sampled_from(["quantum-2", "sn5600", "bogus"])},
+                lambda kw: kw["n_domains"] * (72 if kw.get("domain") == "nvl72" else 8)),
+    "pcie_server": ({"n_gpus": st.sampled_from([4, 8, 16]), "gpus_per_switch": st.sampled_from([1, 2])},
+                    {"n_gpus": ints, "gpus_per_switch": ints, "nics_per_switch": ints},
+                    lambda kw: kw.get("n_gpus", 8)),
+}
+# A required argument left out is Python's TypeError, not a value to check: always given.
+REQUIRED = {"cluster": {"n_domains", "domain", "scale_out"}, "clos": {"n_hosts"}}
 
 
-@settings(max_examples=examples(120), **SETTINGS)
-@given(st.data())
-def test_generators_build_or_refuse_with_a_fabricsim_error(data):
-    make, params = data.draw(st.sampled_from(GENERATORS))
-    # A required argument left out is Python's TypeError, not a value to check: always given.
-    required = {"cluster": {"n_domains"}, "clos": {"n_hosts"}}.get(make.__name__, set())
-    kwargs = {k: data.draw(v, label=k) for k, v in params.items()
-              if k in required or data.draw(st.booleans(), label=f"give {k}")}
-    if any(isinstance(v, int) and not isinstance(v, bool) and v > 64 for v in kwargs.values()):
-        return  # large but valid sizes only take time; their refusals are tested with budgets
-    got = only_fabricsim_errors(make, **kwargs)
-    if not isinstance(got, FabricsimError):
+@st.composite
+def generator_calls(draw):
+    name = draw(st.sampled_from(sorted(GENERATORS)))
+    valid, hostile, _ = GENERATORS[name]
+    params = draw(mostly(st.just(valid), st.just(hostile)))
+    kwargs = {k: draw(v, label=k) for k, v in params.items()
+              if k in REQUIRED.get(name, ()) or draw(st.booleans(), label=f"give {k}")}
+    return name, kwargs, params is valid
+
+
+def test_generators_build_or_refuse_with_a_fabricsim_error():
+    @explore(150, generator_calls())
+    def seen(call):
+        name, kwargs, valid = call
+        if any(isinstance(v, int) and not isinstance(v, bool) and v > 80 for v in kwargs.values()):
+            return "too large to try"  # large but valid sizes only take time; their refusals are tested with budgets
+        got = only_fabricsim_errors(getattr(fs, name), **kwargs)
+        if refused(got):
+            assert not valid, (name, kwargs, str(got))
+            return "refused"
         links = got.links
         assert links.num_rows == got.n_links
         caps = links["capacity_Bps"].to_numpy()
         assert np.all((caps > 0) & (caps <= fs._checks.MAX_CAPACITY_BPS))
+        # Every cable is two links, one each way.
+        ends = set(zip(links["src"].to_numpy().tolist(), links["dst"].to_numpy().tolist()))
+        assert all((d, s) in ends for s, d in ends)
+        if valid:
+            built = got.structure["scale_out"]["n_endpoints"] if name == "clos" else got.n_gpus
+            assert built == GENERATORS[name][2](kwargs), (name, kwargs)
+            return "compared"
+        return "ran"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
 
 
-@settings(max_examples=examples(120), **SETTINGS)
-@given(sequences(ints), sequences(ints), st.one_of(floats, sequences(floats)), st.one_of(floats, st.none()),
-       st.one_of(ints, st.none()))
-def test_topology_from_arrays_builds_or_refuses(src, dst, capacity, latency, n_nodes):
-    args = (src, dst, capacity) if latency is None else (src, dst, capacity, latency)
-    got = only_fabricsim_errors(fs.Topology.from_arrays, *args, n_nodes=n_nodes)
-    if not isinstance(got, FabricsimError):
+# ---- topologies from arrays ----------------------------------------------------------------
+
+
+@st.composite
+def link_arrays(draw):
+    """Valid (src, dst, capacity, latency, n_nodes) in the forms the API takes: lists, tuples,
+    arrays, scalars broadcast."""
+    n = draw(st.integers(2, 8))
+    k = draw(st.integers(1, 10))
+    src = draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k))
+    dst = [(s + draw(st.integers(1, n - 1))) % n for s in src]
+    cap = draw(st.one_of(st.floats(1.0, 1e12), st.lists(st.floats(0.0, 1e12), min_size=k, max_size=k)))
+    lat = draw(st.one_of(st.none(), st.floats(0.0, 1e-3), st.lists(st.floats(0.0, 1e-3), min_size=k, max_size=k)))
+    form = draw(st.sampled_from([list, tuple, np.asarray]))
+    n_nodes = draw(st.one_of(st.none(), st.integers(n, n + 3)))
+    return form(src), form(dst), cap if np.isscalar(cap) else form(cap), lat, n_nodes
+
+
+hostile_arrays = st.tuples(sequences(ints), sequences(ints), st.one_of(floats, sequences(floats)),
+                           st.one_of(floats, st.none()), st.one_of(ints, st.none()))
+
+
+def test_topology_from_arrays_builds_the_links_given_or_refuses():
+    @explore(200, mostly(link_arrays().map(lambda a: (True, a)), hostile_arrays.map(lambda a: (False, a))))
+    def seen(case):
+        valid, (src, dst, capacity, latency, n_nodes) = case
+        args = (src, dst, capacity) if latency is None else (src, dst, capacity, latency)
+        got = only_fabricsim_errors(fs.Topology.from_arrays, *args, n_nodes=n_nodes)
+        if refused(got):
+            assert not valid, (args, str(got))
+            return "refused"
         caps = got.links["capacity_Bps"].to_numpy()
         assert np.all((caps >= 0) & (caps <= fs._checks.MAX_CAPACITY_BPS))
+        if not valid:
+            return "ran"
+        links = got.links.to_pydict()
+        k = len(src)
+        assert links["link_id"] == list(range(k))
+        assert links["src"] == [int(x) for x in src] and links["dst"] == [int(x) for x in dst]
+        assert links["capacity_Bps"] == list(np.broadcast_to(np.asarray(capacity, dtype=float), k))
+        assert links["latency_s"] == list(np.broadcast_to(np.asarray(0.0 if latency is None else latency, dtype=float), k))
+        assert got.n_nodes == (max(max(src), max(dst)) + 1 if n_nodes is None else n_nodes)
+        return "compared"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
 
 
-@settings(max_examples=examples(150), **SETTINGS)
-@given(st.lists(floats, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), floats),
-                                                          max_size=8))
-def test_max_min_rates_solve_or_refuse_and_equal_the_reference(capacity, entries):
+# ---- the solver alone ------------------------------------------------------------------------
+
+
+@st.composite
+def moderate_problems(draw):
+    """A max-min problem the reference solves as the engine does: capacities and coefficients
+    within nine orders of magnitude, every flow on some constraint."""
+    n_c = draw(st.integers(1, 4))
+    n_f = draw(st.integers(1, 5))
+    capacity = draw(st.lists(st.floats(1e-3, 1e6), min_size=n_c, max_size=n_c))
+    entries = [(f, draw(st.integers(0, n_c - 1)), draw(st.floats(1e-3, 1e3))) for f in range(n_f)]
+    entries += draw(st.lists(st.tuples(st.integers(0, n_f - 1), st.integers(0, n_c - 1), st.floats(1e-3, 1e3)),
+                             max_size=6))
+    return capacity, entries
+
+
+hostile_problems = st.tuples(st.lists(floats, min_size=1, max_size=4),
+                             st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), floats), max_size=8))
+
+
+def test_max_min_rates_solve_or_refuse_and_equal_the_reference():
     from reference import max_min_reference_coo
 
-    n_flows = 1 + max((f for f, _, _ in entries), default=0)
-    fi = [f for f, _, _ in entries]
-    ci = [c for _, c, _ in entries]
-    k = [x for _, _, x in entries]
-    got = only_fabricsim_errors(fs.max_min_rates, capacity, fi, ci, k, n_flows=n_flows)
-    if isinstance(got, FabricsimError):
-        return
-    assert np.all(np.isfinite(got)) and np.all(got >= 0)
-    moderate = all(1e-3 <= c <= 1e6 for c in capacity) and all(1e-3 <= x <= 1e3 for x in k)
-    if moderate and entries:
-        want = max_min_reference_coo(capacity, fi, ci, k, n_flows)
-        np.testing.assert_allclose(got, want, rtol=1e-9)
+    @explore(200, mostly(moderate_problems().map(lambda p: (True, p)), hostile_problems.map(lambda p: (False, p))))
+    def seen(case):
+        valid, (capacity, entries) = case
+        n_flows = 1 + max((f for f, _, _ in entries), default=0)
+        fi, ci, k = ([e[j] for e in entries] for j in range(3))
+        got = only_fabricsim_errors(fs.max_min_rates, capacity, fi, ci, k, n_flows=n_flows)
+        if refused(got):
+            assert not valid, (capacity, entries, str(got))
+            return "refused"
+        assert np.all(np.isfinite(got)) and np.all(got >= 0)
+        if not valid:
+            return "ran"
+        np.testing.assert_allclose(got, max_min_reference_coo(capacity, fi, ci, k, n_flows), rtol=1e-9)
+        return "compared"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
 
 
 # ---- scenarios: nothing half-added, bytes conserved, the reference -------------------------
@@ -190,154 +274,285 @@ def add_calls(draw):
     return name, args, kwargs
 
 
-@settings(max_examples=examples(60), **SETTINGS)
-@given(st.lists(add_calls(), max_size=8),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.floats(1.0, 1e9), st.floats(0, 1e-3)),
-                min_size=1, max_size=5))
-def test_refused_adds_leave_nothing_and_the_rest_equals_the_reference(calls, flows):
+def test_refused_adds_leave_nothing_and_the_rest_equals_the_reference():
     """Adds with arbitrary arguments interleaved with good flows: every refusal is a
     FabricsimError that leaves the activities and faults as they were, and the run equals
     the pure-Python reference of the good flows alone, with every constraint within capacity
     and bytes conserved (check_invariants)."""
-    m = _small_topology()
-    for k in range(max(len(calls), len(flows))):
-        if k < len(calls):
-            name, args, kwargs = calls[k]
-            before = (m.sc.n_activities, m.sc._core.n_faults)
-            got = only_fabricsim_errors(getattr(m.sc, name), *args, **kwargs)
-            if not isinstance(got, FabricsimError):
-                return  # arbitrary arguments that happen to be valid: not this test's case
-            assert (m.sc.n_activities, m.sc._core.n_faults) == before, (name, args, kwargs)
-        if k < len(flows) and flows[k][0] != flows[k][1]:
-            src, dst, size, start = flows[k]
-            m.flow(src, dst, size, start_s=start)
-    assume(m.flow_ids)
-    res = m.run()
-    compare_to_reference(m, res)
+    @explore(60, st.lists(add_calls(), max_size=8),
+             st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.floats(1.0, 1e9), st.floats(0, 1e-3))
+                      .filter(lambda f: f[0] != f[1]), min_size=1, max_size=5))
+    def seen(calls, flows):
+        m = _small_topology()
+        for k in range(max(len(calls), len(flows))):
+            if k < len(calls):
+                name, args, kwargs = calls[k]
+                before = (m.sc.n_activities, m.sc._core.n_faults)
+                got = only_fabricsim_errors(getattr(m.sc, name), *args, **kwargs)
+                if not refused(got):
+                    return "an arbitrary add was valid"  # not this test's case: the reference lacks it
+                assert (m.sc.n_activities, m.sc._core.n_faults) == before, (name, args, kwargs)
+            if k < len(flows):
+                src, dst, size, start = flows[k]
+                m.flow(src, dst, size, start_s=start)
+        compare_to_reference(m, m.run())
+        return "compared"
+
+    assert_reach(seen, "compared", COMPARED)
 
 
-@settings(max_examples=examples(40), **SETTINGS)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.floats(1.0, 1e12)), min_size=1, max_size=6),
-       st.one_of(st.just(0.0), st.floats(0.01, 1.0)), st.integers(0, 5))
-def test_bytes_are_conserved_through_faults(flows, factor, link):
-    m = _small_topology()
-    for src, dst, size in flows:
-        if src != dst:
+def test_bytes_are_conserved_through_faults():
+    @explore(40, st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.floats(1.0, 1e12))
+                          .filter(lambda f: f[0] != f[1]), min_size=1, max_size=6),
+             st.one_of(st.just(0.0), st.floats(0.01, 1.0)), st.integers(0, 5))
+    def seen(flows, factor, link):
+        m = _small_topology()
+        for src, dst, size in flows:
             m.flow(src, dst, size)
-    assume(m.flow_ids)
-    m.fault(1e-4, [link], factor, until_s=1e-3)
-    res = m.run()
-    check_invariants(m, res)
-    compare_to_reference(m, res)
+        m.fault(1e-4, [link], factor, until_s=1e-3)
+        res = m.run()
+        check_invariants(m, res)
+        compare_to_reference(m, res)
+        return "compared"
+
+    assert_reach(seen, "compared", 1.0)
 
 
 # ---- collectives ---------------------------------------------------------------------------
 
-OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send_recv", "bogus"]
-ALGOS = ["auto", "ring", "tree", "nvls", "direct", "halving_doubling", "hierarchical", "sharp", "nvls_sharp", "x"]
+OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send_recv"]
+ALGOS = ["ring", "tree", "nvls", "direct", "halving_doubling", "hierarchical", "sharp", "nvls_sharp", "nvls_tree"]
 
 
 @pytest.fixture(scope="module")
 def fabrics():
     return [fs.hgx_h100(), fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"),
+            fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2", sharp=True),
             fs.hgx_h100().fail(nodes=[3])]
 
 
-@settings(max_examples=examples(80), **SETTINGS)
-@given(st.data())
-def test_collectives_estimate_and_add_or_refuse(fabrics, data):
-    fabric = data.draw(st.sampled_from(fabrics), label="fabric")
-    op = data.draw(st.sampled_from(OPS), label="op")
-    algorithm = data.draw(st.sampled_from(ALGOS), label="algorithm")
-    size = data.draw(st.one_of(st.floats(1, 1e10), st.sampled_from(["1MiB", "0", 0, -1, math.nan, 1e308, "8M"])),
-                     label="size")
-    ranks = data.draw(st.one_of(
-        st.none(), st.lists(st.integers(-1, fabric.n_gpus), min_size=1, max_size=6, unique=True),
+@st.composite
+def collective_calls(draw, fabrics):
+    """(fabric, op, size, ranks, algorithm, valid): valid ones name an op, ranks of the fabric
+    (some with a failed GPU's, refused), a size and auto or an algorithm some ops take."""
+    fabric = draw(st.sampled_from(fabrics), label="fabric")
+    if draws_valid(draw, valid_in_10=8):
+        op = draw(st.sampled_from(OPS))
+        # auto mostly: an algorithm named at random often cannot run the op on those ranks
+        algorithm = draw(st.one_of(st.just("auto"), st.just("auto"), st.just("auto"), st.sampled_from(ALGOS)))
+        size = draw(st.one_of(st.floats(1, 1e9), st.sampled_from(["1MiB", "8M", 0, "64KiB"])))
+        ranks = draw(st.one_of(st.none(), st.lists(st.integers(0, fabric.n_gpus - 1), min_size=2, max_size=8,
+                                                   unique=True)))
+        return fabric, op, size, ranks, algorithm, True
+    op = draw(st.sampled_from(OPS + ["bogus"]))
+    algorithm = draw(st.sampled_from(["auto", "x", *ALGOS]))
+    size = draw(st.one_of(st.floats(1, 1e10), st.sampled_from(["1MiB", "0", 0, -1, math.nan, 1e308, "8M", "1 GiBB"])))
+    ranks = draw(st.one_of(
+        st.lists(st.integers(-1, fabric.n_gpus), min_size=1, max_size=6, unique=True),
         st.lists(st.integers(0, fabric.n_gpus - 1), min_size=2, max_size=6, unique=True).map(iter),
-        st.sampled_from([[], [0, 0], ["gpu0"], {0, 1}])), label="ranks")
-    if isinstance(ranks, type(iter([]))):
-        ranks = list(ranks)
-        as_iter = True
-    else:
-        as_iter = False
-    est = only_fabricsim_errors(fs.estimate, fabric, op, size, iter(ranks) if as_iter else ranks, algorithm=algorithm)
-    if not isinstance(est, FabricsimError):
+        st.sampled_from([[], [0, 0], ["gpu0"], {0, 1}])))
+    return fabric, op, size, ranks, algorithm, False
+
+
+def test_collectives_estimate_and_add_or_refuse_and_alone_take_their_analytical_time(fabrics):
+    """What one estimate refuses, add_collective refuses too, leaving nothing; what it takes,
+    a scenario runs alone on the idle fabric in exactly the estimated time (DESIGN section 2:
+    on an uncongested fabric the flow and analytical results agree)."""
+    @explore(120, collective_calls(fabrics))
+    def seen(call):
+        fabric, op, size, ranks, algorithm, _ = call
+        as_iter = not isinstance(ranks, (list, set, type(None)))
+        ranks = list(ranks) if as_iter else ranks
+        est = only_fabricsim_errors(fs.estimate, fabric, op, size, iter(ranks) if as_iter else ranks,
+                                    algorithm=algorithm)
+        sc = fs.Scenario(fabric)
+        got = only_fabricsim_errors(sc.add_collective, op, iter(ranks) if as_iter else ranks, size,
+                                    algorithm=algorithm)
+        if refused(got):
+            assert sc.n_activities == 0, (op, ranks, size, algorithm)
+            assert refused(est), str(got)  # what a scenario refuses, the estimate refuses (maybe for another reason first)
+            return "refused"
+        if refused(est):
+            # A rank whose every link is down has no time to estimate; in a scenario its
+            # collective is accepted and fails in its row, as a flow with no path does (one of
+            # zero bytes moves nothing, so it never fails: Scenario.add_fault).
+            assert isinstance(est, fs.ZeroCapacityPathError), str(est)
+            res = sc.run()
+            empty = fs.units.size_bytes(size) == 0
+            assert (res.collectives["finish_s"][0].as_py() is None) != empty
+            assert set(res.flows["status"].to_pylist()) == {"done" if empty else "failed"}
+            return "failed in its row"
         assert est.time_s >= 0 and math.isfinite(est.time_s)
-    sc = fs.Scenario(fabric)
-    got = only_fabricsim_errors(sc.add_collective, op, iter(ranks) if as_iter else ranks, size, algorithm=algorithm)
-    if isinstance(got, FabricsimError):
-        assert sc.n_activities == 0, (op, ranks, size, algorithm)
-        return
-    res = sc.run()
-    row, = res.collectives.to_pylist()
-    flows = res.flows
-    if all(s == "done" for s in flows["status"].to_pylist()):
-        assert row["finish_s"] >= row["start_s"]
-    # Every byte a flow moved reached a link or a reduction engine (coefficients > 0).
-    assert np.all(np.isfinite(res.links["bytes_carried"].to_numpy()))
+        res = sc.run()
+        if op == "send_recv" and fs.units.size_bytes(size) == 0:
+            return "zero-byte send_recv"  # test_a_zero_byte_send_recv_takes_its_estimated_time
+        row, = res.collectives.to_pylist()
+        assert (row["algorithm"], row["protocol"]) == (est.algorithm, est.protocol)
+        assert row["analytical_s"] == pytest.approx(est.time_s, rel=1e-12)
+        assert row["finish_s"] - row["start_s"] == pytest.approx(est.time_s, rel=1e-9, abs=1e-15)
+        assert np.all(np.isfinite(res.links["bytes_carried"].to_numpy()))
+        return "compared"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
+
+
+@pytest.mark.xfail(strict=True, reason="a zero-byte send_recv builds no flow and takes 0 s (analytical_s 0) where "
+                   "its estimate, like every other op's of zero bytes, is NCCL's p2p latency")
+def test_a_zero_byte_send_recv_takes_its_estimated_time():
+    sc = fs.Scenario(fs.hgx_h100())
+    sc.add_collective("send_recv", [0, 1], 0)
+    row, = sc.run().collectives.to_pylist()
+    est = fs.estimate(fs.hgx_h100(), "send_recv", 0, [0, 1])
+    assert row["finish_s"] - row["start_s"] == pytest.approx(est.time_s, rel=1e-9) and est.time_s > 0
 
 
 # ---- catalog -------------------------------------------------------------------------------
 
-
-@settings(max_examples=examples(80), **SETTINGS)
-@given(st.sampled_from(["switch", "nic", "gpu", "optic", "efficiency", "pcie", "bogus"]),
-       st.dictionaries(st.sampled_from(["ports", "port_Bps", "lane_Bps", "rate_Bps", "latency_s", "value", "watts",
-                                        "protocol", "protocols", "optics", "form", "x"]), anything, max_size=5))
-def test_add_part_adds_or_refuses_and_leaves_the_catalog_as_it_was(kind, overrides):
-    base = {
-        "switch": fs.catalog.part("quantum-x800"), "nic": fs.catalog.part("connectx-7"),
-        "gpu": fs.catalog.part("h100"), "optic": None, "efficiency": None, "pcie": None, "bogus": None,
-    }[kind]
-    fields = {} if base is None else {k: v for k, v in base.to_dict().items() if k not in ("kind", "description", "sources")}
-    fields.update(overrides)
-    before = fs.catalog.parts()
-    got = only_fabricsim_errors(fs.catalog.add_part, "prop-part", kind, source="[assumed] a test", **fields)
-    if isinstance(got, FabricsimError):
-        assert fs.catalog.parts().equals(before)
-    else:
-        fs.catalog.remove_part("prop-part")
+# Valid values of a switch's fields, each with the value the part must then hold.
+SWITCH_FIELDS = {
+    "ports": st.integers(1, 512).map(lambda v: (v, v)),
+    "port_Bps": st.one_of(st.floats(1e6, 1e13).map(lambda v: (v, v)),
+                          st.sampled_from([("800Gb/s", 1e11), ("400Gb/s", 5e10), ("100GB/s", 1e11)])),
+    "latency_s": st.one_of(st.floats(0, 1e-5).map(lambda v: (v, v)), st.sampled_from([("150ns", 1.5e-7), ("1us", 1e-6)])),
+    "optics_watts_per_port": st.floats(0, 100).map(lambda v: (v, v)),
+    "sharp": st.booleans().map(lambda v: (v, v)),
+    "protocol": st.sampled_from(["infiniband", "ethernet"]).map(lambda v: (v, v)),
+}
+hostile_fields = st.dictionaries(st.sampled_from(["ports", "port_Bps", "lane_Bps", "rate_Bps", "latency_s", "value",
+                                                  "watts", "protocol", "protocols", "optics", "form", "x"]),
+                                 anything, min_size=1, max_size=5)
 
 
-@settings(max_examples=examples(60), **SETTINGS)
-@given(st.one_of(st.binary(max_size=64), st.sampled_from([b"[" * 5000 + b"]" * 5000, b"\xff\xfe{}", b"{\"parts\": 1}",
-                                                          b"{\"parts\": {\"a\": {\"kind\": \"pcie\"}}}", b"1" * 5000])))
-def test_load_parts_reads_or_refuses_any_bytes(tmp_path_factory, content):
-    path = tmp_path_factory.mktemp("parts") / "p.json"
-    path.write_bytes(content)
-    before = fs.catalog.parts()
-    got = only_fabricsim_errors(fs.catalog.load_parts, path)
-    if isinstance(got, FabricsimError):
-        assert fs.catalog.parts().equals(before)
-        assert str(path) in str(got)
-    else:
-        for p in got:
-            fs.catalog.remove_part(p.name)
+@st.composite
+def part_additions(draw):
+    """(kind, fields given, fields expected or None): valid switches that change some fields of
+    the Quantum-X800's, or any kind with hostile fields."""
+    if draws_valid(draw):
+        changes = draw(st.dictionaries(st.sampled_from(sorted(SWITCH_FIELDS)), st.none(), max_size=4))
+        pairs = {k: draw(SWITCH_FIELDS[k]) for k in changes}
+        base = dict(fs.catalog.part("quantum-x800"))
+        # a port's lanes must make up its rate
+        given = {**base, **{k: v for k, (v, _) in pairs.items()}}
+        if "port_Bps" in pairs:
+            given["lane_Bps"] = pairs["port_Bps"][1]
+        expected = {**base, **{k: want for k, (_, want) in pairs.items()}}
+        expected["lane_Bps"] = given["lane_Bps"] if "port_Bps" in pairs else base["lane_Bps"]
+        return "switch", given, expected
+    kind = draw(st.sampled_from(["switch", "nic", "gpu", "optic", "efficiency", "pcie", "bogus"]))
+    base = {"switch": "quantum-x800", "nic": "connectx-7", "gpu": "h100"}.get(kind)
+    fields = {} if base is None else dict(fs.catalog.part(base))
+    fields.update(draw(hostile_fields))
+    return kind, fields, None
+
+
+def test_add_part_adds_what_it_is_given_or_refuses_and_leaves_the_catalog_as_it_was():
+    @explore(100, part_additions())
+    def seen(addition):
+        kind, fields, expected = addition
+        before = fs.catalog.parts()
+        got = only_fabricsim_errors(fs.catalog.add_part, "prop-part", kind, source="[assumed] a test", **fields)
+        if refused(got):
+            assert expected is None, (fields, str(got))
+            assert fs.catalog.parts().equals(before)
+            return "refused"
+        try:
+            held = dict(fs.catalog.part("prop-part"))
+            if expected is None:
+                return "ran"
+            assert held.keys() == expected.keys()
+            for k, want in expected.items():
+                assert held[k] == (pytest.approx(want, rel=1e-15) if isinstance(want, float) else want), k
+            return "compared"
+        finally:
+            fs.catalog.remove_part("prop-part")
+            assert fs.catalog.parts().equals(before)
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
+
+
+@st.composite
+def parts_files(draw):
+    """(bytes of a parts file, {name: expected fields} or None): valid files of NICs at drawn
+    rates, or hostile bytes."""
+    if draws_valid(draw):
+        cx7 = dict(fs.catalog.part("cx7"))
+        parts, expected = {}, {}
+        for i in range(draw(st.integers(1, 3))):
+            rate, want = draw(st.one_of(st.floats(1e6, 1e13).map(lambda v: (v, v)),
+                                        st.sampled_from([("800Gb/s", 1e11), ("1.6Tb/s", 2e11)])))
+            name = f"prop-nic-{i}"
+            parts[name] = dict(cx7, kind="nic", rate_Bps=rate, protocols=list(cx7["protocols"]),
+                               sources={f: "[assumed] a test" for f in cx7})
+            expected[name] = dict(cx7, rate_Bps=want)
+        return json.dumps({"parts": parts}).encode(), expected
+    content = draw(st.one_of(st.binary(max_size=64), st.sampled_from(
+        [b"[" * 5000 + b"]" * 5000, b"\xff\xfe{}", b"{\"parts\": 1}", b"{\"parts\": {\"a\": {\"kind\": \"pcie\"}}}",
+         b"1" * 5000, b"{\"parts\": {\"n\": {\"kind\": \"nic\", \"rate_Bps\": \"fast\"}}}"])))
+    return content, None
+
+
+def test_load_parts_loads_what_the_file_holds_or_refuses_any_bytes(tmp_path_factory):
+    @explore(80, parts_files())
+    def seen(file):
+        content, expected = file
+        path = tmp_path_factory.mktemp("parts") / "p.json"
+        path.write_bytes(content)
+        before = fs.catalog.parts()
+        got = only_fabricsim_errors(fs.catalog.load_parts, path)
+        if refused(got):
+            assert expected is None, str(got)
+            assert fs.catalog.parts().equals(before)
+            assert str(path) in str(got)
+            return "refused"
+        try:
+            if expected is None:
+                return "ran"
+            assert [p.name for p in got] == list(expected)
+            for name, fields in expected.items():
+                assert dict(fs.catalog.part(name)) == fields, name
+            return "compared"
+        finally:
+            for p in got:
+                fs.catalog.remove_part(p.name)
+            assert fs.catalog.parts().equals(before)
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)
 
 
 # ---- export --------------------------------------------------------------------------------
 
 
-@settings(max_examples=examples(30), **SETTINGS)
-@given(st.sampled_from(["out", "a/b/c", "file", "file/sub", "nul\0", ""]), st.booleans())
-def test_to_parquet_writes_whole_or_raises_a_write_error(tmp_path_factory, name, record):
+def test_to_parquet_writes_whole_or_raises_a_write_error(tmp_path_factory):
     import pyarrow.parquet as pq
 
     from fabricsim.fabrics.links import compact_names
 
-    root = tmp_path_factory.mktemp("export")
-    (root / "file").write_text("")
-    m = _small_topology()
-    m.flow(0, 2, 1e6)
-    res = m.sc.run(record_rates=record)
-    got = only_fabricsim_errors(res.to_parquet, str(root / name) if name else name)
-    if isinstance(got, FabricsimError):
-        assert not any(p.name.endswith(".tmp") for p in root.rglob("*"))
-    else:
+    @explore(30, mostly(st.sampled_from(["out", "a/b/c", "existing", "deep/er/still"]),
+                        st.sampled_from(["file", "file/sub", "nul\0", ""])), st.booleans())
+    def seen(name, record):
+        root = tmp_path_factory.mktemp("export")
+        (root / "file").write_text("")
+        (root / "existing").mkdir()
+        (root / "existing" / "rate_changes.parquet").write_text("an earlier run's")
+        m = _small_topology()
+        m.flow(0, 2, 1e6)
+        res = m.sc.run(record_rates=record)
+        got = only_fabricsim_errors(res.to_parquet, str(root / name) if name else name)
+        if refused(got):
+            assert name in ("file", "file/sub", "nul\0", ""), (name, str(got))
+            assert not any(p.name.endswith(".tmp") for p in root.rglob("*"))
+            return "refused"
+        written = sorted(os.listdir(root / name))
+        assert written == sorted(os.path.basename(p) for p in got)  # one run's tables, nothing else
         for path in got:
-            table = pq.read_table(path)
-            table = table.replace_schema_metadata(None)
-            name_ = os.path.basename(path).removesuffix(".parquet")
+            table = pq.read_table(path).replace_schema_metadata(None)
             # What a file keeps of the node names: the ones its rows use (compact_names).
-            expected = compact_names(getattr(res, name_))
-            assert table.equals(expected.replace_schema_metadata(None)), name_
+            expected = compact_names(getattr(res, os.path.basename(path).removesuffix(".parquet")))
+            assert table.equals(expected.replace_schema_metadata(None)), path
+        return "compared"
+
+    assert_reach(seen, "compared", COMPARED)
+    assert_reach(seen, "refused", RAN)

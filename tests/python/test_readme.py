@@ -8,6 +8,7 @@ import pathlib
 import re
 
 import pyarrow.parquet as pq
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -33,10 +34,16 @@ def test_first_scenario_runs(tmp_path, monkeypatch, capsys):
     assert abs(flows["finish_s"][0] - (b_end + a_left / rate_Bps)) < 1e-12
     assert "busiest links" in capsys.readouterr().out
     assert pq.read_table(tmp_path / "out" / "flows.parquet").num_rows == 2
-    # The DuckDB line in the comment runs as written: link 1->2 carried both flows.
+
+
+def test_the_duckdb_line_of_the_first_scenario_runs_as_written(tmp_path, monkeypatch):
+    duckdb = pytest.importorskip("duckdb")
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"duckdb": duckdb}
+    exec(compile(blocks[0], "README.md", "exec"), namespace)
+    # The line in the comment: link 1->2 carried both flows.
     line = re.search(r"#\s+(links = res\.links; duckdb\.sql\(.*\))\n", blocks[0]).group(1)
-    import duckdb
-    namespace["duckdb"] = duckdb
     exec(line.replace("duckdb.sql(", "top = duckdb.sql("), namespace)
     busiest = dict(zip(namespace["top"].columns, namespace["top"].limit(1).fetchall()[0]))
     assert busiest["bytes_carried"] == 2**30 + 256 * 2**20 and busiest["src_name"] == "node1"
@@ -67,7 +74,7 @@ def test_every_block_runs(tmp_path, monkeypatch, capsys):
         exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "llama3-70b on 32 x h100" in out and "nvls" in out
-    jobs = namespace["sc"].run().jobs.to_pylist()  # the two tenants: "1.5x slower together"
+    jobs = namespace["sc"].run().jobs.to_pylist()  # the two tenants without PXN: "1.5x slower together"
     assert [round(j["slowdown"], 1) for j in jobs] == [1.5, 1.5]
 
 

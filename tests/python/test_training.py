@@ -281,10 +281,31 @@ def test_tp_comm_analytical_mode_matches_flow_mode(four_nodes):
 def test_a_degraded_link_slows_the_step_through_its_pipeline_transfers():
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, dp=1, global_batch_size=8), f)
-    base = step.run().step_s
+    healthy = step.run()
     slow = T.TrainingStep("llama3-8b", step.par, f.fail(nodes=f.nics[8:16], factor=0.01)).run()
-    assert slow.step_s > base * 1.02
-    assert slow.parts["pp"] > 0
+    # Stage 1 sits on domain 1, whose NICs run at 1%: every pipeline transfer into or out of
+    # it takes 100 times as long; every other one about as long as before (at most 2% more,
+    # where it now meets other traffic on its GPU's links).
+    def pipeline_s(res):
+        rows = [r for r in res.result.flows.to_pylist() if r["tag"].startswith("pp.")]
+        return [((r["src"], r["dst"]), r["finish_s"] - r["start_s"]) for r in rows]
+
+    crossing = 0
+    for ((ends, t_healthy), (ends_slow, t_slow)) in zip(pipeline_s(healthy), pipeline_s(slow), strict=True):
+        assert ends == ends_slow
+        through = any(8 <= gpu < 16 for gpu in ends)
+        crossing += through
+        if through:
+            assert t_slow == pytest.approx(100 * t_healthy, rel=1e-9), ends
+        else:
+            assert t_healthy * (1 - 1e-9) <= t_slow <= 1.02 * t_healthy, ends
+    assert crossing == 384 // 3 * 2  # 2 of the 3 stage boundaries, 8 TP ranks, fwd and bwd
+    assert slow.parts["compute"] == pytest.approx(healthy.parts["compute"], rel=1e-12)
+    assert slow.parts["tp"] == pytest.approx(healthy.parts["tp"], rel=1e-9)
+    # Measured: the step takes 18.6% longer (pp 1.0 ms -> 203 ms on the critical path, the
+    # bubble absorbing 39 ms of it); pinned, so a change is looked at.
+    assert slow.step_s / healthy.step_s == pytest.approx(1.1862, abs=0.001)
+    assert slow.parts["pp"] > 150 * healthy.parts["pp"]
 
 
 _SMALL = T.Model(name="small", layers=4, hidden=1024, ffn=4096, heads=8, kv_heads=8, vocab=1024, seq_len=1024)
@@ -437,10 +458,19 @@ def test_moe_step_with_expert_parallelism_and_imbalance():
 
 def test_context_parallel_ring_exchanges():
     f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    res = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).run()
-    tags = set(res.result.collectives["communicator"].to_pylist()) if "communicator" in res.result.collectives.column_names else set()
-    assert "send_recv" in set(res.result.collectives["op"].to_pylist()) and tags is not None
-    assert res.step_s == pytest.approx(T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f).estimate().step_s, rel=0.005)
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f)
+    res = step.run()
+    coll = res.result.collectives.to_pylist()
+    ring = [c for c in coll if c["op"] == "send_recv"]
+    # CP 2: the two halves of the sequence swap their K and V, one exchange per TP rank and
+    # replica (4 x 2) for the forward and one for the backward. Forward: 4,096 tokens x 32
+    # layers x (8 KV heads / TP 4) x 128 x 2 (K and V) x 2 bytes = 128 MiB; the backward
+    # sends the gradients too, twice that.
+    assert all(c["n_ranks"] == 2 for c in ring)
+    assert sorted(c["size_bytes"] for c in ring) == [128 * 2**20] * 8 + [256 * 2**20] * 8
+    # Nothing shares a link the exchanges use (each pair is two GPUs of one board): the
+    # estimate is the simulated step.
+    assert res.step_s == pytest.approx(step.estimate().step_s, rel=1e-9)
 
 
 class _PublicBuilder(construction._Builder):
@@ -568,12 +598,33 @@ def test_validation_cases_within_15_percent(case):
     assert step.compute.efficiency == 0.50
 
 
-def test_llama3_405b_estimate_is_fast_and_reproduces_the_mfu_band():
-    step = T.validation_step("llama3-405b-16k")
-    step.estimate()
-    est = step.estimate()
-    assert est.wall_s < 0.05
-    assert 0.33 < est.mfu < 0.45  # reported ~38-43%
+# Each row's error against its published figure today (model FLOP/s per GPU), pinned to half
+# a percentage point: a change either way fails, so that it is looked at. A row that moves on
+# purpose (a better model, a corrected figure) gets its pin updated in the same commit.
+VALIDATION_PINS = {
+    "llama3-405b-16k": -0.1215,       # 351 of 400 TFLOP/s
+    "llama3-405b-8k": -0.0951,        # 389 of 430
+    "megatron-gpt3-175b-96": -0.0338,  # 449 of 465
+    "megatron-gpt3-175b-4608": -0.0416,  # 398 of 416
+}
+
+
+@pytest.mark.parametrize("case", list(T.VALIDATION))
+def test_validation_rows_sit_at_their_pinned_errors(case):
+    assert case in VALIDATION_PINS, f"{case}: a new validation row needs its pin in VALIDATION_PINS"
+    est = T.validation_step(case).estimate()
+    error = est.model_flop_per_s_per_gpu / T.VALIDATION[case]["reported_flop_per_s_per_gpu"] - 1
+    assert error == pytest.approx(VALIDATION_PINS[case], abs=0.005), (
+        f"{case}: {error:+.2%} against the pinned {VALIDATION_PINS[case]:+.2%}: look at the row and, if the "
+        "change is meant, update its pin")
+
+
+def test_llama3_405b_mfu_is_pinned_where_the_papers_is_41_percent():
+    # Table 4 reports 400 TFLOP/s per GPU, 41% BF16 MFU, on 16,384 GPUs; the model's 351
+    # TFLOP/s (12% below: the row's pin above) of the H100's dense 989.5 is 35.5%.
+    est = T.validation_step("llama3-405b-16k").estimate()
+    assert est.mfu == pytest.approx(0.3551, abs=0.003)
+    assert est.mfu == pytest.approx(est.model_flop_per_s_per_gpu / 989.5e12, rel=1e-9)  # H100 SXM dense BF16
 
 
 def test_cli_train_prints_the_breakdown(capsys):

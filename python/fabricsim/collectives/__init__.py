@@ -55,8 +55,17 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
   all-gather alone need a power of two. Its flows, like ``direct``'s, stand for NCCL's
   channels to a peer and are striped over the NIC's ports as a ring's edge is (under ECMP
   split over the planes of a multi-plane fabric, hashed within each).
+* ``p2p``: all-to-all and send/recv as NCCL's point-to-point schedule runs them, ``auto``'s
+  choice on a generated fabric (:mod:`~fabricsim.collectives.cost.p2p`, its construction
+  :mod:`~fabricsim.collectives.alltoall`; docs/collectives.md): rounds a node at a time in
+  NCCL's order, on bit-reversed channels, as many per operation as its size asks; with PXN
+  (cost model ``pxn``) one network flow per node pair and rail from the receiver's rail GPU,
+  each sender's share reaching it by an NVLink hop flow; batches one after another on a
+  channel past its budget, joined per node; each operation held to its channels' share of a
+  CTA's rate.
 * ``direct``: all-to-all (``S/n`` to every peer, or a size matrix) and send/recv (rank i to
-  rank i+1, as nccl-tests' sendrecv). A transfer starts after its route's wire latency, which
+  rank i+1, as nccl-tests' sendrecv), every transfer at once from its sender's own NIC (the
+  construction before ``p2p``, kept for comparison). A transfer starts after its route's wire latency, which
   is its pair's latency class's: one domain (NVLink), or where the two NICs meet in the
   scale-out Clos (one leaf, a spine, a core). The analytical time has each rank's NVLink and
   NIC, each way, move their bytes at full rate from their classes' starts on (a port's last
@@ -113,7 +122,7 @@ they hold as many); ``B_nvl``, ``B_net`` per-GPU NVLink and network payload rate
 enables on the communicator (`nccl_model`: SHARP only where the deployment has it) that
 fabricsim builds, the one fabricsim's own analytical time finds fastest, so that the time
 reported is the time of the construction chosen; ``hierarchical`` and ``halving_doubling``
-have no NCCL counterpart and are only used when asked for (on Simple).
+have no NCCL counterpart and are only used when asked for (on Simple), as is ``direct``.
 :func:`estimate` gives the analytical time alone, without a scenario.
 
 Modules, each importing only the ones before it:
@@ -125,10 +134,14 @@ Modules, each importing only the ones before it:
 * :mod:`~fabricsim.collectives.cost`: the cost of one collective, read in one direction:
   :mod:`~fabricsim.collectives.cost.model` (the constants, :class:`~fabricsim.CostModel`),
   :mod:`~fabricsim.collectives.cost.nccl` (NCCL's tuning model),
+  :mod:`~fabricsim.collectives.cost.p2p` (NCCL's point-to-point schedule and its time),
   :mod:`~fabricsim.collectives.cost.analytical` (each algorithm's time on an idle fabric),
   :mod:`~fabricsim.collectives.cost.choice` (what ``auto`` runs, :func:`estimate`);
+* :mod:`~fabricsim.collectives.alltoall`: the ``p2p`` flows on a scenario;
 * :mod:`~fabricsim.collectives.construction`: each algorithm's flows on a scenario, the
   results table;
+* :mod:`~fabricsim.collectives.moe`: mixture-of-experts dispatch and combine (DeepEP's normal
+  and low-latency kernels, NCCL's all-to-all-v), as flows and as an idle-fabric time;
 * :mod:`~fabricsim.collectives.nccl_logs` and :mod:`~fabricsim.collectives.calibration`:
   real nccl-tests logs read, and a cost model fitted to them.
 

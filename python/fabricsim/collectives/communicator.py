@@ -65,6 +65,8 @@ class FabricView:
     nominal_parts: dict[str, Any] | None = None
     #: That fault-free core, built when first needed.
     nominal: dict[str, Any] = field(default_factory=dict)
+    #: The GPU's catalog name ("h100", "gb300", ...; "" without one): a GB host is a Grace CPU.
+    gpu: str = ""
 
     def path_latency_s(self, core: Any, src: int, dst: int) -> float:
         """The wire latency of the route from ``src`` to ``dst``, or, where faults leave none,
@@ -166,7 +168,7 @@ def fabric_view(topology: Any) -> FabricView:
                            minlength=topology.n_nodes)
         cut_off = np.flatnonzero(live[:n_rank_nodes if n_rank_nodes is not None else topology.n_nodes] == 0)
     view = FabricView(gpd, nvl, nvl_link, net, nvls, sharp, arch, n_rank_nodes, "scale_out" in st, injection,
-                      cut_off=cut_off,
+                      cut_off=cut_off, gpu=gpu.name if gpu is not None else "",
                       nominal_parts=parts if parts.get("faults") and ("domain" in parts or "scale_out" in parts)
                       else None)
     topology._collective_view = view

@@ -11,7 +11,9 @@ import pyarrow as pa
 
 from .. import _core
 from . import conventions
+from .alltoall import add_p2p
 from .communicator import _Comm, collective_size, communicator, fabric_view
+from .cost import p2p
 from .cost.analytical import (_busbw_to_algbw, _direct_matrix, _efficiency, _halving_step_times, _head_ring_shares,
                               _step_pairs, dtree_parents, finite_analytical_s, latency_s, nvls_ceiling_busbw_Bps,
                               nvls_gpu_Bps, sharp_bytes_per_byte)
@@ -154,10 +156,14 @@ class Builder:
             core.truncate(first)
             self.edge_bytes_per_byte = {f: w for f, w in self.edge_bytes_per_byte.items() if f < first}
             raise
-        key = comm.ranks.tobytes()
-        comm_id = self._communicators.setdefault(key, len(self._communicators))
-        self.rows.append((end, comm_id, op, algo, comm.n, float(size_bytes), begin, analytical, proto))
+        self.record(end, comm, op, algo, float(size_bytes), begin, analytical, proto)
         return end
+
+    def record(self, end: int, comm: _Comm, op: str, algo: str, size_bytes: float, begin: int, analytical: float,
+               proto: str) -> None:
+        """Gives a collective built from ``begin`` to ``end`` its row of the results table."""
+        comm_id = self._communicators.setdefault(comm.ranks.tobytes(), len(self._communicators))
+        self.rows.append((end, comm_id, op, algo, comm.n, size_bytes, begin, analytical, proto))
 
     def forget_from(self, first: int) -> None:
         """Forgets the collectives from activity ``first`` on (a change that failed partway:
@@ -386,6 +392,10 @@ class Builder:
         n = comm.n
         cost = self.cost
         analytical = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
+        if algo == "p2p":
+            core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
+            return add_p2p(core, comm, p2p.plan(op, comm, S, sizes, cost), begin, tag,
+                           alike=p2p.alike(op, comm, sizes, cost)), analytical
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each
@@ -471,7 +481,9 @@ class Builder:
         analytical = np.array([r[7] for r in rows], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = np.where(duration > 0, size / duration, np.nan)
-        factor = np.array([conventions.busbw_factor(o, int(k)) if k > 0 else 1.0 for o, k in zip(ops, n)])
+        # nccl-tests' factor for its ops; a MoE dispatch or combine reports its bottleneck bandwidth.
+        factor = np.array([conventions.busbw_factor(o, int(k)) if k > 0 and o in conventions.OPS else 1.0
+                           for o, k in zip(ops, n)])
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),

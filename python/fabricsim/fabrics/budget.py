@@ -93,7 +93,7 @@ def budget(fabric: Union[Fabric, FabricPlan]) -> pa.Table:
     Example::
 
         t = fs.power.budget(fs.hgx_h100())
-        t.to_pylist()[0]["total_watts"]   # 8 x 700.0 = 5600.0
+        t.to_pylist()[0]["total_watts"]   # 5600.0 = 8 x 700.0
     """
     _check_fabric(fabric, "fabric")
     counts, parts = _counts(fabric), fabric._parts
@@ -139,7 +139,7 @@ def totals(fabric: Union[Fabric, FabricPlan]) -> dict[str, Any]:
 
     Example::
 
-        fs.power.totals(fs.nvl72())["gpu_watts"]   # 72 x 1200.0
+        fs.power.totals(fs.nvl72())["gpu_watts"]   # 86400.0 = 72 x 1200.0
     """
     rows = {r["component"]: r for r in budget(fabric).to_pylist()}
     out: dict[str, Any] = {"n_gpus": int(fabric.structure["n_gpus"])}

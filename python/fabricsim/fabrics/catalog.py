@@ -329,7 +329,7 @@ def load_parts(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[
         entry = dict(cx7, kind="nic", rate_Bps="800Gb/s", sources={f: "my lab" for f in cx7})
         with open("parts.json", "w") as f:
             json.dump({"parts": {"my-nic": entry}, "aliases": {"mynic": "my-nic"}}, f)
-        fs.catalog.load_parts("parts.json")   # (Part('my-nic'),)
+        fs.catalog.load_parts("parts.json")   # (Part('my-nic', kind='nic', rate_Bps=1e+11 (100 GB/s), ...),)
         fs.catalog.part("mynic").rate_Bps     # 1e11
         fs.catalog.remove_part("my-nic")
     """

@@ -44,7 +44,7 @@ class Fabric(Topology):
     Example::
 
         f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-        f, f.gpus[:4], f.structure["n_nics"]   # Fabric(n_gpus=16, n_nodes=41, n_links=640), [0 1 2 3], 16
+        f, f.gpus[:4], f.structure["n_nics"]   # (Fabric(n_gpus=16, n_nodes=41, n_links=640), array([0, 1, 2, 3]), 16)
     """
 
     __slots__ = ("_parts",)
@@ -147,8 +147,8 @@ class Fabric(Topology):
 
         Example::
 
-            f = fs.hgx_h100().with_payload_efficiency(nvlink=0.9)   # 90 % of NVLink's rate carries data
-            f.describe()   # "scale-up per GPU, payload (x efficiency)  405 GB/s"
+            f = fs.hgx_h100().with_payload_efficiency(nvlink=0.9)   # where 90% of NVLink's rate carries data
+            print(f.describe())   # ...scale-up per GPU, payload (x efficiency)  405 GB/s...
         """
         parts = self._parts
         if nvlink is not None and "domain" not in parts:
@@ -245,6 +245,11 @@ class _NodeNames:
             return self._fabric.names_of(k % n)[0]
         ids = integers("nodes", i)
         return self._fabric.names_of(np.where(ids < 0, ids + n, ids))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A result keeps its fabric's names to print its summary; the core does not pickle,
+        # so a pickled result carries the names themselves.
+        return (list, (list(self),))
 
     def __iter__(self) -> Iterator[str]:
         # Without it, iteration indexes until IndexError: one call into the core per node.

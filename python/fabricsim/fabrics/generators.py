@@ -115,8 +115,8 @@ def clos(
 
     Example::
 
-        f = fs.clos(n_hosts=32, switch="quantum-2", nic="cx7")   # 32 hosts on one 64-port switch
-        f, len(f.route(0, 31))   # Fabric(n_gpus=0, n_nodes=33, n_links=64), 2
+        f = fs.clos(n_hosts=32, switch="quantum-2", nic="cx7")   # one 64-port switch, 32 hosts
+        f, len(f.route(0, 31))   # (Fabric(n_gpus=0, n_nodes=33, n_links=64), 2)
     """
     n = integer("n_hosts", n_hosts, COUNT)
     sharp = _sharp_flag(sharp)
@@ -154,7 +154,7 @@ def cluster(
 
     Example::
 
-        f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")   # 16 GPUs, 2 HGX boards
+        f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")   # two HGX boards, 16 GPUs
         sc = fs.Scenario(f)
         sc.add_collective("all_reduce", None, "256MiB")   # across both boards
         sc.run().summary.makespan_s
@@ -174,7 +174,7 @@ def pcie_server(
 
     Example::
 
-        f = fs.pcie_server()          # 8 GPUs, 2 per PCIe Gen5 switch, 2 CPU sockets
+        f = fs.pcie_server()          # two CPU sockets, 8 GPUs, 2 per PCIe Gen5 switch
         hops = f.links.take(f.route(0, 7)).column("dst").to_pylist()
         f.names_of(hops)   # ['pcie_switch12', 'cpu16', 'cpu17', 'pcie_switch15', 'gpu7']
     """

@@ -243,7 +243,7 @@ def cpo_claim(
 
     Example::
 
-        print(fs.power.cpo_claim())     # 1,048,576 GPUs, HGX B300, Quantum-X800 vs Q3450
+        print(fs.power.cpo_claim())   # Co-packaged optics at 1,048,576 GPUs: quantum-x800 (pluggable) vs ...
     """
     n = integer("n_gpus", n_gpus, COUNT)
     sw_p, sw_c = part(pluggable), part(co_packaged)

@@ -62,7 +62,7 @@ def nccl_tests(
 
     Example::
 
-        table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "1G", 4)   # 1 MiB to 1 GiB, x4 each step
+        table = fs.nccl_tests(fs.hgx_h100(), "all_reduce", "1M", "1G", 4)   # sizes from 1 MiB to 1 GiB, x4 each step
         table.select(["size_bytes", "busbw_Bps", "algorithm"]).to_pylist()[-1]   # NVLS at 1 GiB
     """
     from ..units import size_bytes as parse_size

@@ -159,7 +159,7 @@ def link_load(result: Any, scenario: Any, *, bins: int = 200, links: Any = None)
         sc.add_flow(0, 1, "1GiB")
         sc.add_flow(0, 2, "256MiB")
         edges_s, link_ids, load_Bps = fs.plot.link_load(sc.run(record_rates=True), sc, bins=4)
-        load_Bps.shape   # (number of links, 4): each link's mean load in each quarter of the run
+        load_Bps.shape   # (54, 4): each link's mean load in each quarter of the run
     """
     try:
         changes = result.rate_changes

@@ -15,7 +15,7 @@ import numpy as np
 from .. import conventions
 from ...exceptions import InvalidArgumentError
 from ..communicator import _ARCH_INDEX, _CLASSES, _COMMS_KEPT, FabricView, _Comm
-from . import nccl
+from . import nccl, p2p
 from .model import DEFAULT as DEFAULT_COST
 from .model import CostModel
 
@@ -28,19 +28,7 @@ __all__ = ["analytical_s", "finite_analytical_s", "latency_s", "nvls_ceiling_bus
 _NCCL_NAME = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "nvls_sharp": "nvls"}
 
 
-def _shape(comm: _Comm, n: int, n_nodes: int, cost: CostModel = DEFAULT_COST) -> nccl.CommShape:
-    v = comm.view
-    key = (n, n_nodes, comm.net_Bps, comm.local_ranks, cost)
-    shape = v.shapes.get(key)
-    if shape is None:
-        if len(v.shapes) >= _COMMS_KEPT * 4:
-            v.shapes.clear()
-        shape = v.shapes[key] = nccl.CommShape(
-            n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
-            nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
-            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks, cost=cost,
-        )
-    return shape
+_shape = nccl.comm_shape
 
 
 def _nccl_name(algo: str, view: FabricView) -> str | None:
@@ -312,6 +300,8 @@ def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.n
     S = float(size_bytes)
     if algo == "direct":
         return _direct_analytical_s(op, comm, S, sizes, cost)
+    if algo == "p2p":
+        return p2p.time_s(op, comm, S, sizes, cost)
     if algo == "halving_doubling":
         return sum(step[-1] for step in _halving_step_times(op, S, comm, cost))
     return latency_s(op, algo, size_bytes, comm, protocol, cost) + S * _seconds_per_byte(op, algo, protocol, comm, cost)
@@ -384,7 +374,7 @@ def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.nda
     of inf bytes in the simulation, refused as a size_bytes of inf, a size never given; so
     the estimate, which must agree with the simulation, is refused alike."""
     t = analytical_s(op, algo, S, comm, sizes, protocol, cost)
-    edge_bytes = S / _efficiency(op, algo, protocol, comm, cost) if comm.n > 1 and algo != "direct" else S
+    edge_bytes = S / _efficiency(op, algo, protocol, comm, cost) if comm.n > 1 and algo not in ("direct", "p2p") else S
     if algo == "ring":
         edge_bytes *= {"all_reduce": 2 * (comm.n - 1) / comm.n}.get(op, 1.0)
     if not math.isfinite(edge_bytes):
@@ -401,11 +391,7 @@ def finite_analytical_s(op: str, algo: str, S: float, comm: _Comm, sizes: np.nda
 
 
 def _direct_matrix(op: str, n: int, S: float, sizes: np.ndarray | None) -> np.ndarray:
-    if op == "send_recv":
-        m = np.zeros((n, n))
-        m[np.arange(n), (np.arange(n) + 1) % n] = S
-        return m
-    m = np.full((n, n), S / n) if sizes is None else sizes.astype(np.float64, copy=True)
+    m = p2p.transfer_matrix(op, n, S, sizes)  # a new array: direct moves no copy to itself
     np.fill_diagonal(m, 0.0)
     return m
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Estimate", "estimate", "resolve_algorithm"]
 
-ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "nvls", "nvls_tree", "sharp", "hierarchical",
+ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "p2p", "nvls", "nvls_tree", "sharp", "hierarchical",
               "nvls_sharp")
 
 
@@ -42,7 +42,8 @@ def applicable(op: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> list[str
     """The algorithms fabricsim can run for ``op`` on this communicator (NVLS where the cost
     model gives it channels to run on)."""
     if op in ("all_to_all", "send_recv"):
-        return ["direct"]
+        # NCCL's schedule needs a generated fabric's figures (its NVLink and NICs per GPU).
+        return ["p2p", "direct"] if comm.view.injection_Bps is None else ["direct"]
     pof2 = comm.n & (comm.n - 1) == 0
     halving = ["halving_doubling"] if comm.n > 1 and (op == "all_reduce" or pof2 and op in ("reduce_scatter", "all_gather")) else []
     if op != "all_reduce":
@@ -120,7 +121,7 @@ def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = Non
 
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         fs.estimate(fabric, "all_reduce", "1GiB").algorithm          # 'nvls_tree', NCCL's choice
-        fs.estimate(fabric, "all_reduce", "1GiB", algorithm="ring").time_s   # about 5.4 ms
+        fs.estimate(fabric, "all_reduce", "1GiB", algorithm="ring").time_s   # about 5.3 ms
         fs.estimate(fabric, "all_gather", "256MiB", ranks=range(8)).busbw_Bps  # about 351 GB/s in one domain
     """
     cost = checked_cost_model(cost_model)
@@ -174,6 +175,8 @@ def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float,
         "nvls_tree": "NVLSTree needs reducing NVSwitches (NVSwitch gen 3+, Hopper or later), >= 2 ranks in "
                      "each of several domains and, in the cost model, nvls_channels_multi_node >= 2",
         "hierarchical": "hierarchical needs ranks in several domains, one of them holding >= 2",
+        "p2p": "NCCL's point-to-point schedule runs all_to_all and send_recv on a generated fabric "
+               "(fs.hgx_h100(), fs.cluster(...)), whose GPUs' NVLink and NICs it is made from",
         "tree": "the double binary tree runs all_reduce on >= 2 ranks",
         "halving_doubling": "recursive halving-doubling runs all_reduce, or reduce_scatter and all_gather "
                             "on a power-of-two number of ranks",

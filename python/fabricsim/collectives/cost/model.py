@@ -78,6 +78,7 @@ _GENERIC_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0
                   2.4, 1.2, 0.24, 0.12)
 
 _TUNING = "NCCL v2.30.7 src/graph/tuning.cc"
+_NCCL = "NCCL v2.30.7 src"
 SOURCES: dict[str, str] = {
     "base_latency_s": f"{_TUNING}:150-155 baseLat",
     "hw_latency_s": f"{_TUNING}:157-175 hwLat, per step",
@@ -130,6 +131,33 @@ SOURCES: dict[str, str] = {
                           f"({_TUNING}:150-155)",
     "p2p_nvlink_latency_s": f"[assumed] one Ring/Simple NVLink step, 3.4 us ({_TUNING}:157-175)",
     "p2p_net_latency_s": f"[assumed] one Ring/Simple network step, 14 us ({_TUNING}:157-175)",
+    "p2p_ll_base_latency_s": "[assumed] an all-LL point-to-point batch on NVLink: NCCL's Ring LL base latency, 6.6 "
+                             f"us ({_TUNING}:150-155)",
+    "p2p_ll_nvlink_latency_s": f"[assumed] one Ring/LL NVLink step, 0.6 us ({_TUNING}:157-175)",
+    "p2p_net_chunk_bytes": f"{_NCCL}/init.cc:818 NCCL_P2P_NET_CHUNKSIZE = 128 KiB: the step of every point-to-point "
+                           "operation of a communicator across nodes (init.cc:830-835), doubled on Grace hosts with "
+                           "Blackwell GPUs (4 GPUs per host)",
+    "p2p_nvl_chunk_bytes": f"{_NCCL}/init.cc:820 NCCL_P2P_NVL_CHUNKSIZE = 512 KiB: the step on one all-NVLink node",
+    "p2p_pci_chunk_bytes": f"{_NCCL}/init.cc:819 NCCL_P2P_PCI_CHUNKSIZE = 128 KiB: the step on one node over PCIe",
+    "p2p_per_channel_net_Bps": f"{_NCCL}/graph/paths.cc:918 NCCL_P2P_PER_CHANNEL_NET_BW = 14 GB/s: channels per "
+                               "network peer = max(NICs, ceil(NIC GB/s / 14)) (paths.cc:943-951)",
+    "p2p_ll_threshold_bytes": f"{_NCCL}/enqueue.cc:859 NCCL_P2P_LL_THRESHOLD = 16 KiB per channel: below it an "
+                              "NVLink or PCIe operation runs LL (enqueue.cc:932); network ones have no LL buffers",
+    "p2p_max_channels": f"{_NCCL}/graph/paths.cc:958 NCCL_MAX_P2P_NCHANNELS = MAXCHANNELS = 64",
+    "p2p_group_size": f"{_NCCL}/init.cc:888 NCCL_P2P_SCHEDULE_GROUP_SIZE = NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 "
+                      "(src/include/device.h:391): the ranks of a node taken together in the schedule",
+    "p2p_ops_per_batch": f"{_NCCL}/include/device.h:391 NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8: the operations one "
+                         "channel runs at once (enqueue.cc:140-150)",
+    "p2p_kernel_batches": f"[derived] {_NCCL}/include/device.h:483-486 (4 KiB kernel arguments) less its 32-byte "
+                          "header (device.h:473-481), over 16 bytes per batch (device.h:392-410): 254 batches per "
+                          "kernel; a group of point-to-point operations needing more runs as kernels one after "
+                          "another (enqueue.cc:294-300, 1184-1187)",
+    "p2p_cta_warps": f"{_NCCL}/enqueue.cc:1135: a point-to-point kernel runs NCCL_MAX_NTHREADS = 640 threads, 20 "
+                     "warps, per channel, split evenly over the operations of its batch (src/device/sendrecv.h:107-113)",
+    "pxn": f"{_NCCL}/graph/paths.cc:668 NCCL_PXN_DISABLE = 0 and graph/search.cc:1398-1475 "
+           "(NCCL_P2P_PXN_LEVEL = 2): a send to a GPU of another node goes over NVLink to the local GPU of that "
+           "GPU's NIC index and leaves through its NIC, rail to rail; False: NCCL_PXN_DISABLE=1, every GPU "
+           "through its own NIC",
     "sharp_network_as_bus": "docs/sources.md 3.2 and 6.2: NCCL counts the network leg of CollNet/NVLS as bus "
                             f"bandwidth ({_TUNING}:307-323, interBw caps busBw), and measured multi-node "
                             "all-reduce reaches about the same busbw with SHARP as without. True: each byte "
@@ -171,6 +199,8 @@ class CostModel:
     p2p_base_latency_s: float = 8.4e-6
     p2p_nvlink_latency_s: float = 3.4e-6
     p2p_net_latency_s: float = 14e-6
+    p2p_ll_base_latency_s: float = 6.6e-6
+    p2p_ll_nvlink_latency_s: float = 0.6e-6
     # -- protocol overheads --------------------------------------------------------------------
     ll_payload: float = 0.5
     ll128_payload: float = 0.92
@@ -220,6 +250,18 @@ class CostModel:
     ring_max_channels: int = 32
     nvls_max_arity: int = 32
     direct_max_heads: int = 8
+    # -- point-to-point schedule (all-to-all, send/recv) ---------------------------------------
+    p2p_net_chunk_bytes: int = 1 << 17
+    p2p_nvl_chunk_bytes: int = 1 << 19
+    p2p_pci_chunk_bytes: int = 1 << 17
+    p2p_per_channel_net_Bps: float = 14e9
+    p2p_ll_threshold_bytes: int = 1 << 14
+    p2p_max_channels: int = 64
+    p2p_group_size: int = 8
+    p2p_ops_per_batch: int = 8
+    p2p_kernel_batches: int = 254
+    p2p_cta_warps: int = 20
+    pxn: bool = True
     # -- in-network reduction ----------------------------------------------------------------
     sharp_network_as_bus: bool = True
     # -- payload efficiency (None: the fabric's) --------------------------------------------
@@ -364,7 +406,9 @@ class CostModel:
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(CostModel) if f.name != "_hash")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(CostModel) if f.name != "_hash"}
-_INTS = {"ring_max_channels", "nvls_max_arity", "direct_max_heads", "nvls_channels", "nvls_channels_multi_node"}
+_INTS = {"ring_max_channels", "nvls_max_arity", "direct_max_heads", "nvls_channels", "nvls_channels_multi_node",
+         "p2p_net_chunk_bytes", "p2p_nvl_chunk_bytes", "p2p_pci_chunk_bytes", "p2p_ll_threshold_bytes",
+         "p2p_max_channels", "p2p_group_size", "p2p_ops_per_batch", "p2p_kernel_batches", "p2p_cta_warps"}
 _FRACTIONS = {"ll_payload", "ll128_payload", "tree_factor", "tree_ll_factor", "tree_ll128_one_node",
               "tree_ll128_multi_node", "collnet_direct_factor", "pat_factor", "nvls_efficiency",
               "collnet_direct_net_factor", "search_speed_drop"}
@@ -373,7 +417,7 @@ _OPTIONAL_FRACTIONS = {"nvlink_efficiency", "network_efficiency"}
 
 def _checked(name: str, value: Any, default: Any) -> Any:
     """``value`` as the field holds it (tuples, floats), or a precise error."""
-    if name == "sharp_network_as_bus":
+    if name in ("sharp_network_as_bus", "pxn"):
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected True or False")
         return value
@@ -384,7 +428,7 @@ def _checked(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, tuple):
         return _table(name, value, default)
     return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS,
-                   positive=name in _INTS or name in ("pci_Bps", "pat_net_latency_divisor"))
+                   positive=name in _INTS or name in ("pci_Bps", "pat_net_latency_divisor", "p2p_per_channel_net_Bps"))
 
 
 def _scalar(name: str, value: Any, integral: bool = False, fraction: bool = False, positive: bool = False) -> Any:

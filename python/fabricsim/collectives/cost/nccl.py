@@ -59,11 +59,14 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._checks import finite, shown
 from ...exceptions import InvalidArgumentError
 from .model import DEFAULT, CostModel
+
+if TYPE_CHECKING:
+    from ..communicator import _Comm
 
 __all__ = [
     "ALGORITHMS",
@@ -732,3 +735,22 @@ def graphs(shape: CommShape) -> dict[str, Graph]:
         ALGORITHMS[a]: Graph(n, intra * 1e9, inter * 1e9)
         for a, (n, intra, inter) in sorted(_graphs(shape).items())
     }
+
+
+def comm_shape(comm: "_Comm", n: int, n_nodes: int, cost: CostModel = DEFAULT) -> CommShape:
+    """The :class:`CommShape` of ``n`` ranks over ``n_nodes`` nodes of a communicator's fabric
+    (its NVLink and NIC figures), made once per fabric and kept for its sweeps."""
+    from ..communicator import _COMMS_KEPT
+
+    v = comm.view
+    key = (n, n_nodes, comm.net_Bps, comm.local_ranks, cost)
+    shape = v.shapes.get(key)
+    if shape is None:
+        if len(v.shapes) >= _COMMS_KEPT * 4:
+            v.shapes.clear()
+        shape = v.shapes[key] = CommShape(
+            n_ranks=n, n_nodes=n_nodes, arch=v.arch, nvlink_Bps=v.nvlink_Bps,
+            nvlink_link_Bps=v.nvlink_link_Bps, net_Bps=comm.net_Bps if n_nodes > 1 else 0.0,
+            nvswitch=v.nvls, collnet=v.sharp and n_nodes > 1, local_ranks=comm.local_ranks, cost=cost,
+        )
+    return shape

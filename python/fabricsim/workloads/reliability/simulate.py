@@ -114,6 +114,12 @@ def simulate(
     streams = _streams(fabric, _job_gpus(step), gpus_per_host)
     rng = np.random.default_rng(int(seed))
     hours = H / _HOUR_S
+    # Each failure costs about 120 bytes across its columns: refused before drawing them where
+    # the expected count would not fit (a Poisson draw rarely passes its mean by much).
+    expected = sum(r.rate_per_hour(x.part) * x.units * hours for x in streams)
+    from ... import _core
+
+    _core.check_fits(f"about {expected:.3g} failures over the horizon", 120.0 * (1.1 * expected + 1e3))
     times, which, units = [], [], []
     for i, x in enumerate(streams):
         lam = r.rate_per_hour(x.part) * x.units * hours

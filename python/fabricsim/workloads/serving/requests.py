@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..._checks import integer, integers, real, shown
+from ..._checks import integer, integers, quantities, real, shown
 from ...exceptions import InvalidArgumentError
+from ...units import duration_s
 
 __all__ = ["TokenCounts", "DEFAULT_PROMPT_TOKENS", "DEFAULT_OUTPUT_TOKENS", "Requests", "poisson_requests",
            "trace_requests"]
@@ -151,6 +152,11 @@ def poisson_requests(
     if prompt_tokens.low < 1:
         raise InvalidArgumentError(f"prompt_tokens low must be >= 1 (a prompt has a token), got {prompt_tokens.low}")
     rng = np.random.default_rng(integer("seed", seed, (0, 2**64)))
+    # A request costs about 40 bytes (its arrival, its token counts, the sort's copy): refused
+    # before drawing them where the expected count would not fit.
+    from ... import _core
+
+    _core.check_fits(f"about {rate * horizon:.3g} requests", 40.0 * (1.1 * rate * horizon + 1e3))
     n = int(rng.poisson(rate * horizon))
     arrivals = np.sort(rng.uniform(0.0, horizon, size=n))
     return Requests(arrivals, prompt_tokens.sample(rng, n), output_tokens.sample(rng, n))
@@ -166,17 +172,15 @@ def trace_requests(arrival_s: Any, prompt_tokens: Any, output_tokens: Any) -> Re
         from fabricsim import serving
         serving.trace_requests([0.0, 0.1, 0.1], [512, 64, 2048], [128, 1, 0]).n_requests   # 3
     """
-    a = np.asarray(arrival_s, dtype=np.float64) if not isinstance(arrival_s, np.ndarray) else arrival_s.astype(np.float64)
-    if a.ndim != 1:
-        raise InvalidArgumentError(f"arrival_s must be a 1-D sequence of times in seconds, got shape {a.shape}")
+    a = quantities("arrival_s", arrival_s, None, duration_s)
     bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
     if bad.size:
-        raise InvalidArgumentError(f"arrival_s[{bad[0]}] must be a finite time >= 0 s, got {a[bad[0]]!r}")
+        raise InvalidArgumentError(f"arrival_s[{bad[0]}] must be a finite time >= 0 s, got {a[bad[0]].item()!r}")
     down = np.flatnonzero(np.diff(a) < 0)
     if down.size:
         raise InvalidArgumentError(
-            f"arrival_s must be non-decreasing (sorted by arrival), got arrival_s[{down[0] + 1}]={a[down[0] + 1]!r} "
-            f"before arrival_s[{down[0]}]={a[down[0]]!r}")
+            f"arrival_s must be non-decreasing (sorted by arrival), got arrival_s[{down[0] + 1}]={a[down[0] + 1].item()!r} "
+            f"before arrival_s[{down[0]}]={a[down[0]].item()!r}")
     p = integers("prompt_tokens", prompt_tokens)
     o = integers("output_tokens", output_tokens)
     for name, arr, low in (("prompt_tokens", p, 1), ("output_tokens", o, 0)):

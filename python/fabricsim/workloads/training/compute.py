@@ -46,8 +46,8 @@ class ComputeModel:
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         par = fs.Parallelism(tp=8, pp=2, dp=1)
         fused = fs.training.ComputeModel(efficiency=0.6)   # faster kernels than the default 0.5
-        fs.TrainingStep("llama3-8b", par, fabric, compute=fused).estimate().breakdown
-        # compute about 225 ms of the step, where the default gives 270
+        fs.TrainingStep("llama3-8b", par, fabric, compute=fused).estimate().parts["compute"]   # about 225 ms
+        fs.TrainingStep("llama3-8b", par, fabric).estimate().parts["compute"]                  # about 270 ms
     """
 
     efficiency: float = DEFAULT_COMPUTE_EFFICIENCY

@@ -166,7 +166,7 @@ class Model:
 
         Example::
 
-            m = fs.training.model("llama3-8b")   # 32 heads of 128, 8 KV heads, hidden 4096
+            m = fs.training.model("llama3-8b")   # hidden 4096: 32 heads of 128, 8 KV heads
             m.attention_params()   # 41943040: Q and output 4096 x 4096 each, K and V 4096 x 1024 each
         """
         h = self.hidden
@@ -216,7 +216,7 @@ class Model:
 
         Example::
 
-            m = fs.training.model("mixtral-8x7b")   # 2 of 8 experts per token
+            m = fs.training.model("mixtral-8x7b")   # each token goes to 2 of 8 experts
             m.layer_active_params(0) < m.layer_params(0)   # True
         """
         if self.is_moe_layer(i):
@@ -291,7 +291,7 @@ class Model:
         Example::
 
             m = fs.training.model("llama3-8b")
-            m.model_flops_per_sequence() == 3 * m.forward_flops()   # True, 4.2e14
+            m.model_flops_per_sequence() == 3 * m.forward_flops()   # True: both 4.2e14
         """
         return 3.0 * self.forward_flops()
 

@@ -73,7 +73,8 @@ def validation_step(name: str, **options: Any) -> TrainingStep:
     Example::
 
         step = fs.training.validation_step("megatron-gpt3-175b-96")
-        step.par.n_gpus, step.estimate().mfu   # (96, about 0.45); Megatron-LM reports 0.47
+        step.par.n_gpus                        # 96
+        step.estimate().mfu                    # about 0.45; Megatron-LM reports 0.47
     """
     case = VALIDATION[choice("validation case", name, VALIDATION)]
     m = model(case["model"]).replace(**case.get("model_changes", {}))
