@@ -147,12 +147,15 @@ fn main() {
             assert!(worst <= 1e-9, "finish times moved");
         }
         println!(
-            "{n_flows} {}: {dt:.4} s  instants {}  solves {}  re-solved flows {}  rate changes {}  makespan {:.9e}  sum finish {:.17e}",
+            "{n_flows} {}: {dt:.4} s  instants {}  solves {}  re-solved flows {}  rate changes {}  \
+             group share changes {}  bottleneck moves {}  makespan {:.9e}  sum finish {:.17e}",
             if staggered { "staggered" } else { "together" },
             out.n_instants,
             out.n_solves,
             out.n_flows_resolved,
             out.n_rate_changes,
+            out.n_group_share_changes,
+            out.n_bottleneck_moves,
             out.makespan_s,
             digest,
         );

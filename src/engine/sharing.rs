@@ -284,8 +284,9 @@ pub(crate) struct Sharing<'a> {
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
-    pub bn_log: Vec<(u32, u32, u32)>,
-    pub bn_logging: bool,
+    /// Times a transferring flow's bottleneck changed from one constraint (or its cap) to
+    /// another, over the whole run (`RunOutput::n_bottleneck_moves`).
+    pub n_bottleneck_moves: u64,
 }
 
 impl<'a> Sharing<'a> {
@@ -345,8 +346,7 @@ impl<'a> Sharing<'a> {
             n_attached: 0,
             n_solves: 0,
             n_solved_flows: 0,
-            bn_log: Vec::new(),
-            bn_logging: std::env::var_os("FABRICSIM_CENSUS").is_some(),
+            n_bottleneck_moves: 0,
         }
     }
 
@@ -368,8 +368,12 @@ impl<'a> Sharing<'a> {
         Ok(())
     }
 
-    pub fn bottleneck_of(&self, f: u32) -> u32 {
-        self.fs[f as usize].bottleneck
+    /// The constraint whose saturation sets flow `f`'s rate, `None` for a flow at its cap
+    /// (or not solved yet): flows with the same one share its fair share.
+    #[inline]
+    pub fn bottleneck(&self, f: u32) -> Option<u32> {
+        let b = self.fs[f as usize].bottleneck;
+        (b < NO_BOTTLENECK).then_some(b)
     }
 
     /// Whether flow `f` is on its constraints (transferring).
@@ -508,8 +512,8 @@ impl<'a> Sharing<'a> {
         if old == c {
             return;
         }
-        if self.bn_logging {
-            self.bn_log.push((f, old, c));
+        if old != NO_BOTTLENECK && c != NO_BOTTLENECK {
+            self.n_bottleneck_moves += 1;
         }
         if old < NO_BOTTLENECK {
             self.n_held[old as usize] -= 1;

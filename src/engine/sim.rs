@@ -110,6 +110,15 @@ pub struct RunOutput {
     pub n_flows_resolved: u64,
     /// Rate changes applied, summed over all instants.
     pub n_rate_changes: u64,
+    /// Flows whose bottleneck (the constraint whose saturation sets its rate, or its cap)
+    /// changed while it transferred, summed over all instants; arrivals and departures
+    /// not counted. The per-flow work of an engine that moves the flows of one bottleneck
+    /// as one group (docs/engine.md).
+    pub n_bottleneck_moves: u64,
+    /// Groups whose rate changed, summed over all instants: per instant, the distinct
+    /// bottlenecks of the flows whose rate changed, each flow at its cap a group of its own.
+    /// Such an engine's per-group work, where this one has `n_rate_changes`.
+    pub n_group_share_changes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -262,24 +271,7 @@ impl BytesLeft {
     }
 }
 
-#[derive(Default)]
-struct Census {
-    k: std::collections::HashMap<u32, std::collections::HashMap<u32, u32>>,
-    changed: Vec<u32>,
-    rate_changes: u64,
-    moves: u64,
-    arrivals: u64,
-    departures: u64,
-    groups: u64,
-    footprint: u64,
-    max_groups: u64,
-    max_moves: u64,
-    max_changes: u64,
-    instants: u64,
-}
-
 struct Sim<'a> {
-    census: Option<Census>,
     acts: &'a Activities,
     /// Each activity's bytes in share units (`Schedule`: bytes / weight).
     share_bytes: &'a [f64],
@@ -303,6 +295,9 @@ struct Sim<'a> {
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
+    /// The last solve in which each constraint's group of flows changed rate
+    /// (`RunOutput::n_group_share_changes`).
+    group_changed_in: Vec<u64>,
     meters: MeterRun<'a>,
     out: RunOutput,
     record_rates: bool,
@@ -469,7 +464,6 @@ impl<'a> Sim<'a> {
             });
         }
         Ok(Sim {
-            census: std::env::var_os("FABRICSIM_CENSUS").map(|_| Census::default()),
             acts,
             share_bytes,
             dependents_offsets,
@@ -495,6 +489,7 @@ impl<'a> Sim<'a> {
             new_finishes: Vec::new(),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
+            group_changed_in: vec![0; capacity.len()],
             meters: MeterRun::new(&options.meters, n_c)?,
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
@@ -1133,7 +1128,14 @@ impl<'a> Sim<'a> {
                 continue;
             }
             self.out.n_rate_changes += 1;
-            if let Some(c) = self.census.as_mut() { c.changed.push(f); }
+            match self.sharing.bottleneck(f) {
+                Some(b) if self.group_changed_in[b as usize] == self.sharing.n_solves => {}
+                Some(b) => {
+                    self.group_changed_in[b as usize] = self.sharing.n_solves;
+                    self.out.n_group_share_changes += 1;
+                }
+                None => self.out.n_group_share_changes += 1,
+            }
             // A transfer that began inside this instant counts from its own start time, and
             // a change never comes before the flow's last one: an instant's events span a
             // rounding resolution after `now`, so a transfer that began a moment after the
@@ -1197,7 +1199,6 @@ impl<'a> Sim<'a> {
         self.full_next = self.sharing.n_attached >= FULL_SOLVE_MIN_FLOWS
             && 2 * touched >= self.sharing.n_attached;
         self.sharing.region = region;
-        self.take_census();
         self.close_instant_loads(now);
         if self.verify {
             self.verify_against_full_solve(now)?;
@@ -1286,59 +1287,7 @@ impl<'a> Sim<'a> {
         self.meters.close_instant(now, |c| sharing.load(c));
     }
 
-    fn take_census(&mut self) {
-        let Some(mut c) = self.census.take() else { return };
-        let log = std::mem::take(&mut self.sharing.bn_log);
-        let mut first: std::collections::HashMap<u32, u32> = Default::default();
-        const NB: u32 = u32::MAX - 1;
-        for &(f, old, new) in &log {
-            first.entry(f).or_insert(old);
-            for u in self.sharing.usage_of(f) {
-                if old < NB {
-                    let m = c.k.get_mut(&old).unwrap();
-                    let e = m.get_mut(&u.constraint).unwrap();
-                    *e -= 1;
-                    if *e == 0 { m.remove(&u.constraint); }
-                }
-                if new < NB {
-                    *c.k.entry(new).or_default().entry(u.constraint).or_insert(0) += 1;
-                }
-            }
-        }
-        let mut moves = 0;
-        for (&f, &old) in &first {
-            let new = self.sharing.bottleneck_of(f);
-            if old == NB { c.arrivals += 1; }
-            else if new == NB { c.departures += 1; }
-            else if old != new { moves += 1; }
-        }
-        let mut groups: Vec<u32> = Vec::new();
-        let mut n_capped = 0u64;
-        let mut fp = 0u64;
-        for &f in &c.changed {
-            let b = self.sharing.bottleneck_of(f);
-            if b == u32::MAX { n_capped += 1; fp += self.sharing.usage_of(f).len() as u64; } else { groups.push(b); }
-        }
-        groups.sort_unstable(); groups.dedup();
-        for &g in &groups { fp += c.k.get(&g).map_or(0, |m| m.len()) as u64; }
-        let ng = groups.len() as u64 + n_capped;
-        c.instants += 1;
-        c.rate_changes += c.changed.len() as u64;
-        c.max_changes = c.max_changes.max(c.changed.len() as u64);
-        c.moves += moves;
-        c.max_moves = c.max_moves.max(moves);
-        c.groups += ng;
-        c.max_groups = c.max_groups.max(ng);
-        c.footprint += fp;
-        c.changed.clear();
-        self.census = Some(c);
-    }
-
     fn finish(mut self) -> RunOutput {
-        if let Some(c) = &self.census {
-            eprintln!("CENSUS solves {} rate_changes {} (max/instant {}) moves {} (max {}) arrivals {} departures {} group_level_changes {} (max {}) footprint_sum {}",
-                c.instants, c.rate_changes, c.max_changes, c.moves, c.max_moves, c.arrivals, c.departures, c.groups, c.max_groups, c.footprint);
-        }
         self.out.busy_s = self.load_stats.iter().map(|s| s.busy_s).collect();
         self.out.peak_load_Bps = self.load_stats.iter().map(|s| s.peak_Bps).collect();
         self.out.carried_bytes = self.load_stats.iter().map(|s| s.carried_bytes).collect();
@@ -1346,6 +1295,7 @@ impl<'a> Sim<'a> {
         self.out.meter_busy_s = std::mem::take(&mut self.meters.busy_s);
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
+        self.out.n_bottleneck_moves = self.sharing.n_bottleneck_moves;
         // A failed flow ends at its failure and carried bytes until then (max skips NaN).
         let ends = self.out.finish_s.iter().chain(&self.out.failed_s);
         self.out.makespan_s = ends.copied().fold(0.0, f64::max);
