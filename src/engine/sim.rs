@@ -28,6 +28,8 @@ const RATE_TABLE_ROW_BYTES: usize = 8 + 8 + 8;
 pub struct RunOptions {
     /// Keep every rate change as (time_s, flow, rate_Bps) rows.
     pub record_rates: bool,
+    /// With `record_rates`, also each row's group (`RunOutput::rate_change_group`).
+    pub record_groups: bool,
     /// After every instant, check all rates against a from-scratch solve (slow: for tests).
     pub verify: bool,
     /// 0: exact. Above 0, the fast mode: the flows whose projected finish falls within this
@@ -95,6 +97,9 @@ pub struct RunOutput {
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
     pub rate_change_Bps: Vec<f64>,
+    /// With `RunOptions::record_groups`, the bottleneck constraint of each row's flow then
+    /// (`u32::MAX` for a flow at its rate cap): the flows of one bottleneck move as one.
+    pub rate_change_group: Vec<u32>,
     /// Peak and busy time of each of `RunOptions::meters`.
     pub meter_peak_Bps: Vec<f64>,
     pub meter_busy_s: Vec<f64>,
@@ -301,6 +306,7 @@ struct Sim<'a> {
     meters: MeterRun<'a>,
     out: RunOutput,
     record_rates: bool,
+    record_groups: bool,
     verify: bool,
     finish_rel_tol: f64,
     /// Fast mode, per constraint: the released flows' load on it (coefficient x rate) and
@@ -503,6 +509,7 @@ impl<'a> Sim<'a> {
                 ..Default::default()
             },
             record_rates: options.record_rates,
+            record_groups: options.record_rates && options.record_groups,
             verify: options.verify,
             finish_rel_tol: options.finish_rel_tol,
             released_load: vec![(0.0, 0.0); n_c],
@@ -1181,6 +1188,10 @@ impl<'a> Sim<'a> {
                 self.out
                     .rate_change_Bps
                     .push(new * self.acts.weight(ActivityId(f)));
+                if self.record_groups {
+                    let group = self.sharing.bottleneck(f).unwrap_or(u32::MAX);
+                    self.out.rate_change_group.push(group);
+                }
             }
         }
         if full {
@@ -1233,6 +1244,9 @@ impl<'a> Sim<'a> {
         log.rate_change_time_s.reserve_exact(grown - n_rows);
         log.rate_change_flow.reserve_exact(grown - n_rows);
         log.rate_change_Bps.reserve_exact(grown - n_rows);
+        if self.record_groups {
+            log.rate_change_group.reserve_exact(grown - n_rows);
+        }
         Ok(())
     }
 
