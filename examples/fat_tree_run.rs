@@ -23,7 +23,7 @@
 
 #![allow(non_snake_case)]
 
-use fabricsim::engine::{run, Activities, RunOptions};
+use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
 use fabricsim::solver::{IndexedHeap, Usage};
@@ -109,8 +109,15 @@ fn main() {
     });
     let (capacity, acts) = build(n_flows, staggered, 0);
     if args.iter().any(|a| a == "--floor") {
-        bookkeeping_floor(&capacity, &acts, repeats);
-        group_floor(&capacity, &acts, repeats);
+        // One run's log, each row with its flow's group, serves both replays.
+        let options = RunOptions {
+            record_rates: true,
+            record_groups: true,
+            ..Default::default()
+        };
+        let out = run(&capacity, &acts, &options, &mut |_| true).expect("run");
+        bookkeeping_floor(&capacity, &acts, &out, repeats);
+        group_floor(&capacity, &acts, &out, repeats);
         return;
     }
     let options = RunOptions {
@@ -199,12 +206,7 @@ fn cpu_s() -> f64 {
 /// Times the replay of a run's rate changes with only the per-change bookkeeping: bring the
 /// flow's bytes left up to date, move its finish time in an indexed heap (flows whose finish
 /// passes leave it and their loads), and move its load on each constraint (plain sums).
-fn bookkeeping_floor(capacity: &[f64], acts: &Activities, repeats: usize) {
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(capacity, acts, &options, &mut |_| true).expect("run");
+fn bookkeeping_floor(capacity: &[f64], acts: &Activities, out: &RunOutput, repeats: usize) {
     let n = acts.len();
     let usage: Vec<&[Usage]> = (0..n).map(|a| acts.usage(ActivityId(a as u32))).collect();
     let mut times = Vec::new();
@@ -274,13 +276,7 @@ impl GroupClock {
 /// from the per-(group, constraint) coefficient sums) and its next finish in a heap of groups;
 /// a flow joining or leaving a group moves its coefficients and its entry in the group's
 /// heap of finish services. Groups are constraints; a flow at its cap is a group of its own.
-fn group_floor(capacity: &[f64], acts: &Activities, repeats: usize) {
-    let options = RunOptions {
-        record_rates: true,
-        record_groups: true,
-        ..Default::default()
-    };
-    let out = run(capacity, acts, &options, &mut |_| true).expect("run");
+fn group_floor(capacity: &[f64], acts: &Activities, out: &RunOutput, repeats: usize) {
     let (n, n_c) = (acts.len(), capacity.len());
     let usage: Vec<&[Usage]> = (0..n).map(|a| acts.usage(ActivityId(a as u32))).collect();
     let group_of_row = |i: usize| match out.rate_change_group[i] {
