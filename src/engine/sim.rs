@@ -1222,6 +1222,7 @@ impl<'a> Sim<'a> {
     /// that start together change about n^2/2 rates; checking only when the log grows costs a
     /// check per doubling.
     fn grow_rate_log(&mut self, now: f64) -> Result<()> {
+        let group_bytes = if self.record_groups { 4 } else { 0 };
         let log = &mut self.out;
         let n_rows = log.rate_change_flow.len();
         let grown = (2 * n_rows).max(64);
@@ -1232,7 +1233,7 @@ impl<'a> Sim<'a> {
                 n_rows * RATE_ROW_BYTES,
                 shown(now)
             ),
-            (grown * (RATE_ROW_BYTES + RATE_TABLE_ROW_BYTES)) as f64,
+            (grown * (RATE_ROW_BYTES + group_bytes + RATE_TABLE_ROW_BYTES)) as f64,
         )
         .map_err(|e| match e {
             Error::TooLarge(m) => Error::TooLarge(format!(
