@@ -7,9 +7,12 @@
 //! cargo run --release --example fat_tree_run -- <n_flows> <together|staggered> [repeats] [--verify]
 //!     [--dump FILE | --check FILE] [--stop-after SECONDS] [--floor]
 //!
-//! `--floor` times a lower bound instead: the run's rate changes replayed with only the
+//! `--floor` times lower bounds instead: the run's rate changes replayed with only the
 //! bookkeeping every engine that keeps a rate per flow must do for each (bytes left, a
-//! finish-time heap, the loads on its constraints), no solver at all.
+//! finish-time heap, the loads on its constraints), no solver at all; then the same run
+//! replayed as an engine that moves the flows of one bottleneck as one group must (a service
+//! clock and a finish heap per group, the loads from per-(group, constraint) coefficient
+//! sums), with per-flow work only where a flow changes group (docs/engine.md).
 //!
 //! `--stop-after` ends a long run early and prints how many instants it reached, so that
 //! builds can be compared on the slow 1e5-together run in a minute instead of minutes.
@@ -20,10 +23,12 @@
 
 #![allow(non_snake_case)]
 
-use fabricsim::engine::{run, Activities, RunOptions};
+use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
 use fabricsim::solver::{IndexedHeap, Usage};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 const N_LEAVES: usize = 16;
 const HOSTS_PER_LEAF: usize = 32;
@@ -104,7 +109,15 @@ fn main() {
     });
     let (capacity, acts) = build(n_flows, staggered, 0);
     if args.iter().any(|a| a == "--floor") {
-        bookkeeping_floor(&capacity, &acts, repeats);
+        // One run's log, each row with its flow's group, serves both replays.
+        let options = RunOptions {
+            record_rates: true,
+            record_groups: true,
+            ..Default::default()
+        };
+        let out = run(&capacity, &acts, &options, &mut |_| true).expect("run");
+        bookkeeping_floor(&capacity, &acts, &out, repeats);
+        group_floor(&capacity, &acts, &out, repeats);
         return;
     }
     let options = RunOptions {
@@ -115,6 +128,7 @@ fn main() {
     let mut digest = 0.0f64;
     for _ in 0..repeats {
         let t0 = std::time::Instant::now();
+        let cpu0 = cpu_s();
         let mut reached = 0;
         let outcome = run(&capacity, &acts, &options, &mut |p| {
             reached = p.n_instants;
@@ -129,7 +143,8 @@ fn main() {
             Err(e) => panic!("run failed: {e}"),
         };
         let dt = t0.elapsed().as_secs_f64();
-        times.push(dt);
+        let cpu = cpu_s() - cpu0;
+        times.push(cpu);
         digest = out.finish_s.iter().sum::<f64>();
         if let Some(path) = &dump {
             let text: String = out.finish_s.iter().map(|t| format!("{t:e}\n")).collect();
@@ -147,12 +162,15 @@ fn main() {
             assert!(worst <= 1e-9, "finish times moved");
         }
         println!(
-            "{n_flows} {}: {dt:.4} s  instants {}  solves {}  re-solved flows {}  rate changes {}  makespan {:.9e}  sum finish {:.17e}",
+            "{n_flows} {}: {dt:.4} s ({cpu:.4} s of CPU)  instants {}  solves {}  re-solved flows {}  rate changes {}  \
+             group share changes {}  bottleneck moves {}  makespan {:.9e}  sum finish {:.17e}",
             if staggered { "staggered" } else { "together" },
             out.n_instants,
             out.n_solves,
             out.n_flows_resolved,
             out.n_rate_changes,
+            out.n_group_share_changes,
+            out.n_bottleneck_moves,
             out.makespan_s,
             digest,
         );
@@ -162,31 +180,46 @@ fn main() {
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "median {:.4} s (of {repeats}), digest {digest:.17e}",
+        "median {:.4} s of CPU (of {repeats}), digest {digest:.17e}",
         times[times.len() / 2]
     );
+}
+
+/// CPU time this thread has run, in seconds (Linux; wall time elsewhere): on a shared machine
+/// the floors' small differences drown in wall-time noise.
+fn cpu_s() -> f64 {
+    let ran_ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+    match ran_ns {
+        Some(ns) => ns * 1e-9,
+        None => {
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            START
+                .get_or_init(std::time::Instant::now)
+                .elapsed()
+                .as_secs_f64()
+        }
+    }
 }
 
 /// Times the replay of a run's rate changes with only the per-change bookkeeping: bring the
 /// flow's bytes left up to date, move its finish time in an indexed heap (flows whose finish
 /// passes leave it and their loads), and move its load on each constraint (plain sums).
-fn bookkeeping_floor(capacity: &[f64], acts: &Activities, repeats: usize) {
-    let options = RunOptions {
-        record_rates: true,
-        ..Default::default()
-    };
-    let out = run(capacity, acts, &options, &mut |_| true).expect("run");
+fn bookkeeping_floor(capacity: &[f64], acts: &Activities, out: &RunOutput, repeats: usize) {
     let n = acts.len();
     let usage: Vec<&[Usage]> = (0..n).map(|a| acts.usage(ActivityId(a as u32))).collect();
     let mut times = Vec::new();
+    let mut load_updates = 0;
     for _ in 0..repeats {
-        let t0 = std::time::Instant::now();
+        let t0 = cpu_s();
         let mut finishes = IndexedHeap::with_ids(n);
         let mut left: Vec<(f64, f64)> = (0..n)
             .map(|a| (acts.bytes(ActivityId(a as u32)), 0.0))
             .collect();
         let mut rate = vec![0.0f64; n];
         let mut load = vec![0.0f64; capacity.len()];
+        load_updates = 0;
         for i in 0..out.rate_change_flow.len() {
             let (t, f, r) = (
                 out.rate_change_time_s[i],
@@ -205,16 +238,230 @@ fn bookkeeping_floor(capacity: &[f64], acts: &Activities, repeats: usize) {
             for u in usage[f] {
                 load[u.constraint as usize] += u.coefficient * (r - rate[f]);
             }
+            load_updates += usage[f].len();
             rate[f] = r;
             finishes.set(f as u32, t + bytes / r);
         }
         std::hint::black_box((&left, &load));
-        times.push(t0.elapsed().as_secs_f64());
+        times.push(cpu_s() - t0);
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "{} rate changes: bookkeeping floor median {:.4} s (of {repeats})",
+        "{} rate changes, {load_updates} load updates: bookkeeping floor median {:.4} s of CPU \
+         (of {repeats})",
         out.rate_change_flow.len(),
+        times[times.len() / 2],
+    );
+}
+
+/// A group's clock: flows bottlenecked together all move at its share, so each is due when
+/// the group's cumulative service (bytes per flow since the run began) reaches the service
+/// at which it joined plus its bytes left then. A share change moves only the clock.
+#[derive(Clone, Copy, Default)]
+struct GroupClock {
+    share_Bps: f64,
+    service: f64,
+    as_of_s: f64,
+}
+
+impl GroupClock {
+    fn service_at(&self, t: f64) -> f64 {
+        self.service + self.share_Bps * (t - self.as_of_s)
+    }
+}
+
+/// Times the replay of the same run as group-level bookkeeping, the floor of an engine that
+/// keeps a share per bottleneck instead of a rate per flow: per instant, each group whose share
+/// changes brings its clock up to date, moves its loads (one per constraint its flows use,
+/// from the per-(group, constraint) coefficient sums) and its next finish in a heap of groups;
+/// a flow joining or leaving a group moves its coefficients and its entry in the group's
+/// heap of finish services. Groups are constraints; a flow at its cap is a group of its own.
+fn group_floor(capacity: &[f64], acts: &Activities, out: &RunOutput, repeats: usize) {
+    let (n, n_c) = (acts.len(), capacity.len());
+    let usage: Vec<&[Usage]> = (0..n).map(|a| acts.usage(ActivityId(a as u32))).collect();
+    let group_of_row = |i: usize| match out.rate_change_group[i] {
+        u32::MAX => n_c + out.rate_change_flow[i] as usize,
+        g => g as usize,
+    };
+    let n_groups = n_c + n;
+    let mut times = Vec::new();
+    let (mut n_moves, mut n_group_changes, mut n_load_updates) = (0u64, 0u64, 0u64);
+    for _ in 0..repeats {
+        let t0 = cpu_s();
+        let (mut moves, mut group_changes, mut load_updates) = (0u64, 0u64, 0u64);
+        let mut clock = vec![GroupClock::default(); n_groups];
+        // Per constraint group, the constraints its flows use with their coefficient sum and
+        // number there, read in a row at a share change; `at` finds an entry when a flow
+        // joins or leaves (a group of one flow at its cap uses that flow's usage).
+        let mut used: Vec<Vec<(u32, f64, u32)>> = vec![Vec::new(); n_c];
+        let mut at = vec![u32::MAX; n_c * n_c];
+        let mut members: Vec<BinaryHeap<Reverse<(u64, u32, u32)>>> =
+            vec![BinaryHeap::new(); n_groups];
+        // Each flow's group, its finish service there, and its membership's serial number
+        // (heap entries of an earlier membership are stale).
+        let mut group = vec![usize::MAX; n];
+        let mut due = vec![0.0f64; n];
+        let mut serial = vec![0u32; n];
+        let mut next_finish = IndexedHeap::with_ids(n_groups);
+        let mut load = vec![0.0f64; n_c];
+        let mut changed_in = vec![u64::MAX; n_groups];
+        let mut dirty: Vec<usize> = Vec::new();
+        let mut instant = 0u64;
+        let mut now = f64::NEG_INFINITY;
+        // Flow f leaves or joins group g (sign -1 or 1): its coefficients and load move.
+        let member = |g: usize,
+                      f: usize,
+                      sign: f64,
+                      share: f64,
+                      load: &mut [f64],
+                      used: &mut [Vec<(u32, f64, u32)>],
+                      at: &mut [u32]| {
+            for u in usage[f] {
+                let c = u.constraint as usize;
+                load[c] += sign * u.coefficient * share;
+                if g >= n_c {
+                    continue;
+                }
+                let list = &mut used[g];
+                if sign > 0.0 {
+                    match at[g * n_c + c] {
+                        u32::MAX => {
+                            at[g * n_c + c] = list.len() as u32;
+                            list.push((c as u32, u.coefficient, 1));
+                        }
+                        k => {
+                            list[k as usize].1 += u.coefficient;
+                            list[k as usize].2 += 1;
+                        }
+                    }
+                } else {
+                    let k = at[g * n_c + c] as usize;
+                    list[k].1 -= u.coefficient;
+                    list[k].2 -= 1;
+                    if list[k].2 == 0 {
+                        at[g * n_c + c] = u32::MAX;
+                        list.swap_remove(k);
+                        if let Some(&(moved, _, _)) = list.get(k) {
+                            at[g * n_c + moved as usize] = k as u32;
+                        }
+                    }
+                }
+            }
+        };
+        // The earliest live finish service of group g, stale entries dropped on the way.
+        let earliest = |members: &mut BinaryHeap<Reverse<(u64, u32, u32)>>,
+                        group: &[usize],
+                        serial: &[u32],
+                        g: usize| {
+            while let Some(&Reverse((s, f, k))) = members.peek() {
+                if group[f as usize] == g && serial[f as usize] == k {
+                    return Some((f64::from_bits(s), f as usize));
+                }
+                members.pop();
+            }
+            None
+        };
+        let rekey = |g: usize,
+                     clock: &[GroupClock],
+                     members: &mut [BinaryHeap<Reverse<(u64, u32, u32)>>],
+                     group: &[usize],
+                     serial: &[u32],
+                     next_finish: &mut IndexedHeap| {
+            match earliest(&mut members[g], group, serial, g) {
+                Some((s, _)) if clock[g].share_Bps > 0.0 => {
+                    let c = clock[g];
+                    next_finish.set(g as u32, c.as_of_s + (s - c.service) / c.share_Bps)
+                }
+                _ => next_finish.remove(g as u32),
+            }
+        };
+        for i in 0..out.rate_change_flow.len() {
+            let (t, f, r) = (
+                out.rate_change_time_s[i],
+                out.rate_change_flow[i] as usize,
+                out.rate_change_Bps[i],
+            );
+            if t != now {
+                // The last instant's groups get their next finish once each.
+                for g in dirty.drain(..) {
+                    rekey(g, &clock, &mut members, &group, &serial, &mut next_finish);
+                }
+                // Flows due before this instant leave their groups.
+                while let Some((_, g)) = next_finish.peek().filter(|&(finish, _)| finish < t) {
+                    let g = g as usize;
+                    let (_, d) = earliest(&mut members[g], &group, &serial, g).unwrap();
+                    members[g].pop();
+                    let share = clock[g].share_Bps;
+                    member(g, d, -1.0, share, &mut load, &mut used, &mut at);
+                    group[d] = usize::MAX;
+                    rekey(g, &clock, &mut members, &group, &serial, &mut next_finish);
+                }
+                now = t;
+                instant += 1;
+            }
+            let g = group_of_row(i);
+            if group[f] != g {
+                // Joins g, with its bytes left from its old group's clock (or all of them).
+                let bytes_left = match group[f] {
+                    usize::MAX => acts.bytes(ActivityId(f as u32)),
+                    old => {
+                        moves += 1;
+                        let share = clock[old].share_Bps;
+                        member(old, f, -1.0, share, &mut load, &mut used, &mut at);
+                        if changed_in[old] != instant {
+                            changed_in[old] = instant;
+                            dirty.push(old);
+                        }
+                        (due[f] - clock[old].service_at(t)).max(0.0)
+                    }
+                };
+                let c = &mut clock[g];
+                c.service = c.service_at(t);
+                c.as_of_s = t;
+                due[f] = c.service + bytes_left;
+                serial[f] += 1;
+                group[f] = g;
+                members[g].push(Reverse((due[f].to_bits(), f as u32, serial[f])));
+                let share = c.share_Bps;
+                member(g, f, 1.0, share, &mut load, &mut used, &mut at);
+            }
+            // The engine keeps a rate that a re-solve reproduces to rounding: so does a group.
+            if (r - clock[g].share_Bps).abs() > 1e-13 * r {
+                if changed_in[g] != instant {
+                    changed_in[g] = instant;
+                    dirty.push(g);
+                }
+                let c = &mut clock[g];
+                {
+                    group_changes += 1;
+                    c.service = c.service_at(t);
+                    c.as_of_s = t;
+                    let delta = r - std::mem::replace(&mut c.share_Bps, r);
+                    if g < n_c {
+                        for &(k, coef, _) in &used[g] {
+                            load[k as usize] += delta * coef;
+                            load_updates += 1;
+                        }
+                    } else {
+                        for u in usage[f] {
+                            load[u.constraint as usize] += delta * u.coefficient;
+                            load_updates += 1;
+                        }
+                    }
+                }
+            }
+        }
+        std::hint::black_box((&load, &due));
+        times.push(cpu_s() - t0);
+        (n_moves, n_group_changes, n_load_updates) = (moves, group_changes, load_updates);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "{} group share changes, {} flows changing group, {} load updates: group floor median \
+         {:.4} s of CPU (of {repeats})",
+        n_group_changes,
+        n_moves,
+        n_load_updates,
         times[times.len() / 2],
     );
 }

@@ -128,6 +128,10 @@ class Result:
         self.n_flows_resolved: int = raw["n_flows_resolved"]
         #: Flow rate changes applied, summed over instants.
         self.n_rate_changes: int = raw["n_rate_changes"]
+        #: Groups of flows sharing one bottleneck whose rate changed, summed over instants.
+        self.n_group_share_changes: int = raw["n_group_share_changes"]
+        #: Flows whose bottleneck changed while transferring, summed over instants.
+        self.n_bottleneck_moves: int = raw["n_bottleneck_moves"]
         #: "exact", or "fast" where ``run(tolerance=...)`` asked for the fast mode.
         self.mode: str = "exact"
         #: The fast mode's relative tolerance (0 for the exact engine).

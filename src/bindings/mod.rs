@@ -1133,6 +1133,8 @@ impl Scenario {
         d.set_item("n_full_solves", out.n_full_solves)?;
         d.set_item("n_flows_resolved", out.n_flows_resolved)?;
         d.set_item("n_rate_changes", out.n_rate_changes)?;
+        d.set_item("n_group_share_changes", out.n_group_share_changes)?;
+        d.set_item("n_bottleneck_moves", out.n_bottleneck_moves)?;
         Ok(d)
     }
 }

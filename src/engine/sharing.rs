@@ -284,6 +284,9 @@ pub(crate) struct Sharing<'a> {
     /// Re-solves run, and flows they woke, over the whole run.
     pub n_solves: u64,
     pub n_solved_flows: u64,
+    /// Times a transferring flow's bottleneck changed from one constraint (or its cap) to
+    /// another, over the whole run (`RunOutput::n_bottleneck_moves`).
+    pub n_bottleneck_moves: u64,
 }
 
 impl<'a> Sharing<'a> {
@@ -343,6 +346,7 @@ impl<'a> Sharing<'a> {
             n_attached: 0,
             n_solves: 0,
             n_solved_flows: 0,
+            n_bottleneck_moves: 0,
         }
     }
 
@@ -362,6 +366,14 @@ impl<'a> Sharing<'a> {
         }
         self.span[f as usize] = span;
         Ok(())
+    }
+
+    /// The constraint whose saturation sets flow `f`'s rate, `None` for a flow at its cap
+    /// (or not solved yet): flows with the same one share its fair share.
+    #[inline]
+    pub fn bottleneck(&self, f: u32) -> Option<u32> {
+        let b = self.fs[f as usize].bottleneck;
+        (b < NO_BOTTLENECK).then_some(b)
     }
 
     /// Whether flow `f` is on its constraints (transferring).
@@ -499,6 +511,9 @@ impl<'a> Sharing<'a> {
         let old = self.fs[fi].bottleneck;
         if old == c {
             return;
+        }
+        if old != NO_BOTTLENECK && c != NO_BOTTLENECK {
+            self.n_bottleneck_moves += 1;
         }
         if old < NO_BOTTLENECK {
             self.n_held[old as usize] -= 1;

@@ -28,6 +28,8 @@ const RATE_TABLE_ROW_BYTES: usize = 8 + 8 + 8;
 pub struct RunOptions {
     /// Keep every rate change as (time_s, flow, rate_Bps) rows.
     pub record_rates: bool,
+    /// With `record_rates`, also each row's group (`RunOutput::rate_change_group`).
+    pub record_groups: bool,
     /// After every instant, check all rates against a from-scratch solve (slow: for tests).
     pub verify: bool,
     /// 0: exact. Above 0, the fast mode: the flows whose projected finish falls within this
@@ -95,6 +97,9 @@ pub struct RunOutput {
     pub rate_change_time_s: Vec<f64>,
     pub rate_change_flow: Vec<u32>,
     pub rate_change_Bps: Vec<f64>,
+    /// With `RunOptions::record_groups`, the bottleneck constraint of each row's flow then
+    /// (`u32::MAX` for a flow at its rate cap): the flows of one bottleneck move as one.
+    pub rate_change_group: Vec<u32>,
     /// Peak and busy time of each of `RunOptions::meters`.
     pub meter_peak_Bps: Vec<f64>,
     pub meter_busy_s: Vec<f64>,
@@ -110,6 +115,15 @@ pub struct RunOutput {
     pub n_flows_resolved: u64,
     /// Rate changes applied, summed over all instants.
     pub n_rate_changes: u64,
+    /// Flows whose bottleneck (the constraint whose saturation sets its rate, or its cap)
+    /// changed while it transferred, summed over all instants; arrivals and departures
+    /// not counted. The per-flow work of an engine that moves the flows of one bottleneck
+    /// as one group (docs/engine.md).
+    pub n_bottleneck_moves: u64,
+    /// Groups whose rate changed, summed over all instants: per instant, the distinct
+    /// bottlenecks of the flows whose rate changed, each flow at its cap a group of its own.
+    /// Such an engine's per-group work, where this one has `n_rate_changes`.
+    pub n_group_share_changes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -286,9 +300,13 @@ struct Sim<'a> {
     /// updates them together (copied into `out` at the end).
     load_stats: Vec<LoadStat>,
     touched: Vec<u32>,
+    /// The last solve in which each constraint's group of flows changed rate
+    /// (`RunOutput::n_group_share_changes`).
+    group_changed_in: Vec<u64>,
     meters: MeterRun<'a>,
     out: RunOutput,
     record_rates: bool,
+    record_groups: bool,
     verify: bool,
     finish_rel_tol: f64,
     /// Fast mode, per constraint: the released flows' load on it (coefficient x rate) and
@@ -477,6 +495,7 @@ impl<'a> Sim<'a> {
             new_finishes: Vec::new(),
             load_stats: vec![LoadStat::default(); n_c],
             touched: Vec::new(),
+            group_changed_in: vec![0; capacity.len()],
             meters: MeterRun::new(&options.meters, n_c)?,
             out: RunOutput {
                 ready_s: vec![f64::NAN; n],
@@ -490,6 +509,7 @@ impl<'a> Sim<'a> {
                 ..Default::default()
             },
             record_rates: options.record_rates,
+            record_groups: options.record_rates && options.record_groups,
             verify: options.verify,
             finish_rel_tol: options.finish_rel_tol,
             released_load: vec![(0.0, 0.0); n_c],
@@ -1115,6 +1135,14 @@ impl<'a> Sim<'a> {
                 continue;
             }
             self.out.n_rate_changes += 1;
+            match self.sharing.bottleneck(f) {
+                Some(b) if self.group_changed_in[b as usize] == self.sharing.n_solves => {}
+                Some(b) => {
+                    self.group_changed_in[b as usize] = self.sharing.n_solves;
+                    self.out.n_group_share_changes += 1;
+                }
+                None => self.out.n_group_share_changes += 1,
+            }
             // A transfer that began inside this instant counts from its own start time, and
             // a change never comes before the flow's last one: an instant's events span a
             // rounding resolution after `now`, so a transfer that began a moment after the
@@ -1160,6 +1188,10 @@ impl<'a> Sim<'a> {
                 self.out
                     .rate_change_Bps
                     .push(new * self.acts.weight(ActivityId(f)));
+                if self.record_groups {
+                    let group = self.sharing.bottleneck(f).unwrap_or(u32::MAX);
+                    self.out.rate_change_group.push(group);
+                }
             }
         }
         if full {
@@ -1190,6 +1222,7 @@ impl<'a> Sim<'a> {
     /// that start together change about n^2/2 rates; checking only when the log grows costs a
     /// check per doubling.
     fn grow_rate_log(&mut self, now: f64) -> Result<()> {
+        let group_bytes = if self.record_groups { 4 } else { 0 };
         let log = &mut self.out;
         let n_rows = log.rate_change_flow.len();
         let grown = (2 * n_rows).max(64);
@@ -1200,7 +1233,7 @@ impl<'a> Sim<'a> {
                 n_rows * RATE_ROW_BYTES,
                 shown(now)
             ),
-            (grown * (RATE_ROW_BYTES + RATE_TABLE_ROW_BYTES)) as f64,
+            (grown * (RATE_ROW_BYTES + group_bytes + RATE_TABLE_ROW_BYTES)) as f64,
         )
         .map_err(|e| match e {
             Error::TooLarge(m) => Error::TooLarge(format!(
@@ -1212,6 +1245,9 @@ impl<'a> Sim<'a> {
         log.rate_change_time_s.reserve_exact(grown - n_rows);
         log.rate_change_flow.reserve_exact(grown - n_rows);
         log.rate_change_Bps.reserve_exact(grown - n_rows);
+        if self.record_groups {
+            log.rate_change_group.reserve_exact(grown - n_rows);
+        }
         Ok(())
     }
 
@@ -1274,6 +1310,7 @@ impl<'a> Sim<'a> {
         self.out.meter_busy_s = std::mem::take(&mut self.meters.busy_s);
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
+        self.out.n_bottleneck_moves = self.sharing.n_bottleneck_moves;
         // A failed flow ends at its failure and carried bytes until then (max skips NaN).
         let ends = self.out.finish_s.iter().chain(&self.out.failed_s);
         self.out.makespan_s = ends.copied().fold(0.0, f64::max);

@@ -265,3 +265,19 @@ def test_finishes_handled_together_are_recorded_together():
     # C: 1000 B by 3 s, then 2000 B at 1000 B/s.
     assert_close(finish(res, c), 5.0, "C")
     compare_to_reference(m, res)
+
+
+def test_group_census_through_the_api():
+    # Line 0 -> 1 -> 2, link 0 of 100 B/s and link 1 of 150 B/s. X (0 -> 2, both links) and Y
+    # (0 -> 1) split link 0 at 50 while Z (1 -> 2) takes link 1's other 100: three rate changes,
+    # two groups (link 0's, link 1's). Y's 50 B end at t = 1; X rises onto link 1 and shares it
+    # with Z at 75: two changes, one group, X's bottleneck moves. Z's 900 B left end 12 s
+    # later; alone, X is held by link 0 again at 100: one change, one group, one move.
+    m = Model([0, 1], [1, 2], [100.0, 150.0], [0.0, 0.0])
+    x = m.flow(0, 2, 1000.0)
+    m.flow(0, 1, 50.0)
+    z = m.flow(1, 2, 1000.0)
+    res = m.run()
+    assert_close(finish(res, z), 13.0, "Z: 100 B at 100, then 900 B at 75")
+    assert_close(finish(res, x), 13.5, "X: 50 + 900 B by t = 13, its last 50 B at 100")
+    assert (res.n_rate_changes, res.n_group_share_changes, res.n_bottleneck_moves) == (6, 4, 2)

@@ -1044,3 +1044,68 @@ fn many_flows_together_switch_between_full_and_lazy_solves_exactly() {
         );
     }
 }
+
+/// The group census, hand-counted. X (c0, c1) and Y (c0) split c0 (capacity 1) at 0.5 while
+/// Z takes the rest of c1 (capacity 1.5), 1: three rate changes, two groups (c0's, c1's).
+/// At t = 1 Y's 0.5 B are done; X rises onto c1, which it shares with Z at 0.75: two rate
+/// changes, one group (c1's), and X's bottleneck moves (c0 to c1). Z's 9 B left then take
+/// 12 s; alone, X is held by c0 again at 1: one change, one group, one move. Two flows at
+/// their caps on an idle link are a group each. Each rate row records its flow's group.
+#[test]
+fn group_census_counts_groups_and_bottleneck_moves() {
+    let mut acts = Activities::new();
+    for (bytes, cs) in [(10.0, &[0, 1][..]), (0.5, &[0]), (10.0, &[1])] {
+        acts.add_flow(bytes, &on(cs), 0.0, 0.0, f64::INFINITY, &[])
+            .unwrap();
+    }
+    let out = go(&[1.0, 1.5], &acts);
+    for (a, want) in [13.5, 1.0, 13.0].into_iter().enumerate() {
+        assert_close(&format!("finish of {a}"), out.finish_s[a], want);
+    }
+    assert_eq!(out.n_rate_changes, 6);
+    assert_eq!(out.n_group_share_changes, 4);
+    assert_eq!(out.n_bottleneck_moves, 2);
+    let options = RunOptions {
+        record_rates: true,
+        record_groups: true,
+        verify: true,
+        ..Default::default()
+    };
+    let out = run(&[1.0, 1.5], &acts, &options, &mut |_| true).unwrap();
+    let mut rows: Vec<(f64, u32, u32)> = (0..out.rate_change_flow.len())
+        .map(|i| {
+            let (t, f) = (out.rate_change_time_s[i], out.rate_change_flow[i]);
+            (t, f, out.rate_change_group[i])
+        })
+        .collect();
+    rows.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let (x, y, z) = (0, 1, 2);
+    let want = [
+        (0.0, x, 0),
+        (0.0, y, 0),
+        (0.0, z, 1),
+        (1.0, x, 1),
+        (1.0, z, 1),
+        (13.0, x, 0),
+    ];
+    assert_eq!(rows, want);
+
+    let mut capped = Activities::new();
+    for bytes in [1.0, 2.0] {
+        capped
+            .add_flow(bytes, &on(&[0]), 0.0, 0.0, 1.0, &[])
+            .unwrap();
+    }
+    let out = go(&[10.0], &capped);
+    assert_eq!(out.finish_s, vec![1.0, 2.0]);
+    assert_eq!(out.n_rate_changes, 2);
+    assert_eq!(out.n_group_share_changes, 2);
+    assert_eq!(out.n_bottleneck_moves, 0);
+    let options = RunOptions {
+        record_rates: true,
+        record_groups: true,
+        ..Default::default()
+    };
+    let out = run(&[10.0], &capped, &options, &mut |_| true).unwrap();
+    assert_eq!(out.rate_change_group, vec![u32::MAX; 2]);
+}
