@@ -25,6 +25,7 @@ import difflib
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
@@ -46,6 +47,7 @@ COUNT = (1, 2**32)  # the same, for what there must be at least one of
 
 def _show(x: int) -> str:
     """A bound as people write it: 2**32 rather than 4294967296."""
+    x = int(x)  # a NumPy integer has no bit_length
     k = abs(x).bit_length() - 1
     if k >= 16 and abs(x) == 1 << k:
         return f"{'-' if x < 0 else ''}2**{k}"
@@ -77,6 +79,17 @@ def finite(value: Any) -> float | None:
     """``value`` as a float if it is a finite real number (not a bool), else None."""
     out = real(value)
     return out if out is not None and math.isfinite(out) else None
+
+
+def positive(name: str, value: Any, unit: str = "", *, zero: bool = False) -> float:
+    """``value`` as a float if it is a finite real number > 0 (>= 0 with ``zero``), else an
+    error naming ``name``, the unit and the value as given."""
+    x = finite(value)
+    if x is None or x < 0 or (x == 0 and not zero):
+        got = shown(value) if real(value) is not None else f"{type(value).__name__} {shown(value)}"
+        raise InvalidArgumentError(
+            f"{name} must be a finite number {'>=' if zero else '>'} 0{f' ({unit})' if unit else ''}, got {got}")
+    return x
 
 
 def number(value: Any) -> float:
@@ -249,9 +262,25 @@ def parsed(name: str, parse: Callable[[Any], float], value: Any) -> float:
         raise InvalidArgumentError(f"{name}: {err}") from None
 
 
-# Arrays from this many values on are checked against the memory available before they are
-# made (a check reads /proc/meminfo: not worth it for small ones).
-_LARGE = 1 << 20
+# Estimates from this many bytes on are checked against the memory available: a check reads
+# /proc/meminfo (about 13 us), not worth it for what any machine holds. Under a cap set by
+# FABRICSIM_AVAILABLE_BYTES every estimate is checked, as the core checks them.
+_CHECKED_BYTES = 1 << 20
+
+
+def room_for(what: str, n: Any, bytes_each: float) -> None:
+    """Refuses, before it is made, what would not fit in memory: ``n`` items (a count, or the
+    expected count of a random draw) of about ``bytes_each`` bytes each. Raises
+    :class:`~fabricsim.ScenarioTooLargeError` naming ``what`` with the estimate and the
+    memory available (the core's rule: ``FABRICSIM_AVAILABLE_BYTES`` caps it). Every Python
+    path that allocates in proportion to a number it is given (a count, a rate times a
+    horizon, a rank) asks here first."""
+    count = real(n)
+    estimate = math.inf if count is None else count * bytes_each  # an int beyond the floats: too many
+    if not estimate < _CHECKED_BYTES or "FABRICSIM_AVAILABLE_BYTES" in os.environ:  # NaN too
+        from . import _core
+
+        _core.check_fits(what, estimate if estimate == estimate else math.inf)
 
 
 def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], float]) -> np.ndarray:
@@ -261,11 +290,9 @@ def quantities(name: str, values: Any, n: int | None, parse: Callable[[Any], flo
     as its NumPy array."""
     values = _from_arrow(name, values)
     expected = "a 1-D sequence of values" if n is None else f"one value or a 1-D sequence of {n}"
-    if n is not None and n >= _LARGE:
+    if n is not None:
         # Before the array: one value broadcast to n is n x 8 bytes from nothing.
-        from . import _core
-
-        _core.check_fits(f"{name} ({n} values of 8 bytes)", 8.0 * n)
+        room_for(f"{name} ({n} values of 8 bytes)", n, 8.0)
     if one_value(values):
         if n is None:
             raise InvalidArgumentError(f"{name} must be {expected}, got {shown(values)}")

@@ -15,14 +15,11 @@ import numpy as np
 from . import _core
 from ._checks import (
     U64,
-    flag,
     integer,
     integers,
     parsed,
     quantities,
-    real,
     share_weight,
-    shown,
 )
 from .collectives.communicator import applied_fabric, collective_size, communicator
 from .collectives.construction import Builder
@@ -40,6 +37,7 @@ from .scenario_args import (
     both_callbacks,
     checked_after,
     checked_progress,
+    checked_run_options,
     checked_tag,
     kept,
     room_for_flows,
@@ -657,12 +655,7 @@ class Scenario:
             print(exact.summary)   # makespan, flows, bytes moved, busiest links
         """
         checked_progress(progress)
-        tol = real(tolerance)
-        if tol is None or not 0 <= tol < 1:
-            raise InvalidArgumentError(
-                f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
-        flag("record_rates", record_rates)
-        flag("verify_rates", verify_rates)
+        tol = checked_run_options(record_rates=record_rates, verify_rates=verify_rates, tolerance=tolerance)
         bar: RunProgress | None = None
         callback: ProgressCallback | None = None
         if progress is True or (progress is None and progress_enabled(None)):

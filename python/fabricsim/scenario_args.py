@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import callback, integers, shown
+from ._checks import callback, flag, integers, real, shown
 from .exceptions import InvalidArgumentError
 
 ProgressCallback = Callable[[int, int, float], Any]
@@ -67,6 +67,18 @@ def both_callbacks(first: ProgressCallback | None, second: ProgressCallback) -> 
         second(n_done, n_activities, sim_time_s)
 
     return both
+
+
+def checked_run_options(*, record_rates: Any = False, verify_rates: Any = False, tolerance: Any = 0.0) -> float:
+    """:meth:`Scenario.run`'s options other than ``progress``, checked (a scenario file's
+    ``[run]`` table is, when the file is loaded); returns the tolerance as a float."""
+    tol = real(tolerance)
+    if tol is None or not 0 <= tol < 1:
+        raise InvalidArgumentError(
+            f"tolerance must be a number in [0, 1) (0: exact; e.g. 1e-3 for the fast mode), got {shown(tolerance)}")
+    flag("record_rates", record_rates)
+    flag("verify_rates", verify_rates)
+    return tol
 
 
 def checked_progress(progress: Any) -> bool | ProgressCallback | None:

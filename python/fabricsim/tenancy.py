@@ -326,7 +326,7 @@ def new_job(sc: "Scenario", name: Any, n_gpus: Any, gpus: Any, placement: Any, w
             g = int(chosen[taken][0])
             raise InvalidArgumentError(f"job {name!r}: GPU {g} is owned by job {names[owner[g]]!r}")
         return Job(sc, name, chosen.copy(), "given", w)
-    if placement not in PLACEMENTS:
+    if not isinstance(placement, str) or placement not in PLACEMENTS:
         raise InvalidArgumentError(f"placement must be one of {', '.join(PLACEMENTS)} (or give gpus=[...]), got {shown(placement)}")
     if n_gpus is None:
         raise InvalidArgumentError(f"job {name!r}: give n_gpus (with a placement) or gpus=[...]")

@@ -290,3 +290,149 @@ def test_the_cli_refuses_a_bad_parquet_directory_before_the_run(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith(f"fabricsim: error: cannot write {str(tmp_path / 'file' / 'out')!r}: Not a directory"), err
     assert not ran
+
+
+# ---- the surfaces added since: memory before allocation, hangs, foreign exceptions ----------
+
+_RANK_LINE = "#  Rank  7 Group  0 Pid  41242 on gpu-node-07 device  7 [0xe4] NVIDIA H100 80GB HBM3"
+
+
+def _nccl_log():
+    from test_nccl_logs import ALL_REDUCE_8
+
+    assert _RANK_LINE in ALL_REDUCE_8
+    return ALL_REDUCE_8
+
+
+def test_a_rank_of_a_billion_costs_no_memory_and_names_the_missing_ranks():
+    log = _nccl_log().replace(_RANK_LINE, _RANK_LINE.replace("Rank  7", "Rank 1000000000"))
+    tracemalloc.start()
+    with pytest.raises(fs.NcclLogError, match=r"misses rank\(s\) 7, 8, 9, 10, 11, 12, 13, 14, \.\.\. of 0-1000000000"):
+        fs.read_nccl_tests(log, op="all_reduce")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1e6  # the list of ranks up to a billion took 1.2 GB per 10**7
+    with pytest.raises(fs.NcclLogError, match=r"line 11: expected a rank and group below 4,294,967,295"):
+        fs.read_nccl_tests(_nccl_log().replace("Rank  7", "Rank " + "9" * 5000), op="all_reduce")
+
+
+def test_nccl_numbers_beyond_the_doubles_are_read_or_refused_by_column():
+    row = "   134217728      33554432     float     sum      -1   1234.5"
+    with pytest.raises(fs.NcclLogError, match=r"line 24: column 1 \(size\) reads '1000000000000000000000000000000': "
+                                              r"expected a whole number in \[0, 2\*\*63\)"):
+        fs.read_nccl_tests(_nccl_log().replace(row, row.replace("   134217728", "1" + "0" * 30)), op="all_reduce")
+    # a time past the doubles reads as inf (no OverflowError), as does an exponent of 5,000 digits
+    for time_text in ("1e400", "1e" + "9" * 5000):
+        log = fs.read_nccl_tests(_nccl_log().replace("1234.5", time_text), op="all_reduce")
+        assert log.rows.column("time_s").to_pylist()[-1] == math.inf
+
+
+def test_a_scenario_files_line_of_blanks_is_indexed_in_linear_time(tmp_path):
+    import signal
+
+    def hung(*_):
+        raise AssertionError("indexing the lines hung (a '[' and 5,000 blanks took 136 s)")
+
+    path = tmp_path / "study.toml"
+    path.write_text('[fabric]\ngenerator = "hgx_h100"\n[output]\ndirectory = """\n[' + " " * 400_000 + '\n"""\n')
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        assert fs.load_scenario(path).scenario.topology.n_gpus == 8
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_scenario_files_run_options_and_names_are_checked_when_it_is_loaded(tmp_path):
+    path = tmp_path / "study.toml"
+    base = '[fabric]\ngenerator = "hgx_h100"\n'
+    for text, message in (
+        (base + "\n[run]\ntolerance = 2\n", r":5: run\.tolerance: tolerance must be a number in \[0, 1\)"),
+        (base + "\n[run]\nrecord_rates = \"yes\"\n", r":5: run\.record_rates: record_rates must be True or False"),
+        ('[fabric]\ngenerator = ["hgx_h100"]\n', r":2: fabric\.generator: unknown generator \['hgx_h100'\]"),
+        (base + '\n[[workload]]\ntype = ["flow"]\n', r":5: workload\[0\]\.type: type must be one of"),
+        (base + "\n[scenario]\ncost_model = {latency_scale = 1e400}\n",
+         r":5: scenario\.cost_model: CostModel\.latency_scale=inf: expected a finite number >= 0"),
+    ):
+        path.write_text(text)
+        with pytest.raises(fs.ScenarioFileError, match=re.escape(str(path)) + message):
+            fs.load_scenario(path)
+
+
+def test_cost_models_refuse_what_they_cannot_hold_by_field():
+    for make, message in (
+        (lambda: fs.CostModel(latency_scale=10**400), r"latency_scale=100000000000\.\.\. \(an int of 401 digits\)"),
+        (lambda: fs.CostModel.from_json('{"latency_scale": 1e400}'), r"latency_scale=inf: expected a finite number"),
+        (lambda: fs.CostModel.from_json('{"ring_plateau_factor": {}}'),
+         r"ring_plateau_factor: expected a list of 2 entries, got \{\}"),
+        (lambda: fs.CostModel.from_dict({1: 2}), r"keys are its field names \(str\), got int 1"),
+        (lambda: fs.CostModel.from_json(None), r"must be a path"),
+        (lambda: fs.CostModel(p2p_group_size=0), r"p2p_group_size=0: expected a whole number in \[1, 2\*\*31\)"),
+        (lambda: fs.CostModel().replace(ladder_intra_Bps=tuple((5e-324,) * len(row)
+                                                               for row in fs.CostModel().ladder_intra_Bps)),
+         r"ladder_intra_Bps\[0\]=5e-324: expected 0 or a rate in \[1, 1e\+300\] B/s"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=message):
+            make()
+    # 0 is NCCL_P2P_LL_THRESHOLD=0: LL off, not a division
+    no_ll = fs.estimate(fs.hgx_h100(), "all_to_all", "1KiB", cost_model=fs.CostModel(p2p_ll_threshold_bytes=0))
+    assert no_ll.protocol == "simple"
+
+
+def test_draws_and_grids_too_large_for_memory_are_refused_before_they_are_made(monkeypatch):
+    from fabricsim import reliability, serving
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(10**9))
+    for make, what in (
+        (lambda: reliability.simulate(fabric, 1.0, horizon_s=1e300), r"about [\d.]+e\+292 failures over the horizon"),
+        (lambda: serving.poisson_requests(1e7, 1e6), r"about 1e\+13 requests"),
+        (lambda: fs.sweep({"a": range(10**6), "b": range(10**6)}, lambda a, b: {}),
+         r"a sweep grid of 1,000,000,000,000 points"),
+        (lambda: fs.MoeRouting.from_topk(np.array([[[0, 10**12]]])), r"the placement of 1,000,000,000,001 experts"),
+    ):
+        with pytest.raises(ScenarioTooLargeError, match=what + r" needs about [\d.e]+ GiB of memory, but only 953\.7 MiB is available"):
+            make()
+
+
+def test_workload_arguments_are_refused_by_name_not_by_a_foreign_exception():
+    from fabricsim import reliability, serving
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    cpo = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-x-photonics")
+    for make, message in (
+        (lambda: reliability.simulate(None, 1.0, horizon_s=1.0), r"fabric must be a generated fabricsim\.Fabric"),
+        (lambda: reliability.compare_optics(fabric, cpo, 1.0, horizon_s=1.0, seeds=2**31),
+         r"seeds must be an integer in \[1, 10001\)"),
+        (lambda: reliability.cpo_port_factor(5), r"rates must be a reliability\.FailureRates"),
+        (lambda: reliability.failure_rates().replace(repair_s=5), r"repair_s must be a mapping"),
+        (lambda: serving.TokenCounts(np.zeros(0)), r"TokenCounts kind must be"),
+        (lambda: serving.TokenCounts("uniform", low=np.int64(3), high=0.0), r"TokenCounts high \(tokens\) must be"),
+        (lambda: serving.kv_cache_bytes("llama3-70b", None), r"tokens must be a finite number >= 0"),
+        (lambda: serving.kv_cache_bytes("llama3-70b", [1, -1]), r"tokens\[1\] must be a finite count >= 0"),
+        (lambda: serving.Pool("ab", tp=8), r"Pool gpus must be a sequence of integers"),
+        (lambda: fs.Scenario(fabric).add_job("a", n_gpus=8, placement=np.zeros(0)), r"placement must be one of"),
+        (lambda: fs.MoeRouting.from_counts("", top_k=2), r"counts must be an array of token counts"),
+        (lambda: fs.nccl_tests(fs.hgx_h100(), "all_reduce", 5e-324, "32M"), r"makes inf sizes"),
+        (lambda: fs.calibrate(fs.hgx_h100(), fs.read_nccl_tests(_nccl_log(), op="all_reduce"), algorithm=None),
+         r"^algorithm must be one name or a list of one per log \(1\), got NoneType None"),
+        (lambda: fs.sweep({"a": (x for x in [1])}, lambda a: {}), r"grid\['a'\] must be a sequence of values"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=message):
+            make()
+
+
+def test_serving_efficiencies_and_probe_intervals_that_no_double_holds_are_refused_by_name(monkeypatch):
+    from fabricsim import serving
+
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    requests = serving.trace_requests([0.0, 0.01], [64, 64], [50, 50])
+    with pytest.raises(InvalidArgumentError, match=r"^prefill_efficiency=5e-324 makes a prefill take longer than a double"):
+        serving.add_serving(fs.Scenario(fabric), "llama3-8b", requests, prefill=serving.Pool(range(8), tp=8),
+                            decode=serving.Pool(range(8, 16), tp=8), prefill_efficiency=5e-324)
+    # EP across the two servers: a probe every 5e-324 s is a grid of inf, refused before it is made
+    monkeypatch.setenv("FABRICSIM_AVAILABLE_BYTES", str(10**9))
+    with pytest.raises(ScenarioTooLargeError, match=r"^EP probes every 4\.94066e-324 s over [\d.e-]+ s of decode needs"):
+        serving.add_serving(fs.Scenario(fabric), "mixtral-8x7b", requests, prefill=serving.Pool([0, 1, 8, 9], tp=2),
+                            decode=serving.Pool([4, 5, 6, 7, 12, 13, 14, 15], tp=1, ep=8), ep_probe_interval_s=5e-324)

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from .._checks import integers
+from .._checks import integers, many
 from ..exceptions import InvalidArgumentError
 from ..fabrics import Fabric
 from .communicator import applied_fabric, fabric_view
@@ -175,7 +175,7 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
             or holdout_every == 1:
         raise InvalidArgumentError(
             f"holdout_every must be 0 (hold nothing out) or a whole number >= 2, got {holdout_every!r}")
-    names = tuple(parameters)
+    names = tuple(many("parameters", parameters, f"a list of some of {', '.join(PARAMETERS)}", ordered=False))
     unknown = [p for p in names if p not in PARAMETERS]
     if unknown or not names:
         raise InvalidArgumentError(
@@ -185,7 +185,8 @@ def calibrate(fabric: Fabric, logs: Any, *, ranks: Any = None, algorithm: Any = 
         ranks = integers("ranks", ranks)
     view = fabric_view(fabric)
     n_comm = (view.n_rank_nodes or fabric.n_nodes) if ranks is None else len(ranks)
-    per_log = [algorithm] * len(parsed) if isinstance(algorithm, str) else list(algorithm)
+    per_log = [algorithm] * len(parsed) if isinstance(algorithm, str) else \
+        list(many("algorithm", algorithm, f"one name or a list of one per log ({len(parsed)})"))
     if len(per_log) != len(parsed) or not all(isinstance(a, str) for a in per_log):
         raise InvalidArgumentError(
             f"algorithm must be one name or one per log ({len(parsed)}), got {algorithm!r}")

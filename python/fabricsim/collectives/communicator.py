@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from .._checks import integers, parsed, quantities, shown
+from .._checks import integers, parsed, quantities, room_for, shown
 from ..exceptions import InvalidArgumentError, RoutingError, UnknownNodeError
 from . import conventions
 
@@ -413,12 +413,11 @@ def collective_size(op: str, size_bytes: Any, sizes: Any, n: int) -> tuple[float
 def sizes_matrix(sizes: Any, n: int) -> np.ndarray:
     """An all-to-all-v matrix (rank i sends ``sizes[i][j]`` bytes to rank j) of numbers or
     sizes such as "1MiB", checked."""
-    from .. import _core
     from ..units import size_bytes as parse_size
 
     # Reading the matrix takes about 41 n^2 bytes (entries, their flat copy, checks): refused
     # before any of it is made where that would not fit.
-    _core.check_fits(f"an all_to_all size matrix of {n} x {n} ranks", 41.0 * n * n)
+    room_for(f"an all_to_all size matrix of {n} x {n} ranks", n * n, 41.0)
     try:
         shape = np.shape(sizes)
     except ValueError:  # ragged nesting

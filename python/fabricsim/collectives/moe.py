@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._checks import shown
+from .._checks import room_for, shown
 from ..exceptions import InvalidArgumentError
 from .alltoall import add_p2p
 from .communicator import _Comm, applied_fabric, communicator
@@ -93,7 +93,10 @@ class MoeRouting:
             routing = fs.MoeRouting.from_topk(ids, placement=[1, 1, 0, 0])   # experts 2, 3 on rank 0
             routing.copies.tolist()                          # [[0.0, 2.0], [1.0, 1.0]]
         """
-        ids = np.asarray(expert_ids)
+        try:
+            ids = np.asarray(expert_ids)
+        except ValueError:  # ragged
+            raise InvalidArgumentError(f"expert_ids must be an integer array, got {shown(expert_ids)}") from None
         if not np.issubdtype(ids.dtype, np.integer):
             raise InvalidArgumentError(f"expert_ids must hold integer expert ids, got dtype {ids.dtype}")
         if ids.ndim != 3 or 0 in ids.shape:
@@ -132,9 +135,13 @@ class MoeRouting:
             routing = fs.MoeRouting.from_counts(np.full((8, 32), 256.0), top_k=2)   # even routing
             routing.tokens.tolist()[0], routing.copies[0, 1]                       # (4096.0, 1024.0)
         """
-        c = np.asarray(counts, dtype=np.float64) if not isinstance(counts, np.ndarray) else counts.astype(np.float64)
+        try:
+            c = np.asarray(counts, dtype=np.float64) if not isinstance(counts, np.ndarray) else counts.astype(np.float64)
+        except (TypeError, ValueError):  # text, ragged rows, objects
+            raise InvalidArgumentError(
+                f"counts must be an array of token counts of shape (ranks, experts), got {shown(counts)}") from None
         if c.ndim != 2 or 0 in c.shape:
-            raise InvalidArgumentError(f"counts must be an array of shape (ranks, experts), got shape {np.shape(counts)}")
+            raise InvalidArgumentError(f"counts must be an array of shape (ranks, experts), got shape {c.shape}")
         bad = np.argwhere(~(np.isfinite(c) & (c >= 0)))
         if len(bad):
             i, e = bad[0].tolist()
@@ -198,6 +205,8 @@ def _positive_int(name: str, value: Any) -> int:
 def _placement(placement: Any, n_experts: int, n_ranks: int) -> np.ndarray:
     """The rank of each expert, checked: every rank holds as many (DeepEP's and Megatron's
     num_local_experts = num_experts / ep_size)."""
+    # Before the expert-to-rank array (and its int32 copy): an expert id of 10**12 asks for TBs.
+    room_for(f"the placement of {n_experts:,} experts", n_experts, 16.0)
     if n_experts % n_ranks:
         raise InvalidArgumentError(
             f"{n_experts} experts over {n_ranks} ranks: every rank holds as many experts, so n_experts must be "
@@ -350,8 +359,8 @@ def _checked(kind: str, mode: str, nbytes_per_token: Any) -> float:
     from ..units import size_bytes as parse_size
     from .._checks import parsed
 
-    if kind not in KINDS:
-        raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, got {shown(kind)}")
     if not isinstance(mode, str) or mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {shown(mode)}")
     b = float(parsed("bytes_per_token", parse_size, nbytes_per_token))

@@ -247,8 +247,19 @@ def _number(token: str) -> _Value | None:
     if not m:
         return None
     decimals = len(m.group(1) or m.group(2) or "")
-    exponent = int(m.group(3) or 0)
-    return _Value(float(token), 0.5 * 10.0 ** (exponent - decimals))
+    # An exponent of any length: Python's int() refuses more than 4300 digits, and past 10**6
+    # the value is 0 or inf whatever the digits (float() reads the token itself).
+    e_text = m.group(3) or "0"
+    exponent = int(e_text) if len(e_text) <= 7 else (-(10**6) if e_text.startswith("-") else 10**6)
+    value = float(token)  # beyond the doubles (1e400): inf, as nccl-tests prints a time of 0's bandwidth
+    precision = exponent - decimals
+    return _Value(value, 0.5 * 10.0 ** precision if precision <= 300 and math.isfinite(value) else math.inf)
+
+
+def _whole(token: str) -> int | None:
+    """A whole number as printed, or None; None too past 30 digits, which no count or size
+    reaches (and Python's int() refuses past 4300)."""
+    return int(token) if len(token) <= 30 and _INT.fullmatch(token) else None
 
 
 @dataclass
@@ -272,13 +283,14 @@ def _row(tokens: list[str], line: int, layout: _Layout, label: str, text: str) -
 
     def bad(i: int, expected: str) -> NcclLogError:
         return NcclLogError(
-            f"{label}, line {line}: column {i + 1} ({names[i]}) reads {tokens[i]!r}: expected "
+            f"{label}, line {line}: column {i + 1} ({names[i]}) reads {_shorten(tokens[i], 40)}: expected "
             f"{expected}; the line reads {_shorten(text)}")
 
     def integer(i: int, lo: int = 0) -> int:
-        if not _INT.fullmatch(tokens[i]) or int(tokens[i]) < lo:
-            raise bad(i, "a whole number" + (" >= 0" if lo == 0 else ""))
-        return int(tokens[i])
+        value = _whole(tokens[i])
+        if value is None or not lo <= value < 2**63:
+            raise bad(i, f"a whole number in [{lo}, 2**63)")
+        return value
 
     def name(i: int) -> str:
         if not _NAME.fullmatch(tokens[i]):
@@ -304,13 +316,13 @@ def _row(tokens: list[str], line: int, layout: _Layout, label: str, text: str) -
             values.append(v)
         n_wrong = None
         if w is not None and names[w] == "#wrong" and tokens[w] != "N/A":
-            if _INT.fullmatch(tokens[w]):
-                n_wrong = int(tokens[w])  # %5li; a variant prints -1 with checking off
-            else:
+            n_wrong = _whole(tokens[w])  # %5li; a variant prints -1 with checking off
+            if n_wrong is None:
                 v = _number(tokens[w])  # %6g: 1.23457e+06
-                if v is None or not math.isfinite(v.value):
-                    raise bad(w, "a count of wrong elements, or N/A")
-                n_wrong = int(v.value)
+                n_wrong = int(v.value) if v is not None and math.isfinite(v.value) else None
+            # Below 2**62, so that the two halves' counts add up within the table's int64.
+            if n_wrong is None or n_wrong >= 2**62:
+                raise bad(w, "a count of wrong elements, or N/A (counts are below 2**62)")
             n_wrong = n_wrong if n_wrong >= 0 else None
         halves.append((values[0], values[1], values[2], n_wrong))
     return _Row(line, size, count, dtype, redop, root, halves)
@@ -357,7 +369,12 @@ def _scan(text: str, label: str) -> _Scan:
                         f"began on line {scan.nthread[0]}): expected one run; split the log. If "
                         "mpirun started copies of a binary built without MPI=1, each ran alone "
                         "on its own GPUs: rebuild nccl-tests with MPI=1")
-                scan.nthread = (number, int(m.group(1)), int(m.group(2)))
+                n_thread, n_gpus = _whole(m.group(1)), _whole(m.group(2))
+                if n_thread is None or n_gpus is None or n_thread * n_gpus > _MAX_RANKS:
+                    raise NcclLogError(
+                        f"{label}, line {number}: nThread {_shorten(m.group(1), 24)} x nGpus {_shorten(m.group(2), 24)} "
+                        f"is more ranks per process than a communicator has (at most {_MAX_RANKS:,})")
+                scan.nthread = (number, n_thread, n_gpus)
                 continue
             m = _COLLECTIVE.match(body)
             if m:
@@ -366,8 +383,12 @@ def _scan(text: str, label: str) -> _Scan:
                 continue
             m = _RANK.match(s)
             if m:
-                scan.ranks.append(_RankEntry(number, int(m["rank"]), None if m["group"] is None else int(m["group"]),
-                                             m["host"], m["name"]))
+                rank, group = _whole(m["rank"]), None if m["group"] is None else _whole(m["group"])
+                if rank is None or rank >= _MAX_RANKS or (m["group"] is not None and group is None):
+                    raise NcclLogError(
+                        f"{label}, line {number}: expected a rank and group below {_MAX_RANKS:,} (the most ranks a "
+                        f"communicator has), got {_shorten(s)}")
+                scan.ranks.append(_RankEntry(number, rank, group, m["host"], m["name"]))
                 continue
             names = body.split()
             if names[:3] == ["size", "count", "type"] and "algbw" in names and "busbw" in names:
@@ -450,7 +471,14 @@ def _listed_ranks(scan: _Scan, label: str) -> tuple[list[_RankEntry], str]:
                 f"{label}, line {e.line}: rank {e.rank} is listed a second time (first on line "
                 f"{seen[e.rank]}): expected each rank once")
         seen[e.rank] = e.line
-    missing = sorted(set(range(max(seen) + 1)) - set(seen))
+    # The gaps in the sorted ranks (not every rank up to the largest: a '# Rank 1000000000' line
+    # alone would make a billion of them).
+    missing: list[int] = []
+    listed = sorted(seen)
+    for a, b in zip([-1, *listed], listed):
+        missing.extend(range(a + 1, min(b, a + 1 + 9 - len(missing))))
+        if len(missing) > 8:
+            break
     span = f"lines {entries[0].line}-{entries[-1].line}"
     if missing:
         shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")

@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import _core
-from .._checks import did_you_mean, integer, integers, one_value, shown
+from .._checks import did_you_mean, integer, integers, one_value, room_for, shown
 from .._columns import table_from_columns
 from ..exceptions import InvalidArgumentError, UnknownNodeError
 
@@ -174,7 +173,7 @@ _ROLE_BYTES, _COLUMN_BYTES = 36.0, 40.0
 def _room_for(topo: Topology, what: str, bytes_per_link: float) -> None:
     """Refuses, before anything is made, ``what`` that would not fit in memory (46 M links of
     a million-GPU fabric take some 4 GB as a table)."""
-    _core.check_fits(f"{what} of {topo.n_links:,} links", bytes_per_link * topo.n_links)
+    room_for(f"{what} of {topo.n_links:,} links", topo.n_links, bytes_per_link)
 
 
 def _values(name: str, wanted: Any, kind: type) -> list[Any]:
@@ -223,7 +222,7 @@ def to_networkx(topo: Topology) -> Any:
     except ImportError:
         raise InvalidArgumentError("to_networkx needs NetworkX: pip install networkx") from None
     # Measured: about 0.9 KB per edge with its attributes, 0.4 KB per node (NetworkX 3).
-    _core.check_fits(f"a NetworkX graph of {topo.n_links} links", 1000.0 * topo.n_links + 500.0 * topo.n_nodes)
+    room_for(f"a NetworkX graph of {topo.n_links} links", 1000.0 * topo.n_links + 500.0 * topo.n_nodes, 1.0)
     kinds = topo._core.node_kinds()
     kind_names = topo._core.structure()["kind_names"]
     generated = topo._labels is None and bool(kinds.any())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .. import _core
-from .._checks import COUNT, did_you_mean, integer, integers, real, shown
+from .._checks import COUNT, did_you_mean, integer, integers, real, room_for, shown
 from ..exceptions import InvalidArgumentError, UnknownPartError
 from . import catalog
 from .catalog import Part
@@ -103,10 +103,8 @@ def _nvlink_spec(domain: Any, nvlink_efficiency: Any) -> tuple[NvlinkParams, dic
         # One chip per NVLink, checked before the list is made: a user part of 2**31 NVLinks
         # was killed by the operating system while its Python copies were built.
         n_links = int(gpu["nvlink_links"])
-        _core.check_fits(
-            f"the default chip_links of a {gpu.name}, one NVSwitch chip for each of its {n_links} NVLinks",
-            _CHIP_LINK_BYTES * n_links,
-        )
+        room_for(f"the default chip_links of a {gpu.name}, one NVSwitch chip for each of its {n_links} NVLinks",
+                 n_links, _CHIP_LINK_BYTES)
         chip_links = (1,) * n_links
     chip_links = tuple(integers("chip_links", chip_links, COUNT).tolist())
     if sum(chip_links) != gpu["nvlink_links"]:

@@ -4,12 +4,9 @@ host."""
 
 from __future__ import annotations
 
-import math
-import sys
-
 import numpy as np
 
-from .. import _core
+from .._checks import room_for
 from ..exceptions import InvalidArgumentError
 from ..fabrics.generators import leaf_spine
 from ..scenario import Scenario
@@ -55,12 +52,8 @@ def demo_scenario(
     distances = min(n_hosts * n_nodes, _ROUTER_CACHE_MAX_ENTRIES)
     estimate = (_DEMO_BYTES_PER_LINK * n_links + _DEMO_BYTES_PER_NODE * n_nodes + _DEMO_BYTES_PER_HOST * n_hosts
                 + _ROUTER_CACHE_ENTRY_BYTES * distances)
-    _core.check_fits(
-        f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
-        f"({n_links} links, {n_hosts} flows and more)",
-        # The counts are Python ints of any size; one past double range is infinitely large.
-        float(estimate) if estimate < sys.float_info.max else math.inf,
-    )
+    room_for(f"the demo's {n_leaves} leaves x {hosts_per_leaf} hosts per leaf and {n_spines} spines "
+             f"({n_links} links, {n_hosts} flows and more)", estimate, 1.0)
     topo = leaf_spine(n_leaves, hosts_per_leaf, n_spines, link_Bps, latency_s)
     sc = Scenario(topo, seed=seed)
     rng = np.random.default_rng(seed)

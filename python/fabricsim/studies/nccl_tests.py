@@ -79,7 +79,8 @@ def nccl_tests(
     if factor is None or not 1 < factor < math.inf:
         raise InvalidArgumentError(f"step_factor must be a finite number > 1, got {shown(step_factor)}")
     # As many as the loop below takes, but for rounding at the last size.
-    n_sizes = math.floor(math.log(hi * (1 + 1e-12) / lo) / math.log(factor)) + 1
+    steps = math.log(hi * (1 + 1e-12) / lo) / math.log(factor)  # inf from min_bytes=5e-324
+    n_sizes = math.floor(steps) + 1 if math.isfinite(steps) else math.inf
     if n_sizes > _MAX_SWEEP_SIZES:
         raise InvalidArgumentError(
             f"step_factor={shown(step_factor)} from min_bytes={lo:.0f} to max_bytes={hi:.0f} makes {n_sizes} sizes, "

@@ -65,6 +65,7 @@ from ..fabrics import Topology
 from ..fabrics.generators import leaf_spine
 from ..results import Result
 from ..scenario import Scenario
+from ..scenario_args import checked_run_options
 from ..units import bandwidth_Bps, duration_s
 
 if sys.version_info >= (3, 11):
@@ -135,7 +136,9 @@ _OUTPUT_KEYS = ("directory", "plots", "trace")
 
 # ---- where a key is ----------------------------------------------------------------------
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+# One way to match each line (the name's blanks are stripped after): patterns where runs of
+# blanks could go to either of two parts take time cubic in the blanks of a line like "[   ...".
+_HEADER = re.compile(r"^\s*(\[\[?)([^\]]*)\]\]?\s*(#.*)?$")
 _BARE = r"[A-Za-z0-9_-]+|\"(?:[^\"\\]|\\.)*\"|'[^']*'"
 _KEY = re.compile(rf"^\s*((?:{_BARE})(?:\s*\.\s*(?:{_BARE}))*)\s*=")
 
@@ -155,7 +158,7 @@ class _Lines:
         table: KeyPath = ()
         for n, line in enumerate(text.splitlines(), start=1):
             m = _HEADER.match(line)
-            if m and not _KEY.match(line):
+            if m and m.group(2).strip() and not _KEY.match(line):
                 parts = tuple(_key_parts(m.group(2)))
                 if m.group(1) == "[[":
                     i = counts.get(parts, 0)
@@ -343,6 +346,7 @@ class _Loader:
             self.call(key, entry, scenario.add_fault, **entry)
         run = self.table(("run",), data.get("run", {}), _SECTIONS["run"])
         self.keys(("run",), run, _RUN_KEYS)
+        self.call(("run",), run, checked_run_options, **run)  # here, with the file and line, not at run time
         out = self.table(("output",), data.get("output", {}), _SECTIONS["output"])
         self.keys(("output",), out, _OUTPUT_KEYS)
         directory = out.get("directory")
@@ -370,7 +374,7 @@ class _Loader:
         generator = table.get("generator")
         if generator is None:
             raise self.error(key, f"needs generator = one of {', '.join(map(repr, GENERATORS))}")
-        if generator not in GENERATORS:
+        if not isinstance(generator, str) or generator not in GENERATORS:  # an array is no key
             raise self.error((*key, "generator"), f"unknown generator {generator!r}{did_you_mean(str(generator), GENERATORS)}; "
                                                   f"known: {', '.join(GENERATORS)}")
         fn = GENERATORS[generator]
@@ -421,7 +425,7 @@ class _Loader:
             key = ("workload", i)
             entry = self.table(key, entry, "a table")
             kind = entry.get("type")
-            if kind not in WORKLOAD_KEYS:
+            if not isinstance(kind, str) or kind not in WORKLOAD_KEYS:
                 raise self.error((*key, "type") if "type" in entry else key,
                                  f"type must be one of {', '.join(map(repr, WORKLOAD_KEYS))}, got {kind!r}"
                                  f"{did_you_mean(str(kind), WORKLOAD_KEYS) if isinstance(kind, str) else ''}")

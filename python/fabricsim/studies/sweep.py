@@ -12,18 +12,25 @@ function on a worker.
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 import queue
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from .. import progress as _progress
+from .._checks import room_for, shown
 from ..exceptions import InvalidArgumentError, SweepError
 
 __all__ = ["sweep", "grid_points"]
+
+
+# Memory per point of a grid: its arguments and its labels, two dicts (measured with
+# tracemalloc: about 390 bytes with one to four parameters).
+_BYTES_PER_POINT = 450.0
 
 
 def grid_points(grid: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -53,14 +60,19 @@ def grid_points(grid: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[s
             values = grid[name]
             if isinstance(values, Mapping):
                 axes.append(list(values.items()))
-            elif isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            elif isinstance(values, (str, bytes)) or not isinstance(values, Iterable) or not isinstance(values, Sized):
+                # Sized: values whose count is known before they are read (a generator may not end)
                 raise InvalidArgumentError(
-                    f"grid[{name!r}] must be a sequence of values or a mapping {{label: value}}, got "
-                    f"{type(values).__name__} {values!r} (one value is a list of one: [{values!r}])")
+                    f"grid[{name!r}] must be a sequence of values (a list, tuple, range or array) or a mapping "
+                    f"{{label: value}}, got {type(values).__name__} {shown(values)} (one value is a list of one: "
+                    f"[{shown(values)}])")
             else:
+                room_for(f"grid[{name!r}]'s {len(values):,} values", len(values), _BYTES_PER_POINT)
                 axes.append([(_label(v), v) for v in values])
             if not axes[-1]:
                 raise InvalidArgumentError(f"grid[{name!r}] has no values: the grid would have no points")
+        n_points = math.prod(len(axis) for axis in axes)
+        room_for(f"a sweep grid of {n_points:,} points", n_points, _BYTES_PER_POINT)
         points, labels = [], []
         for combo in itertools.product(*axes):
             labels.append({n: lab for n, (lab, _) in zip(names, combo)})

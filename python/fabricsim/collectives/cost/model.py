@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..._checks import shown
+from ..._checks import MAX_CAPACITY_BPS, real, shown
 from ..._files import read_bytes, reason, write_file
 from ...exceptions import InvalidArgumentError
 
@@ -353,6 +352,10 @@ class CostModel:
         """
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(f"a cost model is a mapping of field names, got {type(data).__name__}")
+        for key in data:
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    f"a cost model's keys are its field names (str), got {type(key).__name__} {shown(key)}")
         return DEFAULT.replace(**dict(data))
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
@@ -409,6 +412,9 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(CostModel) if f.name 
 _INTS = {"ring_max_channels", "nvls_max_arity", "direct_max_heads", "nvls_channels", "nvls_channels_multi_node",
          "p2p_net_chunk_bytes", "p2p_nvl_chunk_bytes", "p2p_pci_chunk_bytes", "p2p_ll_threshold_bytes",
          "p2p_max_channels", "p2p_group_size", "p2p_ops_per_batch", "p2p_kernel_batches", "p2p_cta_warps"}
+# Fields that divide (a chunk, group or batch of 0 divides by zero); an LL threshold of 0 is
+# NCCL's LL turned off.
+_POSITIVE = (_INTS - {"p2p_ll_threshold_bytes"}) | {"pci_Bps", "pat_net_latency_divisor", "p2p_per_channel_net_Bps"}
 _FRACTIONS = {"ll_payload", "ll128_payload", "tree_factor", "tree_ll_factor", "tree_ll128_one_node",
               "tree_ll128_multi_node", "collnet_direct_factor", "pat_factor", "nvls_efficiency",
               "collnet_direct_net_factor", "search_speed_drop"}
@@ -427,22 +433,30 @@ def _checked(name: str, value: Any, default: Any) -> Any:
         return _scalar(name, value, fraction=True, positive=True)
     if isinstance(default, tuple):
         return _table(name, value, default)
-    return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS,
-                   positive=name in _INTS or name in ("pci_Bps", "pat_net_latency_divisor", "p2p_per_channel_net_Bps"))
+    return _scalar(name, value, integral=name in _INTS, fraction=name in _FRACTIONS, positive=name in _POSITIVE)
 
 
 def _scalar(name: str, value: Any, integral: bool = False, fraction: bool = False, positive: bool = False) -> Any:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    v = real(value)
     if integral:
-        if not (ok and float(value).is_integer() and 0 <= value < 2**31):
-            raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected a whole number >= 0")
+        low = 1 if positive else 0  # a chunk, group or batch of 0 divides by zero
+        if v is None or not v.is_integer() or not low <= v < 2**31:
+            raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected a whole number in [{low}, 2**31)")
         return int(value)
-    v = float(value) if ok else math.nan
-    if not math.isfinite(v) or v < 0 or (fraction and v > 1) or (positive and v == 0):
+    if v is None or not math.isfinite(v) or v < 0 or (fraction and v > 1) or (positive and v == 0):
         what = "a fraction in (0, 1]" if fraction and positive else "a number in [0, 1]" if fraction else \
             "a finite number > 0" if positive else "a finite number >= 0"
         raise InvalidArgumentError(f"CostModel.{name}={shown(value)}: expected {what}")
+    if name.partition("[")[0].endswith("_Bps") and v and not _MIN_RATE_BPS <= v <= MAX_CAPACITY_BPS:
+        raise InvalidArgumentError(
+            f"CostModel.{name}={shown(value)}: expected 0 or a rate in [{_MIN_RATE_BPS:g}, {MAX_CAPACITY_BPS:g}] B/s")
     return v
+
+
+# The least rate (B/s) a cost model takes other than 0: NCCL's arithmetic is in GB/s, where a
+# rate of 5e-324 B/s is 0 and divides by zero, and nothing slower than a byte a second is a
+# link; the most is the largest capacity the core takes (its margin below the largest double).
+_MIN_RATE_BPS = 1.0
 
 
 def _table(name: str, value: Any, default: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -465,6 +479,8 @@ def _table(name: str, value: Any, default: tuple[Any, ...]) -> tuple[Any, ...]:
         return _scalar(f"{name}{where}", v, integral=name in _INTS, fraction=name in _FRACTIONS)
 
     if isinstance(value, Mapping):
+        if name not in AXES:  # a list without names for its entries
+            raise InvalidArgumentError(f"CostModel.{name}: expected a list of {len(default)} entries, got {shown(value)}")
         value = _from_named(name, value, AXES[name], default, partial=False)
     table: tuple[Any, ...] = walk(value, default, "")  # a tuple, as ``default`` is
     return table

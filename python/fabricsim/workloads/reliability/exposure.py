@@ -10,8 +10,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..._checks import COUNT, integer, positive, shown
+from ...fabrics import Fabric
 from ...exceptions import InvalidArgumentError
-from .rates import _HOUR_S, _positive, _rates_of
+from .rates import _HOUR_S, _rates_of
 
 __all__ = ["part_counts", "expected_failures"]
 
@@ -26,6 +28,10 @@ class _Stream:
 
 
 def _streams(fabric: Any, gpus: int | None, gpus_per_host: int | None) -> list[_Stream]:
+    if not isinstance(fabric, Fabric):
+        raise InvalidArgumentError(
+            f"fabric must be a generated fabricsim.Fabric (fs.cluster(...), fs.hgx_h100(), ...), whose parts "
+            f"fail, got {type(fabric).__name__} {shown(fabric)[:80]}")
     s = fabric.structure
     parts = fabric._parts
     n_gpus = int(s["n_gpus"])
@@ -36,13 +42,11 @@ def _streams(fabric: Any, gpus: int | None, gpus_per_host: int | None) -> list[_
             gpus_per_host = dom["n_endpoints"] if dom["n_endpoints"] <= 8 else 4
         else:
             gpus_per_host = max(n_gpus, 1)
-    gph = int(gpus_per_host)
-    if gph < 1:
-        raise InvalidArgumentError(f"gpus_per_host must be a whole number >= 1, got {gpus_per_host!r}")
+    gph = integer("gpus_per_host", gpus_per_host, COUNT)
     n_hosts = math.ceil(n_gpus / gph) if n_gpus else int(s["n_nics"])
     q = 1.0
     if gpus is not None and n_gpus:
-        if not 1 <= gpus <= n_gpus:
+        if not 1 <= integer("gpus", gpus) <= n_gpus:
             raise InvalidArgumentError(f"the job's GPUs must be between 1 and the fabric's {n_gpus:,}, got {gpus!r}")
         q = gpus / n_gpus
     st = [
@@ -145,7 +149,7 @@ def expected_failures(
         t = reliability.expected_failures(f, horizon_s=54 * 86400)
         round(sum(t.column("expected").to_pylist()))   # 419, as Table 5
     """
-    h = _positive("horizon_s", horizon_s, "seconds") / _HOUR_S
+    h = positive("horizon_s", horizon_s, "seconds") / _HOUR_S
     r = _rates_of(rates)
     st = _streams(fabric, gpus, gpus_per_host)
     rate = [r.rate_per_hour(x.part) for x in st]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..._checks import finite, shown
+from ..._checks import finite, positive, shown
 from ...exceptions import InvalidArgumentError
-from .rates import PARTS, _nonnegative, _part_name, _positive
+from .rates import PARTS, _part_name
 
 __all__ = ["CONSEQUENCES", "Policy"]
 
@@ -78,15 +78,15 @@ class Policy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpoint_interval_s",
-                           _positive("checkpoint_interval_s", self.checkpoint_interval_s, "seconds"))
-        object.__setattr__(self, "restart_s", _nonnegative("restart_s", self.restart_s, "seconds"))
+                           positive("checkpoint_interval_s", self.checkpoint_interval_s, "seconds"))
+        object.__setattr__(self, "restart_s", positive("restart_s", self.restart_s, "seconds", zero=True))
         object.__setattr__(self, "checkpoint_write_s",
-                           _nonnegative("checkpoint_write_s", self.checkpoint_write_s, "seconds"))
+                           positive("checkpoint_write_s", self.checkpoint_write_s, "seconds", zero=True))
         cons = {}
         for key, value in dict(self.consequences).items():
             part, _, loc = str(key).partition(".")
             _part_name(f"consequences[{key!r}]", part, PARTS)
-            if value not in CONSEQUENCES:
+            if not isinstance(value, str) or value not in CONSEQUENCES:
                 raise InvalidArgumentError(
                     f"consequences[{key!r}] must be one of {', '.join(CONSEQUENCES)}, got {shown(value)}")
             locs = [loc] if loc else _locations_of(part)

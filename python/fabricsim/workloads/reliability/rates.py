@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from ..._checks import finite, shown
+from ..._checks import positive, shown
 from ...exceptions import InvalidArgumentError
 
 __all__ = ["PARTS", "FailureRates", "failure_rates", "cpo_port_factor"]
@@ -33,18 +33,13 @@ def _load() -> dict[str, Any]:
 _DATA = _load()
 
 
-def _nonnegative(what: str, value: Any, unit: str) -> float:
-    v = finite(value)
-    if v is None or v < 0:
-        raise InvalidArgumentError(f"{what} must be a finite number >= 0 ({unit}), got {shown(value)}")
-    return v
-
-
-def _positive(what: str, value: Any, unit: str) -> float:
-    v = finite(value)
-    if v is None or v <= 0:
-        raise InvalidArgumentError(f"{what} must be a finite number > 0 ({unit}), got {shown(value)}")
-    return v
+def _mapping(name: str, value: Any) -> dict[Any, Any]:
+    """``value`` (None: nothing) as a dict, if it is a mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{name} must be a mapping of names to numbers, got {type(value).__name__} {shown(value)}")
+    return dict(value)
 
 
 def _part_name(what: str, name: Any, known: Iterable[str]) -> str:
@@ -104,20 +99,20 @@ class FailureRates:
 
     def __post_init__(self) -> None:
         rates = {}
-        for k, v in dict(self.rates_per_hour).items():
+        for k, v in _mapping("rates_per_hour", self.rates_per_hour).items():
             _part_name("rates_per_hour", k, PARTS)
-            rates[k] = _nonnegative(f"failure rate of {k!r}", v, "failures per unit per hour")
+            rates[k] = positive(f"failure rate of {k!r}", v, "failures per unit per hour", zero=True)
         missing = [p for p in PARTS if p != "cpo_port" and p not in rates]
         if missing:
             raise InvalidArgumentError(f"rates_per_hour lacks {missing}; start from reliability.failure_rates().replace(...)")
         repair = {}
-        for k, v in dict(self.repair_s).items():
+        for k, v in _mapping("repair_s", self.repair_s).items():
             _part_name("repair_s", k, PARTS)
-            repair[k] = _nonnegative(f"repair time of {k!r}", v, "seconds")
-        shares = {k: _nonnegative(f"optics share {k!r}", v, "a fraction") for k, v in dict(self.optics_shares).items()}
+            repair[k] = positive(f"repair time of {k!r}", v, "seconds", zero=True)
+        shares = {k: positive(f"optics share {k!r}", v, "a fraction", zero=True) for k, v in _mapping("optics_shares", self.optics_shares).items()}
         if shares and abs(sum(shares.values()) - 1.0) > 1e-6:
             raise InvalidArgumentError(f"optics_shares must add up to 1, got {sum(shares.values())!r} ({shares})")
-        factors = {k: _nonnegative(f"cpo factor {k!r}", v, "a multiplier") for k, v in dict(self.cpo_factors).items()}
+        factors = {k: positive(f"cpo factor {k!r}", v, "a multiplier", zero=True) for k, v in _mapping("cpo_factors", self.cpo_factors).items()}
         unknown = sorted(set(factors) - set(shares))
         if unknown:
             raise InvalidArgumentError(f"cpo_factors names {unknown}, which are not optics_shares ({sorted(shares)})")
@@ -150,12 +145,16 @@ class FailureRates:
             r = fs.reliability.failure_rates().replace(rates_per_hour={"link": 0.0}, repair_s={"switch": 3600})
             r.rate_per_hour("link")   # 0.0
         """
+        changed = {name: _mapping(name, value) for name, value in (
+            ("rates_per_hour", rates_per_hour), ("repair_s", repair_s), ("optics_shares", optics_shares),
+            ("cpo_factors", cpo_factors))}
         derivations = dict(self.derivations)
-        for k in rates_per_hour or {}:
+        for k in changed["rates_per_hour"]:
             derivations[str(k)] = "given"
         return FailureRates(
-            {**self.rates_per_hour, **(rates_per_hour or {})}, {**self.repair_s, **(repair_s or {})},
-            {**self.optics_shares, **(optics_shares or {})}, {**self.cpo_factors, **(cpo_factors or {})}, derivations,
+            {**self.rates_per_hour, **changed["rates_per_hour"]}, {**self.repair_s, **changed["repair_s"]},
+            {**self.optics_shares, **changed["optics_shares"]}, {**self.cpo_factors, **changed["cpo_factors"]},
+            derivations,
         )
 
     @property
@@ -206,7 +205,7 @@ def cpo_port_factor(rates: FailureRates | None = None) -> float:
 
         round(fs.reliability.cpo_port_factor(), 4)   # 0.66 = 0.2286/4 + 0.0686*0 + 0.5028*1 + 0.2/2
     """
-    r = rates or failure_rates()
+    r = _rates_of(rates)
     return float(sum(s * r.cpo_factors.get(k, 1.0) for k, s in r.optics_shares.items()))
 
 

@@ -11,11 +11,11 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ..._checks import shown
+from ..._checks import U64, integer, positive, room_for
 from ...exceptions import InvalidArgumentError
 from .exposure import _job_gpus, _streams, expected_failures
 from .policy import Policy
-from .rates import _DATA, _HOUR_S, PARTS, _nonnegative, _positive, _rates_of
+from .rates import _DATA, _HOUR_S, PARTS, _rates_of
 
 __all__ = ["ReliabilityResult", "simulate", "compare_optics"]
 
@@ -25,13 +25,13 @@ def _step_times(step: Any, exposed_network_s: Any) -> tuple[float, float]:
     if hasattr(step, "estimate") and callable(step.estimate) and not hasattr(step, "step_s"):
         step = step.estimate()
     if hasattr(step, "step_s") and hasattr(step, "parts"):
-        step_s = _positive("step_s", step.step_s, "seconds")
+        step_s = positive("step_s", step.step_s, "seconds")
         exposed = sum(float(step.parts.get(k, 0.0)) for k in ("dp", "pp", "cp", "ep"))
     else:
-        step_s = _positive("step (seconds per step)", step, "a TrainingStep, a StepEstimate or seconds")
+        step_s = positive("step (seconds per step)", step, "a TrainingStep, a StepEstimate or seconds")
         exposed = step_s  # upper bound: the whole step slows
     if exposed_network_s is not None:
-        exposed = _nonnegative("exposed_network_s", exposed_network_s, "seconds")
+        exposed = positive("exposed_network_s", exposed_network_s, "seconds", zero=True)
     if exposed > step_s:
         raise InvalidArgumentError(f"exposed_network_s {exposed!r} exceeds the step's {step_s!r} s")
     return step_s, exposed
@@ -81,6 +81,17 @@ class ReliabilityResult:
                 f"restarts={self.n_restarts}, goodput={self.goodput:.4f})")
 
 
+# Memory per failure drawn, counted from what simulate makes of it: its time, stream and unit
+# (drawn, joined, sorted: 9 arrays of 8 bytes), five float columns and their sum, three Python
+# lists of references and the Arrow table's ten columns, rounded up.
+_BYTES_PER_FAILURE = 256.0
+
+
+# Each seed is two simulations over the horizon, kept until their mean is taken: 10,000 give a
+# mean's standard error of 1% of a seed's spread, while 2**31 is a slip that never finishes.
+_MAX_SEEDS = 10_000
+
+
 def simulate(
     fabric: Any, step: Any, *, horizon_s: float, seed: int = 0, policy: Policy | None = None, rates: Any = None,
     exposed_network_s: float | None = None, gpus_per_host: int | None = None,
@@ -103,26 +114,24 @@ def simulate(
         r = reliability.simulate(f, job, horizon_s=54 * 86400, seed=0)
         print(r.summary)
     """
-    H = _positive("horizon_s", horizon_s, "seconds")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgumentError(f"seed must be a whole number >= 0, got {shown(seed)}")
+    H = positive("horizon_s", horizon_s, "seconds")
+    seed = integer("seed", seed, U64)
     pol = policy if policy is not None else Policy()
     if not isinstance(pol, Policy):
         raise InvalidArgumentError(f"policy must be a reliability.Policy, got {type(pol).__name__}")
     r = _rates_of(rates)
     step_s, exposed = _step_times(step, exposed_network_s)
     streams = _streams(fabric, _job_gpus(step), gpus_per_host)
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(seed)
     hours = H / _HOUR_S
-    # Each failure costs about 120 bytes across its columns: refused before drawing them where
-    # the expected count would not fit (a Poisson draw rarely passes its mean by much).
-    expected = sum(r.rate_per_hour(x.part) * x.units * hours for x in streams)
-    from ... import _core
-
-    _core.check_fits(f"about {expected:.3g} failures over the horizon", 120.0 * (1.1 * expected + 1e3))
+    lams = [r.rate_per_hour(x.part) * x.units * hours for x in streams]
+    # Before any is drawn: the failures expected (six standard deviations above, which a draw
+    # passes with odds of about 1e-9) must fit in memory, a row each.
+    expected = sum(lams)
+    room_for(f"reliability.simulate of {H:g} s: about {expected:.3g} failures over the horizon",
+             expected + 6.0 * math.sqrt(expected), _BYTES_PER_FAILURE)
     times, which, units = [], [], []
-    for i, x in enumerate(streams):
-        lam = r.rate_per_hour(x.part) * x.units * hours
+    for i, (x, lam) in enumerate(zip(streams, lams)):
         n = int(rng.poisson(lam)) if lam > 0 else 0
         times.append(rng.uniform(0.0, H, n))
         which.append(np.full(n, i, dtype=np.int64))
@@ -248,10 +257,8 @@ def compare_optics(
         if sw is None or sw["optics"] != want:
             got = "no scale-out switch" if sw is None else f"{sw.name!r} with {sw['optics']} optics"
             raise InvalidArgumentError(f"{name} must be a fabric whose switches have {want} optics, got {got}")
-    n_seeds = int(seeds)
-    if isinstance(seeds, bool) or n_seeds < 1:
-        raise InvalidArgumentError(f"seeds must be a whole number >= 1, got {shown(seeds)}")
-    H = _positive("horizon_s", horizon_s, "seconds")
+    n_seeds = integer("seeds", seeds, (1, _MAX_SEEDS + 1))
+    H = positive("horizon_s", horizon_s, "seconds")
     r = _rates_of(rates)
     per_h = 1.0 / (H / _HOUR_S)
 

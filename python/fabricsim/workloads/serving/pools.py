@@ -3,17 +3,17 @@ against the model and the fabric, and the KV cache each request hands from one t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..._checks import COUNT, integer, integers
+from ..._checks import COUNT, integer, integers, number, one_value, positive, quantities
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
 from ..training import Model
 from ..training import model as _model
-from .requests import _positive
 
 __all__ = ["Pool", "carve_pools", "kv_cache_bytes"]
 
@@ -34,6 +34,17 @@ class Pool:
     gpus: Any
     tp: int = 1
     ep: int = 1
+
+    def __post_init__(self) -> None:
+        # Checked where the pool is written (add_serving checks it again against the fabric
+        # and the model); an iterator is read once, here.
+        if isinstance(self.gpus, (set, frozenset)):
+            raise InvalidArgumentError("Pool gpus must be GPU ids in order (a list or array), got a set")
+        gpus = integers("Pool gpus", self.gpus)
+        if isinstance(self.gpus, Iterator):
+            object.__setattr__(self, "gpus", gpus)
+        integer("Pool tp", self.tp, COUNT)
+        integer("Pool ep", self.ep, COUNT)
 
     @property
     def instance_size(self) -> int:
@@ -93,10 +104,14 @@ def kv_cache_bytes(model: str | Model, tokens: Any, *, kv_bytes_per_element: flo
         from fabricsim import serving
         serving.kv_cache_bytes("llama3-70b", 1)   # 327680.0 = 80 layers x 8 KV heads x 128 x 2 x 2 bytes
     """
-    per_token = _kv_bytes_per_token(_model(model), _positive("kv_bytes_per_element", kv_bytes_per_element))
-    if np.ndim(tokens) == 0:
-        return per_token * float(tokens)
-    return per_token * np.asarray(tokens, dtype=np.float64)
+    per_token = _kv_bytes_per_token(_model(model), positive("kv_bytes_per_element", kv_bytes_per_element))
+    if one_value(tokens):
+        return per_token * positive("tokens", tokens, "a count", zero=True)
+    counts = quantities("tokens", tokens, None, number)
+    bad = np.flatnonzero(~np.isfinite(counts) | (counts < 0))
+    if bad.size:
+        raise InvalidArgumentError(f"tokens[{bad[0]}] must be a finite count >= 0, got {counts[bad[0]].item()!r}")
+    return per_token * counts
 
 
 def _kv_bytes_per_token(m: Model, bytes_per_element: float) -> float:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from ..._checks import choice, positive, room_for
 from ...collectives import estimate
 from ...exceptions import InvalidArgumentError
 from ...fabrics import Fabric
@@ -20,7 +21,7 @@ from ..training import DEFAULT_COMPUTE_EFFICIENCY, HBM_EFFICIENCY, Model
 from ..training import model as _model
 from .pools import Pool, _checked_pool, _kv_bytes_per_token, _kv_pairs, _PoolPlan
 from .report import ServingReport, _percentiles
-from .requests import Requests, _positive
+from .requests import Requests
 
 __all__ = ["add_serving", "Serving"]
 
@@ -253,16 +254,14 @@ def add_serving(
     if not isinstance(requests, Requests):
         raise InvalidArgumentError(
             f"requests must be fabricsim.serving.Requests (poisson_requests or trace_requests), got {type(requests).__name__}")
-    if policy not in _POLICIES:
-        raise InvalidArgumentError(f"policy must be 'round_robin' or 'least_loaded', got {policy!r}")
-    if kv_shards not in ("all", "one"):
-        raise InvalidArgumentError(f"kv_shards must be 'all' or 'one', got {kv_shards!r}")
-    kv_b = _positive("kv_bytes_per_element", kv_bytes_per_element)
-    act_b = _positive("activation_bytes_per_element", activation_bytes_per_element)
-    eff = _positive("prefill_efficiency", prefill_efficiency)
+    choice("policy", policy, _POLICIES)
+    choice("kv_shards", kv_shards, ("all", "one"))
+    kv_b = positive("kv_bytes_per_element", kv_bytes_per_element)
+    act_b = positive("activation_bytes_per_element", activation_bytes_per_element)
+    eff = positive("prefill_efficiency", prefill_efficiency)
     if eff > 1:
         raise InvalidArgumentError(f"prefill_efficiency must be in (0, 1] (a fraction of peak), got {prefill_efficiency!r}")
-    probe_dt = _positive("ep_probe_interval_s", ep_probe_interval_s)
+    probe_dt = positive("ep_probe_interval_s", ep_probe_interval_s)
     if not isinstance(tag, str):
         raise InvalidArgumentError(f"tag must be a string, got {type(tag).__name__}")
     pre = _checked_pool("prefill", prefill, fabric, m)
@@ -280,7 +279,7 @@ def add_serving(
         assert hbm is not None
         step_s = (2.0 * m.n_params / dec.gpus.shape[1]) / (float(hbm) * HBM_EFFICIENCY)
     else:
-        step_s = _positive("decode_step_s", decode_step_s)
+        step_s = positive("decode_step_s", decode_step_s)
 
     n = requests.n_requests
     arrival = requests.arrival_s
@@ -311,7 +310,12 @@ def add_serving(
     active = sum(m.layer_active_params(i) for i in range(m.layers))
     pf = p_tok.astype(np.float64)
     flops = 2.0 * pf * active + m.layers * m.attention_core_flops(pf) + m.logits_forward_flops(pf)  # type: ignore[arg-type]
-    compute_s = np.asarray(flops) / (pre.gpus.shape[1] * peak * eff)
+    with np.errstate(over="ignore"):
+        compute_s = np.asarray(flops) / (pre.gpus.shape[1] * peak * eff)
+    if not np.isfinite(compute_s).all():  # an efficiency of 5e-324
+        raise InvalidArgumentError(
+            f"prefill_efficiency={eff!r} makes a prefill take longer than a double holds: expected a fraction of peak "
+            "in (0, 1] that a prefill's FLOPs divide by")
     pre_net = np.zeros(n)
     if n and pre.tp > 1:
         pre_net += n_allreduce(pre) * costed("all_reduce", pre.gpus[0, :pre.tp], pf * m.hidden * act_b)
@@ -397,6 +401,10 @@ def add_serving(
         nominal_end = p_end + out_tok * pace
         t_lo = float(nominal_start.min()) if n else 0.0
         t_hi = float(nominal_end.max()) if n else 0.0
+        # The grid, two searches and a mask over it, and each instance's probes kept: before any
+        # is made (a probe every 5e-324 s is a grid of inf).
+        room_for(f"EP probes every {probe_dt:g} s over {t_hi - t_lo:g} s of decode", (t_hi - t_lo) / probe_dt,
+                 40.0 + 16.0 * dec.n_instances)
         grid = np.arange(t_lo, t_hi, probe_dt) if t_hi > t_lo else np.zeros(0)
         p_t, p_i, p_b = [], [], []
         for i in range(dec.n_instances):

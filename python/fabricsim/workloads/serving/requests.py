@@ -9,23 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ..._checks import integer, integers, quantities, real, shown
+from ..._checks import U64, integer, integers, positive, quantities, room_for
 from ...exceptions import InvalidArgumentError
 from ...units import duration_s
 
 __all__ = ["TokenCounts", "DEFAULT_PROMPT_TOKENS", "DEFAULT_OUTPUT_TOKENS", "Requests", "poisson_requests",
            "trace_requests"]
-
-
-def _positive(name: str, value: Any, *, zero: bool = False) -> float:
-    """A finite real number > 0 (>= 0 with ``zero``), else an error naming it."""
-    x = real(value)
-    ok = x is not None and math.isfinite(x) and (x >= 0 if zero else x > 0)
-    if not ok:
-        bound = ">= 0" if zero else "> 0"
-        raise InvalidArgumentError(f"{name} must be a finite number {bound}, got {type(value).__name__} {shown(value)}")
-    assert x is not None
-    return x
 
 
 @dataclass(frozen=True)
@@ -51,10 +40,10 @@ class TokenCounts:
     high: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("lognormal", "fixed", "uniform"):
+        if not isinstance(self.kind, str) or self.kind not in ("lognormal", "fixed", "uniform"):
             raise InvalidArgumentError(f"TokenCounts kind must be 'lognormal', 'fixed' or 'uniform', got {self.kind!r}")
-        _positive("TokenCounts mean", self.mean, zero=self.kind == "fixed")
-        _positive("TokenCounts sigma", self.sigma, zero=True)
+        positive("TokenCounts mean", self.mean, zero=self.kind == "fixed")
+        positive("TokenCounts sigma", self.sigma, zero=True)
         integer("TokenCounts low (tokens, >= 0)", self.low, (0, 2**62))
         if self.high is not None:
             integer("TokenCounts high (tokens)", self.high, (self.low, 2**62))
@@ -70,6 +59,10 @@ class TokenCounts:
             from fabricsim import serving
             serving.TokenCounts("uniform", low=1, high=4).sample(np.random.default_rng(0), 2).shape   # (2,)
         """
+        n = integer("n (token counts to draw)", n, U64)
+        room_for(f"{n:,} token counts", n, _BYTES_PER_REQUEST / 2)
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidArgumentError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         hi = np.inf if self.high is None else self.high
         if self.kind == "fixed":
             x = np.full(n, float(self.mean))
@@ -124,6 +117,11 @@ class Requests:
         return f"Requests(n_requests={self.n_requests}, horizon_s={self.horizon_s:.6g})"
 
 
+# Memory per request while its arrival and token counts are drawn: the arrival and its sorted
+# copy, and for each count its draw, rounding, clipping and int64 array (8 bytes each).
+_BYTES_PER_REQUEST = 80.0
+
+
 def poisson_requests(
     rate_per_s: float,
     horizon_s: float,
@@ -144,20 +142,20 @@ def poisson_requests(
         r = serving.poisson_requests(100.0, 2.0, seed=3)
         r.n_requests   # 176: drawn from Poisson(100 x 2), the same for the same seed
     """
-    rate = _positive("rate_per_s (requests per second)", rate_per_s)
-    horizon = _positive("horizon_s (seconds)", horizon_s)
+    rate = positive("rate_per_s (requests per second)", rate_per_s)
+    horizon = positive("horizon_s (seconds)", horizon_s)
     for name, dist in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if not isinstance(dist, TokenCounts):
             raise InvalidArgumentError(f"{name} must be a fabricsim.serving.TokenCounts, got {type(dist).__name__}")
     if prompt_tokens.low < 1:
         raise InvalidArgumentError(f"prompt_tokens low must be >= 1 (a prompt has a token), got {prompt_tokens.low}")
-    rng = np.random.default_rng(integer("seed", seed, (0, 2**64)))
-    # A request costs about 40 bytes (its arrival, its token counts, the sort's copy): refused
-    # before drawing them where the expected count would not fit.
-    from ... import _core
-
-    _core.check_fits(f"about {rate * horizon:.3g} requests", 40.0 * (1.1 * rate * horizon + 1e3))
-    n = int(rng.poisson(rate * horizon))
+    rng = np.random.default_rng(integer("seed", seed, U64))
+    # Before the draw: the requests expected (six standard deviations above, which a draw passes
+    # with odds of about 1e-9) must fit in memory.
+    expected = rate * horizon
+    room_for(f"poisson_requests({rate:g}, {horizon:g}): about {expected:.3g} requests", expected + 6.0 * math.sqrt(expected),
+             _BYTES_PER_REQUEST)
+    n = int(rng.poisson(expected))
     arrivals = np.sort(rng.uniform(0.0, horizon, size=n))
     return Requests(arrivals, prompt_tokens.sample(rng, n), output_tokens.sample(rng, n))
 

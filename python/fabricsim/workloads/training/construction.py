@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ... import _core
+from ..._checks import room_for
 from ...collectives.construction import Builder
 from ...scenario import Scenario
 from .results import _CAT_INDEX
@@ -110,8 +110,8 @@ class _Builder:
         p = self.st.par
         n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
         # before its schedules are made: a global batch of 2**31 would fill memory first
-        _core.check_fits(f"a {self.st.model.name} step of {n_ops:,} scheduled forwards and backwards (replicas x "
-                         f"stages x chunks x micro-batches x 2)", n_ops * STEP_BYTES_PER_OP)
+        room_for(f"a {self.st.model.name} step of {n_ops:,} scheduled forwards and backwards (replicas x "
+                 f"stages x chunks x micro-batches x 2)", n_ops, STEP_BYTES_PER_OP)
         # One change of the scenario, kept (where it is the outermost) as the call that makes
         # the step again; the step is kept as a shallow copy, safe from its attributes being
         # set again.
