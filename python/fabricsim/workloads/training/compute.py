@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..._checks import choice, real_in
 
@@ -85,11 +85,11 @@ class _Chunk:
     fwd_s: float = 0.0
     bwd_s: float = 0.0
     tp_bytes: float = 0.0  # nccl-tests size of the chunk's TP collective, one direction, per micro-batch
-    ep_bytes: float = 0.0  # all-to-all size (each rank sends) per direction per micro-batch
     cp_bytes: float = 0.0  # per send/recv step total over the ring, per direction
     params: float = 0.0  # parameters on one GPU (dense part)
     expert_params: float = 0.0  # on one GPU
     flops_fwd: float = 0.0  # per GPU per micro-batch
+    moe: Any = None  # the routed experts' work (moe.MoeWork), added after
 
 
 # ---- work per chunk
@@ -126,14 +126,10 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
                 # per GPU: matmuls of the tokens it holds over its 1/tp shard; attention over
                 # the full causal sequence, 1/cp of it (Megatron balances CP's causal load)
                 if m.is_moe_layer(i):
-                    dense = (m.attention_params() + m.hidden * m.n_experts) / p.tp
-                    experts = (m.experts_per_token + m.n_shared_experts) * m.expert_params() / p.tp
-                    lf = 2 * tokens * (dense + experts)
-                    width = m.expert_ffn / p.tp
-                    ch.ep_bytes += tokens / (p.tp if p.sequence_parallel else 1) * m.experts_per_token * m.hidden * act_bytes
-                    ch.expert_params += (m.n_experts / p.ep + m.n_shared_experts * 0) * m.expert_params() / p.tp
-                    ch.params += (m.attention_params() + m.hidden * m.n_experts + m.n_shared_experts * m.expert_params()) / p.tp
-                    # routed experts: derating on the expert width is not calibrated; use the base
+                    # attention, router and shared experts; the routed experts are moe.py's
+                    dense = (m.attention_params() + m.hidden * m.n_experts + m.n_shared_experts * m.expert_params()) / p.tp
+                    lf = 2 * tokens * dense
+                    ch.params += dense
                     eff = cm.efficiency
                 else:
                     lf = 2 * tokens * m.layer_active_params(i) / p.tp

@@ -14,6 +14,7 @@ import numpy as np
 from ... import _core
 from ...collectives.construction import Builder
 from ...scenario import Scenario
+from . import moe
 from .results import _CAT_INDEX
 from .schedule import schedule_order
 
@@ -70,6 +71,7 @@ class _Builder:
         self.colls = self.sc._collectives
         self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
+        self._ep: dict[int, list[tuple[tuple[int, ...], list[int]]]] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
@@ -91,6 +93,13 @@ class _Builder:
         key = ranks if type(ranks) is tuple else tuple(ranks)
         aid = self.colls.add_known(op, key, None if sizes is not None else float(size), after, tag, sizes)
         return self._rec(aid, _CAT_INDEX[cat], after, *meta)
+
+    def moe_coll(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, after: Sequence[int],
+                 tag: str, *meta: int) -> int:
+        """A MoE dispatch or combine (:func:`fabricsim.collectives.moe.add_moe`) in the step's mode."""
+        after = after or self.start
+        aid = self.colls.add_known_moe(kind, ranks, routing, nbytes_per_token, self.st.moe.mode, after, tag)
+        return self._rec(aid, _CAT_INDEX["ep"], after, *meta)
 
     def flows(self, pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
         """Pipeline flows ``pp`` (:meth:`_pp_arrays`) after ``after``, as
@@ -222,11 +231,11 @@ class _Builder:
         n_rep = p.dp * p.cp
         vs = c * p.pp + s
         fwd = kind == "F"
-        comp_s = ch.fwd_s if fwd else ch.bwd_s
+        comp_s = moe.overlapped_compute_s(st, ch.fwd_s if fwd else ch.bwd_s, moe.comm_s(st, ch, fwd))
         tp_mult = 1.0 if fwd else (1.0 + p.recompute)
-        ep_mult = 1.0 if fwd else (1.0 + p.recompute)
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
+        inputs: list[list[int]] = []
         comp_ids: list[int] = []
         # with overlap_grad_reduce the chunk's last backward is cut into one compute piece per
         # bucket group, and each group's reduction starts as its piece ends (the last group's as
@@ -250,6 +259,7 @@ class _Builder:
         for r in range(n_rep):
             d, cp_i = divmod(r, p.cp)
             after = list(fs_after) + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            inputs.append(after)
             if groups:
                 k = len(groups)
                 ids = []
@@ -291,18 +301,19 @@ class _Builder:
         if p.cp > 1 and ch.cp_bytes > 0:
             for r in range(n_rep):
                 ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
-        # EP: one all-to-all (dispatch + combine) per TP rank per EP group, the TP ranks' at
-        # once (each waits for its replicas' compute and TP, not for another TP rank's)
-        if p.ep > 1 and ch.ep_bytes > 0:
-            size = 2 * ch.ep_bytes * ep_mult
-            before = list(ends)
-            for t in range(p.tp):
-                for grp_i, grp in enumerate(st._ep_groups(s, t)):
-                    reps = list(range(grp_i * p.ep, grp_i * p.ep + p.ep))
-                    after = sorted({x for r in reps for x in before[r]})
-                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=st._ep_sizes(size))
-                    for r in reps:
-                        ends[r] = ends[r] + [x]
+        # EP: per expert-parallel group, the chunk's dispatches and combines in turn, after
+        # its replicas' compute and TP (beside them, from the op's inputs, with overlap)
+        if ch.moe is not None and ch.moe.routing is not None:
+            before = inputs if st.moe.overlap else list(ends)
+            groups_s = self._ep.get(s)
+            if groups_s is None:
+                groups_s = self._ep[s] = moe.ep_groups(st, s)
+            for grp, reps in groups_s:
+                after = sorted({x for r in reps for x in before[r]})
+                for k_, nbytes in moe.chain(st, fwd):
+                    after = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, after, f"ep.{tag}", s, -1, m, c)]
+                for r in reps:
+                    ends[r] = ends[r] + after
         # PP: send to the next (forward) or previous (backward) virtual stage
         last_vs = p.pp * p.virtual_stages - 1
         for r in range(n_rep):

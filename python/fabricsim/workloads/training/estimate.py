@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import moe
 from .compute import _Chunk
 from .memory import WEIGHT_BYTES
 from .results import StepEstimate
@@ -25,16 +26,19 @@ if TYPE_CHECKING:
 def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> dict[str, float]:
     """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
     compute, then its TP collective (beside the compute with ``tp_comm_overlap``), the CP
-    ring exchange beside both, then the EP all-to-all. Seconds each part adds (exposed),
+    ring exchange beside both, then the experts' dispatch and combine (beside all of them
+    with ``MoeOptions.overlap``, the compute then slowed by the SMs they hold). Seconds each part adds (exposed),
     by part: they add up to the op's duration."""
     p = step.par
     mult = 1.0 if fwd else 1.0 + p.recompute
-    comp = ch.fwd_s if fwd else ch.bwd_s
+    ep = moe.comm_s(step, ch, fwd)
+    comp = moe.overlapped_compute_s(step, ch.fwd_s if fwd else ch.bwd_s, ep)
     tp = step._comm_s("tp", ch.stage, ch.tp_bytes * mult)
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
-    ep = step._comm_s("ep", ch.stage, 2.0 * ch.ep_bytes * mult)
     with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
-    return {"compute": comp, "tp": with_tp - comp, "cp": max(with_tp, cp) - with_tp, "ep": ep}
+    with_cp = max(with_tp, cp)
+    exposed = max(with_cp, ep) - with_cp if step.moe.overlap else ep
+    return {"compute": comp, "tp": with_tp - comp, "cp": with_cp - with_tp, "ep": exposed}
 
 
 def _param_gather_s(step: TrainingStep, s: int) -> float:

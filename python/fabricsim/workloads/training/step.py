@@ -35,6 +35,7 @@ from .estimate import _estimate
 from .memory import memory_table
 from .model import Model
 from .model import model as _model
+from .moe import MoeOptions, add_experts, checked_options
 from .results import StepEstimate, StepResult
 
 __all__ = ["Parallelism", "TrainingStep", "TrainingConfigError", "train_step", "estimate_step"]
@@ -75,8 +76,9 @@ _DP_SHARDING = {
 class Parallelism:
     """Parallelism as Megatron-LM's arguments spell it.
 
-    ``tp``, ``pp``, ``dp``, ``cp`` (context), ``ep`` (expert; Megatron splits the dp x cp ranks
-    of MoE layers into ep x expert-dp, ep innermost; expert TP = ``tp``). ``micro_batch_size``
+    ``tp``, ``pp``, ``dp``, ``cp`` (context), ``ep`` (expert) and ``etp`` (expert tensor
+    parallel, default ``tp``): Megatron splits each stage's tp x dp x cp ranks of MoE layers
+    into etp x ep x expert-dp, etp innermost, in rank order. ``micro_batch_size``
     and ``global_batch_size`` are in sequences (global default: one micro-batch per pipeline
     stage per replica, ``dp * micro_batch_size * pp``). ``schedule``: "1f1b" or "interleaved"
     with ``virtual_stages`` model chunks per stage. ``dp_sharding`` (what the dp x cp ranks
@@ -137,6 +139,7 @@ class Parallelism:
     order: str = "tp-cp-ep-dp-pp"
     placement: tuple[int, ...] | None = None
     tp_in_domain: bool = True
+    etp: int | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -150,6 +153,7 @@ class Parallelism:
         at = "Parallelism:"
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages"):
             object.__setattr__(self, f, integer(f"{at} {f}", getattr(self, f), COUNT))
+        object.__setattr__(self, "etp", self.tp if self.etp is None else integer(f"{at} etp (or None: tp)", self.etp, COUNT))
         for f in ("recompute", "selective_recompute", "flash_attention", "tp_comm_overlap", "overlap_grad_reduce",
                   "overlap_param_gather", "tp_in_domain"):
             flag(f"{at} {f}", getattr(self, f))
@@ -240,6 +244,16 @@ class Parallelism:
         its steps, asking the parallelism it was given, so that jobs never import training."""
         return TrainingStep(model, self, fabric, **options)
 
+    def rank_map(self) -> np.ndarray:
+        """Megatron's global rank of every (pp, dp, cp, tp) coordinate under ``order``, shape
+        (pp, dp, cp, tp): :meth:`gpu_map` before ``placement``.
+
+        Example::
+
+            fs.Parallelism(tp=2, dp=2, order="dp-tp-cp-ep-pp").rank_map()[0, :, 0, :]   # [[0, 2], [1, 3]]
+        """
+        return Parallelism._gpu_map(self, None)
+
     def gpu_map(self) -> np.ndarray:
         """GPU of every (pp, dp, cp, tp) coordinate, shape (pp, dp, cp, tp).
 
@@ -249,6 +263,9 @@ class Parallelism:
             gpus.shape            # (2, 2, 1, 4)
             gpus[:, :, 0, 0]      # array([[0, 4], [8, 12]]): TP rank 0 of each stage and replica
         """
+        return self._gpu_map(self.placement)
+
+    def _gpu_map(self, placement: tuple[int, ...] | None) -> np.ndarray:
         pp, dp, cp, tp = np.meshgrid(np.arange(self.pp), np.arange(self.dp), np.arange(self.cp), np.arange(self.tp), indexing="ij")
         sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp, "ep": 1}
         coords: dict[str, np.ndarray | int] = {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": 0}
@@ -257,8 +274,8 @@ class Parallelism:
         for d in self.order.split("-"):
             r = r + coords[d] * stride
             stride *= sizes[d]
-        if self.placement is not None:
-            r = np.asarray(self.placement, dtype=np.int64)[r]
+        if placement is not None:
+            r = np.asarray(placement, dtype=np.int64)[r]
         return r
 
 
@@ -297,6 +314,8 @@ class TrainingStep:
     ``tp_comm``: "flow" (TP collectives simulated on the fabric) or "analytical" (TP
     collectives as delays of their :func:`fabricsim.estimate` time: exact where nothing else
     shares the TP group's NVLink, and about 20x cheaper to build).
+    ``moe``: how the mixture-of-experts layers run (:class:`~fabricsim.training.MoeOptions`, or
+    a dict of its fields): dispatcher, routing, FP8 dispatch, overlap.
 
     Example::
 
@@ -317,6 +336,7 @@ class TrainingStep:
         cost_model: Any = None,
         check_memory: bool = True,
         tp_comm: str = "flow",
+        moe: MoeOptions | dict[str, Any] | None = None,
     ) -> None:
         self.model: Model = _model(model)
         for name, value, kind in (("parallelism", parallelism, Parallelism), ("fabric", fabric, Topology),
@@ -339,10 +359,13 @@ class TrainingStep:
         self.peak_flop_per_s: float = peak
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
+        self.ranks = parallelism.rank_map()  # Megatron's rank of each, the same shape
+        self.moe = checked_options(moe)
         self._check_placement()
         if self._faulted:
             self._check_reachable()
         self.chunks = chunks(self)
+        add_experts(self, self.chunks)
         self.memory = memory_table(self)
         if check_memory:
             self._check_memory()
@@ -356,8 +379,8 @@ class TrainingStep:
             raise _bad(f"tp {p.tp} x pp {p.pp} x dp {p.dp} x cp {p.cp} = {p.n_gpus} GPUs, but the fabric has {n}")
         if m.heads % p.tp:
             raise _bad(f"{m.name}: heads {m.heads} not divisible by tp {p.tp}")
-        if m.ffn % p.tp or (m.is_moe and m.expert_ffn % p.tp):
-            raise _bad(f"{m.name}: FFN width {m.ffn if m.ffn % p.tp else m.expert_ffn} not divisible by tp {p.tp}")
+        if m.ffn % p.tp:
+            raise _bad(f"{m.name}: FFN width {m.ffn} not divisible by tp {p.tp}")
         if m.seq_len % p.cp or (m.seq_len // p.cp) % max(1, p.tp if p.sequence_parallel else 1):
             raise _bad(f"{m.name}: seq_len {m.seq_len} not divisible by cp {p.cp}"
                        + (f" x tp {p.tp} (sequence parallelism)" if p.sequence_parallel else ""))
@@ -366,8 +389,15 @@ class TrainingStep:
                 raise _bad(f"ep {p.ep} > 1 but {m.name} has no experts")
             if m.n_experts % p.ep:
                 raise _bad(f"{m.name}: n_experts {m.n_experts} not divisible by ep {p.ep}")
-            if (p.dp * p.cp) % p.ep:
-                raise _bad(f"ep {p.ep} must divide dp {p.dp} x cp {p.cp} = {p.dp * p.cp} (Megatron carves EP out of the data-parallel ranks)")
+            if (p.tp * p.dp * p.cp) % (p.ep * p.etp):
+                raise _bad(f"ep {p.ep} x etp {p.etp} must divide tp {p.tp} x dp {p.dp} x cp {p.cp} = {p.tp * p.dp * p.cp} "
+                           "(Megatron carves expert parallelism out of each stage's ranks)")
+        if m.is_moe and m.expert_ffn % p.etp:
+            raise _bad(f"{m.name}: expert_ffn {m.expert_ffn} not divisible by etp {p.etp}")
+        if m.is_moe and p.tp > 1 and not p.sequence_parallel:
+            # megatron/training/arguments.py: "When using MoE and tensor parallelism, sequence
+            # parallelism must be used."
+            raise _bad(f"{m.name} has experts and tp {p.tp} > 1: Megatron needs sequence_parallel=True there")
         gb = p.global_batch()
         if gb % (p.dp * p.micro_batch_size):
             raise _bad(f"global_batch_size {gb} is not divisible by dp {p.dp} x micro_batch_size {p.micro_batch_size} = {p.dp * p.micro_batch_size}")
@@ -431,7 +461,7 @@ class TrainingStep:
         dense = sum(ch.params for ch in self.chunks[s])
         expert = sum(ch.expert_params for ch in self.chunks[s])
         if p.dp_sharding != "none":
-            dense, expert = dense / (p.dp * p.cp), expert / (p.dp * p.cp // p.ep)
+            dense, expert = dense / (p.dp * p.cp), expert / self.expert_dp
         bw = self.gpu.get("hbm_Bps") or 3.35e12
         return ADAM_BYTES_PER_PARAM * (dense + expert) / (bw * HBM_EFFICIENCY)
 
@@ -442,11 +472,11 @@ class TrainingStep:
     def _dp_ranks(self, s: int, t: int) -> list[int]:
         return self.gpus[s, :, :, t].ravel().tolist()
 
-    def _ep_groups(self, s: int, t: int) -> list[list[int]]:
-        """EP groups of TP rank t at stage s: ep consecutive (dp x cp) replicas (cp innermost)."""
-        reps = self.gpus[s, :, :, t].ravel()  # replica index r = dp * cp_size + cp
-        ep = self.par.ep
-        return [reps[i:i + ep].tolist() for i in range(0, reps.size, ep)]
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts (expert data parallel): tp x dp x cp / (etp x ep)."""
+        p = self.par
+        return p.tp * p.dp * p.cp // (p.etp * p.ep)
 
     def _buckets(self, ch: _Chunk) -> list[float]:
         """Bytes per bucket group of one chunk's gradient reduction (per GPU), at most 8 groups."""
@@ -465,23 +495,10 @@ class TrainingStep:
         (per-GPU NVLink and network rates) cannot see."""
         return bool((getattr(self.fabric, "_parts", None) or {}).get("faults"))
 
-    def _ep_sizes(self, size: float) -> np.ndarray | None:
-        """The all-to-all-v matrix of an EP exchange of ``size`` bytes (nccl-tests' size) whose
-        busiest rank, the group's first, receives ``ep_imbalance`` x the mean (None when even)."""
-        p = self.par
-        if p.ep_imbalance == 1.0:
-            return None
-        n = p.ep
-        w = np.full(n, (n - p.ep_imbalance) / (n - 1))
-        w[0] = p.ep_imbalance
-        sizes = np.outer(np.ones(n), w * (size / n))
-        np.fill_diagonal(sizes, 0.0)
-        return sizes
-
     def _chains(self, kind: str, s: int, size: float, every: bool) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
         """One communication of stage ``s`` as the step issues it at once on every group of
         ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
-        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "ep", "cp", or a
+        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", or a
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each TP rank's
         replicas."""
         p, G = self.par, self.gpus
@@ -490,9 +507,6 @@ class TrainingStep:
         if kind == "tp":
             ops = [("reduce_scatter", size, None), ("all_gather", size, None)] if p.sequence_parallel else [("all_reduce", size, None)]
             groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
-        elif kind == "ep":
-            ops = [("all_to_all", size, self._ep_sizes(size))]
-            groups = [np.asarray(g) for t in range(p.tp if every else 1) for g in self._ep_groups(s, t)][:n]
         elif kind == "cp":
             ops = [("send_recv", size, None)]
             groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
