@@ -118,7 +118,11 @@ def test_tp_group_across_domains_is_refused_when_asked_to_stay_inside(four_nodes
     par = T.Parallelism(tp=4, dp=8, placement=[(i % 4) * 8 + i // 4 for i in range(32)])
     with pytest.raises(T.TrainingConfigError, match="spans NVLink domains"):
         T.TrainingStep("llama3-8b", par, four_nodes)
-    T.TrainingStep("llama3-8b", T.Parallelism(tp=4, dp=8, placement=par.placement, tp_in_domain=False), four_nodes)
+    with pytest.warns(T.PlacementWarning, match="8 TP groups of this step span more NVLink domains than their size needs"):
+        step = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, dp=8, placement=par.placement, tp_in_domain=False),
+                              four_nodes)
+    assert step.straddling == {"tp": 8, "ep": 0} and step.estimate().straddling == {"tp": 8, "ep": 0}
+    assert "warning: 8 TP groups straddle NVLink domains" in str(step.estimate())
 
 
 def test_memory_over_hbm_is_refused_with_the_figures():
@@ -843,3 +847,4 @@ def test_a_step_too_large_to_build_is_refused_before_its_schedules_are_made(monk
     with pytest.raises(fs.exceptions.ScenarioTooLargeError,
                        match=r"a small step of 4,294,967,296 scheduled forwards and backwards .* needs about 10000\.0 GiB"):
         step.build()
+

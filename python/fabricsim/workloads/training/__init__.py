@@ -101,7 +101,12 @@ from .memory import WEIGHT_BYTES as WEIGHT_BYTES
 from .model import Model, model, models
 from .results import StepEstimate, StepResult
 from .schedule import schedule_order
-from .step import Parallelism, TrainingConfigError, TrainingStep, estimate_step, train_step
+from .moe import COMM_SM_FRACTION as COMM_SM_FRACTION
+from .moe import DEFAULT_CONCENTRATION as DEFAULT_CONCENTRATION
+from .moe import FP8_DISPATCH_BLOCK as FP8_DISPATCH_BLOCK
+from .moe import MoeOptions
+from .placement import domain_aware, straddling
+from .step import Parallelism, PlacementWarning, TrainingConfigError, TrainingStep, estimate_step, train_step
 from .validation import VALIDATION, validate_training, validation_step
 
 __all__ = [
@@ -112,6 +117,10 @@ __all__ = [
     "StepResult",
     "StepEstimate",
     "TrainingConfigError",
+    "PlacementWarning",
+    "MoeOptions",
+    "domain_aware",
+    "straddling",
     "model",
     "models",
     "train_step",

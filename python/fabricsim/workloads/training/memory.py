@@ -137,7 +137,7 @@ def memory_table(step: TrainingStep) -> pa.Table:
     """Per stage, bytes per GPU at the activation peak (see the module docstring, Memory)."""
     p = step.par
     dpcp = p.dp * p.cp
-    edp = dpcp // p.ep
+    edp = step.expert_dp
     sh = p.dp_sharding
     g = float(p.grad_reduce_bytes)
     opt_per_param = OPTIMIZER_STATE_BYTES + (MAIN_GRAD_COPY_BYTES if p.grad_reduce_bytes == 2 else 0.0)

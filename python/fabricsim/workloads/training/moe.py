@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._checks import U32, choice, flag, integer, real_in, shown
+from ...collectives import fabric_view
 from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
 from ...scenario import Scenario
@@ -283,8 +284,9 @@ def chain(step: TrainingStep, fwd: bool) -> list[tuple[str, float]]:
 
 def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
     """Seconds of the chunk's dispatch and combine chain of one forward or backward on an
-    otherwise idle fabric: the first group's, by :func:`fabricsim.estimate_moe`; on a fabric
-    with faults, every group's simulated at once."""
+    otherwise idle fabric: the slowest group's, each timed by :func:`fabricsim.estimate_moe`
+    (once per layout against the NVLink domains: groups that are the same GPUs of other
+    domains take the same time); on a fabric with faults, every group's simulated at once."""
     work = ch.moe
     if work is None or work.routing is None:
         return 0.0
@@ -300,10 +302,22 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
                     prev = [add(work.routing, list(grp), bytes_per_token=nbytes, mode=step.moe.mode, after=prev)]
             hit = float(sc.run().summary.makespan_s)
         else:
-            hit = sum(estimate_moe(step.fabric, kind, work.routing, list(groups[0]), bytes_per_token=nbytes,
-                                   mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
+            hit = max(sum(estimate_moe(step.fabric, kind, work.routing, list(grp), bytes_per_token=nbytes,
+                                       mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
+                      for grp in _distinct(step, groups))
         work._comm_s[fwd] = hit
     return hit
+
+
+def _distinct(step: TrainingStep, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """One group of each layout: the same positions in the same number of domains, moved by
+    whole NVLink domains."""
+    size = max(int(fabric_view(step.fabric).gpus_per_domain or 0), 1)
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for g in groups:
+        a = np.asarray(g)
+        seen.setdefault(tuple((a - a.min() // size * size).tolist()), g)
+    return list(seen.values())
 
 
 def overlapped_compute_s(step: TrainingStep, compute_s: float, ep_s: float) -> float:

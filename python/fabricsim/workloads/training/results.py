@@ -65,6 +65,12 @@ class _Summary:
         return self.step.model_flops_per_step / (self.step_s * self.step.par.n_gpus)
 
     @property
+    def straddling(self) -> dict[str, int]:
+        """TP and EP groups of the step that straddle NVLink domains (``{"tp": n, "ep": n}``;
+        :func:`fabricsim.training.straddling`)."""
+        return dict(self.step.straddling)
+
+    @property
     def breakdown(self) -> pa.Table:
         """``component, time_s, fraction, description``: compute, exposed communication per
         dimension (tp, cp, ep, pp, dp), optimizer and bubble; the times add up to the step."""
@@ -81,6 +87,9 @@ class _Summary:
                  f"({self.model_flop_per_s_per_gpu / 1e12:.0f} TFLOP/s per GPU)"]
         for name, t in self.parts.items():
             lines.append(f"  {name:<10} {t * 1e3:10.2f} ms  {t / self.step_s * 100:5.1f}%")
+        spans = [f"{n} {k.upper()} groups" for k, n in self.step.straddling.items() if n]
+        if spans:
+            lines.append(f"  warning: {', '.join(spans)} straddle NVLink domains (fs.training.domain_aware keeps them together)")
         return "\n".join(lines)
 
 

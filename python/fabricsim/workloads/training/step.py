@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -36,9 +37,10 @@ from .memory import memory_table
 from .model import Model
 from .model import model as _model
 from .moe import MoeOptions, add_experts, checked_options
+from .placement import straddling
 from .results import StepEstimate, StepResult
 
-__all__ = ["Parallelism", "TrainingStep", "TrainingConfigError", "train_step", "estimate_step"]
+__all__ = ["Parallelism", "TrainingStep", "TrainingConfigError", "PlacementWarning", "train_step", "estimate_step"]
 
 
 class TrainingConfigError(InvalidArgumentError):
@@ -50,6 +52,16 @@ class TrainingConfigError(InvalidArgumentError):
             fs.TrainingStep("llama3-8b", fs.Parallelism(tp=3), fs.hgx_h100())
         except fs.training.TrainingConfigError as e:
             print(e)   # llama3-8b: heads 32 not divisible by tp 3
+    """
+
+
+class PlacementWarning(UserWarning):
+    """A step's tensor- or expert-parallel groups straddle NVLink domains (its ``straddling``).
+
+    Example::
+
+        import warnings
+        warnings.simplefilter("error", fs.training.PlacementWarning)   # refuse such steps
     """
 
 
@@ -362,6 +374,13 @@ class TrainingStep:
         self.ranks = parallelism.rank_map()  # Megatron's rank of each, the same shape
         self.moe = checked_options(moe)
         self._check_placement()
+        self.straddling = straddling(self)
+        if any(self.straddling.values()):
+            where = ", ".join(f"{n} {k.upper()} groups" for k, n in self.straddling.items() if n)
+            warnings.warn(f"{where} of this step span more NVLink domains than their size needs: their traffic "
+                          "crosses the scale-out network. "
+                          "fs.training.domain_aware(parallelism, fabric) keeps each group in one domain",
+                          PlacementWarning, stacklevel=2)
         if self._faulted:
             self._check_reachable()
         self.chunks = chunks(self)

@@ -1,0 +1,146 @@
+"""fabricsim.training's mixture-of-experts layers as they run (routing, experts, dispatch and
+combine, overlap, MTP) and the placement of their groups against NVLink domains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim import training as T
+from fabricsim.workloads.training import moe
+
+
+def _nvl72(n: int = 4) -> fs.Fabric:
+    return fs.cluster(domain="gb200-nvl72", n_domains=n, scale_out="quantum-2")
+
+
+def test_expert_groups_that_straddle_racks_are_reported_and_the_domain_aware_order_keeps_them_in_one():
+    """Megatron's order maps ranks to GPUs in turn: on 72-GPU racks a 32-way EP group of ranks
+    64-95 spans racks 0 and 1. The domain-aware order starts that group on rack 1 (GPUs 72-103)
+    and the group's dispatch stays on NVLink: its exposed EP time falls by the NVLink/network
+    ratio."""
+    f = _nvl72()
+    m = T.model("gpt-oss-120b").replace(layers=2)
+    par = T.Parallelism(dp=256, ep=32, global_batch_size=256)
+    with pytest.warns(T.PlacementWarning, match="3 EP groups"):
+        plain = T.TrainingStep(m, par, f)
+    # groups 2 (ranks 64-95), 4 (128-159) and 6 (192-223) cross rack boundaries 72, 144, 216
+    assert plain.straddling == {"tp": 0, "ep": 3}
+    placed = T.domain_aware(par, f)
+    assert placed.placement[:64] == tuple(range(64)) and placed.placement[64:96] == tuple(range(72, 104))
+    step = T.TrainingStep(m, placed, f)
+    assert step.straddling == {"tp": 0, "ep": 0}
+    a, b = plain.estimate(), step.estimate()
+    assert a.parts["ep"] > 5 * b.parts["ep"] and a.parts["compute"] == pytest.approx(b.parts["compute"])
+    # the slowest group sets the pace in both; the simulated step adds the contention of the
+    # straddling groups' network traffic beside each other and the DP reduction
+    assert a.step_s <= plain.run().step_s <= 1.1 * a.step_s
+    # EP across HGX boards is what EP wider than a board needs: not straddling
+    hgx = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    assert T.TrainingStep(m, T.Parallelism(dp=32, ep=16, global_batch_size=32), hgx).straddling == {"tp": 0, "ep": 0}
+    # blocks of 48 ranks: two fit no rack of 72, so each takes a rack of its own
+    with pytest.raises(fs.InvalidArgumentError, match="needs 264 GPUs, but the fabric has 216"):
+        T.domain_aware(T.Parallelism(dp=192, ep=48), _nvl72(3))
+
+
+def test_balanced_routing_is_the_even_split_and_skewed_routing_slows_the_busiest_rank():
+    m = T.model("qwen3-235b-a22b").replace(layers=4)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    par = T.Parallelism(tp=2, dp=16, ep=32, etp=1, global_batch_size=16)
+    even = T.TrainingStep(m, par, f)
+    ch = even.chunks[0][0]
+    # each GPU dispatches its sequence-parallel half of 4,096 tokens, top-8, to 128 experts on 32 ranks
+    t = 4096 / 2
+    assert ch.moe.routing.copies.sum(axis=0) == pytest.approx(np.full(32, 4 * t * 8))  # 4 layers, k copies each
+    assert ch.moe.flops_fwd == pytest.approx(4 * 2 * t * 8 * m.expert_params())
+    assert ch.moe.busiest_over_mean == 1.0
+    skew = T.TrainingStep(m, par, f, moe=T.MoeOptions(routing="dirichlet", seed=3))
+    again = T.TrainingStep(m, par, f, moe=dict(routing="dirichlet", seed=3))
+    sk = skew.chunks[0][0].moe
+    assert 1.1 < sk.busiest_over_mean < 2.0 and sk.fwd_s > ch.moe.fwd_s
+    assert sk.fwd_s == again.chunks[0][0].moe.fwd_s  # seeded
+    assert T.TrainingStep(m, par, f, moe=dict(routing="dirichlet", seed=4)).chunks[0][0].moe.fwd_s != sk.fwd_s
+    # a far larger concentration is the even split again, but for the multinomial draw of each
+    # rank's 16,384 picks (about 16,000 a receiving rank: 1% noise, 2-3% on the busiest of 32)
+    flat = T.TrainingStep(m, par, f, moe=dict(routing="dirichlet", concentration=1e9)).chunks[0][0].moe
+    assert 1.0 < flat.busiest_over_mean < 1.04
+
+
+def test_expert_groups_follow_megatrons_expert_rank_order():
+    """etp x ep x edp over each stage's ranks, etp innermost: with etp 1 an EP group is ep
+    consecutive ranks, across TP ranks; with etp = tp each TP rank has its own."""
+    m = T.model("mixtral-8x7b").replace(layers=2, seq_len=4096)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    one = T.TrainingStep(m, T.Parallelism(tp=2, dp=8, ep=8, etp=1, global_batch_size=8), f)
+    assert [g for g, _ in moe.ep_groups(one, 0)] == [tuple(range(8)), tuple(range(8, 16))]
+    assert moe.ep_groups(one, 0)[0][1] == [0, 1, 2, 3]  # the replicas (dp x cp index) it holds
+    with pytest.warns(T.PlacementWarning, match="2 EP groups"):  # each TP rank's group of 8 spans two boards
+        full = T.TrainingStep(m, T.Parallelism(tp=2, dp=8, ep=8, global_batch_size=8), f)
+    assert [g for g, _ in moe.ep_groups(full, 0)] == [tuple(range(0, 16, 2)), tuple(range(1, 16, 2))]
+    assert one.expert_dp == 2 and full.expert_dp == 1
+    with pytest.raises(T.TrainingConfigError, match=r"ep 8 x etp 2 must divide tp 2 x dp 4 x cp 1 = 8"):
+        T.TrainingStep(m, T.Parallelism(tp=2, dp=4, ep=8), f)
+    with pytest.raises(T.TrainingConfigError, match="Megatron needs sequence_parallel=True"):
+        T.TrainingStep(m, T.Parallelism(tp=2, dp=4, ep=4, sequence_parallel=False), f)
+
+
+@pytest.mark.parametrize("options", [
+    dict(dispatcher="deepep"), dict(dispatcher="alltoall", overlap=True), dict(dispatcher="deepep", fp8_dispatch=True),
+    dict(dispatcher="hybridep", overlap=True, routing="dirichlet"),
+])
+def test_estimate_agrees_with_the_simulated_moe_step(options):
+    m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    step = T.TrainingStep(m, T.Parallelism(tp=2, pp=2, dp=8, ep=8, etp=1, global_batch_size=16, dp_sharding="zero1"), f,
+                          moe=options)
+    est, res = step.estimate(), step.run()
+    assert est.step_s == pytest.approx(res.step_s, rel=5e-3)
+    assert est.parts["ep"] == pytest.approx(res.parts["ep"], abs=0.02 * est.step_s)
+
+
+def test_deepep_sends_a_token_over_the_network_once_per_node_and_fp8_shrinks_the_dispatch():
+    m = T.model("deepseek-v3").replace(layers=4, first_dense_layers=0, mtp_layers=0)
+    f = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2")
+    par = T.Parallelism(dp=64, ep=64, global_batch_size=64, dp_sharding="zero1")
+    steps = {name: T.TrainingStep(m, par, f, moe=o, check_memory=False) for name, o in [
+        ("a2a", dict()), ("deepep", dict(dispatcher="deepep")), ("fp8", dict(dispatcher="deepep", fp8_dispatch=True))]}
+    ch = {k: s.chunks[0][0] for k, s in steps.items()}
+    fwd = {k: moe.comm_s(s, ch[k], True) for k, s in steps.items()}
+    # top-8 of 256 experts on 8 nodes: a token reaches 8 x (1 - C(224, 8) / C(256, 8)) = 5.3 nodes
+    # on average, against 8 copies; the NICs bind both
+    assert 1.3 < fwd["a2a"] / fwd["deepep"] < 1.7
+    # the forward dispatch in FP8 (7,168 + 224 bytes of scales a token) against BF16 (14,336)
+    h = m.hidden
+    assert moe.chain(steps["fp8"], True) == [("dispatch", h + h / 128 * 4), ("combine", 2 * h)]
+    assert moe.chain(steps["fp8"], False) == [("dispatch", 2 * h), ("combine", 2 * h)]
+    assert fwd["fp8"] < fwd["deepep"]
+
+
+def test_overlap_hides_the_dispatch_behind_compute_at_the_cost_of_the_sms_it_holds():
+    m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    par = T.Parallelism(tp=2, dp=16, ep=8, etp=1, dp_sharding="zero1")
+    plain = T.TrainingStep(m, par, f).estimate()
+    over = T.TrainingStep(m, par, f, moe=dict(overlap=True))
+    est = over.estimate()
+    ch = over.chunks[0][0]
+    ep_f = moe.comm_s(over, ch, True)
+    f_sm = T.COMM_SM_FRACTION
+    assert moe.overlapped_compute_s(over, ch.fwd_s, ep_f) == pytest.approx(ch.fwd_s + min(ch.fwd_s, ep_f) * f_sm / (1 - f_sm))
+    assert est.parts["ep"] == 0.0 < plain.parts["ep"]
+    assert plain.parts["compute"] < est.parts["compute"] < plain.parts["compute"] * (1 + f_sm / (1 - f_sm))
+    assert est.step_s < plain.step_s
+
+
+def test_mtp_runs_on_the_last_stage():
+    m = T.model("deepseek-v3").replace(layers=8, first_dense_layers=1)
+    f = fs.cluster(domain="hgx-h100", n_domains=8, scale_out="quantum-2")
+    par = T.Parallelism(pp=2, dp=32, ep=32, global_batch_size=64, dp_sharding="zero1")
+    with_mtp = T.TrainingStep(m, par, f, check_memory=False)
+    without = T.TrainingStep(m.replace(mtp_layers=0), par, f, check_memory=False)
+    a, b = with_mtp.chunks, without.chunks
+    assert a[0][0].flops_fwd == b[0][0].flops_fwd and a[1][0].flops_fwd > b[1][0].flops_fwd
+    assert a[1][0].moe.layers == [4, 5, 6, 7, 8]  # the MTP module's experts are layer 8's
+    # model FLOPs count the MTP module as Megatron-Bridge's DeepSeek-V3 figures do
+    assert with_mtp.model_flops_per_step > without.model_flops_per_step
