@@ -478,7 +478,7 @@ def test_a_step_on_a_gpu_that_faults_cut_off_is_refused():
 def test_moe_step_with_expert_parallelism_and_imbalance():
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
-    par = dict(tp=2, pp=1, dp=16, ep=8, global_batch_size=16, dp_sharding="zero1")
+    par = dict(tp=2, pp=1, dp=16, ep=8, etp=1, global_batch_size=16, dp_sharding="zero1")
     even = T.TrainingStep(m, T.Parallelism(**par), f).run()
     hot = T.TrainingStep(m, T.Parallelism(**par, ep_imbalance=2.0), f).run()
     assert {"moe_dispatch", "moe_combine"} <= set(even.result.collectives["op"].to_pylist())
