@@ -107,7 +107,7 @@ from .moe import FP8_DISPATCH_BLOCK as FP8_DISPATCH_BLOCK
 from .moe import MoeOptions
 from .placement import domain_aware, straddling
 from .step import Parallelism, PlacementWarning, TrainingConfigError, TrainingStep, estimate_step, train_step
-from .validation import VALIDATION, validate_training, validation_step
+from .validation import MOE_VALIDATION, VALIDATION, validate_training, validation_step
 
 __all__ = [
     "Model",
@@ -128,6 +128,7 @@ __all__ = [
     "DEFAULT_COMPUTE_EFFICIENCY",
     "DEFAULT_FULL_WIDTH",
     "VALIDATION",
+    "MOE_VALIDATION",
     "validation_step",
     "validate_training",
     "schedule_order",

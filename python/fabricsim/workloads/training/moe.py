@@ -16,7 +16,9 @@ rest evenly.
 **Experts**: per GPU, per MoE layer, the tokens its experts receive from its expert-parallel
 group (with expert tensor parallelism, ``etp``, gathered over the ETP group and computed on
 its 1/etp shard: 2 x tokens x one expert's weights either way), as grouped GEMMs with each
-expert's tokens as their shape (:func:`expert_gemm_s`).
+expert's tokens as their shape (:func:`expert_gemm_s`), and the memory-bound work around
+them: router, permutation, gated activation, unpermutation (:func:`memory_bound_s`); the
+backward twice the forward.
 
 **Dispatch and combine** (``dispatcher``, Megatron's ``moe_token_dispatcher_type``): per
 chunk, per expert-parallel group, the dispatch of the chunk's MoE layers and then their combine
@@ -49,7 +51,7 @@ from ...collectives import fabric_view
 from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
 from ...scenario import Scenario
-from .compute import _Chunk
+from .compute import HBM_EFFICIENCY, _Chunk
 
 if TYPE_CHECKING:
     from .step import TrainingStep
@@ -198,6 +200,26 @@ def expert_gemm_s(step: TrainingStep, tokens_per_expert: np.ndarray) -> float:
     return flops / (step.peak_flop_per_s * step.compute.efficiency)
 
 
+def memory_bound_s(step: TrainingStep, tokens: float, copies: float) -> float:
+    """Forward seconds of one MoE layer's memory-bound work on one GPU, holding ``tokens``
+    and receiving ``copies`` routed tokens: the router (read a token, write and read its FP32
+    logits), the permutation (read a token, write a copy per expert), the gated activation
+    (read gate and up, write their product, per copy) and the unpermutation (read the copies,
+    write the weighted sum), BF16, at the GPU's HBM bandwidth x ``HBM_EFFICIENCY``."""
+    m = step.model
+    h = 2.0 * m.hidden
+    act = (3.0 if m.gated_mlp else 2.0) * 2.0 * m.expert_ffn
+    nbytes = tokens * (h + 8.0 * m.n_experts) + tokens * h + copies * h + copies * act + copies * h + tokens * h
+    return nbytes / (_hbm_Bps(step) * HBM_EFFICIENCY)
+
+
+def _hbm_Bps(step: TrainingStep) -> float:
+    bw = step.gpu.get("hbm_Bps")
+    if bw is None:
+        raise InvalidArgumentError(f"catalog GPU {step.gpu.name!r} has no hbm_Bps: add it (fs.catalog.add_part) or pass gpu=")
+    return float(bw)
+
+
 def dense_s(step: TrainingStep, flops: float) -> float:
     """Seconds of ``flops`` of dense layers' work at the compute model's efficiency."""
     return flops / (step.peak_flop_per_s * step.compute.efficiency)
@@ -241,7 +263,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 per_expert = counts.sum(axis=0).reshape(p.ep, local)  # tokens each rank's experts receive
                 recv = per_expert.sum(axis=1)
                 busiest = int(np.argmax(recv))
-                work.fwd_s += expert_gemm_s(step, per_expert[busiest])
+                work.fwd_s += expert_gemm_s(step, per_expert[busiest]) + memory_bound_s(step, t, float(recv[busiest]))
                 work.flops_fwd += 2.0 * float(recv[busiest]) * m.expert_params()
                 ratios.append(float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
                 total = counts if total is None else total + counts
