@@ -203,5 +203,6 @@ def test_every_moe_row_estimates_in_a_few_tens_of_milliseconds_of_work():
         step.estimate()
     finally:
         mod.estimate_moe = real
-    # 8 stages x 4 chunks x (forward, backward) x (dispatch, combine), one layout of group each
-    assert len(calls) == 8 * 4 * 2 * 2
+    # the chunks hold 2 or 3 layers, routed alike and on groups laid out alike: 2 chunk shapes x
+    # (forward, backward) x (dispatch, combine)
+    assert len(calls) == 2 * 2 * 2

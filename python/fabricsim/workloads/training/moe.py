@@ -235,6 +235,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     rec = 1.0 if p.recompute else 0.0
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
+    routings: dict[bytes, MoeRouting] = {}
     for row in chunks:
         for ch in row:
             layers = [i for i in ch.layers if m.is_moe_layer(i)]
@@ -269,7 +270,12 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.etp
             if layers and p.ep > 1 and total is not None:
-                work.routing = MoeRouting.from_counts(total, m.experts_per_token)
+                # one routing per distinct traffic: chunks routed alike share it (and the
+                # collectives made of it, made again from their first construction)
+                key = total.tobytes()
+                work.routing = routings.get(key)
+                if work.routing is None:
+                    work.routing = routings[key] = MoeRouting.from_counts(total, m.experts_per_token)
             work.busiest_over_mean = max(ratios, default=1.0)
             ch.moe = work
             ch.flops_fwd += work.flops_fwd + extra_flops
@@ -314,7 +320,10 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
         return 0.0
     hit = work._comm_s.get(fwd)
     if hit is None:
-        groups = [g for g, _ in ep_groups(step, ch.stage)]
+        key_g = ("ep_groups", ch.stage)
+        groups = step._est_cache.get(key_g)
+        if groups is None:
+            groups = step._est_cache[key_g] = [g for g, _ in ep_groups(step, ch.stage)]
         if step._faulted:
             sc = Scenario(step.fabric, **({} if step.cost_model is None else {"cost_model": step.cost_model}))
             for grp in groups:
@@ -324,22 +333,33 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
                     prev = [add(work.routing, list(grp), bytes_per_token=nbytes, mode=step.moe.mode, after=prev)]
             hit = float(sc.run().summary.makespan_s)
         else:
-            hit = max(sum(estimate_moe(step.fabric, kind, work.routing, list(grp), bytes_per_token=nbytes,
-                                       mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
-                      for grp in _distinct(step, groups))
+            layouts = _distinct(step, groups)
+            counts = work.routing.counts
+            assert counts is not None  # made from counts
+            # chunks of as many layers routed alike, on groups laid out alike, take the same time
+            key = ("moe", counts.tobytes(), tuple(layouts), fwd)
+            hit = step._est_cache.get(key)
+            if hit is None:
+                hit = step._est_cache[key] = max(
+                    sum(estimate_moe(step.fabric, kind, work.routing, list(grp), bytes_per_token=nbytes,
+                                     mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
+                    for grp in layouts.values())
         work._comm_s[fwd] = hit
     return hit
 
 
-def _distinct(step: TrainingStep, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """One group of each layout: the same positions in the same number of domains, moved by
-    whole NVLink domains."""
+def _distinct(step: TrainingStep, groups: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """One group of each layout (the same positions in as many domains, moved by whole
+    NVLink domains; inside one domain, where every GPU reaches every other alike, only its
+    size), by its layout."""
     size = max(int(fabric_view(step.fabric).gpus_per_domain or 0), 1)
     seen: dict[tuple[int, ...], tuple[int, ...]] = {}
     for g in groups:
         a = np.asarray(g)
-        seen.setdefault(tuple((a - a.min() // size * size).tolist()), g)
-    return list(seen.values())
+        d = a // size
+        key = (-1, len(g)) if size > 1 and (d == d[0]).all() else tuple((a - d.min() * size).tolist())
+        seen.setdefault(key, g)
+    return seen
 
 
 def overlapped_compute_s(step: TrainingStep, compute_s: float, ep_s: float) -> float:
