@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -338,15 +339,31 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """``fabricsim train``: one training step's breakdown (fabricsim.training)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
-    tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
+    tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3, "
+                    "qwen3-235b-a22b, gpt-oss-120b, grok1-314b-proxy")
     _add_fabric_flags(tr)
     for dim, what in (("tp", "tensor-parallel ranks: GPUs sharing each layer's matrices"),
                       ("pp", "pipeline stages: the layers split into this many stages"),
                       ("dp", "data-parallel replicas: copies of the model, each on its own micro-batches"),
                       ("cp", "context-parallel ranks: each sequence split over this many GPUs"),
                       ("ep", "expert-parallel ranks: a mixture-of-experts model's experts split over this many "
-                             "of the dp x cp ranks")):
+                             "of each stage's tp x dp x cp ranks")):
         tr.add_argument(f"--{dim}", type=int, default=1, help=f"{what} (default: %(default)s)")
+    tr.add_argument("--etp", type=int, help="expert tensor-parallel ranks (default: tp)")
+    tr.add_argument("--dispatcher", default="alltoall", choices=["alltoall", "deepep", "flex", "hybridep"],
+                    help="how a MoE layer's tokens reach their experts, as Megatron's moe_token_dispatcher_type: "
+                         "alltoall (a copy per routed expert) or DeepEP's node-deduplicated dispatch (deepep, "
+                         "flex, hybridep) (default: %(default)s)")
+    tr.add_argument("--routing", default="balanced", choices=["balanced", "dirichlet"],
+                    help="tokens per expert: balanced (forced, as benchmarks run) or drawn from a Dirichlet "
+                         "distribution of expert popularity, seeded by --seed (default: %(default)s)")
+    tr.add_argument("--seed", type=int, default=0, help="seed of --routing dirichlet (default: %(default)s)")
+    tr.add_argument("--fp8-dispatch", action="store_true", help="MoE dispatch in FP8 with its scales")
+    tr.add_argument("--ep-overlap", action="store_true",
+                    help="MoE dispatch and combine beside compute (Megatron's 1F1B all-to-all overlap, DualPipe)")
+    tr.add_argument("--placement", default="megatron", choices=["megatron", "domain"],
+                    help="rank i on GPU i (megatron), or each TP and EP group kept in one NVLink domain "
+                         "(domain) (default: %(default)s)")
     tr.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     tr.add_argument("--global-batch", type=int, help="sequences per step (default: dp x micro-batch x pp)")
     tr.add_argument("--vp", type=int, default=1, help="virtual stages (interleaved schedule when > 1)")
@@ -373,15 +390,23 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
             global_batch_size=args.global_batch, schedule="interleaved" if args.vp > 1 else "1f1b",
             virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
-            stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers))
+            stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers),
+            etp=args.etp)
         compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
         cabled = _cabling(args.fabric)
         if cabled is not None and cabled[1] is None:
             raise InvalidArgumentError(f"--fabric {args.fabric}: name the GPUs' NVLink domain, e.g. "
                                        f"{args.fabric}:hgx-h100, for a training step's GPUs")
         gpu = _nvlink_spec(cabled[1], None)[1]["gpu"].name if cabled is not None else None
-        step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute, gpu=gpu,
-                                     check_memory=not args.no_memory_check)
+        fabric = _cli_fabric(args)
+        if args.placement == "domain":
+            par = training.domain_aware(par, fabric)
+        moe = training.MoeOptions(dispatcher=args.dispatcher, routing=args.routing, seed=args.seed,
+                                  fp8_dispatch=args.fp8_dispatch, overlap=args.ep_overlap)
+        with warnings.catch_warnings():  # said once, in the breakdown printed below
+            warnings.simplefilter("ignore", training.PlacementWarning)
+            step = training.TrainingStep(args.model, par, fabric, compute=compute, gpu=gpu,
+                                         check_memory=not args.no_memory_check, moe=moe)
         out = step.estimate() if args.analytical else step.run(progress=args.progress)
         print(out)
         mem = step.memory

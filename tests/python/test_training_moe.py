@@ -206,3 +206,17 @@ def test_every_moe_row_estimates_in_a_few_tens_of_milliseconds_of_work():
     # the chunks hold 2 or 3 layers, routed alike and on groups laid out alike: 2 chunk shapes x
     # (forward, backward) x (dispatch, combine)
     assert len(calls) == 2 * 2 * 2
+
+
+def test_cli_train_takes_the_moe_options_and_says_where_groups_straddle(capsys):
+    from fabricsim.cli import main
+
+    argv = ["train", "gpt-oss-120b", "--dp", "256", "--ep", "32", "--fabric", "gb200-nvl72", "--nodes", "4",
+            "--scale-out", "quantum-2", "--global-batch", "256", "--analytical", "--no-memory-check"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "warning: 3 EP groups straddle NVLink domains" in out.out and "PlacementWarning" not in out.err
+    assert main(argv + ["--placement", "domain", "--dispatcher", "deepep", "--fp8-dispatch", "--ep-overlap",
+                        "--routing", "dirichlet", "--seed", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "straddle" not in out and "MFU" in out

@@ -89,7 +89,8 @@ class _Summary:
             lines.append(f"  {name:<10} {t * 1e3:10.2f} ms  {t / self.step_s * 100:5.1f}%")
         spans = [f"{n} {k.upper()} groups" for k, n in self.step.straddling.items() if n]
         if spans:
-            lines.append(f"  warning: {', '.join(spans)} straddle NVLink domains (fs.training.domain_aware keeps them together)")
+            lines.append(f"  warning: {', '.join(spans)} straddle NVLink domains (fs.training.domain_aware, or "
+                         "the CLI's --placement domain, keeps them together)")
         return "\n".join(lines)
 
 
