@@ -236,6 +236,22 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
     routings: dict[bytes, MoeRouting] = {}
+    alike: list[tuple[np.ndarray, float, float, float]] = []  # balanced routing: every layer's the same
+
+    def per_layer(i: int) -> tuple[np.ndarray, float, float, float]:
+        """Layer i's counts, its experts' forward seconds and FLOPs on the busiest rank, and
+        that rank's tokens over the mean."""
+        if alike:
+            return alike[0]
+        counts = layer_counts(step, i)
+        per_expert = counts.sum(axis=0).reshape(p.ep, local)  # tokens each rank's experts receive
+        recv = per_expert.sum(axis=1)
+        busiest = int(np.argmax(recv))
+        out = (counts, expert_gemm_s(step, per_expert[busiest]) + memory_bound_s(step, t, float(recv[busiest])),
+               2.0 * float(recv[busiest]) * m.expert_params(), float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
+        if step.moe.routing == "balanced":
+            alike.append(out)
+        return out
     for row in chunks:
         for ch in row:
             layers = [i for i in ch.layers if m.is_moe_layer(i)]
@@ -260,13 +276,10 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
             total = None
             ratios = []
             for i in layers:
-                counts = layer_counts(step, i)
-                per_expert = counts.sum(axis=0).reshape(p.ep, local)  # tokens each rank's experts receive
-                recv = per_expert.sum(axis=1)
-                busiest = int(np.argmax(recv))
-                work.fwd_s += expert_gemm_s(step, per_expert[busiest]) + memory_bound_s(step, t, float(recv[busiest]))
-                work.flops_fwd += 2.0 * float(recv[busiest]) * m.expert_params()
-                ratios.append(float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
+                counts, fwd_s, flops, ratio = per_layer(i)
+                work.fwd_s += fwd_s
+                work.flops_fwd += flops
+                ratios.append(ratio)
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.etp
             if layers and p.ep > 1 and total is not None:
@@ -320,20 +333,19 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
         return 0.0
     hit = work._comm_s.get(fwd)
     if hit is None:
-        key_g = ("ep_groups", ch.stage)
-        groups = step._est_cache.get(key_g)
-        if groups is None:
-            groups = step._est_cache[key_g] = [g for g, _ in ep_groups(step, ch.stage)]
         if step._faulted:
             sc = Scenario(step.fabric, **({} if step.cost_model is None else {"cost_model": step.cost_model}))
-            for grp in groups:
+            for grp, _ in ep_groups(step, ch.stage):
                 prev: list[int] = []
                 for kind, nbytes in chain(step, fwd):
                     add = sc.add_moe_dispatch if kind == "dispatch" else sc.add_moe_combine
                     prev = [add(work.routing, list(grp), bytes_per_token=nbytes, mode=step.moe.mode, after=prev)]
             hit = float(sc.run().summary.makespan_s)
         else:
-            layouts = _distinct(step, groups)
+            key_g = ("ep_layouts", ch.stage)
+            layouts = step._est_cache.get(key_g)
+            if layouts is None:
+                layouts = step._est_cache[key_g] = _distinct(step, [g for g, _ in ep_groups(step, ch.stage)])
             counts = work.routing.counts
             assert counts is not None  # made from counts
             # chunks of as many layers routed alike, on groups laid out alike, take the same time
