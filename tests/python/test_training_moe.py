@@ -154,6 +154,7 @@ def test_mtp_runs_on_the_last_stage():
 MOE_PINS = {
     "qwen3-235b-h100-deepep": 0.1128,
     "qwen3-235b-h100-deepep-overlap": 0.3183,
+    "qwen3-235b-h100-alltoall-pp32": 0.4172,
     "grok1-314b-gb200-bf16": -0.0468,
     "gpt-oss-120b-gb200": 0.9552,
     "gpt-oss-120b-b200": 0.9201,
@@ -220,3 +221,18 @@ def test_cli_train_takes_the_moe_options_and_says_where_groups_straddle(capsys):
                         "--routing", "dirichlet", "--seed", "2"]) == 0
     out = capsys.readouterr().out
     assert "straddle" not in out and "MFU" in out
+
+
+def test_a_stage_may_hold_fewer_layers_than_chunks():
+    """Megatron's split that counts the embedding and the loss as layers leaves chunks without
+    a transformer layer: they run the embedding or the logits alone, and the step still runs."""
+    m = T.model("mixtral-8x7b").replace(layers=10, seq_len=1024)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    par = T.Parallelism(pp=4, dp=8, ep=8, global_batch_size=32, schedule="interleaved", virtual_stages=3,
+                        stage_layers=(2, 3, 3, 2), dp_sharding="zero1")
+    step = T.TrainingStep(m, par, f, check_memory=False)
+    assert [len(c.layers) for c in step.chunks[0]] == [1, 1, 0]
+    assert step.chunks[0][2].moe is None and step.chunks[3][2].flops_fwd > 0  # the logits only
+    assert step.estimate().step_s == pytest.approx(step.run().step_s, rel=5e-3)
+    with pytest.raises(T.TrainingConfigError, match=r"must give pp=4 stages summing to mixtral-8x7b's 10 layers"):
+        T.TrainingStep(m, T.Parallelism(pp=4, dp=8, ep=8, stage_layers=(2, 3, 3, 3)), f)

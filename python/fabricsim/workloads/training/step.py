@@ -424,8 +424,10 @@ class TrainingStep:
         if p.schedule == "interleaved" and mb % p.pp:
             raise _bad(f"the interleaved schedule needs the number of micro-batches ({gb} / ({p.dp} x {p.micro_batch_size}) = {mb}) divisible by pp {p.pp}")
         if p.stage_layers is not None:
-            if len(p.stage_layers) != p.pp or sum(p.stage_layers) != m.layers or min(p.stage_layers) < p.virtual_stages:
-                raise _bad(f"stage_layers {list(p.stage_layers)} must give pp={p.pp} stages, each >= virtual_stages {p.virtual_stages}, summing to {m.name}'s {m.layers} layers")
+            # a stage may hold fewer layers than chunks: the rest hold none, as Megatron's splits
+            # that count the embedding and the loss as layers leave the first and last chunk
+            if len(p.stage_layers) != p.pp or sum(p.stage_layers) != m.layers:
+                raise _bad(f"stage_layers {list(p.stage_layers)} must give pp={p.pp} stages summing to {m.name}'s {m.layers} layers")
         elif m.layers % (p.pp * p.virtual_stages):
             raise _bad(f"{m.name}: {m.layers} layers are not divisible by pp {p.pp} x virtual_stages {p.virtual_stages} = {p.pp * p.virtual_stages}; give stage_layers=")
 

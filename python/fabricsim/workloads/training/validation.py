@@ -105,6 +105,21 @@ MOE_VALIDATION: dict[str, dict[str, Any]] = {
              "Megatron's 1F1B overlap pairs one micro-batch's forward with another's backward layer by layer, and "
              "each layer's dispatch waits for its attention and its expert GEMMs for the dispatch, so part stays "
              "exposed (the run gains 11%); the layer-wise pairing is not modelled"),
+    "qwen3-235b-h100-alltoall-pp32": dict(
+        source=_MEGATRON_MOE_ZOO + ": TP2 EP8 PP32 VPP3 DP4, GBS 2048, seq 4096, BF16, alltoall dispatcher, EP "
+               "inside a node (main 1e057005): 24.2 s/step, 200 TFLOP/s per GPU, 1,354 tokens/s per GPU)",
+        model="qwen3-235b-a22b", n_gpus=256, reported_tokens_per_s_per_gpu=1354.0, reported_flop_per_s_per_gpu=200e12,
+        parallelism=dict(tp=2, pp=32, dp=4, ep=8, etp=1, global_batch_size=2048, schedule="interleaved",
+                         virtual_stages=3, stage_layers=(2,) + (3,) * 30 + (2,), dp_sharding="zero1"),
+        system=dict(domain="hgx-h100", scale_out="quantum-2", n_domains=32),
+        assumptions="94 layers and the embedding and loss counted as layers over 96 virtual stages (Megatron's "
+                    "account-for-embedding and -loss pipeline split): one layer per chunk, the first and last chunk "
+                    "none (here the first stage's last chunk); distributed optimizer; ETP 1 (as the EP32 run); "
+                    "forced balance",
+        miss="the model runs 96 one-layer chunks per micro-batch at the flat efficiency; the run pays, per chunk "
+             "and micro-batch (512 of them), overheads the model has no term for (kernel launches and pipeline "
+             "handshakes of a one-layer chunk), and its older code (main 1e057005) lacks the fused dispatcher "
+             "kernels of the EP32 runs"),
     "grok1-314b-gb200-bf16": dict(
         source="https://github.com/NVIDIA/dgxc-benchmarking/blob/68eaf7e1/grok1/README.md (NeMo 25.04, 128 GB200: "
                "TP4 EP8 ETP4 PP1 DP32, GBS 256, seq 8192, BF16: 7.325 s/step, 2,237 tokens/s per GPU; dispatcher "
