@@ -281,7 +281,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 work.flops_fwd += flops
                 ratios.append(ratio)
                 total = counts if total is None else total + counts
-                ch.expert_params += local * m.expert_params() / p.etp
+                ch.expert_params += local * m.expert_params() / p.expert_tp
             if layers and p.ep > 1 and total is not None:
                 # one routing per distinct traffic: chunks routed alike share it (and the
                 # collectives made of it, made again from their first construction)
@@ -306,10 +306,10 @@ def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[in
     gpus = step.gpus[s].ravel()
     replica = np.repeat(np.arange(p.dp * p.cp), p.tp)
     order = np.argsort(ranks, kind="stable")
-    g = gpus[order].reshape(-1, p.ep, p.etp)
-    r = replica[order].reshape(-1, p.ep, p.etp)
+    g = gpus[order].reshape(-1, p.ep, p.expert_tp)
+    r = replica[order].reshape(-1, p.ep, p.expert_tp)
     return [(tuple(int(x) for x in g[d, :, e]), sorted({int(x) for x in r[d, :, e]}))
-            for d in range(g.shape[0]) for e in range(p.etp)]
+            for d in range(g.shape[0]) for e in range(p.expert_tp)]
 
 
 def chain(step: TrainingStep, fwd: bool) -> list[tuple[str, float]]:
@@ -357,7 +357,7 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
                                      mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
                     for grp in layouts.values())
         work._comm_s[fwd] = hit
-    return hit
+    return float(hit)
 
 
 def _distinct(step: TrainingStep, groups: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:

@@ -47,7 +47,7 @@ def _ep_groups(par: Parallelism, rank_map: np.ndarray, values: np.ndarray) -> np
     rows = []
     for s in range(par.pp):
         order = np.argsort(rank_map[s].ravel(), kind="stable")
-        v = values[s].ravel()[order].reshape(-1, par.ep, par.etp)
+        v = values[s].ravel()[order].reshape(-1, par.ep, par.expert_tp)
         rows.append(v.transpose(0, 2, 1).reshape(-1, par.ep))
     return np.concatenate(rows)
 

@@ -214,6 +214,11 @@ class Parallelism:
             object.__setattr__(self, "placement", tuple(gpus.tolist()))
 
     @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel ranks: ``etp`` (``tp`` where it was given as None)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
     def n_gpus(self) -> int:
         """GPUs the layout needs: tp x pp x dp x cp."""
         return self.tp * self.pp * self.dp * self.cp
@@ -408,11 +413,11 @@ class TrainingStep:
                 raise _bad(f"ep {p.ep} > 1 but {m.name} has no experts")
             if m.n_experts % p.ep:
                 raise _bad(f"{m.name}: n_experts {m.n_experts} not divisible by ep {p.ep}")
-            if (p.tp * p.dp * p.cp) % (p.ep * p.etp):
-                raise _bad(f"ep {p.ep} x etp {p.etp} must divide tp {p.tp} x dp {p.dp} x cp {p.cp} = {p.tp * p.dp * p.cp} "
+            if (p.tp * p.dp * p.cp) % (p.ep * p.expert_tp):
+                raise _bad(f"ep {p.ep} x etp {p.expert_tp} must divide tp {p.tp} x dp {p.dp} x cp {p.cp} = {p.tp * p.dp * p.cp} "
                            "(Megatron carves expert parallelism out of each stage's ranks)")
-        if m.is_moe and m.expert_ffn % p.etp:
-            raise _bad(f"{m.name}: expert_ffn {m.expert_ffn} not divisible by etp {p.etp}")
+        if m.is_moe and m.expert_ffn % p.expert_tp:
+            raise _bad(f"{m.name}: expert_ffn {m.expert_ffn} not divisible by etp {p.expert_tp}")
         if m.is_moe and p.tp > 1 and not p.sequence_parallel:
             # megatron/training/arguments.py: "When using MoE and tensor parallelism, sequence
             # parallelism must be used."
@@ -497,7 +502,7 @@ class TrainingStep:
     def expert_dp(self) -> int:
         """Ranks holding the same experts (expert data parallel): tp x dp x cp / (etp x ep)."""
         p = self.par
-        return p.tp * p.dp * p.cp // (p.etp * p.ep)
+        return p.tp * p.dp * p.cp // (p.expert_tp * p.ep)
 
     def _buckets(self, ch: _Chunk) -> list[float]:
         """Bytes per bucket group of one chunk's gradient reduction (per GPU), at most 8 groups."""
