@@ -137,7 +137,7 @@ class _Builder:
                 prev: list[int] = []
                 for c in range(v):
                     ch = st.chunks[s][c]
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                            for t in range(p.tp)]
                     fsdp_f[(s, c)] = ids
@@ -205,7 +205,7 @@ class _Builder:
                     prev = opts
                     for c in range(v):
                         ch = st.chunks[s][c]
-                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
+                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * st.precision.param_gather_bytes, prev,
                                           "dp", "dp.params", s, -1, -1, c)]
             tick(n_parts - p.pp + s + 1, n_parts)
         meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
@@ -243,7 +243,7 @@ class _Builder:
                 fs_after = fsdp_f[(s, c)]
             if not fwd and i == first_b[s][c]:
                 if (s, c) not in fsdp_b:
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                                       for t in range(p.tp)]
                 fs_after = fsdp_b[(s, c)]

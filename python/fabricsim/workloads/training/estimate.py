@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .compute import _Chunk
-from .memory import WEIGHT_BYTES
 from .results import StepEstimate
 from .schedule import _walk_plan, _warm_up
 
@@ -43,7 +42,7 @@ def _param_gather_s(step: TrainingStep, s: int) -> float:
     p = step.par
     if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
         return 0.0
-    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in step.chunks[s])
+    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * step.precision.param_gather_bytes) for ch in step.chunks[s])
 
 
 def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
@@ -141,7 +140,7 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     # the start) and again before its backwards
     gather = [[0.0] * v for _ in range(pp)]
     if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
-        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
+        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * step.precision.param_gather_bytes) for ch in row]
                   for s, row in enumerate(step.chunks)]
     ready_f = [list(itertools.accumulate(row)) for row in gather]
     ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]

@@ -29,7 +29,9 @@ from ...progress import bar as progress_bar
 from ...progress import enabled as progress_enabled
 from ...scenario import Scenario, checked_progress
 from ...units import size_bytes
-from .compute import ADAM_BYTES_PER_PARAM, HBM_EFFICIENCY, ComputeModel, _Chunk, chunks
+from .compute import ADAM_BYTES_PER_PARAM, ComputeModel, _Chunk, chunks, memory_bound_s
+from .precision import Precision
+from .precision import precision as _precision
 from .construction import _Builder, _Built
 from .estimate import _estimate
 from .memory import memory_table
@@ -110,7 +112,7 @@ class Parallelism:
         par = fs.Parallelism(tp=8, pp=2, dp=1)
         par.n_gpus, par.n_micro_batches, par.sequence_parallel   # (16, 2, True)
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-        fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.47
+        fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.24
     """
 
     tp: int = 1
@@ -291,7 +293,10 @@ def _gpu_part(fabric: Any, gpu: str | None) -> Any:
 class TrainingStep:
     """One training step of ``model`` under ``parallelism`` on ``fabric``; checked on creation.
 
-    ``compute``: a :class:`ComputeModel` (default 0.50 of BF16 peak); ``gpu``: catalog GPU
+    ``compute``: a :class:`ComputeModel` (default: fused kernels at the published matmul and
+    attention efficiencies); ``precision``: a recipe name or :class:`Precision` (default
+    "bf16"; "fp8-delayed", "fp8-current", "fp8-blockwise", and on Blackwell "mxfp8" and
+    "nvfp4"); ``gpu``: catalog GPU
     name when the fabric does not say; ``cost_model``: for the collectives;
     ``check_memory``: refuse a configuration whose busiest GPU needs more than its HBM.
     ``tp_comm``: "flow" (TP collectives simulated on the fabric) or "analytical" (TP
@@ -313,6 +318,7 @@ class TrainingStep:
         fabric: Any,
         *,
         compute: ComputeModel | None = None,
+        precision: str | Precision | None = None,
         gpu: str | None = None,
         cost_model: Any = None,
         check_memory: bool = True,
@@ -332,10 +338,13 @@ class TrainingStep:
         self.tp_comm = choice("tp_comm", tp_comm, ("flow", "analytical"))
         flag("check_memory", check_memory)
         self.gpu = _gpu_part(fabric, gpu)
-        key = "bf16_dense_flop_per_s" if self.compute.precision == "bf16" else "fp8_dense_flop_per_s"
+        self.precision: Precision = _precision(precision)
+        self.precision.check_gpu(self.gpu)
+        key = self.precision.peak_key
         peak = self.gpu.get(key)
         if peak is None:
             raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
+        #: the dense peak of the linear layers' GEMM format, the denominator of MFU
         self.peak_flop_per_s: float = peak
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
@@ -432,8 +441,7 @@ class TrainingStep:
         expert = sum(ch.expert_params for ch in self.chunks[s])
         if p.dp_sharding != "none":
             dense, expert = dense / (p.dp * p.cp), expert / (p.dp * p.cp // p.ep)
-        bw = self.gpu.get("hbm_Bps") or 3.35e12
-        return ADAM_BYTES_PER_PARAM * (dense + expert) / (bw * HBM_EFFICIENCY)
+        return memory_bound_s(ADAM_BYTES_PER_PARAM * (dense + expert), gpu=self.gpu, compute=self.compute)
 
     def _groups(self) -> np.ndarray:
         """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
@@ -614,7 +622,7 @@ class TrainingStep:
             step = fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8, pp=2, dp=1), fabric)
             built = step.build()
             built.scenario.n_activities        # 90: compute, collectives and pipeline flows
-            built.scenario.run().summary.makespan_s   # about 0.47, the step time
+            built.scenario.run().summary.makespan_s   # about 0.24, the step time
         """
         return _Builder(self).build()
 
@@ -632,7 +640,7 @@ class TrainingStep:
             fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
             step = fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8, pp=2, dp=1), fabric)
             result = step.run(tolerance=1e-3)   # options go to Scenario.run
-            result.step_s, result.mfu           # about 0.47 s and 0.11
+            result.step_s, result.mfu           # about 0.24 s and 0.23
         """
         checked_progress(progress)
         t0 = time.perf_counter()
@@ -681,6 +689,6 @@ def estimate_step(model: str | Model, parallelism: Parallelism, fabric: Any, **o
 
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         par = fs.Parallelism(tp=8, pp=2, dp=1)
-        fs.training.estimate_step("llama3-8b", par, fabric).mfu   # about 0.11, in about a millisecond
+        fs.training.estimate_step("llama3-8b", par, fabric).mfu   # about 0.23, in about a millisecond
     """
     return TrainingStep(model, parallelism, fabric, **options).estimate()
