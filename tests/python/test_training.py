@@ -860,3 +860,116 @@ def test_a_step_too_large_to_build_is_refused_before_its_schedules_are_made(monk
     with pytest.raises(fs.exceptions.ScenarioTooLargeError,
                        match=r"a small step of 4,294,967,296 scheduled forwards and backwards .* needs about 10000\.0 GiB"):
         step.build()
+
+
+# ---- precision, recomputation and optimizer options ----------------------------------------
+
+@pytest.mark.parametrize("model, par, precision", [
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="zero1", overlap_param_gather=False, global_batch_size=4), "fp8"),
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="fsdp", global_batch_size=4), "fp8-current"),
+    (_SMALL, dict(tp=2, pp=2, dp=2, recompute=True, recompute_layers=1, global_batch_size=4), "fp8-blockwise"),
+    (_SMALL_MOE, dict(tp=2, dp=4, ep=4), "fp8"),
+])
+def test_estimate_agrees_with_the_simulated_step_in_low_precision(four_nodes, model, par, precision):
+    step = T.TrainingStep(model, T.Parallelism(**par), four_nodes, precision=precision)
+    assert step.estimate().step_s == pytest.approx(step.run().step_s, rel=5e-3)
+
+
+def test_a_step_in_fp8_runs_its_linear_layers_at_fp8_and_the_rest_as_before(four_nodes):
+    par = T.Parallelism(tp=8, pp=4, global_batch_size=8)
+    m = T.model("llama3-8b")
+    bf16 = T.TrainingStep(m, par, four_nodes)
+    fp8 = T.TrainingStep(m, par, four_nodes, precision="fp8-cs")
+    assert fp8.precision.recipe == "fp8-current" and fp8.peak_flop_per_s == 1979e12
+    # each chunk is its layers' operations: those of layer_work at the step's precision
+    work, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100", precision=fp8.precision)
+    ch = fp8.chunks[1][0]  # a middle stage: 8 layers, no logits
+    assert ch.fwd_s == pytest.approx(8 * sum(f for f, _ in work.values()), rel=1e-12)
+    base, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100")
+    # attention, norms, residuals and rotary are BF16 either way; the linear layers' GEMMs at
+    # FP8 plus their casts
+    for name in ("core_attn", "layernorm", "residual", "rotary"):
+        assert work[name] == base[name]
+    linear = [sum(w[name]) for name in ("qkv", "proj", "mlp") for w in (work, base)]
+    assert sum(linear[0::2]) < sum(linear[1::2])
+    # the layer's speedup is well short of the 2x peak ratio: casts, attention, memory-bound
+    # work (8B at TP8 has thin shards)
+    speedup = sum(map(sum, base.values())) / sum(map(sum, work.values()))
+    assert 1.1 < speedup < 1.5
+    # MFU against the precision's peak
+    assert fp8.estimate().mfu == pytest.approx(fp8.model_flops_per_step / (fp8.estimate().step_s * 32 * 1979e12))
+
+
+def test_block_scaled_precisions_need_blackwell():
+    with pytest.raises(fs.InvalidArgumentError, match=r"precision 'nvfp4' needs a Blackwell GPU .* but 'h100' is hopper"):
+        T.TrainingStep("llama3-8b", T.Parallelism(tp=8), fs.hgx_h100(), precision="nvfp4")
+    gb = fs.cluster(domain="gb200-nvl72", n_domains=1, scale_out="quantum-2")
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, dp=2), gb, precision="nvfp4")
+    assert step.peak_flop_per_s == 10e15
+    with pytest.raises(fs.InvalidArgumentError, match=r"precision must be one of 'bf16', .*got str 'fp16'"):
+        T.Precision("fp16")
+
+
+def test_parameter_gathers_carry_the_quantized_weights(four_nodes):
+    par = T.Parallelism(tp=2, pp=2, dp=2, dp_sharding="fsdp", global_batch_size=4)
+    for precision, nbytes in (("bf16", 2.0), ("fp8", 1.0), (T.Precision("fp8", param_gather=False), 2.0)):
+        # TP collectives as delays: every all-gather left is a parameter gather
+        step = T.TrainingStep(_SMALL, par, four_nodes, precision=precision, tp_comm="analytical")
+        coll = step.build().scenario.run().collectives.to_pylist()
+        gathers = sorted({c["size_bytes"] for c in coll if c["op"] == "all_gather"})
+        params = sorted({ch.params + ch.expert_params for row in step.chunks for ch in row})
+        assert gathers == pytest.approx([nbytes * x for x in params], rel=1e-9), precision
+    # the stored weights: the FP8 copy alone with parameter gathers, else BF16 plus its FP8 cache
+    m8 = T.TrainingStep(_SMALL, par, four_nodes, precision="fp8").memory["weights_bytes"].to_numpy()
+    m16 = T.TrainingStep(_SMALL, par, four_nodes).memory["weights_bytes"].to_numpy()
+    assert m8 == pytest.approx(m16 / 2)
+
+
+def test_bf16_adam_moments_shrink_the_optimizer_state_and_its_step(four_nodes):
+    par = dict(tp=8, pp=4, dp=1, global_batch_size=4)
+    fp32 = T.TrainingStep("llama3-8b", T.Parallelism(**par), four_nodes)
+    bf16 = T.TrainingStep("llama3-8b", T.Parallelism(**par, adam_moment_bytes=2), four_nodes)
+    # 4 + 4 + 4 bytes per parameter -> 4 + 2 + 2
+    assert bf16.memory["optimizer_bytes"].to_numpy() == pytest.approx(fp32.memory["optimizer_bytes"].to_numpy() * 8 / 12)
+    # Adam's traffic 30 -> 22 bytes per parameter
+    assert bf16._optimizer_s(0) == pytest.approx(fp32._optimizer_s(0) * 22 / 30)
+
+
+def test_recomputed_modules_cost_their_forward_and_free_their_activations(four_nodes):
+    m = T.model("llama3-8b")
+    base = T.Parallelism(tp=8, pp=4, global_batch_size=4)
+    plain = T.TrainingStep(m, base, four_nodes)
+    mlp = T.TrainingStep(m, T.Parallelism(**{**base.__dict__, "recompute_modules": ("mlp", "layernorm")}), four_nodes)
+    work, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100")
+    ch0, ch1 = plain.chunks[1][0], mlp.chunks[1][0]
+    assert ch1.fwd_s == ch0.fwd_s
+    assert ch1.bwd_s - ch0.bwd_s == pytest.approx(8 * (work["mlp"][0] + work["layernorm"][0]), rel=1e-12)
+    # per layer the MLP's kept values (gate, up: 2 ffn; the down projection's input: ffn) and
+    # the norms' outputs (2 h, sequence-parallel) are no longer kept, 2 bytes each
+    freed = 2 * 8192 * (3 * m.ffn / 8 + 2 * m.hidden / 8)
+    # stage 1 of 1F1B holds pp - 1 = 3 micro-batches of its 8 layers at its peak
+    drop = plain.memory["activations_bytes"][1].as_py() - mlp.memory["activations_bytes"][1].as_py()
+    assert drop == pytest.approx(3 * 8 * freed, rel=1e-12)
+
+
+def test_recompute_layers_recompute_the_first_layers_of_each_chunk(four_nodes):
+    m = T.model("llama3-8b")
+    base = dict(tp=8, pp=4, global_batch_size=4)
+    none = T.TrainingStep(m, T.Parallelism(**base), four_nodes).chunks[1][0]
+    full = T.TrainingStep(m, T.Parallelism(**base, recompute=True), four_nodes).chunks[1][0]
+    three = T.TrainingStep(m, T.Parallelism(**base, recompute=True, recompute_layers=3), four_nodes).chunks[1][0]
+    assert (none.recomputed, full.recomputed, three.recomputed) == (0, 8, 3)
+    assert three.bwd_s - none.bwd_s == pytest.approx((full.bwd_s - none.bwd_s) * 3 / 8, rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(recompute_modules=("attn",)), r"recompute_modules entry must be one of 'core_attn', .*got str 'attn'"),
+    (dict(recompute_modules="mlp"), r"recompute_modules must be a tuple of module names .*got str 'mlp'"),
+    (dict(recompute=True, recompute_modules=("mlp",)), r"recompute=True .* and recompute_modules=\('mlp',\) exclude each other"),
+    (dict(recompute_layers=2), r"recompute_layers=2 needs recompute=True"),
+    (dict(recompute=True, recompute_layers=0), r"recompute_layers must be an integer in \[1, 2\*\*32\), got 0"),
+    (dict(adam_moment_bytes=3), r"adam_moment_bytes must be 4 \(fp32\) or 2 \(bf16\), got int 3"),
+])
+def test_recompute_and_optimizer_options_are_checked(kwargs, match):
+    with pytest.raises(T.TrainingConfigError, match=match):
+        T.Parallelism(**kwargs)

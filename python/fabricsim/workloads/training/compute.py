@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .model import Model
     from .step import TrainingStep
 
-__all__ = ["ComputeModel", "DEFAULT_COMPUTE_EFFICIENCY", "gemm_s", "attention_s", "memory_bound_s", "MAMF_FRACTION", "ATTENTION_FRACTION",
+__all__ = ["ComputeModel", "DEFAULT_COMPUTE_EFFICIENCY", "adam_bytes_per_param", "RECOMPUTE_MODULES", "gemm_s", "attention_s", "memory_bound_s", "MAMF_FRACTION", "ATTENTION_FRACTION",
            "GROUPED_GEMM_FRACTION", "GEMM_TILE", "FUSED_BYTES", "EAGER_BYTES", "HBM_EFFICIENCY"]
 
 
@@ -348,12 +348,13 @@ class _Work:
         t[1] += b
 
     def linear(self, module: str, m: float, n: float, k: float, *, grouped: int = 0, quantized: bool = True,
-               splits: tuple[int, int] = (1, 1)) -> None:
+               splits: tuple[int, int] = (1, 1), cast_rows: float | None = None) -> None:
         """A linear layer y[m, n] = x[m, k] w[k, n]: the forward GEMM, the backward's data- and
         weight-gradient GEMMs, and with a low-precision recipe the casts of x (forward) and of
         y's gradient (backward). ``grouped``: that many experts of m tokens each. ``splits``:
         the forward and data-gradient GEMMs run as that many GEMMs of m / split rows each
-        (TP communication overlapped chunk by chunk)."""
+        (TP communication overlapped chunk by chunk). ``cast_rows``: the rows of x that are
+        quantized (with sequence parallelism the local shard, before its all-gather)."""
         fmt = self.prec.gemm_format if quantized else "bf16"
         g = dict(gpu=self.gpu, precision=fmt, compute=self.cm, grouped=grouped > 0, n_groups=max(grouped, 1))
         rows = m * max(grouped, 1)
@@ -363,7 +364,7 @@ class _Work:
                                               else gemm_s(k, n, m, **g))
         if quantized and self.prec.cast_bytes_per_value:
             c = self.prec.cast_bytes_per_value
-            f += memory_bound_s(c * rows * k, gpu=self.gpu, compute=self.cm)
+            f += memory_bound_s(c * (rows if cast_rows is None else cast_rows) * k, gpu=self.gpu, compute=self.cm)
             b += memory_bound_s(c * rows * n, gpu=self.gpu, compute=self.cm)
         self.flops += 2.0 * rows * n * k
         self._add(module, f, b)
@@ -412,7 +413,7 @@ def layer_work(model: Model, i: int, *, tokens: float, tp: int = 1, cp: int = 1,
     if m.kv_lora_rank:  # latent attention: down projections, then per-head up projections
         dqk, dv = m._d_qk, m._d_v
         down_q = m.q_lora_rank
-        w.linear("qkv", T, (down_q + m.kv_lora_rank + m.qk_rope_head_dim), h)
+        w.linear("qkv", T, (down_q + m.kv_lora_rank + m.qk_rope_head_dim), h, cast_rows=Tn)
         if down_q:
             w.elementwise("layernorm", "norm", Tn * down_q)
             w.linear("mla_up_proj", T, heads * dqk, down_q)
@@ -424,7 +425,7 @@ def layer_work(model: Model, i: int, *, tokens: float, tp: int = 1, cp: int = 1,
     else:
         dv = hd
         kvh = max(1.0, m.kv_heads / tp)
-        w.linear("qkv", T, (heads + 2 * kvh) * hd, h, splits=(ring, 1))
+        w.linear("qkv", T, (heads + 2 * kvh) * hd, h, splits=(ring, 1), cast_rows=Tn)
         q_k = (heads + kvh) * hd
     if rotary:
         w.elementwise("rotary", "rotary", T * q_k)
@@ -434,7 +435,7 @@ def layer_work(model: Model, i: int, *, tokens: float, tp: int = 1, cp: int = 1,
     up = 2 if m.gated_mlp else 1
     if not m.is_moe_layer(i):
         f = m.ffn / tp
-        w.linear("mlp", T, up * f, h, splits=(ring, 1))
+        w.linear("mlp", T, up * f, h, splits=(ring, 1), cast_rows=Tn)
         w.elementwise("mlp", act, T * f)
         w.linear("mlp", T, h, f, splits=(pipe, ring))
     else:
@@ -473,9 +474,21 @@ def logits_work(model: Model, *, tokens: float, tp: int = 1, gpu: Any = "h100",
     return f, b, w.flops
 
 
-#: Bytes Adam moves per parameter it updates (read fp32 grad, master, m, v; write master, m,
-#: v; write the bf16 weight): 4 x 4 + 3 x 4 + 2.
+#: Bytes Adam moves per parameter it updates with FP32 moments (read fp32 grad, master, m, v;
+#: write master, m, v; write the bf16 weight): 4 x 4 + 3 x 4 + 2.
 ADAM_BYTES_PER_PARAM = 30.0
+
+
+def adam_bytes_per_param(moment_bytes: int = 4) -> float:
+    """Bytes Adam moves per parameter with moments of ``moment_bytes`` each (4: FP32, 2: BF16):
+    the FP32 gradient and main weight read, the main weight written, both moments read and
+    written, and the BF16 weight written.
+
+    Example::
+
+        fs.training.compute.adam_bytes_per_param(4), fs.training.compute.adam_bytes_per_param(2)   # (30.0, 22.0)
+    """
+    return ADAM_BYTES_PER_PARAM - 4.0 * (4 - moment_bytes)
 
 
 @dataclass
@@ -485,6 +498,7 @@ class _Chunk:
     stage: int
     chunk: int
     layers: list[int]
+    recomputed: int = 0  # layers fully recomputed before their backward
     fwd_s: float = 0.0
     bwd_s: float = 0.0
     tp_bytes: float = 0.0  # nccl-tests size of the chunk's TP collective, one direction, per micro-batch
@@ -517,29 +531,33 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
     act_bytes = 2.0
     out = []
     split = _split_layers(step)
-    kinds: dict[bool, tuple[float, float, float]] = {}  # per kind of layer (MoE or not): fwd s, bwd s, FLOPs
+    kinds: dict[tuple[bool, bool], tuple[float, float, float]] = {}  # per (MoE, recomputed): fwd s, bwd s, FLOPs
 
-    def layer(i: int) -> tuple[float, float, float]:
-        moe = m.is_moe_layer(i)
-        if moe not in kinds:
+    def layer(i: int, full: bool) -> tuple[float, float, float]:
+        key = (m.is_moe_layer(i), full)
+        if key not in kinds:
             work, flops = layer_work(m, i, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
                                      micro_batch_size=p.micro_batch_size, ep=p.ep, ep_imbalance=p.ep_imbalance,
-                                     tp_comm_overlap=p.tp_comm_overlap, gpu=step.gpu, precision=step.precision, compute=step.compute)
+                                     tp_comm_overlap=p.tp_comm_overlap, gpu=step.gpu, precision=step.precision,
+                                     compute=step.compute)
             f = sum(t[0] for t in work.values())
             b = sum(t[1] for t in work.values())
-            if p.recompute:  # full recomputation: the whole forward again before the backward
+            if full:  # full recomputation: the whole forward again before the backward
                 b += f
-            elif p.selective_recompute:  # Megatron's selective recomputation: the attention kernel
-                b += work["core_attn"][0]
-            kinds[moe] = (f, b, flops)
-        return kinds[moe]
+            else:  # the modules recomputed before their backward: their forward again
+                b += sum(work[name][0] for name in modules if name in work)
+            kinds[key] = (f, b, flops)
+        return kinds[key]
 
+    modules = p.recompute_modules + (("core_attn",) if p.selective_recompute else ())
     for s in range(p.pp):
         row = []
         for c in range(p.virtual_stages):
             ch = _Chunk(s, c, split[s][c])
-            for i in ch.layers:
-                f, b, flops = layer(i)
+            ch.recomputed = (len(ch.layers) if p.recompute_layers is None else min(p.recompute_layers, len(ch.layers))
+                             ) if p.recompute else 0
+            for k_, i in enumerate(ch.layers):
+                f, b, flops = layer(i, k_ < ch.recomputed)
                 ch.fwd_s += f
                 ch.bwd_s += b
                 ch.flops_fwd += flops
@@ -558,7 +576,7 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
             if vs == p.pp * p.virtual_stages - 1:  # logits + loss
                 f, b, flops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
                 ch.fwd_s += f
-                ch.bwd_s += b + (f if p.recompute else 0.0)
+                ch.bwd_s += b + (f if ch.recomputed == len(ch.layers) and p.recompute else 0.0)
                 ch.flops_fwd += flops
                 ch.params += m.vocab * m.hidden / p.tp
             if vs == 0:

@@ -223,8 +223,8 @@ class _Builder:
         vs = c * p.pp + s
         fwd = kind == "F"
         comp_s = ch.fwd_s if fwd else ch.bwd_s
-        tp_mult = 1.0 if fwd else (1.0 + p.recompute)
-        ep_mult = 1.0 if fwd else (1.0 + p.recompute)
+        tp_mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
+        ep_mult = tp_mult
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
         comp_ids: list[int] = []

@@ -27,7 +27,7 @@ def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> dict[str, float]:
     ring exchange beside both, then the EP all-to-all. Seconds each part adds (exposed),
     by part: they add up to the op's duration."""
     p = step.par
-    mult = 1.0 if fwd else 1.0 + p.recompute
+    mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
     comp = ch.fwd_s if fwd else ch.bwd_s
     tp = step._comm_s("tp", ch.stage, ch.tp_bytes * mult)
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))

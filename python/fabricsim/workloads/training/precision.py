@@ -135,6 +135,19 @@ class Precision:
         return self._r.weight_bytes * (1.0 if self.param_gather else 2.0)
 
     @property
+    def stored_weight_bytes(self) -> float:
+        """Bytes per parameter of the weights a GPU keeps for its forward and backward: BF16's
+        2 plus the quantized cache, or, with ``param_gather``, the quantized weight alone
+        (its FP32 main copy is the optimizer's)."""
+        return self.param_gather_bytes if self.param_gather else 2.0 + self.quantized_weight_bytes
+
+    @property
+    def saved_input_bytes(self) -> float:
+        """Bytes per value of a linear layer's input kept for its weight gradient: the GEMM's
+        format (with its block scales), BF16's 2 without a low-precision recipe."""
+        return self._r.weight_bytes
+
+    @property
     def peak_key(self) -> str:
         """The catalog GPU field of the GEMMs' dense peak: ``bf16_dense_flop_per_s``,
         ``fp8_dense_flop_per_s`` (FP8 and MXFP8) or ``fp4_dense_flop_per_s``."""

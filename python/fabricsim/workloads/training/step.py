@@ -29,7 +29,7 @@ from ...progress import bar as progress_bar
 from ...progress import enabled as progress_enabled
 from ...scenario import Scenario, checked_progress
 from ...units import size_bytes
-from .compute import ADAM_BYTES_PER_PARAM, ComputeModel, _Chunk, chunks, memory_bound_s
+from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, adam_bytes_per_param, chunks, memory_bound_s
 from .precision import Precision
 from .precision import precision as _precision
 from .construction import _Builder, _Built
@@ -89,9 +89,16 @@ class Parallelism:
     forward and backward, as Llama 3's FSDP) or "fsdp" ("optim_grads_params", "zero3": also the
     weights sharded, each chunk's parameters all-gathered before its first forward and first
     backward). ``recompute`` is full activation recomputation (each layer keeps its input and is
-    re-run before its backward); ``selective_recompute`` is Megatron's selective recomputation
-    (the attention scores are not kept), which changes memory only with
-    ``flash_attention=False`` (a fused attention kernel never keeps them).
+    re-run before its backward), of every layer or, with ``recompute_layers`` = N, of the first
+    N layers of each model chunk (Megatron's ``--recompute-method block --recompute-num-layers
+    N``); ``selective_recompute`` is Megatron's selective recomputation of the attention kernel
+    (its scores are not kept, which changes memory only with ``flash_attention=False``: a fused
+    attention kernel never keeps them), and ``recompute_modules`` names the parts of each layer
+    re-run before their backward instead of keeping their activations, as Megatron's
+    ``--recompute-modules`` does ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act",
+    "moe", "shared_experts"; ``selective_recompute`` is ("core_attn",)). ``adam_moment_bytes``
+    is 4 (FP32 Adam moments) or 2 (BF16, Megatron's ``--use-precision-aware-optimizer
+    --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``).
     ``stage_layers`` gives each stage's layer count (default: equal; Llama 3 405B used one layer
     fewer on the first and last stage). ``order`` is Megatron's rank order, innermost first
     (default "tp-cp-ep-dp-pp"); ``placement`` maps Megatron rank i to GPU ``placement[i]`` of the
@@ -128,6 +135,9 @@ class Parallelism:
     sequence_parallel: bool | None = None
     recompute: bool = False
     selective_recompute: bool = False
+    recompute_layers: int | None = None
+    recompute_modules: tuple[str, ...] = ()
+    adam_moment_bytes: int = 4
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
@@ -170,6 +180,24 @@ class Parallelism:
         flag(f"{at} sequence_parallel (or None: on where tp > 1)", self.sequence_parallel)
         if self.recompute and self.selective_recompute:
             raise _bad(f"{at} recompute=True (full recomputation) and selective_recompute=True exclude each other")
+        if self.recompute_layers is not None:
+            object.__setattr__(self, "recompute_layers", integer(f"{at} recompute_layers", self.recompute_layers, COUNT))
+            if not self.recompute:
+                raise _bad(f"{at} recompute_layers={self.recompute_layers} needs recompute=True (full recomputation "
+                           "of that many layers per model chunk)")
+        mods = self.recompute_modules
+        if isinstance(mods, str) or not isinstance(mods, (tuple, list)):
+            raise _bad(f"{at} recompute_modules must be a tuple of module names ({', '.join(RECOMPUTE_MODULES)}), got "
+                       f"{type(mods).__name__} {shown(mods)}")
+        for name in mods:
+            choice(f"{at} recompute_modules entry", name, RECOMPUTE_MODULES)
+        if mods and self.recompute:
+            raise _bad(f"{at} recompute=True (full recomputation) and recompute_modules={tuple(mods)} exclude each other")
+        object.__setattr__(self, "recompute_modules", tuple(dict.fromkeys(mods)))
+        a = self.adam_moment_bytes
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or a not in (2, 4):
+            raise _bad(f"{at} adam_moment_bytes must be 4 (fp32) or 2 (bf16), got {type(a).__name__} {shown(a)}")
+        object.__setattr__(self, "adam_moment_bytes", int(a))
         if not isinstance(self.order, str) or sorted(self.order.split("-")) != sorted(_DIMS):
             raise _bad(f"{at} order must name each of tp, cp, ep, dp, pp once (e.g. 'tp-cp-ep-dp-pp'), got "
                        f"{type(self.order).__name__} {shown(self.order)}")
@@ -441,7 +469,8 @@ class TrainingStep:
         expert = sum(ch.expert_params for ch in self.chunks[s])
         if p.dp_sharding != "none":
             dense, expert = dense / (p.dp * p.cp), expert / (p.dp * p.cp // p.ep)
-        return memory_bound_s(ADAM_BYTES_PER_PARAM * (dense + expert), gpu=self.gpu, compute=self.compute)
+        return memory_bound_s(adam_bytes_per_param(p.adam_moment_bytes) * (dense + expert), gpu=self.gpu,
+                              compute=self.compute)
 
     def _groups(self) -> np.ndarray:
         """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
