@@ -375,7 +375,11 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--recompute", action="store_true",
                     help="full activation recomputation: each layer keeps its input and runs its forward again "
                          "before its backward (less memory, about a third more compute)")
-    tr.add_argument("--efficiency", type=float, help="fraction of dense BF16 peak (default: the compute model's)")
+    tr.add_argument("--efficiency", type=float,
+                    help="every GEMM's fraction of its format's dense peak (default: the GPU's published best)")
+    tr.add_argument("--precision", default="bf16",
+                    help="training precision recipe: bf16 (default), fp8-delayed (fp8), fp8-current (fp8-cs), "
+                         "fp8-blockwise, and on Blackwell mxfp8 or nvfp4")
     tr.add_argument("--no-memory-check", action="store_true",
                     help="run even where the busiest GPU needs more memory than its HBM")
     tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
@@ -392,7 +396,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
             virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
             stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers),
             etp=args.etp)
-        compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
+        compute = training.ComputeModel(gemm_efficiency=args.efficiency)
         cabled = _cabling(args.fabric)
         if cabled is not None and cabled[1] is None:
             raise InvalidArgumentError(f"--fabric {args.fabric}: name the GPUs' NVLink domain, e.g. "
@@ -405,7 +409,7 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
                                   fp8_dispatch=args.fp8_dispatch, overlap=args.ep_overlap)
         with warnings.catch_warnings():  # said once, in the breakdown printed below
             warnings.simplefilter("ignore", training.PlacementWarning)
-            step = training.TrainingStep(args.model, par, fabric, compute=compute, gpu=gpu,
+            step = training.TrainingStep(args.model, par, fabric, compute=compute, gpu=gpu, precision=args.precision,
                                          check_memory=not args.no_memory_check, moe=moe)
         out = step.estimate() if args.analytical else step.run(progress=args.progress)
         print(out)

@@ -146,7 +146,7 @@ class _Builder:
                 prev: list[int] = []
                 for c in range(v):
                     ch = st.chunks[s][c]
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                            for t in range(p.tp)]
                     fsdp_f[(s, c)] = ids
@@ -214,7 +214,7 @@ class _Builder:
                     prev = opts
                     for c in range(v):
                         ch = st.chunks[s][c]
-                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
+                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * st.precision.param_gather_bytes, prev,
                                           "dp", "dp.params", s, -1, -1, c)]
             tick(n_parts - p.pp + s + 1, n_parts)
         meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
@@ -232,7 +232,7 @@ class _Builder:
         vs = c * p.pp + s
         fwd = kind == "F"
         comp_s = moe.overlapped_compute_s(st, ch.fwd_s if fwd else ch.bwd_s, moe.comm_s(st, ch, fwd))
-        tp_mult = 1.0 if fwd else (1.0 + p.recompute)
+        tp_mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
         inputs: list[list[int]] = []
@@ -252,7 +252,7 @@ class _Builder:
                 fs_after = fsdp_f[(s, c)]
             if not fwd and i == first_b[s][c]:
                 if (s, c) not in fsdp_b:
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                                       for t in range(p.tp)]
                 fs_after = fsdp_b[(s, c)]
@@ -310,7 +310,7 @@ class _Builder:
                 groups_s = self._ep[s] = moe.ep_groups(st, s)
             for grp, reps in groups_s:
                 after = sorted({x for r in reps for x in before[r]})
-                for k_, nbytes in moe.chain(st, fwd):
+                for k_, nbytes in moe.chain(st, fwd, ch.moe.redispatch):
                     after = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, after, f"ep.{tag}", s, -1, m, c)]
                 for r in reps:
                     ends[r] = ends[r] + after

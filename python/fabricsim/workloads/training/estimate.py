@@ -15,7 +15,6 @@ import numpy as np
 
 from . import moe
 from .compute import _Chunk
-from .memory import WEIGHT_BYTES
 from .results import StepEstimate
 from .schedule import _walk_plan, _warm_up
 
@@ -30,7 +29,7 @@ def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> dict[str, float]:
     with ``MoeOptions.overlap``, the compute then slowed by the SMs they hold). Seconds each part adds (exposed),
     by part: they add up to the op's duration."""
     p = step.par
-    mult = 1.0 if fwd else 1.0 + p.recompute
+    mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
     ep = moe.comm_s(step, ch, fwd)
     comp = moe.overlapped_compute_s(step, ch.fwd_s if fwd else ch.bwd_s, ep)
     tp = step._comm_s("tp", ch.stage, ch.tp_bytes * mult)
@@ -47,7 +46,7 @@ def _param_gather_s(step: TrainingStep, s: int) -> float:
     p = step.par
     if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
         return 0.0
-    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in step.chunks[s])
+    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * step.precision.param_gather_bytes) for ch in step.chunks[s])
 
 
 def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
@@ -145,7 +144,7 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     # the start) and again before its backwards
     gather = [[0.0] * v for _ in range(pp)]
     if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
-        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
+        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * step.precision.param_gather_bytes) for ch in row]
                   for s, row in enumerate(step.chunks)]
     ready_f = [list(itertools.accumulate(row)) for row in gather]
     ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]

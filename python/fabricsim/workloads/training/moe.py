@@ -51,7 +51,7 @@ from ...collectives import fabric_view
 from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
 from ...scenario import Scenario
-from .compute import HBM_EFFICIENCY, _Chunk
+from .compute import _Chunk, gemm_s, layer_work, logits_work, memory_bound_s
 
 if TYPE_CHECKING:
     from .step import TrainingStep
@@ -152,15 +152,18 @@ def checked_options(moe: Any) -> MoeOptions:
 
 @dataclass
 class MoeWork:
-    """One chunk's routed experts on one GPU, per micro-batch: the forward seconds of its
-    grouped GEMMs on the busiest rank, their FLOPs, and the routing of its dispatch (every
-    MoE layer's token counts added up)."""
+    """One chunk's routed experts on one GPU, per micro-batch: the forward and backward
+    seconds of its experts on the busiest rank, their forward FLOPs, and the routing of its
+    dispatch (every MoE layer's token counts added up)."""
 
     layers: list[int]
     fwd_s: float = 0.0
+    bwd_s: float = 0.0
     flops_fwd: float = 0.0
     routing: MoeRouting | None = None
     busiest_over_mean: float = 1.0
+    #: the forward's dispatch and combine run again before the backward (the MoE layers recomputed)
+    redispatch: bool = False
     _comm_s: dict[Any, float] = field(default_factory=dict, repr=False)
 
 
@@ -191,98 +194,126 @@ def layer_counts(step: TrainingStep, layer: int) -> np.ndarray:
 
 
 # ---- compute
-def expert_gemm_s(step: TrainingStep, tokens_per_expert: np.ndarray) -> float:
-    """Forward seconds of one GPU's routed experts of one layer: per local expert, its
-    tokens (gathered over the ETP group) through its 1/etp shard of the expert MLP, as grouped
-    GEMMs at the compute model's efficiency of the step's peak."""
-    m = step.model
-    flops = 2.0 * float(np.sum(tokens_per_expert)) * m.expert_params()
-    return flops / (step.peak_flop_per_s * step.compute.efficiency)
+#: HBM bytes per token value of the permutation around the experts, forward (the backward the
+#: same, reversed): the permutation reads each token (2 bytes a BF16 value) and writes one
+#: copy per routed expert (2 each); the unpermutation reads the copies and writes their
+#: weighted sum (Megatron's fused ``moe_permute`` and ``moe_unpermute`` kernels,
+#: megatron/core/transformer/moe/moe_utils.py). Counted per token held (the reads and the sum)
+#: and per copy received (the copies written and read).
+PERMUTE_BYTES_PER_TOKEN = 2.0 + 2.0
+PERMUTE_BYTES_PER_COPY = 2.0 + 2.0
 
 
-def memory_bound_s(step: TrainingStep, tokens: float, copies: float) -> float:
-    """Forward seconds of one MoE layer's memory-bound work on one GPU, holding ``tokens``
-    and receiving ``copies`` routed tokens: the router (read a token, write and read its FP32
-    logits), the permutation (read a token, write a copy per expert), the gated activation
-    (read gate and up, write their product, per copy) and the unpermutation (read the copies,
-    write the weighted sum), BF16, at the GPU's HBM bandwidth x ``HBM_EFFICIENCY``."""
-    m = step.model
-    h = 2.0 * m.hidden
-    act = (3.0 if m.gated_mlp else 2.0) * 2.0 * m.expert_ffn
-    nbytes = tokens * (h + 8.0 * m.n_experts) + tokens * h + copies * h + copies * act + copies * h + tokens * h
-    return nbytes / (_hbm_Bps(step) * HBM_EFFICIENCY)
+def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float) -> tuple[float, float, float, float]:
+    """One GPU's routed experts of one MoE layer, holding ``tokens`` and its experts receiving
+    ``tokens_per_expert`` (each local expert's, gathered over the ETP group): (forward s,
+    backward s, forward FLOPs, forward s of the gated activation alone). Each of the expert
+    MLP's two linear layers is a grouped GEMM with each expert's tokens as its shape
+    (:func:`~.compute.gemm_s`), its backward the data-gradient grouped GEMM and the
+    weight-gradient GEMM, the recipe's casts around them; the activation and the permutation
+    (:data:`PERMUTE_BYTES_PER_TOKEN`, :data:`PERMUTE_BYTES_PER_COPY`) are memory-bound."""
+    m, p, prec, cm, gpu = step.model, step.par, step.precision, step.compute, step.gpu
+    ms = [float(x) * p.expert_tp for x in tokens_per_expert]
+    rows = sum(ms)
+    h, f = m.hidden, m.expert_ffn / p.expert_tp
+    up = 2 if m.gated_mlp else 1
+    fmt = prec.gemm_format
+    g = dict(gpu=gpu, precision=fmt, compute=cm, grouped=True)
+    fwd = gemm_s(ms, up * f, h, **g) + gemm_s(ms, h, f, **g)
+    bwd = (gemm_s(ms, h, up * f, **g) + gemm_s(ms, f, h, **g)
+           + gemm_s(h, up * f, rows, gpu=gpu, precision=fmt, compute=cm) + gemm_s(f, h, rows, gpu=gpu, precision=fmt, compute=cm))
+    c = prec.cast_bytes_per_value
+    if c:
+        fwd += memory_bound_s(c * rows * (h + f), gpu=gpu, compute=cm)
+        bwd += memory_bound_s(c * rows * (up * f + h), gpu=gpu, compute=cm)
+    act_f, act_b = cm.bytes_per_value["swiglu" if m.gated_mlp else "gelu"]
+    act = memory_bound_s(act_f * rows * f, gpu=gpu, compute=cm)
+    permute = memory_bound_s(PERMUTE_BYTES_PER_TOKEN * tokens * h + PERMUTE_BYTES_PER_COPY * rows / p.expert_tp * h,
+                             gpu=gpu, compute=cm)
+    fwd += act + permute
+    bwd += memory_bound_s(act_b * rows * f, gpu=gpu, compute=cm) + permute
+    return fwd, bwd, 2.0 * rows * (up + 1) * h * f, act
 
 
-def _hbm_Bps(step: TrainingStep) -> float:
-    bw = step.gpu.get("hbm_Bps")
-    if bw is None:
-        raise InvalidArgumentError(f"catalog GPU {step.gpu.name!r} has no hbm_Bps: add it (fs.catalog.add_part) or pass gpu=")
-    return float(bw)
-
-
-def dense_s(step: TrainingStep, flops: float) -> float:
-    """Seconds of ``flops`` of dense layers' work at the compute model's efficiency."""
-    return flops / (step.peak_flop_per_s * step.compute.efficiency)
+def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
+    """One multi-token prediction module's dense part on one GPU of the last stage: (forward s,
+    backward s, forward FLOPs, parameters): its 2h -> h projection, a layer like the last
+    without its routed experts (those are the routing's), and the shared output head."""
+    m, p = step.model, step.par
+    tokens = p.micro_batch_size * m.seq_len / p.cp
+    last = m.layers - 1
+    work, flops = layer_work(m, last, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
+                             micro_batch_size=p.micro_batch_size, tp_comm_overlap=p.tp_comm_overlap, gpu=step.gpu,
+                             precision=step.precision, compute=step.compute, routed_experts=False)
+    fwd = sum(t[0] for t in work.values())
+    bwd = sum(t[1] for t in work.values())
+    h = m.hidden
+    g = dict(gpu=step.gpu, precision=step.precision.gemm_format, compute=step.compute)
+    proj_f = gemm_s(tokens, h / p.tp, 2 * h, **g)
+    proj_b = gemm_s(tokens, 2 * h, h / p.tp, **g) + gemm_s(2 * h, h / p.tp, tokens, **g)
+    lf, lb, lflops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
+    params = (2 * h * h + m.layer_params(last) - (m.n_experts * m.expert_params() if m.is_moe_layer(last) else 0)) / p.tp
+    return fwd + proj_f + lf, bwd + proj_b + lb, flops + 2.0 * tokens * 2 * h * h / p.tp + lflops, params
 
 
 def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     """Adds each chunk's routed experts (and, on the last virtual stage, the multi-token
-    prediction modules) to its time, FLOPs and parameters, and gives it its :class:`MoeWork`."""
+    prediction modules) to its time, FLOPs and parameters, and gives it its :class:`MoeWork`.
+    A layer's recomputation (full, or Megatron's "moe" or "moe_act" module) runs its experts'
+    forward, or their activation, again before their backward."""
     m, p = step.model, step.par
     if not m.is_moe and not m.mtp_layers:
         return
     last_vs = p.pp * p.virtual_stages - 1
-    rec = 1.0 if p.recompute else 0.0
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
     routings: dict[bytes, MoeRouting] = {}
-    alike: list[tuple[np.ndarray, float, float, float]] = []  # balanced routing: every layer's the same
+    alike: list[tuple[np.ndarray, float, float, float, float, float]] = []  # balanced: every layer's the same
 
-    def per_layer(i: int) -> tuple[np.ndarray, float, float, float]:
-        """Layer i's counts, its experts' forward seconds and FLOPs on the busiest rank, and
-        that rank's tokens over the mean."""
+    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float, float]:
+        """Layer i's counts; its experts' forward s, backward s, forward FLOPs and activation
+        s on the busiest rank; that rank's tokens over the mean."""
         if alike:
             return alike[0]
         counts = layer_counts(step, i)
         per_expert = counts.sum(axis=0).reshape(p.ep, local)  # tokens each rank's experts receive
         recv = per_expert.sum(axis=1)
         busiest = int(np.argmax(recv))
-        out = (counts, expert_gemm_s(step, per_expert[busiest]) + memory_bound_s(step, t, float(recv[busiest])),
-               2.0 * float(recv[busiest]) * m.expert_params(), float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
+        f, b, flops, act = expert_work(step, per_expert[busiest], t)
+        out = (counts, f, b, flops, act, float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
         if step.moe.routing == "balanced":
             alike.append(out)
         return out
+
     for row in chunks:
         for ch in row:
-            layers = [i for i in ch.layers if m.is_moe_layer(i)]
-            extra_s = extra_flops = 0.0
-            if ch.chunk * p.pp + ch.stage == last_vs and m.mtp_layers:
-                # each MTP module: the 2h -> h projection, a layer like the last (its dense part
-                # here, its experts below), the shared output head
-                last = m.layers - 1
-                dense = m.layer_active_params(last) - (m.experts_per_token * m.expert_params() if m.is_moe_layer(last) else 0)
-                tokens = p.micro_batch_size * m.seq_len / p.cp
-                per = 2.0 * tokens * (2 * m.hidden * m.hidden + dense + m.vocab * m.hidden) / p.tp
-                per += p.micro_batch_size * m.attention_core_flops() / p.tp / p.cp
-                extra_flops += m.mtp_layers * per
-                extra_s += m.mtp_layers * dense_s(step, per)
-                ch.params += m.mtp_layers * (2 * m.hidden * m.hidden + m.layer_params(last)
-                                             - (m.n_experts * m.expert_params() if m.is_moe_layer(last) else 0)) / p.tp
-                if m.is_moe_layer(last):
-                    layers += [m.layers + j for j in range(m.mtp_layers)]
-            if not layers and not extra_flops:
+            moe_layers = [(k, i) for k, i in enumerate(ch.layers) if m.is_moe_layer(i)]
+            mtp = ch.chunk * p.pp + ch.stage == last_vs and m.mtp_layers > 0
+            if mtp:
+                f, b, flops, params = _mtp_work(step)
+                full = ch.recomputed == len(ch.layers) and p.recompute
+                ch.fwd_s += m.mtp_layers * f
+                ch.bwd_s += m.mtp_layers * (b + (f if full else 0.0))
+                ch.flops_fwd += m.mtp_layers * flops
+                ch.params += m.mtp_layers * params
+                if m.is_moe_layer(m.layers - 1):  # each module's experts, routed as a layer of their own
+                    moe_layers += [(len(ch.layers) if not full else -1, m.layers + j) for j in range(m.mtp_layers)]
+            if not moe_layers:
                 continue
-            work = MoeWork(layers)
+            work = MoeWork([i for _, i in moe_layers])
             total = None
             ratios = []
-            for i in layers:
-                counts, fwd_s, flops, ratio = per_layer(i)
-                work.fwd_s += fwd_s
+            for k_, i in moe_layers:
+                counts, f, b, flops, act, ratio = per_layer(i)
+                again = f if (0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules) else (
+                    act if "moe_act" in p.recompute_modules else 0.0)
+                work.fwd_s += f
+                work.bwd_s += b + again
                 work.flops_fwd += flops
                 ratios.append(ratio)
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.expert_tp
-            if layers and p.ep > 1 and total is not None:
+            if p.ep > 1 and total is not None:
                 # one routing per distinct traffic: chunks routed alike share it (and the
                 # collectives made of it, made again from their first construction)
                 key = total.tobytes()
@@ -290,10 +321,11 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 if work.routing is None:
                     work.routing = routings[key] = MoeRouting.from_counts(total, m.experts_per_token)
             work.busiest_over_mean = max(ratios, default=1.0)
+            work.redispatch = ch.recomputed == len(ch.layers) and p.recompute or "moe" in p.recompute_modules
             ch.moe = work
-            ch.flops_fwd += work.flops_fwd + extra_flops
-            ch.fwd_s += work.fwd_s + extra_s
-            ch.bwd_s += (work.fwd_s + extra_s) * (2.0 + rec)
+            ch.flops_fwd += work.flops_fwd
+            ch.fwd_s += work.fwd_s
+            ch.bwd_s += work.bwd_s
 
 
 # ---- expert-parallel groups and their communication
@@ -312,15 +344,16 @@ def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[in
             for d in range(g.shape[0]) for e in range(p.expert_tp)]
 
 
-def chain(step: TrainingStep, fwd: bool) -> list[tuple[str, float]]:
-    """The dispatches and combines of one forward or backward, in order: (kind, bytes per token)."""
+def chain(step: TrainingStep, fwd: bool, redispatch: bool = False) -> list[tuple[str, float]]:
+    """The dispatches and combines of one forward or backward, in order: (kind, bytes per
+    token); ``redispatch``: the backward runs the forward's again first (recomputation)."""
     h = step.model.hidden
     fp8 = h + h / FP8_DISPATCH_BLOCK * 4.0
     forward = [("dispatch", fp8 if step.moe.fp8_dispatch else 2.0 * h), ("combine", 2.0 * h)]
     backward = [("dispatch", 2.0 * h), ("combine", 2.0 * h)]
     if fwd:
         return forward
-    return (forward if step.par.recompute else []) + backward
+    return (forward if redispatch else []) + backward
 
 
 def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
@@ -337,7 +370,7 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
             sc = Scenario(step.fabric, **({} if step.cost_model is None else {"cost_model": step.cost_model}))
             for grp, _ in ep_groups(step, ch.stage):
                 prev: list[int] = []
-                for kind, nbytes in chain(step, fwd):
+                for kind, nbytes in chain(step, fwd, work.redispatch):
                     add = sc.add_moe_dispatch if kind == "dispatch" else sc.add_moe_combine
                     prev = [add(work.routing, list(grp), bytes_per_token=nbytes, mode=step.moe.mode, after=prev)]
             hit = float(sc.run().summary.makespan_s)
@@ -349,12 +382,13 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
             counts = work.routing.counts
             assert counts is not None  # made from counts
             # chunks of as many layers routed alike, on groups laid out alike, take the same time
-            key = ("moe", counts.tobytes(), tuple(layouts), fwd)
+            key = ("moe", counts.tobytes(), tuple(layouts), fwd, work.redispatch)
             hit = step._est_cache.get(key)
             if hit is None:
                 hit = step._est_cache[key] = max(
                     sum(estimate_moe(step.fabric, kind, work.routing, list(grp), bytes_per_token=nbytes,
-                                     mode=step.moe.mode, cost_model=step.cost_model) for kind, nbytes in chain(step, fwd))
+                                     mode=step.moe.mode, cost_model=step.cost_model)
+                        for kind, nbytes in chain(step, fwd, work.redispatch))
                     for grp in layouts.values())
         work._comm_s[fwd] = hit
     return float(hit)

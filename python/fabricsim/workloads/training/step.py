@@ -30,7 +30,9 @@ from ...progress import bar as progress_bar
 from ...progress import enabled as progress_enabled
 from ...scenario import Scenario, checked_progress
 from ...units import size_bytes
-from .compute import ADAM_BYTES_PER_PARAM, HBM_EFFICIENCY, ComputeModel, _Chunk, chunks
+from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, adam_bytes_per_param, chunks, memory_bound_s
+from .precision import Precision
+from .precision import precision as _precision
 from .construction import _Builder, _Built
 from .estimate import _estimate
 from .memory import memory_table
@@ -101,9 +103,16 @@ class Parallelism:
     forward and backward, as Llama 3's FSDP) or "fsdp" ("optim_grads_params", "zero3": also the
     weights sharded, each chunk's parameters all-gathered before its first forward and first
     backward). ``recompute`` is full activation recomputation (each layer keeps its input and is
-    re-run before its backward); ``selective_recompute`` is Megatron's selective recomputation
-    (the attention scores are not kept), which changes memory only with
-    ``flash_attention=False`` (a fused attention kernel never keeps them).
+    re-run before its backward), of every layer or, with ``recompute_layers`` = N, of the first
+    N layers of each model chunk (Megatron's ``--recompute-method block --recompute-num-layers
+    N``); ``selective_recompute`` is Megatron's selective recomputation of the attention kernel
+    (its scores are not kept, which changes memory only with ``flash_attention=False``: a fused
+    attention kernel never keeps them), and ``recompute_modules`` names the parts of each layer
+    re-run before their backward instead of keeping their activations, as Megatron's
+    ``--recompute-modules`` does ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act",
+    "moe", "shared_experts"; ``selective_recompute`` is ("core_attn",)). ``adam_moment_bytes``
+    is 4 (FP32 Adam moments) or 2 (BF16, Megatron's ``--use-precision-aware-optimizer
+    --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``).
     ``stage_layers`` gives each stage's layer count (default: equal; Llama 3 405B used one layer
     fewer on the first and last stage). ``order`` is Megatron's rank order, innermost first
     (default "tp-cp-ep-dp-pp"); ``placement`` maps Megatron rank i to GPU ``placement[i]`` of the
@@ -124,7 +133,7 @@ class Parallelism:
         par = fs.Parallelism(tp=8, pp=2, dp=1)
         par.n_gpus, par.n_micro_batches, par.sequence_parallel   # (16, 2, True)
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-        fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.47
+        fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.24
     """
 
     tp: int = 1
@@ -140,6 +149,9 @@ class Parallelism:
     sequence_parallel: bool | None = None
     recompute: bool = False
     selective_recompute: bool = False
+    recompute_layers: int | None = None
+    recompute_modules: tuple[str, ...] = ()
+    adam_moment_bytes: int = 4
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
@@ -184,6 +196,24 @@ class Parallelism:
         flag(f"{at} sequence_parallel (or None: on where tp > 1)", self.sequence_parallel)
         if self.recompute and self.selective_recompute:
             raise _bad(f"{at} recompute=True (full recomputation) and selective_recompute=True exclude each other")
+        if self.recompute_layers is not None:
+            object.__setattr__(self, "recompute_layers", integer(f"{at} recompute_layers", self.recompute_layers, COUNT))
+            if not self.recompute:
+                raise _bad(f"{at} recompute_layers={self.recompute_layers} needs recompute=True (full recomputation "
+                           "of that many layers per model chunk)")
+        mods = self.recompute_modules
+        if isinstance(mods, str) or not isinstance(mods, (tuple, list)):
+            raise _bad(f"{at} recompute_modules must be a tuple of module names ({', '.join(RECOMPUTE_MODULES)}), got "
+                       f"{type(mods).__name__} {shown(mods)}")
+        for name in mods:
+            choice(f"{at} recompute_modules entry", name, RECOMPUTE_MODULES)
+        if mods and self.recompute:
+            raise _bad(f"{at} recompute=True (full recomputation) and recompute_modules={tuple(mods)} exclude each other")
+        object.__setattr__(self, "recompute_modules", tuple(dict.fromkeys(mods)))
+        a = self.adam_moment_bytes
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or a not in (2, 4):
+            raise _bad(f"{at} adam_moment_bytes must be 4 (fp32) or 2 (bf16), got {type(a).__name__} {shown(a)}")
+        object.__setattr__(self, "adam_moment_bytes", int(a))
         if not isinstance(self.order, str) or sorted(self.order.split("-")) != sorted(_DIMS):
             raise _bad(f"{at} order must name each of tp, cp, ep, dp, pp once (e.g. 'tp-cp-ep-dp-pp'), got "
                        f"{type(self.order).__name__} {shown(self.order)}")
@@ -325,7 +355,10 @@ def _gpu_part(fabric: Any, gpu: str | None) -> Any:
 class TrainingStep:
     """One training step of ``model`` under ``parallelism`` on ``fabric``; checked on creation.
 
-    ``compute``: a :class:`ComputeModel` (default 0.50 of BF16 peak); ``gpu``: catalog GPU
+    ``compute``: a :class:`ComputeModel` (default: fused kernels at the published matmul and
+    attention efficiencies); ``precision``: a recipe name or :class:`Precision` (default
+    "bf16"; "fp8-delayed", "fp8-current", "fp8-blockwise", and on Blackwell "mxfp8" and
+    "nvfp4"); ``gpu``: catalog GPU
     name when the fabric does not say; ``cost_model``: for the collectives;
     ``check_memory``: refuse a configuration whose busiest GPU needs more than its HBM.
     ``tp_comm``: "flow" (TP collectives simulated on the fabric) or "analytical" (TP
@@ -349,6 +382,7 @@ class TrainingStep:
         fabric: Any,
         *,
         compute: ComputeModel | None = None,
+        precision: str | Precision | None = None,
         gpu: str | None = None,
         cost_model: Any = None,
         check_memory: bool = True,
@@ -369,10 +403,13 @@ class TrainingStep:
         self.tp_comm = choice("tp_comm", tp_comm, ("flow", "analytical"))
         flag("check_memory", check_memory)
         self.gpu = _gpu_part(fabric, gpu)
-        key = "bf16_dense_flop_per_s" if self.compute.precision == "bf16" else "fp8_dense_flop_per_s"
+        self.precision: Precision = _precision(precision)
+        self.precision.check_gpu(self.gpu)
+        key = self.precision.peak_key
         peak = self.gpu.get(key)
         if peak is None:
             raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
+        #: the dense peak of the linear layers' GEMM format, the denominator of MFU
         self.peak_flop_per_s: float = peak
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
@@ -488,8 +525,8 @@ class TrainingStep:
         expert = sum(ch.expert_params for ch in self.chunks[s])
         if p.dp_sharding != "none":
             dense, expert = dense / (p.dp * p.cp), expert / self.expert_dp
-        bw = self.gpu.get("hbm_Bps") or 3.35e12
-        return ADAM_BYTES_PER_PARAM * (dense + expert) / (bw * HBM_EFFICIENCY)
+        return memory_bound_s(adam_bytes_per_param(p.adam_moment_bytes) * (dense + expert), gpu=self.gpu,
+                              compute=self.compute)
 
     def _groups(self) -> np.ndarray:
         """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
@@ -654,7 +691,7 @@ class TrainingStep:
             step = fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8, pp=2, dp=1), fabric)
             built = step.build()
             built.scenario.n_activities        # 90: compute, collectives and pipeline flows
-            built.scenario.run().summary.makespan_s   # about 0.47, the step time
+            built.scenario.run().summary.makespan_s   # about 0.24, the step time
         """
         return _Builder(self).build()
 
@@ -672,7 +709,7 @@ class TrainingStep:
             fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
             step = fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8, pp=2, dp=1), fabric)
             result = step.run(tolerance=1e-3)   # options go to Scenario.run
-            result.step_s, result.mfu           # about 0.47 s and 0.11
+            result.step_s, result.mfu           # about 0.24 s and 0.23
         """
         checked_progress(progress)
         t0 = time.perf_counter()
@@ -721,6 +758,6 @@ def estimate_step(model: str | Model, parallelism: Parallelism, fabric: Any, **o
 
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         par = fs.Parallelism(tp=8, pp=2, dp=1)
-        fs.training.estimate_step("llama3-8b", par, fabric).mfu   # about 0.11, in about a millisecond
+        fs.training.estimate_step("llama3-8b", par, fabric).mfu   # about 0.23, in about a millisecond
     """
     return TrainingStep(model, parallelism, fabric, **options).estimate()
