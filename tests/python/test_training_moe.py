@@ -159,6 +159,14 @@ MOE_PINS = {
     "gpt-oss-120b-gb200": 0.9370,
     "gpt-oss-120b-b200": 1.0021,
     "gpt-oss-120b-h100": 0.6345,
+    "gpt-oss-120b-gb300": 0.4896,
+    "gpt-oss-120b-b300": 0.8669,
+    "grok1-314b-gb200-fp8": 0.2128,
+    "deepseek-v3-h100-fp8": 0.2104,
+    "deepseek-v3-h800-production": 0.0048,
+    "deepseek-v3-gb300-bf16": 0.1133,
+    "deepseek-v3-gb300-mxfp8": 0.2782,
+    "qwen3-235b-gb300-mxfp8": 0.3537,
 }
 
 
@@ -173,9 +181,12 @@ def moe_table():
 
 @pytest.mark.parametrize("case", list(T.MOE_VALIDATION))
 def test_moe_rows_are_met_within_15_percent_or_carry_their_reason(moe_table, case):
-    row = moe_table[case]
-    assert row["reported_tokens_per_s_per_gpu"] == T.MOE_VALIDATION[case]["reported_tokens_per_s_per_gpu"]
-    assert row["error"] == pytest.approx(row["modelled_tokens_per_s_per_gpu"] / row["reported_tokens_per_s_per_gpu"] - 1)
+    row, published = moe_table[case], T.MOE_VALIDATION[case]
+    if "reported_tokens_per_s_per_gpu" in published:
+        assert row["reported_tokens_per_s_per_gpu"] == published["reported_tokens_per_s_per_gpu"]
+        assert row["error"] == pytest.approx(row["modelled_tokens_per_s_per_gpu"] / row["reported_tokens_per_s_per_gpu"] - 1)
+    else:  # model FLOP/s, where the source publishes no tokens/s
+        assert row["error"] == pytest.approx(row["modelled_tflops"] / row["reported_tflops"] - 1)
     if abs(row["error"]) > 0.15:
         assert len(row["miss"]) > 40, f"{case}: {row['error']:+.1%} needs its reason"
     else:
