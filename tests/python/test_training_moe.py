@@ -85,17 +85,20 @@ def test_expert_groups_follow_megatrons_expert_rank_order():
         T.TrainingStep(m, T.Parallelism(tp=2, dp=4, ep=4, sequence_parallel=False), f)
 
 
-@pytest.mark.parametrize("options", [
-    dict(dispatcher="deepep"), dict(dispatcher="alltoall", overlap=True), dict(dispatcher="deepep", fp8_dispatch=True),
-    dict(dispatcher="hybridep", overlap=True, routing="dirichlet"),
+@pytest.mark.parametrize("options, precision", [
+    (dict(dispatcher="deepep"), "bf16"), (dict(dispatcher="alltoall", overlap=True), "bf16"),
+    (dict(dispatcher="deepep", fp8_dispatch=True), "fp8-blockwise"),
+    (dict(dispatcher="hybridep", overlap=True, routing="dirichlet"), "fp8-current"),
 ])
-def test_estimate_agrees_with_the_simulated_moe_step(options):
+def test_estimate_agrees_with_the_simulated_moe_step(options, precision):
     m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     step = T.TrainingStep(m, T.Parallelism(tp=2, pp=2, dp=8, ep=8, etp=1, global_batch_size=16, dp_sharding="zero1"), f,
-                          moe=options)
+                          moe=options, precision=precision)
     est, res = step.estimate(), step.run()
-    assert est.step_s == pytest.approx(res.step_s, rel=5e-3)
+    # the estimate misses only contention (pipeline flows and the dispatch of the other EP
+    # group on the same NICs): at most 1% here, where FP8 compute leaves the network more weight
+    assert est.step_s <= res.step_s * (1 + 1e-9) and res.step_s <= est.step_s * 1.01
     assert est.parts["ep"] == pytest.approx(res.parts["ep"], abs=0.02 * est.step_s)
 
 
@@ -247,3 +250,23 @@ def test_a_stage_may_hold_fewer_layers_than_chunks():
     assert step.estimate().step_s == pytest.approx(step.run().step_s, rel=5e-3)
     with pytest.raises(T.TrainingConfigError, match=r"must give pp=4 stages summing to mixtral-8x7b's 10 layers"):
         T.TrainingStep(m, T.Parallelism(pp=4, dp=8, ep=8, stage_layers=(2, 3, 3, 3)), f)
+
+
+def test_recomputed_moe_layers_run_their_experts_and_dispatch_again():
+    """Full recomputation, or Megatron's "moe" module, runs the experts' forward again before
+    their backward, and the forward's dispatch and combine with it; "moe_act" only the
+    activation."""
+    m = T.model("mixtral-8x7b").replace(layers=2, seq_len=4096)
+    f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    base = dict(dp=16, ep=8, global_batch_size=16, dp_sharding="zero1")
+    plain = T.TrainingStep(m, T.Parallelism(**base), f).chunks[0][0]
+    full = T.TrainingStep(m, T.Parallelism(**base, recompute=True), f).chunks[0][0]
+    mods = T.TrainingStep(m, T.Parallelism(**base, recompute_modules=("moe",)), f).chunks[0][0]
+    act = T.TrainingStep(m, T.Parallelism(**base, recompute_modules=("moe_act",)), f).chunks[0][0]
+    assert full.moe.bwd_s == pytest.approx(plain.moe.bwd_s + plain.moe.fwd_s)
+    assert mods.moe.bwd_s == pytest.approx(plain.moe.bwd_s + plain.moe.fwd_s)
+    assert plain.moe.bwd_s < act.moe.bwd_s < mods.moe.bwd_s
+    assert full.moe.redispatch and mods.moe.redispatch and not act.moe.redispatch and not plain.moe.redispatch
+    h = m.hidden
+    assert moe.chain(T.TrainingStep(m, T.Parallelism(**base), f), False, True) == [
+        ("dispatch", 2 * h), ("combine", 2 * h), ("dispatch", 2 * h), ("combine", 2 * h)]

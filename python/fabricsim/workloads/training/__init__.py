@@ -44,8 +44,9 @@ pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model 
 (interleaved schedules have ``virtual_stages`` chunks per stage), one compute delay for the
 chunk's layers, followed by one TP collective carrying all of the chunk's TP traffic
 (all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
-GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds one all-to-all
-per TP rank on its EP group carrying the dispatch and combine of all its MoE layers; context
+GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds, per
+expert-parallel group, the dispatch and then the combine of all its MoE layers (``moe``:
+routing, experts, dispatchers, overlap; ``placement``: groups against NVLink domains); context
 parallelism adds a ring exchange (send/recv over the CP group) of the chunk's K and V beside
 the compute. Per-collective latencies of the layers grouped in a chunk are paid once.
 Pipeline transfers are point-to-point flows, one per TP rank carrying its 1/tp slice of
@@ -85,7 +86,8 @@ the last activity back, each step to the dependency that finished last.
 
 **Modules**, each importing only the ones before it: ``model`` (:class:`Model`, the presets in
 ``data/models.json``), ``schedule`` (Megatron's pipeline schedules), ``compute``
-(:class:`ComputeModel`, each chunk's work), ``memory`` (bytes per GPU), ``results``
+(:class:`ComputeModel`, each chunk's work), ``memory`` (bytes per GPU), ``moe`` (the routed
+experts and their dispatch), ``placement`` (groups against NVLink domains), ``results``
 (:class:`StepEstimate`, :class:`StepResult`), ``estimate`` (the closed form),
 ``construction`` (the step's DAG on a scenario), ``step`` (:class:`Parallelism`,
 :class:`TrainingStep`) and ``validation`` (the published steps it is held to).
