@@ -114,7 +114,7 @@ from .precision import Precision, precision
 from .results import StepEstimate, StepResult
 from .schedule import schedule_order
 from .step import Parallelism, TrainingConfigError, TrainingStep, estimate_step, train_step
-from .validation import VALIDATION, validate_training, validation_step
+from .validation import KNOWN_MISSES, VALIDATION, validate_training, validation_step
 
 __all__ = [
     "Model",
@@ -136,6 +136,7 @@ __all__ = [
     "layer_work",
     "logits_work",
     "VALIDATION",
+    "KNOWN_MISSES",
     "validation_step",
     "validate_training",
     "schedule_order",
