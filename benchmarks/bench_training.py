@@ -40,3 +40,21 @@ class Llama405BEstimate:
 
     def time_estimate_step(self):
         training.TrainingStep("llama3-405b", self.par, self.fabric, check_memory=False).estimate()
+
+
+class ValidationRowEstimates:
+    """Every training validation row's closed form (its step built and estimated, the fabric
+    built in setup): the target is under 50 ms a row."""
+
+    params = list(training.VALIDATION)
+    param_names = ["case"]
+    number = 5
+    repeat = (3, 10, 20.0)
+
+    def setup(self, case):
+        step = training.validation_step(case)
+        self.args = (step.model, step.par, step.fabric)
+        self.kwargs = dict(precision=step.precision, check_memory=False)
+
+    def time_estimate(self, case):
+        training.TrainingStep(*self.args, **self.kwargs).estimate()
