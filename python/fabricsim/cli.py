@@ -339,8 +339,12 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """``fabricsim train``: one training step's breakdown (fabricsim.training)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
-    tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3, "
-                    "qwen3-235b-a22b, gpt-oss-120b, grok1-314b-proxy")
+    tr.add_argument("model", nargs="?",
+                    help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3, "
+                         "qwen3-235b-a22b, gpt-oss-120b, grok1-314b-proxy")
+    tr.add_argument("--validate", action="store_true",
+                    help="the validation table instead: every published training step the model is held to, "
+                         "reported against modelled")
     _add_fabric_flags(tr)
     for dim, what in (("tp", "tensor-parallel ranks: GPUs sharing each layer's matrices"),
                       ("pp", "pipeline stages: the layers split into this many stages"),
@@ -375,6 +379,13 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--recompute", action="store_true",
                     help="full activation recomputation: each layer keeps its input and runs its forward again "
                          "before its backward (less memory, about a third more compute)")
+    tr.add_argument("--recompute-modules",
+                    help="parts of each layer re-run before their backward instead of keeping their activations, "
+                         "comma-separated, as Megatron's --recompute-modules: core_attn, layernorm, mla_up_proj, mlp, "
+                         "moe_act, moe, shared_experts")
+    tr.add_argument("--bf16-adam", action="store_true",
+                    help="Adam's moments in BF16 (Megatron's --use-precision-aware-optimizer with bf16 exp_avg "
+                         "and exp_avg_sq)")
     tr.add_argument("--efficiency", type=float,
                     help="every GEMM's fraction of its format's dense peak (default: the GPU's published best)")
     tr.add_argument("--precision", default="bf16",
@@ -390,10 +401,21 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     def run(args: argparse.Namespace) -> int:
         from .workloads import training
 
+        if args.validate:
+            rows = training.validate_training().to_pylist()
+            print(f"{'case':40s} {'GPUs':>6s} {'precision':20s} {'metric':17s} {'reported':>10s} {'modelled':>10s} error")
+            for r in rows:
+                print(f"{r['case']:40s} {r['n_gpus']:6d} {r['precision']:20s} {r['metric']:17s} {r['reported']:10.4g} "
+                      f"{r['modelled']:10.4g} {r['error']:+.1%}" + ("  (known miss)" if r["miss"] else ""))
+            return 0
+        if args.model is None:
+            raise InvalidArgumentError("fabricsim train needs a model (e.g. llama3-8b), or --validate")
         par = training.Parallelism(
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
             global_batch_size=args.global_batch, schedule="interleaved" if args.vp > 1 else "1f1b",
             virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
+            recompute_modules=tuple(m for m in (args.recompute_modules or "").split(",") if m),
+            adam_moment_bytes=2 if args.bf16_adam else 4,
             stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers),
             etp=args.etp)
         compute = training.ComputeModel(gemm_efficiency=args.efficiency)

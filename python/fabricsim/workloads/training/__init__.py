@@ -121,7 +121,7 @@ from .moe import FP8_DISPATCH_BLOCK as FP8_DISPATCH_BLOCK
 from .moe import MoeOptions
 from .placement import domain_aware, straddling
 from .step import Parallelism, PlacementWarning, TrainingConfigError, TrainingStep, estimate_step, train_step
-from .validation import MOE_VALIDATION, VALIDATION, validate_training, validation_step
+from .validation import KNOWN_MISSES, MOE_VALIDATION, VALIDATION, validate_training, validation_step
 
 __all__ = [
     "Model",
@@ -148,6 +148,7 @@ __all__ = [
     "logits_work",
     "VALIDATION",
     "MOE_VALIDATION",
+    "KNOWN_MISSES",
     "validation_step",
     "validate_training",
     "schedule_order",

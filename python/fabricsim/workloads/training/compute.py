@@ -95,12 +95,21 @@ GROUPED_GEMM_FRACTION = 0.9
 #: * hopper fp8 forward 0.61: FlashAttention-3's FP8 forward "close to 1.2 PFLOP/s" of 1,979
 #:   (Shah et al. 2024, arXiv:2407.08608, abstract); backward [assumed] in the same ratio to
 #:   the forward as BF16's.
-#: * blackwell bf16 forward 0.71: FlashAttention-4's 1,613 TFLOP/s on B200 of 2,250 (Zadouri et
-#:   al., arXiv:2603.05451); backward [assumed] in Hopper's ratio to the forward; fp8
-#:   [assumed] the BF16 fractions of the FP8 peak.
+#: * Blackwell (b200, gb200) bf16 forward 0.546: cuDNN's attention, which Transformer Engine
+#:   runs, is 1.3x slower than FlashAttention-4's 1,613 TFLOP/s on B200 of 2,250 (Zadouri et al.,
+#:   arXiv:2603.05451: "1.3x cuDNN 9.13"), 0.71 / 1.3; the softmax's exponentials bound it.
+#:   Backward [assumed] in Hopper's ratio to the forward.
+#: * Blackwell Ultra (b300, gb300) doubles the exponential throughput, "up to 2x faster
+#:   attention layers" than Blackwell (https://developer.nvidia.com/blog/inside-nvidia-blackwell-
+#:   ultra-the-chip-powering-the-ai-factory-era/): [assumed] FlashAttention-4's 0.71, the
+#:   forward once exponentials no longer bound it; backward in Hopper's ratio. FP8 attention
+#:   [assumed]: on Blackwell no faster than BF16 (the exponentials bound both: half the
+#:   fraction of a peak twice as high), on Blackwell Ultra the BF16 fractions of the FP8 peak.
 ATTENTION_FRACTION: dict[str, dict[str, tuple[float, float]]] = {
     "hopper": {"bf16": (0.45, 0.28), "fp8": (0.61, 0.61 * 0.28 / 0.45)},
-    "blackwell": {"bf16": (0.71, 0.71 * 0.28 / 0.45), "fp8": (0.71, 0.71 * 0.28 / 0.45)},
+    "blackwell": {"bf16": (0.71 / 1.3, 0.71 / 1.3 * 0.28 / 0.45), "fp8": (0.71 / 2.6, 0.71 / 2.6 * 0.28 / 0.45)},
+    "b300": {"bf16": (0.71, 0.71 * 0.28 / 0.45), "fp8": (0.71, 0.71 * 0.28 / 0.45)},
+    "gb300": {"bf16": (0.71, 0.71 * 0.28 / 0.45), "fp8": (0.71, 0.71 * 0.28 / 0.45)},
 }
 
 

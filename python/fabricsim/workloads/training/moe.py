@@ -101,8 +101,8 @@ class MoeOptions:
     Example::
 
         fabric = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
-        m = fs.training.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
-        par = fs.Parallelism(tp=2, dp=16, ep=8, dp_sharding="zero1")
+        m = fs.training.model("deepseek-v3").replace(layers=4, first_dense_layers=0, mtp_layers=0)
+        par = fs.Parallelism(dp=32, ep=16, dp_sharding="zero1")   # each EP group on two boards
         plain = fs.TrainingStep(m, par, fabric).estimate()
         deepep = fs.TrainingStep(m, par, fabric, moe=fs.training.MoeOptions(dispatcher="deepep")).estimate()
         deepep.parts["ep"] < plain.parts["ep"]   # True: a token crosses the network once per node
