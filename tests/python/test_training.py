@@ -320,6 +320,59 @@ def test_flow_step_agrees_with_the_analytical_estimate_on_an_idle_fabric(four_no
     assert cp["start_s"].to_pylist()[1:] == pytest.approx(cp["finish_s"].to_pylist()[:-1])
 
 
+def test_compute_beside_communication_runs_on_the_sms_left():
+    """The overlapped part of a compute runs on the SMs the communication leaves: 16 SMs of an
+    H100's 132 make it 132 / 116 as long; the overlap is capped at the compute."""
+    beside = T.compute.compute_beside_comm_s
+    assert beside(10e-3, [(4e-3, 16)]) == pytest.approx(10e-3 + 4e-3 * 16 / 116, rel=1e-12)
+    assert beside(10e-3, [(40e-3, 16)]) == pytest.approx(10e-3 * 132 / 116, rel=1e-12)
+    assert beside(10e-3, [(4e-3, 0), (0.0, 30)]) == 10e-3
+    assert beside(10e-3, [(4e-3, 16), (2e-3, 24)], gpu="gb200") == pytest.approx(
+        10e-3 + 4e-3 * 16 / 132 + 2e-3 * 24 / 124, rel=1e-12)  # a GB200 has 148 SMs
+
+
+def test_collective_estimates_say_their_channels():
+    """NVLS runs the cost model's nvls_channels CTAs; a ring its graph's channels."""
+    cost = fs.cost_model.DEFAULT
+    one = fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB")
+    assert one.algorithm == "nvls" and one.n_channels == cost.nvls_channels[2] == 16
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    ring = fs.estimate(fabric, "reduce_scatter", "1GiB", ranks=[0, 8], algorithm="ring")
+    assert ring.n_channels >= 1
+    assert fs.estimate(fabric, "all_reduce", "1GiB", ranks=[0]).n_channels == 0
+
+
+def test_overlapped_communication_takes_sms_from_the_compute_it_overlaps(four_nodes):
+    """Each overlapped communication of a step slows the compute beside it by the SMs it
+    holds: the TP collectives with tp_comm_overlap (Transformer Engine's SMs per GEMM), the
+    gradient reductions issued during a chunk's last backward (their NCCL channels), the
+    parameter gathers beside its first forward; the estimate and the simulated step agree."""
+    step = _step(four_nodes, tp_comm_overlap=True)
+    p, ch = step.par, step.chunks[0][0]
+    sms = 132
+    tp_f = step._comm_s("tp", 0, ch.tp_bytes)
+    held = T.compute.TP_OVERLAP_SMS["hopper"]["forward"]
+    want = ch.fwd_s + sum(min(ch.fwd_s, tp_f / 4) * n / (sms - n) for n in held)
+    assert estimate.op_compute_s(step, ch, True) == pytest.approx(want, rel=1e-12) and want > ch.fwd_s
+    groups = step._buckets(ch)
+    assert len(groups) > 1
+    red = sum(step._comm_s("reduce_scatter", 0, g) for g in groups[:-1])
+    n_ch = step._comm_channels("reduce_scatter", 0, groups[0])
+    assert n_ch >= 1
+    mid = estimate.op_compute_s(step, ch, False)
+    assert estimate.op_compute_s(step, ch, False, last=True) == pytest.approx(
+        mid + min(ch.bwd_s, red) * n_ch / (sms - n_ch), rel=1e-12)
+    size = estimate._param_bytes(step, ch)
+    g_s, g_ch = step._comm_s("all_gather", 0, size), step._comm_channels("all_gather", 0, size)
+    assert estimate.op_compute_s(step, ch, True, first=True) == pytest.approx(
+        estimate.op_compute_s(step, ch, True) + min(ch.fwd_s, g_s) * g_ch / (sms - g_ch), rel=1e-12)
+    # without the overlaps, nothing is taken
+    plain = _step(four_nodes, overlap_grad_reduce=False, overlap_param_gather=False)
+    assert estimate.op_compute_s(plain, plain.chunks[0][0], False, last=True) == plain.chunks[0][0].bwd_s
+    assert estimate.op_compute_s(plain, plain.chunks[0][0], True, first=True) == plain.chunks[0][0].fwd_s
+    assert step.run().step_s == pytest.approx(step.estimate().step_s, rel=0.005)
+
+
 def test_step_figures_are_consistent(four_nodes):
     step = _step(four_nodes)
     res = step.run()
@@ -435,7 +488,8 @@ def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes,
     step = T.TrainingStep(m, T.Parallelism(**par), four_nodes)
     est = step.estimate()
     p = step.par
-    ops = [[(sum(estimate._op_s(step, ch, True).values()), sum(estimate._op_s(step, ch, False).values()))
+    ops = [[tuple(sum(estimate._op_s(step, ch, fwd, first=fwd and edge, last=edge and not fwd).values())
+                  for fwd, edge in ((True, False), (False, False), (True, True), (False, True)))
             for ch in row] for row in step.chunks]
     zero = [[0.0] * p.virtual_stages for _ in range(p.pp)]
     walked = []

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .model import Model
     from .step import TrainingStep
 
-__all__ = ["ComputeModel", "DEFAULT_COMPUTE_EFFICIENCY", "adam_bytes_per_param", "RECOMPUTE_MODULES", "gemm_s", "attention_s", "memory_bound_s", "MAMF_FRACTION", "ATTENTION_FRACTION",
+__all__ = ["ComputeModel", "compute_beside_comm_s", "gpu_sms", "TP_OVERLAP_SMS", "DEFAULT_COMPUTE_EFFICIENCY", "adam_bytes_per_param", "RECOMPUTE_MODULES", "gemm_s", "attention_s", "memory_bound_s", "MAMF_FRACTION", "ATTENTION_FRACTION",
            "GROUPED_GEMM_FRACTION", "GEMM_TILE", "FUSED_BYTES", "EAGER_BYTES", "HBM_EFFICIENCY"]
 
 
@@ -280,8 +280,7 @@ def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Pr
         return 0.0
     tm, tn = GEMM_TILE
     tiles = sum(math.ceil(x / tm) for x in ms) * math.ceil(n / tn)
-    sms = g.get("sms") or _DEFAULT_SMS[g.get("arch") or "hopper"]
-    waves = tiles / sms
+    waves = tiles / gpu_sms(g)
     frac = cm.gemm_efficiency if cm.gemm_efficiency is not None else _fraction(MAMF_FRACTION, g, fmt)
     if grouped:
         frac *= GROUPED_GEMM_FRACTION
@@ -313,6 +312,41 @@ def attention_s(flops: float, *, gpu: Any = "h100", backward: bool = False, fp8:
     return (2.5 if backward else 1.0) * flops / (_peak(g, fmt) * frac)
 
 
+def gpu_sms(gpu: Any = "h100") -> int:
+    """Streaming multiprocessors of a GPU (catalog name or part): its catalog ``sms``, else its
+    architecture's default (H100 SXM's 132 for Hopper, B200's 148 for Blackwell, [assumed]).
+
+    Example::
+
+        fs.training.compute.gpu_sms("h100"), fs.training.compute.gpu_sms("gb200")   # (132, 148)
+    """
+    g = _gpu(gpu)
+    return int(g.get("sms") or _DEFAULT_SMS[g.get("arch") or "hopper"])
+
+
+def compute_beside_comm_s(compute_s: float, overlaps: Any = (), *, gpu: Any = "h100") -> float:
+    """Seconds of ``compute_s`` of compute while communication kernels run beside it and hold
+    SMs: ``overlaps`` is a sequence of (seconds the communication runs on an idle fabric, SMs
+    its kernels hold). Each one's part of the compute (its seconds, at most the compute's) runs
+    on the SMs it leaves, a fraction 1 - f of the GPU's (:func:`gpu_sms`), f = SMs held / SMs,
+    so it takes 1 / (1 - f) as long: compute_s + sum of min(compute_s, overlap_s) f / (1 - f).
+    Communications held at once add their shares (each counted as if alone).
+
+    Example::
+
+        # a 10 ms backward beside a 4 ms reduce-scatter on 16 channels (16 SMs of an H100's 132)
+        fs.training.compute.compute_beside_comm_s(10e-3, [(4e-3, 16)])   # 0.01055 s
+    """
+    compute_s = real_in("compute_beside_comm_s: compute_s", compute_s, 0.0, math.inf, open_high=True)
+    sms = gpu_sms(gpu)
+    extra = 0.0
+    for overlap_s, held in overlaps:
+        f = min(float(held), sms - 1.0) / sms
+        if overlap_s > 0 and f > 0:
+            extra += min(compute_s, float(overlap_s)) * f / (1.0 - f)
+    return compute_s + extra
+
+
 def memory_bound_s(n_bytes: float, *, gpu: Any = "h100", compute: ComputeModel | None = None) -> float:
     """Seconds of memory-bound work that moves ``n_bytes`` through HBM: at the GPU's HBM
     bandwidth times ``hbm_efficiency``.
@@ -332,6 +366,26 @@ def memory_bound_s(n_bytes: float, *, gpu: Any = "h100", compute: ComputeModel |
 #: GEMMs; "pipeline" for those before a reduce-scatter (projection and FC2 forward) splits the
 #: GEMM in ``num_splits`` = 4; "bulk" (the rest) does not split it.
 TP_OVERLAP_PIPELINE_SPLITS = 4
+
+
+#: SMs Transformer Engine's userbuffers kernels hold while each of a layer's four TP
+#: communications of one direction overlaps its GEMM (``tp_comm_overlap``), per architecture,
+#: as NeMo configures them for Llama 3.1 405B (the largest dense model it ships configs for):
+#: NVIDIA/NeMo@0594a700:nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
+#: ``userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192`` (Hopper) and
+#: ``userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192`` (Blackwell). Forward: the
+#: all-gathers before QKV and FC1 are ring exchanges (``RingExchangeOverlapCfg``), peer-to-peer
+#: copies on the copy engines (0 SMs); the reduce-scatters after the projection and FC2 are
+#: "pipeline" overlaps on ``num_sm`` 24 and 8 (Hopper), 32 and 8 (Blackwell). Backward: the
+#: all-gathers before the projection's and FC2's data gradients are ring exchanges (0); the
+#: reduce-scatters of QKV's and FC1's data gradients are "bulk" overlaps beside their weight
+#: gradients, ``qkv_wgrad`` and ``fc1_wgrad`` 24 and 2 (both architectures). The bulk
+#: all-gathers of the inputs for the weight gradients (``qkv_dgrad``, ``fc1_dgrad``, 2 SMs
+#: each) carry bytes the step does not count and are left out with them.
+TP_OVERLAP_SMS: dict[str, dict[str, tuple[int, ...]]] = {
+    "hopper": {"forward": (0, 24, 0, 8), "backward": (0, 0, 24, 2)},
+    "blackwell": {"forward": (0, 32, 0, 8), "backward": (0, 0, 24, 2)},
+}
 
 
 #: Megatron-LM's ``--recompute-modules`` names (megatron/core/transformer/transformer_config.py,

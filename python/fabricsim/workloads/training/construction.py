@@ -15,6 +15,7 @@ from ... import _core
 from ...collectives.construction import Builder
 from ...scenario import Scenario
 from . import moe
+from .estimate import op_compute_s
 from .results import _CAT_INDEX
 from .schedule import schedule_order
 
@@ -231,7 +232,6 @@ class _Builder:
         n_rep = p.dp * p.cp
         vs = c * p.pp + s
         fwd = kind == "F"
-        comp_s = moe.overlapped_compute_s(st, ch.fwd_s if fwd else ch.bwd_s, moe.comm_s(st, ch, fwd))
         tp_mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
@@ -242,6 +242,8 @@ class _Builder:
         # the whole backward ends, its TP, CP and EP communication too: the chunk's first layer's
         # gradients are final only then)
         split = (not fwd) and i == last_b[s][c] and n_rep > 1 and p.overlap_grad_reduce
+        # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
+        comp_s = op_compute_s(st, ch, fwd, first=fwd and m == 0, last=(not fwd) and i == last_b[s][c])
         groups = st._buckets(ch) if split else []
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
         # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather

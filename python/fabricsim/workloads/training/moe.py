@@ -33,8 +33,9 @@ recomputation the forward's again first.
 **Overlap** (``overlap``, off by default as in Megatron, ``--overlap-moe-expert-parallel-comm``):
 the dispatch and combine run beside the chunk's compute, as Megatron's 1F1B all-to-all overlap
 and DeepSeek's DualPipe pair one micro-batch's communication with another's compute; while
-they run, their kernels hold :data:`COMM_SM_FRACTION` of the SMs, so the overlapped part of the
-compute takes 1 / (1 - fraction) as long. The pairing of micro-batches is not modelled: every
+they run, their kernels hold :data:`COMM_SM_FRACTION` of the SMs, and the overlapped part of the
+compute runs on the SMs left, as beside every overlapped communication of the step
+(:func:`~.compute.compute_beside_comm_s`). The pairing of micro-batches is not modelled: every
 op, the warm-up's too, overlaps its own communication.
 """
 
@@ -406,12 +407,3 @@ def _distinct(step: TrainingStep, groups: list[tuple[int, ...]]) -> dict[tuple[i
         key = (-1, len(g)) if size > 1 and (d == d[0]).all() else tuple((a - d.min() * size).tolist())
         seen.setdefault(key, g)
     return seen
-
-
-def overlapped_compute_s(step: TrainingStep, compute_s: float, ep_s: float) -> float:
-    """The compute of an op whose dispatch and combine (``ep_s``) run beside it: the part they
-    overlap runs on the SMs they leave (:data:`COMM_SM_FRACTION`)."""
-    if not step.moe.overlap or ep_s <= 0:
-        return compute_s
-    f = step.moe.comm_sm_fraction
-    return compute_s + min(compute_s, ep_s) * f / (1.0 - f)

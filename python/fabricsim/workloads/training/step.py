@@ -601,6 +601,24 @@ class TrainingStep:
             self._est_cache[key] = hit
         return hit
 
+    def _comm_channels(self, kind: str, s: int, size: float) -> int:
+        """Channels (one SM each) the collective of :meth:`_comm_s` runs on: replica 0's first
+        collective's, as :func:`fabricsim.estimate` chooses its algorithm (on a fabric with
+        faults too: NCCL's choice does not see them)."""
+        if size <= 0:
+            return 0
+        key = ("channels", kind, s, round(size))
+        hit = self._est_cache.get(key)
+        if hit is None:
+            chains = self._chains(kind, s, size, every=False)
+            hit = 0
+            if chains:
+                ranks, ops = chains[0]
+                op, n, _ = ops[0]
+                hit = estimate(self.fabric, op, n, list(ranks), cost_model=self.cost_model).n_channels
+            self._est_cache[key] = hit
+        return hit
+
     def _analytical_s(self, op: str, size: float, ranks: Sequence[int], sizes: Any = None) -> float:
         return estimate(self.fabric, op, None if sizes is not None else size, list(ranks), sizes=sizes,
                         cost_model=self.cost_model).time_s

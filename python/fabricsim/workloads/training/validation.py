@@ -191,7 +191,7 @@ def validation_step(name: str, **options: Any) -> TrainingStep:
 
         step = fs.training.validation_step("megatron-gpt3-175b-96")
         step.par.n_gpus                        # 96
-        step.estimate().mfu                    # about 0.52; Megatron-LM reports 0.47
+        step.estimate().mfu                    # about 0.51; Megatron-LM reports 0.47
     """
     cases = {**VALIDATION, **MOE_VALIDATION}
     case = cases[choice("validation case", name, cases)]
