@@ -56,7 +56,10 @@ def quantities(draw):
 
 
 def test_unit_parsers_take_any_value():
-    @explore(300, mostly(quantities(), st.tuples(st.sampled_from(sorted(UNITS)), st.one_of(texts, scalars))))
+    # Hostile draws 5 in 10: Hypothesis mixes the package's own constants into text draws, so
+    # the share of them refused moves with the code (3 in 10 left 13 of 300 on one branch).
+    @explore(300, mostly(quantities(), st.tuples(st.sampled_from(sorted(UNITS)), st.one_of(texts, scalars)),
+                         valid_in_10=5))
     def seen(case):
         if len(case) == 3:  # a valid quantity: its value, rounded once
             parser, text, exact = case

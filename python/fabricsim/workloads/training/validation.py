@@ -269,9 +269,10 @@ _FP8_MISS = ("the model is 8-16% fast on the dense BF16 rows (every GEMM at its 
              "where the grouped FP8 kernels on these shapes, with their per-expert quantization, reach less (the "
              "measured FP8 speedups of these runs are 1.13-1.38x); suspected, not measured")
 _QWEN3_PAR = dict(tp=2, pp=8, dp=16, ep=32, etp=1, global_batch_size=2048, schedule="interleaved", virtual_stages=4,
-                  stage_layers=(11, 12, 12, 12, 12, 12, 12, 11), dp_sharding="zero1")
+                  stage_layers=(11, 12, 12, 12, 12, 12, 12, 11), dp_sharding="zero1",
+                  recompute_modules=("layernorm", "moe_act"))
 _QWEN3_ASSUMED = ("94 layers over 8 stages of 4 virtual stages as (11, 12 x 6, 11) (the README does not give the "
-                  "split); distributed optimizer; selective recomputation of norms and activations not costed; "
+                  "split); distributed optimizer; "
                   "forced balance (the table does not say)")
 MOE_VALIDATION: dict[str, dict[str, Any]] = {
     "qwen3-235b-h100-deepep": dict(
@@ -288,7 +289,7 @@ MOE_VALIDATION: dict[str, dict[str, Any]] = {
         parallelism=_QWEN3_PAR, moe=dict(dispatcher="deepep", overlap=True),
         domain="hgx-h100",
         assumptions=_QWEN3_ASSUMED,
-        miss="the overlap hides the whole dispatch and combine behind the chunk's compute (the step gains 33%); "
+        miss="the overlap hides the whole dispatch and combine behind the chunk's compute (the step gains 33% here); "
              "Megatron's 1F1B overlap pairs one micro-batch's forward with another's backward layer by layer, and "
              "each layer's dispatch waits for its attention and its expert GEMMs for the dispatch, so part stays "
              "exposed (the run gains 11%); the layer-wise pairing is not modelled"),
@@ -297,7 +298,8 @@ MOE_VALIDATION: dict[str, dict[str, Any]] = {
                "inside a node (main 1e057005): 24.2 s/step, 200 TFLOP/s per GPU, 1,354 tokens/s per GPU)",
         check_memory=False, model="qwen3-235b-a22b", n_gpus=256, reported_tokens_per_s_per_gpu=1354.0, published_flop_per_s_per_gpu=200e12,
         parallelism=dict(tp=2, pp=32, dp=4, ep=8, etp=1, global_batch_size=2048, schedule="interleaved",
-                         virtual_stages=3, stage_layers=(2,) + (3,) * 30 + (2,), dp_sharding="zero1"),
+                         virtual_stages=3, stage_layers=(2,) + (3,) * 30 + (2,), dp_sharding="zero1",
+                         recompute_modules=("layernorm", "moe_act")),
         domain="hgx-h100",
         assumptions="94 layers and the embedding and loss counted as layers over 96 virtual stages (Megatron's "
                     "account-for-embedding and -loss pipeline split): one layer per chunk, the first and last chunk "
@@ -322,26 +324,28 @@ MOE_VALIDATION: dict[str, dict[str, Any]] = {
         source=_BRIDGE_2604 + ": 64 GB200, TP1 PP1 EP64 DP64, MBS 4, alltoall with EP all-to-all overlap, "
                "recompute layernorm and moe_act: 16,640 tokens/s per GPU, 452 TFLOP/s",
         check_memory=False, model="gpt-oss-120b", n_gpus=64, reported_tokens_per_s_per_gpu=16640.0, published_flop_per_s_per_gpu=452e12,
-        parallelism=dict(dp=64, ep=64, micro_batch_size=4, global_batch_size=1280, dp_sharding="zero1"),
+        parallelism=dict(dp=64, ep=64, micro_batch_size=4, global_batch_size=1280, dp_sharding="zero1",
+                         recompute_modules=("layernorm", "moe_act")),
         moe=dict(overlap=True), domain="gb200-nvl72",
-        assumptions="one rack; distributed optimizer; recomputation of norms and activations not costed",
+        assumptions="one rack; distributed optimizer",
         miss=_GPT_OSS_MISS),
     "gpt-oss-120b-b200": dict(
         source=_BRIDGE_2604 + ": 64 B200, TP1 PP1 EP8 DP64, MBS 4, alltoall, recompute layernorm and moe_act: "
                "13,568 tokens/s per GPU, 369 TFLOP/s",
         check_memory=False, model="gpt-oss-120b", n_gpus=64, reported_tokens_per_s_per_gpu=13568.0, published_flop_per_s_per_gpu=369e12,
-        parallelism=dict(dp=64, ep=8, micro_batch_size=4, global_batch_size=1280, dp_sharding="zero1"),
+        parallelism=dict(dp=64, ep=8, micro_batch_size=4, global_batch_size=1280, dp_sharding="zero1",
+                         recompute_modules=("layernorm", "moe_act")),
         domain="hgx-b200",
-        assumptions="distributed optimizer; recomputation of norms and activations not costed",
+        assumptions="distributed optimizer",
         miss=_GPT_OSS_MISS),
     "gpt-oss-120b-h100": dict(
         source=_BRIDGE_2604 + ": 64 H100, TP1 PP4 EP8 DP16, MBS 1, alltoall, recompute layernorm and moe_act: "
                "5,824 tokens/s per GPU, 158 TFLOP/s",
         check_memory=False, model="gpt-oss-120b", n_gpus=64, reported_tokens_per_s_per_gpu=5824.0, published_flop_per_s_per_gpu=158e12,
-        parallelism=dict(pp=4, dp=16, ep=8, global_batch_size=1280, dp_sharding="zero1"),
+        parallelism=dict(pp=4, dp=16, ep=8, global_batch_size=1280, dp_sharding="zero1",
+                         recompute_modules=("layernorm", "moe_act")),
         domain="hgx-h100",
-        assumptions="1F1B schedule (no virtual stages given); distributed optimizer; recomputation of norms and "
-                    "activations not costed",
+        assumptions="1F1B schedule (no virtual stages given); distributed optimizer",
         miss=_GPT_OSS_MISS),
     "gpt-oss-120b-gb300": dict(
         source=_BRIDGE_2604 + ": 64 GB300, TP1 PP1 EP64 DP64, MBS 4, alltoall, CUDA graphs on attention, router and "
