@@ -375,7 +375,8 @@ TP_OVERLAP_PIPELINE_SPLITS = 4
 #: ``userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192`` (Hopper) and
 #: ``userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192`` (Blackwell). Forward: the
 #: all-gathers before QKV and FC1 are ring exchanges (``RingExchangeOverlapCfg``), peer-to-peer
-#: copies on the copy engines (0 SMs); the reduce-scatters after the projection and FC2 are
+#: copies on the copy engines (0 SMs: Transformer Engine's ``initialize_ub`` adds each buffer with
+#: ``use_ce=True`` by default, transformer_engine/pytorch/module/base.py); the reduce-scatters after the projection and FC2 are
 #: "pipeline" overlaps on ``num_sm`` 24 and 8 (Hopper), 32 and 8 (Blackwell). Backward: the
 #: all-gathers before the projection's and FC2's data gradients are ring exchanges (0); the
 #: reduce-scatters of QKV's and FC1's data gradients are "bulk" overlaps beside their weight
