@@ -18,6 +18,9 @@ from .compute import TP_OVERLAP_SMS, _Chunk, compute_beside_comm_s, gpu_sms
 from .results import StepEstimate
 from .schedule import _walk_plan, _warm_up
 
+# Seconds of a chunk's ops on one stage: a forward, a backward, its first forward, its last backward.
+_Durations = tuple[float, float, float, float]
+
 if TYPE_CHECKING:
     from .step import TrainingStep
 
@@ -126,7 +129,7 @@ def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, flo
     return max(t, stage_end_s)
 
 
-def _walk(step: TrainingStep, mb: int, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+def _walk(step: TrainingStep, mb: int, dur: list[list[_Durations]], ready_f: list[list[float]],
           ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
     """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
     of its ops ends, walked as the step is built: an op starts once its stage is free, its
@@ -153,7 +156,7 @@ def _walk(step: TrainingStep, mb: int, dur: list[list[tuple[float, float]]], rea
     return orders, [[e[k] for k in row] for row in at]
 
 
-def _schedule_ends(step: TrainingStep, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+def _schedule_ends(step: TrainingStep, dur: list[list[_Durations]], ready_f: list[list[float]],
                    ready_b: list[list[float]]) -> tuple[list[float], list[dict[int, tuple[float, float]]]]:
     """When each stage's last op ends, and each chunk's last backward (start, end) on each
     stage (:meth:`_walk`). After its warm-up a schedule repeats every pp micro-batches (2 pp
@@ -195,7 +198,8 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     mb, v, pp = p.n_micro_batches, p.virtual_stages, p.pp
     ops = [[(_op_s(step, ch, True), _op_s(step, ch, False), _op_s(step, ch, True, first=True), _op_s(step, ch, False, last=True))
             for ch in row] for row in step.chunks]
-    dur = [[tuple(sum(o.values()) for o in row_ops) for row_ops in row] for row in ops]
+    dur: list[list[_Durations]] = [[(sum(f.values()), sum(b.values()), sum(f0.values()), sum(b1.values()))
+                                    for f, b, f0, b1 in row] for row in ops]
     # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
     # the start) and again before its backwards
     gather = [[0.0] * v for _ in range(pp)]
