@@ -7,6 +7,7 @@ is not overlapped, parameter all-gather. What it leaves out is contention."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from typing import TYPE_CHECKING
@@ -129,6 +130,18 @@ def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, flo
     return max(t, stage_end_s)
 
 
+@functools.lru_cache(maxsize=16)
+def _op_kinds(pp: int, mb: int, v: int) -> tuple[int, ...]:
+    """Per op of :func:`~.schedule._walk_plan`'s plan, which of its chunk's durations it takes:
+    0 a forward, 1 a backward, 2 the chunk's first forward (micro-batch 0), 3 its last backward."""
+    orders, plan, at = _walk_plan(pp, mb, v)
+    which = [0] * len(plan)
+    for order, row in zip(orders, at):
+        for (kind, m, _), k in zip(order, row):
+            which[k] = (2 if m == 0 else 0) if kind == "F" else (3 if m == mb - 1 else 1)
+    return tuple(which)
+
+
 def _walk(step: TrainingStep, mb: int, dur: list[list[_Durations]], ready_f: list[list[float]],
           ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
     """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
@@ -141,10 +154,7 @@ def _walk(step: TrainingStep, mb: int, dur: list[list[_Durations]], ready_f: lis
     pp, v = p.pp, p.virtual_stages
     orders, plan, at = _walk_plan(pp, mb, v)
     hop = [[step._pp_s(a, b) if (b - a) % pp in (1, pp - 1) else 0.0 for b in range(pp)] for a in range(pp)]
-    which = [0] * len(plan)
-    for order, row in zip(orders, at):
-        for (kind, m, _), k in zip(order, row):
-            which[k] = (2 if m == 0 else 0) if kind == "F" else (3 if m == mb - 1 else 1)
+    which = _op_kinds(pp, mb, v)
     e = [0.0] * len(plan)
     for k, (s, back, c, prev, src, src_stage) in enumerate(plan):
         start = (ready_b if back else ready_f)[s][c]

@@ -597,7 +597,10 @@ class TrainingStep:
                 hit = self._simulated_s(chains)
             else:
                 ranks, ops = chains[0]
-                hit = sum(self._analytical_s(op, n, ranks, sizes) for op, n, sizes in ops)
+                es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
+                               cost_model=self.cost_model) for op, n, sizes in ops]
+                hit = sum(e.time_s for e in es)
+                self._est_cache[("channels",) + key] = es[0].n_channels
             self._est_cache[key] = hit
         return hit
 
@@ -610,6 +613,9 @@ class TrainingStep:
         key = ("channels", kind, s, round(size))
         hit = self._est_cache.get(key)
         if hit is None:
+            self._comm_s(kind, s, size)  # on a fabric without faults, times it and keeps its channels
+            hit = self._est_cache.get(key)
+        if hit is None:
             chains = self._chains(kind, s, size, every=False)
             hit = 0
             if chains:
@@ -618,10 +624,6 @@ class TrainingStep:
                 hit = estimate(self.fabric, op, n, list(ranks), cost_model=self.cost_model).n_channels
             self._est_cache[key] = hit
         return hit
-
-    def _analytical_s(self, op: str, size: float, ranks: Sequence[int], sizes: Any = None) -> float:
-        return estimate(self.fabric, op, None if sizes is not None else size, list(ranks), sizes=sizes,
-                        cost_model=self.cost_model).time_s
 
     def _simulated_s(self, chains: Sequence[tuple[tuple[int, ...], list[tuple[str, float, Any]]]] = (),
                      flows: tuple[np.ndarray, np.ndarray] | None = None) -> float:
