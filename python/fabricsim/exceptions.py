@@ -281,8 +281,9 @@ class CablingError(InvalidArgumentError):
 
     Example::
 
+        # a port line before any Switch or Ca line:
         try: fs.Topology.from_ibnetdiscover("[1] \\"S-0001\\"[2] # \\"leaf\\" lid 1 4xNDR\\n")
-        except fs.CablingError as e: print(e.line)   # 1: a port line before any Switch or Ca line
+        except fs.CablingError as e: print(e.line)   # 1
     """
 
     def __init__(self, message: str, line: int | None = None) -> None:

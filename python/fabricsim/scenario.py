@@ -3,37 +3,54 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import math
 import pickle
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Literal, TypeVar, cast, overload
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal, TypeVar, cast, overload
 
 import numpy as np
 
 from . import _core
+from ._checks import (
+    U64,
+    flag,
+    integer,
+    integers,
+    parsed,
+    quantities,
+    real,
+    share_weight,
+    shown,
+)
 from .collectives.communicator import applied_fabric, collective_size, communicator
-from .collectives.cost.model import checked_cost_model
 from .collectives.construction import Builder
+from .collectives.cost.model import checked_cost_model
 from .collectives.moe import add_moe
-from ._checks import U64, callback, flag, integer, integers, parsed, quantities, real, share_weight, shown
 from .exceptions import InvalidArgumentError, ScenarioRunningError
 from .fabrics import Topology
 from .fabrics.links import name_array
 from .fabrics.topology import _fault
-from .tenancy import Job, jobs_tables, new_job
 from .progress import AUTO_DELAY_S, RunProgress, ToleranceHint
 from .progress import enabled as progress_enabled
 from .results import Result
-from .units import duration_s as _duration_s
+from .scenario_args import (
+    ProgressCallback,
+    both_callbacks,
+    checked_after,
+    checked_progress,
+    checked_tag,
+    kept,
+    room_for_flows,
+    routes_as_rows,
+)
+from .tenancy import Job, jobs_tables, new_job
 from .units import bandwidth_Bps as _bandwidth_Bps
+from .units import duration_s as _duration_s
 from .units import size_bytes as _size_bytes
 
 __all__ = ["Scenario"]
-
-ProgressCallback = Callable[[int, int, float], Any]
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -57,7 +74,7 @@ def _change(method: Callable[..., Any] | None = None, *,
     name = wrapped.__name__
 
     @functools.wraps(wrapped)
-    def changing(self: "Scenario", *args: Any, **kwargs: Any) -> Any:
+    def changing(self: Scenario, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._refuse_while_running(name)
             if precheck is not None:
@@ -66,8 +83,8 @@ def _change(method: Callable[..., Any] | None = None, *,
                 return wrapped(self, *args, **kwargs)
             # Pickling: the call is kept, to be replayed where the scenario is unpickled, with
             # arguments the caller can no longer change (and an iterator read once, here).
-            args = tuple(_kept(a) for a in args)
-            kwargs = {k: _kept(v) for k, v in kwargs.items()}
+            args = tuple(kept(a) for a in args)
+            kwargs = {k: kept(v) for k, v in kwargs.items()}
             first, n_faults = self._core.n_activities, self._core.n_faults
             self._depth += 1
             try:
@@ -87,124 +104,6 @@ def _change(method: Callable[..., Any] | None = None, *,
 
 # Values a kept call holds as they are: nothing can change them (the types, exactly, that most
 # elements of a list have, for a fast check of each).
-_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, np.generic)
-_SCALAR_TYPES = frozenset((int, float, str, bool, type(None), np.int64, np.float64, np.int32))
-
-
-def _kept(value: Any) -> Any:
-    """An add_* argument as a pickled scenario replays it: arrays and containers copied (the
-    caller may change them after the call), an iterator read into a list."""
-    if isinstance(value, _IMMUTABLE):
-        return value
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if type(value) is list or type(value) is tuple or isinstance(value, Iterator):
-        items = [v if type(v) in _SCALAR_TYPES else _kept(v) for v in value]
-        return tuple(items) if type(value) is tuple else items
-    if type(value) is dict:
-        return {k: _kept(v) for k, v in value.items()}
-    if type(value) in (set, frozenset):
-        return type(value)(value)  # of hashable, so immutable, elements
-    try:
-        return copy.deepcopy(value)
-    except Exception:  # an object that cannot be copied is kept as it is
-        return value
-
-
-def _room_for_flows(self: "Scenario", src: Any, *args: Any, **kwargs: Any) -> None:
-    """add_flows' memory check, on the number of flows alone, before any array is made."""
-    # Only where the count is plain (an array of one dimension, a list) and large enough for
-    # its copies to matter (a check reads the free memory: 13 us): anything else is checked,
-    # and refused if it must be, by add_flows itself.
-    n = src.shape[0] if isinstance(src, np.ndarray) and src.ndim == 1 else \
-        len(src) if isinstance(src, (list, tuple, range)) else 0
-    if n >= _PRECHECKED_FLOWS:
-        self._core.check_room_for_flows(n)
-
-
-# Fewest flows whose add_flows is checked for memory before its arguments are copied.
-_PRECHECKED_FLOWS = 1 << 16
-
-
-_PROGRESS_ARGS = ("n_done", "n_activities", "sim_time_s")
-
-
-def _both(first: ProgressCallback | None, second: ProgressCallback) -> ProgressCallback:
-    """A progress callback that calls ``first`` (if any), then ``second``."""
-    if first is None:
-        return second
-
-    def both(n_done: int, n_activities: int, sim_time_s: float) -> None:
-        first(n_done, n_activities, sim_time_s)
-        second(n_done, n_activities, sim_time_s)
-
-    return both
-
-
-def checked_progress(progress: Any) -> bool | ProgressCallback | None:
-    """``progress`` as ``Scenario.run`` takes it, checked before the run: a bad callback
-    would otherwise fail only at the first report."""
-    if progress is None or isinstance(progress, bool):
-        return progress
-    if not callable(progress):
-        raise InvalidArgumentError(
-            f"progress must be True, False, None (a bar on a terminal) or a callable taking "
-            f"({', '.join(_PROGRESS_ARGS)}), "
-            f"got {type(progress).__name__} {progress!r}"
-        )
-    return callback("progress", progress, _PROGRESS_ARGS)
-
-
-_ROUTE_FORMS = (
-    "give one list of link ids per flow, e.g. routes=[[0, 2], [1, 3]], or compressed rows, a "
-    "tuple (offsets, link_ids) of n_flows + 1 offsets from 0 in which flow i takes "
-    "link_ids[offsets[i]:offsets[i + 1]]"
-)
-
-
-def _routes(routes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """add_flows' routes as compressed rows (offsets, link ids) for the core."""
-    if isinstance(routes, tuple) and len(routes) == 2:
-        offsets = integers("routes offsets", routes[0])
-        if offsets.shape[0] != n + 1 or offsets[0] != 0:
-            # Most likely per-flow routes written as a tuple.
-            raise InvalidArgumentError(
-                f"routes is a tuple of two, read as compressed rows (offsets, link_ids), but its "
-                f"offsets {routes[0]!r} are not {n + 1} integers from 0 for {n} flows; {_ROUTE_FORMS}"
-            )
-        return offsets, integers("routes link_ids", routes[1])
-    if isinstance(routes, (str, bytes)) or not isinstance(routes, Iterable):
-        raise InvalidArgumentError(f"routes must be a sequence, got {type(routes).__name__} {routes!r}; {_ROUTE_FORMS}")
-    lists = [integers(f"routes[{i}]", r) for i, r in enumerate(routes)]
-    if len(lists) != n:
-        raise InvalidArgumentError(f"routes has {len(lists)} routes for {n} flows; {_ROUTE_FORMS}")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([r.size for r in lists], out=offsets[1:])
-    return offsets, np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
-
-
-def _tag(tag: Any) -> str | None:
-    """A tag as the core stores it: a label (a string) for the tag column of the results, or
-    None for no tag."""
-    if tag is None:
-        return None
-    if not isinstance(tag, str):
-        raise InvalidArgumentError(
-            f"tag must be a string (a label for the results' tag column) or None, got {type(tag).__name__} {shown(tag)}"
-        )
-    try:
-        tag.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(f"tag must be text that UTF-8 can encode (Arrow strings are UTF-8), got {tag!r}") from None
-    return str(tag)
-
-
-def _after(after: int | Iterable[int]) -> np.ndarray:
-    # An int64 array: the core reads it in bulk (an all-to-all's end waits on millions of flows).
-    # Which activities to wait for has no order: a set of them is fine.
-    return integers("after", after, one=True, ordered=False)
-
-
 class Scenario:
     """Flows between nodes of a topology and delays (compute time), joined by dependencies.
 
@@ -274,7 +173,7 @@ class Scenario:
         )
         self._collectives: Builder | None = None
         # Pickling: what built the scenario, replayed where it is unpickled (__reduce__).
-        self._init_args = (topology_arg, seed, _kept(routing), cost_model)
+        self._init_args = (topology_arg, seed, kept(routing), cost_model)
         self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         # The activity ids each kept call made, [first, end): a job's own (fabricsim.tenancy).
         self._call_spans: list[tuple[int, int]] = []
@@ -363,13 +262,13 @@ class Scenario:
                 topo._node("dst", dst),
                 parsed("size_bytes", _size_bytes, size_bytes),
                 parsed("start_s", _duration_s, start_s),
-                _after(after),
+                checked_after(after),
                 None if route is None else integers("route", route).tolist(),
-                _tag(tag),
+                checked_tag(tag),
                 None if max_rate_Bps is None else parsed("max_rate_Bps", _bandwidth_Bps, max_rate_Bps),
             )
 
-    @_change(precheck=_room_for_flows)
+    @_change(precheck=room_for_flows)
     def add_flows(
         self,
         src: Any,
@@ -405,17 +304,17 @@ class Scenario:
         src_ids = self.topology._nodes("src", src)
         n = src_ids.shape[0]
         dst_ids = self.topology._nodes("dst", dst)
-        offsets, links = (None, None) if routes is None else _routes(routes, n)
+        offsets, links = (None, None) if routes is None else routes_as_rows(routes, n)
         with self._weighted(weight):
             return self._core.add_flows(
                 src_ids,
                 dst_ids,
                 quantities("size_bytes", size_bytes, n, _size_bytes),
                 quantities("start_s", start_s, n, _duration_s),
-                _tag(tag),
+                checked_tag(tag),
                 offsets,
                 links,
-                _after(after),
+                checked_after(after),
             )
 
     @_change
@@ -439,7 +338,7 @@ class Scenario:
             sc.run().summary.makespan_s   # 0.003002
         """
         return self._core.add_delay(
-            parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), _after(after), _tag(tag)
+            parsed("duration_s", _duration_s, duration_s), parsed("start_s", _duration_s, start_s), checked_after(after), checked_tag(tag)
         )
 
     @_change
@@ -484,8 +383,8 @@ class Scenario:
             ranks = integers("ranks", ranks)
         size, sizes = collective_size(op, size_bytes, sizes, communicator(self.topology, op, ranks).n)
         with self._weighted(weight):
-            return self._collectives.add(op, ranks, size, algorithm, _after(after),
-                                         parsed("start_s", _duration_s, start_s), _tag(tag), sizes, protocol)
+            return self._collectives.add(op, ranks, size, algorithm, checked_after(after),
+                                         parsed("start_s", _duration_s, start_s), checked_tag(tag), sizes, protocol)
 
     @_change
     def add_moe_dispatch(self, routing: Any, ranks: Any = None, *, bytes_per_token: float | str,
@@ -520,7 +419,7 @@ class Scenario:
 
         Example::
 
-            routing = fs.MoeRouting.from_counts([[512.0] * 16] * 8, top_k=4)   # 8 ranks, 16 experts
+            routing = fs.MoeRouting.from_counts([[512.0] * 16] * 8, top_k=4)   # for 8 ranks and 16 experts
             sc = fs.Scenario(fs.hgx_h100())
             sc.add_moe_combine(routing, bytes_per_token="14KiB", mode="all_to_all")
             sc.run().collectives.column("algorithm")   # ['all_to_all']
@@ -532,8 +431,8 @@ class Scenario:
         self._collectives = self._collectives or Builder(self)
         ranks = ranks if ranks is None or isinstance(ranks, np.ndarray) else integers("ranks", ranks)
         with self._weighted(weight):
-            return add_moe(self._collectives, kind, ranks, routing, nbytes, mode, _after(after),
-                           parsed("start_s", _duration_s, start_s), _tag(tag))
+            return add_moe(self._collectives, kind, ranks, routing, nbytes, mode, checked_after(after),
+                           parsed("start_s", _duration_s, start_s), checked_tag(tag))
 
     @contextlib.contextmanager
     def _weighted(self, weight: Any) -> Iterator[None]:
@@ -772,7 +671,7 @@ class Scenario:
         elif callable(progress):
             callback = progress
         if tol == 0:  # the exact engine: a long run is told of the fast mode
-            callback = _both(callback, ToleranceHint())
+            callback = both_callbacks(callback, ToleranceHint())
         with self._lock:  # not while another thread is changing it
             self._n_runs += 1
         raw = None

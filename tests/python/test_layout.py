@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "fabricsim._columns", "fabricsim.units", "fabricsim.progress")),
     ("fabrics", ("fabricsim.fabrics",)),
     ("collectives", ("fabricsim.collectives",)),
-    ("scenario", ("fabricsim.results", "fabricsim.tenancy", "fabricsim.scenario")),
+    ("scenario", ("fabricsim.results", "fabricsim.tenancy", "fabricsim.scenario_args", "fabricsim.scenario")),
     ("workloads", ("fabricsim.workloads",)),
     ("studies", ("fabricsim.studies",)),
     ("cli", ("fabricsim.cli", "fabricsim.__main__")),

@@ -121,6 +121,7 @@ def test_a_named_link_fails_in_a_fabric_and_during_a_run(pod):
 
 
 def test_result_tables_name_their_nodes_over_the_ids_without_a_copy():
+    polars = pytest.importorskip("polars")
     fab = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
     sc = fs.Scenario(fab)
     sc.add_flows([0, 3], [9, 12], "1MiB")
@@ -141,7 +142,6 @@ def test_result_tables_name_their_nodes_over_the_ids_without_a_copy():
         jobs.add_job(name, n_gpus=64, placement="random").add_collective("all_to_all", None, "16MiB")
     met = jobs.run().job_links
     assert met.num_rows and met["src_name"].to_pylist() == two_tier.names_of(met["src"])
-    polars = pytest.importorskip("polars")
     assert polars.from_arrow(res.links)["src_name"].cast(str).to_list() == res.links["src_name"].to_pylist()
 
 
@@ -202,6 +202,8 @@ def test_networkx_out_and_back_keeps_every_link(make):
 
 
 def test_a_scenario_file_fails_links_by_what_they_are(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     study = tmp_path / "study.toml"
     study.write_text("""
 [fabric]
@@ -225,8 +227,6 @@ links = { tier = "nic-leaf", rail = [0, 1] }
     caps = spec.scenario.topology.links["capacity_Bps"].to_numpy()
     halved = pod.links_where(tier="leaf-spine", rail=3, direction="up")
     assert np.array_equal(np.flatnonzero(caps != pod.links["capacity_Bps"].to_numpy()), halved)
-    jsonschema = pytest.importorskip("jsonschema")
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     import json
 
     from fabricsim.studies.scenario_file import SCHEMA_PATH

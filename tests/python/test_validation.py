@@ -41,6 +41,10 @@ KNOWN_MISS_PINS = {
     ("roce-ring-4n", 8 * 2**30): 0.2131,
     ("h100-allreduce-32n", 2 * 2**30): 0.1410,
     ("h100-allgather-32n", 2 * 2**30): 0.5877,
+    ("h100-alltoall-4gpu", 512 * 2**20): 1.9377,
+    ("h100-alltoall-4gpu-cliff", 537919488): 2.0226,
+    ("gb300-alltoall-4", 16 * 2**30): -0.2357,
+    ("gb300-alltoall-8", 16 * 2**30): -0.1830,
 }
 
 

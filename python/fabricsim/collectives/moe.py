@@ -61,8 +61,8 @@ class MoeRouting:
     Example::
 
         import numpy as np
-        ids = np.random.default_rng(0).integers(0, 64, size=(16, 512, 1))   # 16 ranks, 512 tokens each, top-1
-        routing = fs.MoeRouting.from_topk(ids, n_experts=64)   # 4 experts per rank, in blocks
+        ids = np.random.default_rng(0).integers(0, 64, size=(16, 512, 1))   # top-1: 16 ranks, 512 tokens each
+        routing = fs.MoeRouting.from_topk(ids, n_experts=64)   # in blocks: 4 experts per rank
         routing.tokens.tolist()[:2]                            # [512.0, 512.0]
     """
 
@@ -89,7 +89,7 @@ class MoeRouting:
         Example::
 
             import numpy as np
-            ids = np.array([[[0, 1]], [[1, 3]]])            # 2 ranks, a token each, top-2 of 4 experts
+            ids = np.array([[[0, 1]], [[1, 3]]])            # top-2 of 4 experts: 2 ranks, a token each
             routing = fs.MoeRouting.from_topk(ids, placement=[1, 1, 0, 0])   # experts 2, 3 on rank 0
             routing.copies.tolist()                          # [[0.0, 2.0], [1.0, 1.0]]
         """
@@ -155,7 +155,7 @@ class MoeRouting:
 
             import numpy as np
             routing = fs.MoeRouting.from_topk(np.array([[[0, 1]], [[2, 3]]]))   # experts 0, 1 on rank 0
-            routing.copies.tolist(), routing.per_gpu().tolist()   # [[2, 0], [0, 2]] and [[1, 0], [0, 1]]
+            routing.copies.tolist(), routing.per_gpu().tolist()   # ([[2.0, 0.0], [0.0, 2.0]], [[1.0, 0.0], [0.0, 1.0]])
         """
         return self._dedup(np.arange(self.n_ranks), self.n_ranks)
 

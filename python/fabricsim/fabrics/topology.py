@@ -285,7 +285,7 @@ class Topology:
 
             f = fs.cluster(domain="hgx-h100", n_domains=64, scale_out="quantum-2")
             up = f.links_where(tier="leaf-spine", direction="up", rail=3)   # rail 3's leaves to the spines
-            f.names_of(f.links["dst"].take(up[:2]))   # ['spine0', 'spine1']
+            f.names_of(f.links["dst"].take(up[:5]))   # ['spine0', 'spine0', 'spine0', 'spine0', 'spine1']: parallel cables
             broken = f.fail(links=up[:1])   # one leaf-to-spine cable of rail 3 down
         """
         return _links.links_where(self, kind=kind, tier=tier, direction=direction, plane=plane, rail=rail,

@@ -15,7 +15,8 @@ from ..collectives.cost.choice import resolve_algorithm
 from ..collectives.cost.model import CostModel, checked_cost_model
 from ..exceptions import InvalidArgumentError
 from ..fabrics.describe import label as fabric_label
-from ..scenario import Scenario, checked_progress
+from ..scenario import Scenario
+from ..scenario_args import checked_progress
 
 if TYPE_CHECKING:
     from ..fabrics import Topology

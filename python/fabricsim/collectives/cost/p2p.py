@@ -636,9 +636,9 @@ def time_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None, cost: CostM
     """The idle-fabric time of the ``p2p`` construction: where every rank runs alike
     (:func:`_symmetric`) its flows reduced to one class per batch key and kind and run as the
     engine runs them (exact, but that a key's flows all take the wire latency of its farthest
-    pair of nodes); elsewhere a lower bound: the busiest port (a GPU's NVLink or NIC, each
-    way) or the slowest flow at its cap, after the batches' latencies along the longest chain
-    of batches on one channel."""
+    pair of nodes); elsewhere a lower bound (:func:`_bound_s`), exact where each batch's
+    busiest port or slowest flow sets its end (a ring send/recv, one flow per pair) and below
+    the flow-level time where transfers of several batches share a port."""
     s = setup(comm, cost)
     n = comm.n
     if n < 2 or S <= 0:
@@ -711,20 +711,43 @@ def _farthest_s(comm: _Comm, s: P2pSetup, k: int, rail_to_rail: bool) -> float:
 
 
 def _bound_s(comm: _Comm, plan: Transfers, capacity: dict[str, float]) -> float:
-    """A lower bound of the construction's time (:func:`time_s`)."""
+    """A lower bound of the construction's time (:func:`time_s`): the larger of the busiest
+    port over all transfers and, per batch key, its own transfers' busiest port after the
+    latencies of the batches it waits for, each plus its key's latency and the wire's."""
     n = comm.n
     if not len(plan.nbytes):
         return 0.0
-    net = plan.kind == NETWORK
-    ports = [
-        (np.bincount(plan.src[net], plan.nbytes[net], n).max(initial=0.0), capacity["nic_out"]),
-        (np.bincount(plan.dst[net], plan.nbytes[net], n).max(initial=0.0), capacity["nic_in"]),
-        (np.bincount(plan.src[~net], plan.nbytes[~net], n).max(initial=0.0), capacity["nvl_out"]),
-        (np.bincount(plan.dst[~net], plan.nbytes[~net], n).max(initial=0.0), capacity["nvl_in"]),
-    ]
-    busy = max([b / r for b, r in ports if b > 0] + [float(np.max(plan.nbytes / plan.cap_Bps))])
-    depth = np.zeros(len(plan.keys.pred), dtype=np.int64)
-    for x, pred in enumerate(plan.keys.pred):
-        depth[x] = 1 + max((depth[p] for p in pred), default=0)
-    wire = float(comm.class_latency_s.max()) if comm.n_domains > 1 else comm.intra_path_s
-    return float(busy + wire + float(plan.alpha_s.min()) * int(depth.max(initial=1)) * (1 + int(plan.keys.kernel.max())))
+    ks = plan.keys
+
+    def busy_s(sel: np.ndarray) -> float:
+        # Each port's bytes at its rate after the least wire latency of the transfers on it (a
+        # transfer starts once its first byte has crossed the wire), or a transfer at its cap.
+        net = plan.kind[sel] == NETWORK
+        src, dst, nbytes = plan.src[sel], plan.dst[sel], plan.nbytes[sel]
+        wire = comm.class_latency_s[comm.pair_classes(src, dst)] if comm.n_domains > 1 \
+            else np.full(len(sel), comm.intra_path_s)
+        ends = [float(np.max(nbytes / plan.cap_Bps[sel] + wire))]
+        for on, port, rate in ((net, src, capacity["nic_out"]), (net, dst, capacity["nic_in"]),
+                               (~net, src, capacity["nvl_out"]), (~net, dst, capacity["nvl_in"])):
+            if on.any():
+                ends.append(float(np.bincount(port[on], nbytes[on], n).max() / rate + wire[on].min()))
+        return max(ends)
+
+    # Latencies along the chains of batches: a key's joins pay its latency after its own
+    # transfers, which start after the joins of the keys before it on its channels (and, for a
+    # kernel's first keys, after every key of the kernel before).
+    # A batch with no transfers has no joins, and nothing waits for it.
+    every = np.arange(len(plan.nbytes))
+    keyed = plan.key >= 0
+    has = np.bincount(plan.key[keyed], minlength=len(ks.pred)) > 0
+    chain = np.zeros(len(ks.pred))
+    kernel_end = np.zeros(int(ks.kernel.max(initial=0)) + 1)
+    for x, pred in enumerate(ks.pred):
+        if not has[x]:
+            continue
+        first = ks.kernel[x] > 0 and not pred
+        before = kernel_end[ks.kernel[x] - 1] if first else max((chain[p] for p in pred if has[p]), default=0.0)
+        chain[x] = before + float(plan.alpha_s[x])
+        kernel_end[ks.kernel[x]] = max(kernel_end[ks.kernel[x]], chain[x])
+    per_key = [busy_s(every[keyed & (plan.key == x)]) + chain[x] for x in np.unique(plan.key[keyed])]
+    return float(max(per_key + [busy_s(every) + float(plan.alpha_s.min())]))

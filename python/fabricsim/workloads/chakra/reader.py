@@ -54,7 +54,7 @@ class ChakraTrace:
         sc.add_collective("all_reduce", range(4), "64MiB")
         fs.chakra.write(sc, "traces")                      # traces/trace.0.et ... trace.3.et
         trace = fs.chakra.load("traces", fs.hgx_h100())
-        trace.nodes.column("kind").to_pylist()   # ['collective'] x 4: one collective of 4 ranks
+        trace.nodes.column("kind").to_pylist()   # ['collective', 'collective', 'collective', 'collective']
     """
     scenario: Scenario
     nodes: pa.Table

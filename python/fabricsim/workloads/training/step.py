@@ -27,7 +27,8 @@ from ...fabrics import catalog as _catalog
 from ...progress import AUTO_DELAY_S
 from ...progress import bar as progress_bar
 from ...progress import enabled as progress_enabled
-from ...scenario import Scenario, checked_progress
+from ...scenario import Scenario
+from ...scenario_args import checked_progress
 from ...units import size_bytes
 from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, adam_bytes_per_param, chunks, memory_bound_s
 from .precision import Precision
