@@ -370,7 +370,9 @@ def test_request_traces_hold_what_they_are_given_and_serve_every_request():
             lambda t: _spoiled(*t)),
         st.tuples(request_traces(min_n=2), st.just(0), st.just(0.0)).map(lambda t: _spoiled(*t)))
 
-    @explore(60, mostly(request_traces().map(lambda t: (True, t)), hostile.map(lambda t: (False, t)), valid_in_10=8))
+    # hostile draws 3 in 10: Hypothesis' draws are not even, and the share refused moves with
+    # the package's constants it mixes in (1 of 60 on the moe branch with 2 in 10)
+    @explore(60, mostly(request_traces().map(lambda t: (True, t)), hostile.map(lambda t: (False, t)), valid_in_10=7))
     def seen(case):
         valid, (arrival, prompt, output) = case
         got = only_fabricsim_errors(serving.trace_requests, arrival, prompt, output)

@@ -37,7 +37,7 @@ residual adds, the precision's casts, the loss and the optimizer from their byte
 bandwidth (:data:`FUSED_BYTES`, or :data:`EAGER_BYTES` for unfused PyTorch). ``precision``
 (:class:`Precision`) decides the GEMMs' format and peak, the casts, and the bytes of the
 parameter all-gathers. Calibrated on the Llama 3 layers measured for fabricsim on H100 and
-H200 (docs/sources.md 7.2, every one within 6% with ``kernels="eager"``).
+H200 (docs/sources.md 7.2, every one within 8% with ``kernels="eager"``).
 
 **Granularity** (so that a 16,384-GPU step stays a few hundred thousand activities): per
 pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model chunk
