@@ -145,26 +145,24 @@ def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = Non
 
 
 def channels(op: str, algorithm: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> int:
-    """Channels ``algorithm`` runs ``op`` on over ``comm``, as NCCL sets them up: NVLS (and
-    NVLSTree, NVLS with SHARP) the cost model's ``nvls_channels`` in one domain and
-    ``nvls_channels_multi_node`` across domains (NCCL src/transport/nvls.cc); the others the
-    channels of NCCL's graph for the algorithm (:func:`fabricsim.nccl_model.graphs`: ring,
-    tree, CollNet), fabricsim's own constructions (halving-doubling, hierarchical) the ring's;
-    0 on one rank and for the point-to-point operations NCCL does not tune. Each channel is one
-    thread block of the collective's kernel, one SM: NCCL's launch grid is ``nChannels`` blocks
-    (NCCL v2.30.7 src/enqueue.cc:1756-1758, ``ncclLaunchKernel``). NCCL's per-call reduction of
-    channels for small messages is left out, as in its tuning model here."""
+    """Channels ``algorithm`` runs ``op`` on over ``comm``, as NCCL's ``topoGetAlgoInfo`` sets
+    them for a large message (NCCL v2.30.7 src/enqueue.cc:2069-2114): NVLS the cost model's
+    ``nvls_channels`` in one domain, across domains ``nvls_channels_multi_node`` and for NVLS
+    with SHARP no more than the communicator's channels; NVLSTree ``nvls_channels_multi_node``;
+    ring, tree, CollNet and fabricsim's own constructions the communicator's channels
+    (:func:`fabricsim.collectives.cost.nccl.comm_channels`); 0 on one rank and for the
+    point-to-point operations NCCL does not tune. Each channel is one thread block of the
+    collective's kernel, one SM: NCCL's launch grid is ``nChannels`` blocks (src/enqueue.cc:1756-1758,
+    ``ncclLaunchKernel``). NCCL's reduction of channels for small messages is left out."""
     if comm.n < 2 or op not in nccl.OPS:
         return 0
     arch = _ARCH_INDEX[comm.view.arch]
+    if algorithm == "nvls" and comm.n_domains == 1:
+        return int(cost.nvls_channels[arch])
     if algorithm in ("nvls", "nvls_tree", "nvls_sharp"):
-        return int((cost.nvls_channels if comm.n_domains == 1 else cost.nvls_channels_multi_node)[arch])
-    graphs = nccl._graphs(_shape(comm, comm.n, comm.n_domains, cost))
-    name = _nccl_name(algorithm, comm.view) or "ring"
-    g = graphs.get(nccl.ALGORITHMS.index(name)) if name in nccl.ALGORITHMS else None
-    if g is None:
-        g = graphs[nccl.ALGORITHMS.index("ring")]
-    return int(g[0])
+        nvls = int(cost.nvls_channels_multi_node[arch])
+        return nvls if algorithm == "nvls_tree" else min(nvls, nccl.comm_channels(comm, cost))
+    return nccl.comm_channels(comm, cost)
 
 
 def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm,

@@ -218,13 +218,13 @@ def validation_step(name: str, **options: Any) -> TrainingStep:
 #: None is fitted: the model's mechanisms stand, the rows are pinned where they fall.
 _FAST_AT_SCALE = ("the model is fast: its layers match the layers measured for fabricsim, but those and the "
                   "published matmul sweeps are seconds-long bursts; the SMs that overlapped communication kernels "
-                  "take from the compute are modelled (compute_beside_comm_s: 0.5-1.9 points on the H100 rows); "
+                  "take from the compute are modelled (compute_beside_comm_s: 1.2-2.5 points on the H100 rows); "
                   "suspected: the sustained clock of a GPU at its power limit over hours of GEMMs (no published "
                   "figure to model it by), and the SMs of the pipeline transfers' and CP ring exchanges' kernels, "
                   "not counted")
 _GB200 = ("the model is fast on GB200 (GEMMs at the GB200 matmul sweep's 0.729 of 2.5 PFLOP/s, cuDNN attention "
           "at 0.55): suspected as for H100 (sustained clocks of a 1.2 kW part at the rack's power cap), more so on "
-          "the NVL72 racks; the communication kernels' SMs are modelled (0.1-3.1 points on these rows); GB300 rows "
+          "the NVL72 racks; the communication kernels' SMs are modelled (0.2-5.3 points on these rows); GB300 rows "
           "with the same fractions land within 10%")
 _NVFP4 = ("NVFP4 GEMMs at 0.763 of the FP4 peak, a square 16384^3 cuBLASLt sweep on GB200; training's "
           "thinner shards and NVFP4's per-tensor amax and scale work reach less (the same recipe at TP1 on "
@@ -266,7 +266,7 @@ _GPT_OSS_MISS = ("the published matmul and attention efficiencies the compute mo
                  "GPT-OSS's small shapes reach in Megatron (hidden 2880, head dimension 64: 16-18% MFU on every "
                  "system, against 25-34% for Qwen3 and DeepSeek-V3); its 128-token sliding-window attention on "
                  "alternate layers and attention sinks are not modelled")
-_FP8_MISS = ("the model is 6-15% fast on the dense BF16 rows (every GEMM at its best published rate) and more "
+_FP8_MISS = ("the model is 5-15% fast on the dense BF16 rows (every GEMM at its best published rate) and more "
              "so in low precision: every expert's grouped GEMM runs at the FP8 matmul sweep's fraction of the FP8 peak, "
              "where the grouped FP8 kernels on these shapes, with their per-expert quantization, reach less (the "
              "measured FP8 speedups of these runs are 1.13-1.38x); suspected, not measured")
