@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -338,15 +339,35 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
 def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """``fabricsim train``: one training step's breakdown (fabricsim.training)."""
     tr = sub.add_parser("train", help="a training step's time, MFU and breakdown for a model and parallelism")
-    tr.add_argument("model", help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3")
+    tr.add_argument("model", nargs="?",
+                    help="preset: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3, "
+                         "qwen3-235b-a22b, gpt-oss-120b, grok1-314b-proxy")
+    tr.add_argument("--validate", action="store_true",
+                    help="the validation table instead: every published training step the model is held to, "
+                         "reported against modelled")
     _add_fabric_flags(tr)
     for dim, what in (("tp", "tensor-parallel ranks: GPUs sharing each layer's matrices"),
                       ("pp", "pipeline stages: the layers split into this many stages"),
                       ("dp", "data-parallel replicas: copies of the model, each on its own micro-batches"),
                       ("cp", "context-parallel ranks: each sequence split over this many GPUs"),
                       ("ep", "expert-parallel ranks: a mixture-of-experts model's experts split over this many "
-                             "of the dp x cp ranks")):
+                             "of each stage's tp x dp x cp ranks")):
         tr.add_argument(f"--{dim}", type=int, default=1, help=f"{what} (default: %(default)s)")
+    tr.add_argument("--etp", type=int, help="expert tensor-parallel ranks (default: tp)")
+    tr.add_argument("--dispatcher", default="alltoall", choices=["alltoall", "deepep", "flex", "hybridep"],
+                    help="how a MoE layer's tokens reach their experts, as Megatron's moe_token_dispatcher_type: "
+                         "alltoall (a copy per routed expert) or DeepEP's node-deduplicated dispatch (deepep, "
+                         "flex, hybridep) (default: %(default)s)")
+    tr.add_argument("--routing", default="balanced", choices=["balanced", "dirichlet"],
+                    help="tokens per expert: balanced (forced, as benchmarks run) or drawn from a Dirichlet "
+                         "distribution of expert popularity, seeded by --seed (default: %(default)s)")
+    tr.add_argument("--seed", type=int, default=0, help="seed of --routing dirichlet (default: %(default)s)")
+    tr.add_argument("--fp8-dispatch", action="store_true", help="MoE dispatch in FP8 with its scales")
+    tr.add_argument("--ep-overlap", action="store_true",
+                    help="MoE dispatch and combine beside compute (Megatron's 1F1B all-to-all overlap, DualPipe)")
+    tr.add_argument("--placement", default="megatron", choices=["megatron", "domain"],
+                    help="rank i on GPU i (megatron), or each TP and EP group kept in one NVLink domain "
+                         "(domain) (default: %(default)s)")
     tr.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     tr.add_argument("--global-batch", type=int, help="sequences per step (default: dp x micro-batch x pp)")
     tr.add_argument("--vp", type=int, default=1, help="virtual stages (interleaved schedule when > 1)")
@@ -358,7 +379,18 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     tr.add_argument("--recompute", action="store_true",
                     help="full activation recomputation: each layer keeps its input and runs its forward again "
                          "before its backward (less memory, about a third more compute)")
-    tr.add_argument("--efficiency", type=float, help="fraction of dense BF16 peak (default: the compute model's)")
+    tr.add_argument("--recompute-modules",
+                    help="parts of each layer re-run before their backward instead of keeping their activations, "
+                         "comma-separated, as Megatron's --recompute-modules: core_attn, layernorm, mla_up_proj, mlp, "
+                         "moe_act, moe, shared_experts")
+    tr.add_argument("--bf16-adam", action="store_true",
+                    help="Adam's moments in BF16 (Megatron's --use-precision-aware-optimizer with bf16 exp_avg "
+                         "and exp_avg_sq)")
+    tr.add_argument("--efficiency", type=float,
+                    help="every GEMM's fraction of its format's dense peak (default: the GPU's published best)")
+    tr.add_argument("--precision", default="bf16",
+                    help="training precision recipe: bf16 (default), fp8-delayed (fp8), fp8-current (fp8-cs), "
+                         "fp8-blockwise, and on Blackwell mxfp8 or nvfp4")
     tr.add_argument("--no-memory-check", action="store_true",
                     help="run even where the busiest GPU needs more memory than its HBM")
     tr.add_argument("--analytical", action="store_true", help="closed form only (no flow simulation)")
@@ -369,19 +401,38 @@ def _add_train_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     def run(args: argparse.Namespace) -> int:
         from .workloads import training
 
+        if args.validate:
+            rows = training.validate_training().to_pylist()
+            print(f"{'case':40s} {'GPUs':>6s} {'precision':20s} {'metric':17s} {'reported':>10s} {'modelled':>10s} error")
+            for r in rows:
+                print(f"{r['case']:40s} {r['n_gpus']:6d} {r['precision']:20s} {r['metric']:17s} {r['reported']:10.4g} "
+                      f"{r['modelled']:10.4g} {r['error']:+.1%}" + ("  (known miss)" if r["miss"] else ""))
+            return 0
+        if args.model is None:
+            raise InvalidArgumentError("fabricsim train needs a model (e.g. llama3-8b), or --validate")
         par = training.Parallelism(
             tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, micro_batch_size=args.micro_batch,
             global_batch_size=args.global_batch, schedule="interleaved" if args.vp > 1 else "1f1b",
             virtual_stages=args.vp, dp_sharding=args.dp_sharding, recompute=args.recompute,
-            stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers))
-        compute = training.ComputeModel() if args.efficiency is None else training.ComputeModel(efficiency=args.efficiency)
+            recompute_modules=tuple(m for m in (args.recompute_modules or "").split(",") if m),
+            adam_moment_bytes=2 if args.bf16_adam else 4,
+            stage_layers=None if args.stage_layers is None else _int_list("--stage-layers", args.stage_layers),
+            etp=args.etp)
+        compute = training.ComputeModel(gemm_efficiency=args.efficiency)
         cabled = _cabling(args.fabric)
         if cabled is not None and cabled[1] is None:
             raise InvalidArgumentError(f"--fabric {args.fabric}: name the GPUs' NVLink domain, e.g. "
                                        f"{args.fabric}:hgx-h100, for a training step's GPUs")
         gpu = _nvlink_spec(cabled[1], None)[1]["gpu"].name if cabled is not None else None
-        step = training.TrainingStep(args.model, par, _cli_fabric(args), compute=compute, gpu=gpu,
-                                     check_memory=not args.no_memory_check)
+        fabric = _cli_fabric(args)
+        if args.placement == "domain":
+            par = training.domain_aware(par, fabric)
+        moe = training.MoeOptions(dispatcher=args.dispatcher, routing=args.routing, seed=args.seed,
+                                  fp8_dispatch=args.fp8_dispatch, overlap=args.ep_overlap)
+        with warnings.catch_warnings():  # said once, in the breakdown printed below
+            warnings.simplefilter("ignore", training.PlacementWarning)
+            step = training.TrainingStep(args.model, par, fabric, compute=compute, gpu=gpu, precision=args.precision,
+                                         check_memory=not args.no_memory_check, moe=moe)
         out = step.estimate() if args.analytical else step.run(progress=args.progress)
         print(out)
         mem = step.memory

@@ -77,7 +77,7 @@ class UnknownPartError(InvalidArgumentError):
     Example::
 
         try: fs.catalog.part("h1000")
-        except fs.UnknownPartError as e: print(e)   # ... did you mean 'h100', 'h200'? ...
+        except fs.UnknownPartError as e: print(e)   # ... did you mean 'h100', 'h800', 'h200'? ...
     """
 
 

@@ -15,7 +15,7 @@ from fabricsim.fabrics.catalog import add_part, kinds, load_parts, part, parts, 
 from fabricsim.exceptions import InvalidArgumentError, UnknownPartError
 
 SHIPPED_COUNTS = {
-    "gpu": 6,
+    "gpu": 7,
     "nvswitch": 2,
     "nic": 2,
     "switch": 6,
@@ -636,4 +636,4 @@ def test_a_part_shows_flop_rates_as_rates_and_memory_as_bytes():
     shown = repr(catalog.part("h100"))
     assert "bf16_dense_flop_per_s=9.895e+14 (989.5 TFLOP/s)" in shown
     assert " h)" not in shown
-    assert "hbm_bytes=8e+10 (" in shown
+    assert "hbm_bytes=8.55208e+10 (79.65 GiB)" in shown   # 81,559 MiB, as nvidia-smi reports it

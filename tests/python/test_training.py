@@ -22,9 +22,31 @@ def four_nodes():
 
 @pytest.mark.parametrize("name, params_b, rel", [
     ("llama3-8b", 8.03, 0.01), ("llama3-70b", 70.6, 0.01), ("llama3-405b", 405.8, 0.005),
-    ("gpt3-175b", 174.6, 0.01), ("mixtral-8x7b", 46.7, 0.01), ("deepseek-v3", 671.0, 0.01)])
+    ("gpt3-175b", 174.6, 0.01), ("mixtral-8x7b", 46.7, 0.01), ("deepseek-v3", 671.0, 0.01),
+    ("qwen3-235b-a22b", 235.0, 0.01), ("gpt-oss-120b", 116.8, 0.01), ("grok1-314b-proxy", 314.0, 0.01)])
 def test_preset_parameter_counts_match_the_published_sizes(name, params_b, rel):
-    assert T.model(name).n_params / 1e9 == pytest.approx(params_b, rel=rel)
+    # published sizes leave out the multi-token prediction modules (DeepSeek-V3's 671B; its
+    # checkpoint's 685B holds the MTP module with its own copies of the embeddings)
+    m = T.model(name)
+    assert (m.n_params - m.mtp_params()) / 1e9 == pytest.approx(params_b, rel=rel)
+
+
+@pytest.mark.parametrize("name, active_b", [("qwen3-235b-a22b", 22.2), ("gpt-oss-120b", 5.13), ("deepseek-v3", 37.0)])
+def test_preset_active_parameters_match_the_published_counts(name, active_b):
+    """Active parameters as the model cards count them: the layers a token visits and the
+    output head (the input embedding is a lookup, not a matmul; gpt-oss-120b's card: 5.1B;
+    Qwen3: 22B; DeepSeek-V3: 37B)."""
+    m = T.model(name)
+    assert (m.n_active_params - m.vocab * m.hidden) / 1e9 == pytest.approx(active_b, rel=0.03)
+
+
+def test_mtp_module_is_a_projection_a_layer_like_the_last_and_the_shared_head():
+    ds = T.model("deepseek-v3")
+    h, s = ds.hidden, ds.seq_len
+    assert ds.mtp_params() == 2 * h * h + ds.layer_params(ds.layers - 1)
+    no_mtp = ds.replace(mtp_layers=0)
+    assert ds.forward_flops() - no_mtp.forward_flops() == pytest.approx(
+        2 * s * 2 * h * h + ds.layer_forward_flops(ds.layers - 1) + ds.logits_forward_flops(), rel=1e-12)
 
 
 def test_moe_active_parameters_and_pattern():
@@ -50,16 +72,57 @@ def test_flops_count_as_compute_md():
 
 # ---- compute calibration against docs/sources.md 7.2 ------------------------------------------
 
-@pytest.mark.parametrize("name, tp, seq, measured_s", [
-    ("llama3-8b", 1, 8192, 23.75e-3), ("llama3-8b", 1, 4096, 11.23e-3),
-    ("llama3-70b", 8, 8192, 14.76e-3), ("llama3-405b", 8, 8192, 41.66e-3), ("llama3-405b", 8, 4096, 20.91e-3)])
-def test_modelled_layer_fwd_bwd_lands_near_compute_md(name, tp, seq, measured_s):
-    m = T.model(name).replace(seq_len=seq, layers=T.model(name).layers)
-    cm = T.ComputeModel()
-    assert cm.efficiency == T.DEFAULT_COMPUTE_EFFICIENCY == 0.50
-    flops = 3 * (2 * seq * m.layer_active_params(0) + m.attention_core_flops(seq)) / tp
-    modelled = flops / (fs.catalog.part("h100").bf16_dense_flop_per_s * cm.layer_efficiency(m.ffn / tp))
-    assert modelled == pytest.approx(measured_s, rel=0.10)
+# docs/sources.md 7.2: per layer (name, tp, seq), forward and forward+backward seconds on H100 and H200
+MEASURED_LAYERS = {
+    ("llama3-8b", 1, 8192): {"h100": (7.15e-3, 23.75e-3), "h200": (6.83e-3, 22.42e-3)},
+    ("llama3-8b", 1, 4096): {"h100": (3.43e-3, 11.23e-3), "h200": (3.32e-3, 10.56e-3)},
+    ("llama3-70b", 8, 8192): {"h100": (4.71e-3, 14.76e-3), "h200": (4.36e-3, 13.42e-3)},
+    ("llama3-405b", 8, 8192): {"h100": (13.38e-3, 41.66e-3), "h200": (12.99e-3, 39.73e-3)},
+    ("llama3-405b", 8, 4096): {"h100": (6.55e-3, 20.91e-3), "h200": (6.20e-3, 19.37e-3)},
+}
+
+
+@pytest.mark.parametrize("layer", list(MEASURED_LAYERS))
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_modelled_layers_land_within_10_percent_of_the_measured_ones(layer, gpu):
+    # the measured layers: eager PyTorch (the default kernels), no rotary embedding, no
+    # sequence parallelism, one sequence; heads, KV heads (at least 1) and FFN divided by TP
+    name, tp, seq = layer
+    m = T.model(name).replace(seq_len=seq)
+    work, flops = T.layer_work(m, 0, tokens=seq, tp=tp, gpu=gpu, rotary=False)
+    fwd = sum(f for f, _ in work.values())
+    both = fwd + sum(b for _, b in work.values())
+    measured_fwd, measured_both = MEASURED_LAYERS[layer][gpu]
+    assert fwd == pytest.approx(measured_fwd, rel=0.10)
+    assert both == pytest.approx(measured_both, rel=0.10)
+    # the FLOPs are the measurement's own count: 2 x tokens x the shard's weights + causal attention
+    kv = max(1, m.kv_heads // tp) * m.head_dim
+    weights = m.hidden * (m.hidden // tp + 2 * kv) + m.hidden // tp * m.hidden + 3 * m.hidden * m.ffn // tp
+    assert flops == pytest.approx(2 * seq * weights + m.attention_core_flops(seq) / tp, rel=1e-12)
+
+
+def test_gemm_time_is_flops_at_the_mamf_fraction_with_wave_quantization():
+    h100 = fs.catalog.part("h100")
+    # 8192^3 on an H100: 64 x 32 tiles of 128 x 256 over 132 SMs, 15.5 waves run as 16
+    expected = 2 * 8192 ** 3 / (h100.bf16_dense_flop_per_s * T.MAMF_FRACTION["hopper"]["bf16"] * (2048 / 132) / 16)
+    assert T.gemm_s(8192, 8192, 8192) == pytest.approx(expected, rel=1e-12)
+    # docs/sources.md 7.2's four GEMMs (778, 771, 772, 769 TFLOP/s on H100) within 3%
+    for (m, n, k), measured in [((8192, 8192, 8192), 778e12), ((8192, 4096, 14336), 771e12),
+                                ((8192, 16384, 2304), 772e12), ((8192, 6656, 16384), 769e12)]:
+        assert 2 * m * n * k / T.gemm_s(m, n, k) == pytest.approx(measured, rel=0.03)
+    # FP8 at its own peak and fraction; a thin GEMM is bound by HBM, not by FLOPs
+    assert T.gemm_s(8192, 8192, 8192, precision="fp8") == pytest.approx(
+        expected * 0.803 * 989.5 / (0.709 * 1979), rel=1e-12)
+    assert T.gemm_s(1, 8192, 8192) == pytest.approx((8192 * 8192 * 2 + 8192 * 2 + 8192 * 2) / (3.35e12 * 0.8), rel=1e-12)
+    # grouped: each expert's tokens padded to whole 128-row tiles, at GROUPED_GEMM_FRACTION
+    one = T.gemm_s(2000, 4096, 7168, grouped=True, n_groups=8)
+    assert one == pytest.approx(T.gemm_s([2000] * 8, 4096, 7168, grouped=True), rel=1e-12)
+    tiles = 8 * 16 * 16  # 8 experts x 16 row tiles (2,000 rows padded to 2,048) x 16 column tiles
+    assert one == pytest.approx(2 * 16000 * 4096 * 7168 / (h100.bf16_dense_flop_per_s * 0.803 * T.GROUPED_GEMM_FRACTION
+                                                            * (tiles / 132) / 16), rel=1e-12)
+    # few tokens per expert: every expert's weights read for them, bound by HBM
+    assert T.gemm_s(8, 4096, 7168, grouped=True, n_groups=32) == pytest.approx(
+        ((256 * 7168 + 32 * 7168 * 4096) * 2 + 256 * 4096 * 2) / (3.35e12 * 0.8), rel=1e-12)
 
 
 # ---- parallelism and checks ---------------------------------------------------------------
@@ -96,11 +159,15 @@ def test_tp_group_across_domains_is_refused_when_asked_to_stay_inside(four_nodes
     par = T.Parallelism(tp=4, dp=8, placement=[(i % 4) * 8 + i // 4 for i in range(32)])
     with pytest.raises(T.TrainingConfigError, match="spans NVLink domains"):
         T.TrainingStep("llama3-8b", par, four_nodes)
-    T.TrainingStep("llama3-8b", T.Parallelism(tp=4, dp=8, placement=par.placement, tp_in_domain=False), four_nodes)
+    with pytest.warns(T.PlacementWarning, match="8 TP groups of this step span more NVLink domains than their size needs"):
+        step = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, dp=8, placement=par.placement, tp_in_domain=False),
+                              four_nodes)
+    assert step.straddling == {"tp": 8, "ep": 0} and step.estimate().straddling == {"tp": 8, "ep": 0}
+    assert "warning: 8 TP groups straddle NVLink domains" in str(step.estimate())
 
 
 def test_memory_over_hbm_is_refused_with_the_figures():
-    with pytest.raises(T.TrainingConfigError, match=r"llama3-70b does not fit: stage 0 needs [0-9.]+ GB per GPU .* has 80 GB"):
+    with pytest.raises(T.TrainingConfigError, match=r"llama3-70b does not fit: stage 0 needs [0-9.]+ GB per GPU .* has 86 GB"):
         T.TrainingStep("llama3-70b", T.Parallelism(tp=8, dp=1), fs.hgx_h100())
     step = T.TrainingStep("llama3-70b", T.Parallelism(tp=8, dp=1), fs.hgx_h100(), check_memory=False)
     mem = step.memory
@@ -214,7 +281,7 @@ def test_llama3_405b_fits_with_the_papers_settings_and_the_distributed_optimizer
         T.TrainingStep("llama3-405b", par, step.fabric)
     msg = str(err.value)
     assert "llama3-405b does not fit: stage 1 needs 87.6 GB per GPU" in msg and "grads 12.8" in msg
-    assert "activations 68.2" in msg and "has 80 GB" in msg
+    assert "activations 68.2" in msg and "has 86 GB" in msg
 
 
 # ---- schedules ----------------------------------------------------------------------------
@@ -253,6 +320,63 @@ def test_flow_step_agrees_with_the_analytical_estimate_on_an_idle_fabric(four_no
     assert cp["start_s"].to_pylist()[1:] == pytest.approx(cp["finish_s"].to_pylist()[:-1])
 
 
+def test_compute_beside_communication_runs_on_the_sms_left():
+    """The overlapped part of a compute runs on the SMs the communication leaves: 16 SMs of an
+    H100's 132 make it 132 / 116 as long; the overlap is capped at the compute."""
+    beside = T.compute.compute_beside_comm_s
+    assert beside(10e-3, [(4e-3, 16)]) == pytest.approx(10e-3 + 4e-3 * 16 / 116, rel=1e-12)
+    assert beside(10e-3, [(40e-3, 16)]) == pytest.approx(10e-3 * 132 / 116, rel=1e-12)
+    assert beside(10e-3, [(4e-3, 0), (0.0, 30)]) == 10e-3
+    assert beside(10e-3, [(4e-3, 16), (2e-3, 24)], gpu="gb200") == pytest.approx(
+        10e-3 + 4e-3 * 16 / 132 + 2e-3 * 24 / 124, rel=1e-12)  # a GB200 has 148 SMs
+
+
+def test_collective_estimates_say_their_channels():
+    """NVLS runs the cost model's nvls_channels CTAs; a ring the communicator's channels, twice
+    the fewer of its ring and tree graphs' (NCCL's connect.cc), and twice again across nodes on
+    Hopper where the ring's intra-node speed passes 45 GB/s with fewer than 16."""
+    cost = fs.cost_model.DEFAULT
+    one = fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB")
+    assert one.algorithm == "nvls" and one.n_channels == cost.nvls_channels[2] == 16
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    # one GPU per node: graphs of 2 channels at 24 GB/s (one 400 Gb/s NIC), so 2 x 2
+    assert fs.estimate(fabric, "reduce_scatter", "1GiB", ranks=[0, 8], algorithm="ring").n_channels == 4
+    # 8 per node: graphs of 8 channels at 48 GB/s, so 2 x 8 = 16, not doubled again (16 already)
+    assert fs.estimate(fabric, "reduce_scatter", "1GiB", ranks=range(16), algorithm="ring").n_channels == 16
+    assert fs.estimate(fabric, "all_reduce", "1GiB", ranks=[0]).n_channels == 0
+
+
+def test_overlapped_communication_takes_sms_from_the_compute_it_overlaps(four_nodes):
+    """Each overlapped communication of a step slows the compute beside it by the SMs it
+    holds: the TP collectives with tp_comm_overlap (Transformer Engine's SMs per GEMM), the
+    gradient reductions issued during a chunk's last backward (their NCCL channels), the
+    parameter gathers beside its first forward; the estimate and the simulated step agree."""
+    step = _step(four_nodes, tp_comm_overlap=True)
+    p, ch = step.par, step.chunks[0][0]
+    sms = 132
+    tp_f = step._comm_s("tp", 0, ch.tp_bytes)
+    held = T.compute.TP_OVERLAP_SMS["hopper"]["forward"]
+    want = ch.fwd_s + sum(min(ch.fwd_s, tp_f / 4) * n / (sms - n) for n in held)
+    assert estimate.op_compute_s(step, ch, True) == pytest.approx(want, rel=1e-12) and want > ch.fwd_s
+    groups = step._buckets(ch)
+    assert len(groups) > 1
+    red = sum(step._comm_s("reduce_scatter", 0, g) for g in groups[:-1])
+    n_ch = step._comm_channels("reduce_scatter", 0, groups[0])
+    assert n_ch >= 1
+    mid = estimate.op_compute_s(step, ch, False)
+    assert estimate.op_compute_s(step, ch, False, last=True) == pytest.approx(
+        mid + min(ch.bwd_s, red) * n_ch / (sms - n_ch), rel=1e-12)
+    size = estimate._param_bytes(step, ch)
+    g_s, g_ch = step._comm_s("all_gather", 0, size), step._comm_channels("all_gather", 0, size)
+    assert estimate.op_compute_s(step, ch, True, first=True) == pytest.approx(
+        estimate.op_compute_s(step, ch, True) + min(ch.fwd_s, g_s) * g_ch / (sms - g_ch), rel=1e-12)
+    # without the overlaps, nothing is taken
+    plain = _step(four_nodes, overlap_grad_reduce=False, overlap_param_gather=False)
+    assert estimate.op_compute_s(plain, plain.chunks[0][0], False, last=True) == plain.chunks[0][0].bwd_s
+    assert estimate.op_compute_s(plain, plain.chunks[0][0], True, first=True) == plain.chunks[0][0].fwd_s
+    assert step.run().step_s == pytest.approx(step.estimate().step_s, rel=0.005)
+
+
 def test_step_figures_are_consistent(four_nodes):
     step = _step(four_nodes)
     res = step.run()
@@ -280,9 +404,11 @@ def test_tp_comm_analytical_mode_matches_flow_mode(four_nodes):
 
 def test_a_degraded_link_slows_the_step_through_its_pipeline_transfers():
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
-    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, dp=1, global_batch_size=8), f)
+    # compute long enough that the slowed transfers do not meet each other
+    cm = T.ComputeModel(gemm_efficiency=0.25, attention_efficiency=0.2)
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, pp=4, dp=1, global_batch_size=8), f, compute=cm)
     healthy = step.run()
-    slow = T.TrainingStep("llama3-8b", step.par, f.fail(nodes=f.nics[8:16], factor=0.01)).run()
+    slow = T.TrainingStep("llama3-8b", step.par, f.fail(nodes=f.nics[8:16], factor=0.01), compute=cm).run()
     # Stage 1 sits on domain 1, whose NICs run at 1%: every pipeline transfer into or out of
     # it takes 100 times as long; every other one about as long as before (at most 2% more,
     # where it now meets other traffic on its GPU's links).
@@ -302,9 +428,9 @@ def test_a_degraded_link_slows_the_step_through_its_pipeline_transfers():
     assert crossing == 384 // 3 * 2  # 2 of the 3 stage boundaries, 8 TP ranks, fwd and bwd
     assert slow.parts["compute"] == pytest.approx(healthy.parts["compute"], rel=1e-12)
     assert slow.parts["tp"] == pytest.approx(healthy.parts["tp"], rel=1e-9)
-    # Measured: the step takes 18.6% longer (pp 1.0 ms -> 203 ms on the critical path, the
-    # bubble absorbing 39 ms of it); pinned, so a change is looked at.
-    assert slow.step_s / healthy.step_s == pytest.approx(1.1862, abs=0.001)
+    # Measured: the step takes 12.6% longer (the slowed pipeline transfers on the critical
+    # path, the bubble absorbing part of them); pinned, so a change is looked at.
+    assert slow.step_s / healthy.step_s == pytest.approx(1.1258, abs=0.001)
     assert slow.parts["pp"] > 150 * healthy.parts["pp"]
 
 
@@ -366,7 +492,8 @@ def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes,
     step = T.TrainingStep(m, T.Parallelism(**par), four_nodes)
     est = step.estimate()
     p = step.par
-    ops = [[(sum(estimate._op_s(step, ch, True).values()), sum(estimate._op_s(step, ch, False).values()))
+    ops = [[tuple(sum(estimate._op_s(step, ch, fwd, first=fwd and edge, last=edge and not fwd).values())
+                  for fwd, edge in ((True, False), (False, False), (True, True), (False, True)))
             for ch in row] for row in step.chunks]
     zero = [[0.0] * p.virtual_stages for _ in range(p.pp)]
     walked = []
@@ -412,10 +539,13 @@ def test_the_last_bucket_waits_for_the_whole_backward_and_without_overlap_every_
 def test_expert_all_to_alls_of_the_tp_ranks_run_at_once(four_nodes):
     res = T.TrainingStep(_SMALL_MOE, T.Parallelism(tp=2, dp=4, ep=4), four_nodes).run()
     coll = res.result.collectives
-    a2a = [(s, f) for s, f, op in zip(coll["start_s"].to_pylist(), coll["finish_s"].to_pylist(), coll["op"].to_pylist())
-           if op == "all_to_all"]
-    assert len(a2a) == 4  # forward and backward, one per TP rank's EP group
-    assert sorted(a2a)[0] == pytest.approx(sorted(a2a)[1]) and sorted(a2a)[2] == pytest.approx(sorted(a2a)[3])
+    rows = [(r["start_s"], r["finish_s"], r["op"], r["algorithm"]) for r in coll.to_pylist() if r["op"].startswith("moe_")]
+    # forward and backward, a dispatch then a combine on each TP rank's EP group (etp = tp)
+    assert len(rows) == 8 and {a for *_, a in rows} == {"all_to_all"}
+    rows.sort()
+    for i in range(0, 8, 2):  # the two groups' at once
+        assert rows[i][0] == pytest.approx(rows[i + 1][0]) and rows[i][2] == rows[i + 1][2]
+    assert [op for _, _, op, _ in rows] == ["moe_dispatch"] * 2 + ["moe_combine"] * 2 + ["moe_dispatch"] * 2 + ["moe_combine"] * 2
 
 
 def test_estimate_on_a_fabric_with_faults_times_what_crosses_them():
@@ -449,16 +579,20 @@ def test_a_step_on_a_gpu_that_faults_cut_off_is_refused():
 def test_moe_step_with_expert_parallelism_and_imbalance():
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     m = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
-    par = dict(tp=2, pp=1, dp=16, ep=8, global_batch_size=16, dp_sharding="zero1")
+    par = dict(tp=2, pp=1, dp=16, ep=8, etp=1, global_batch_size=16, dp_sharding="zero1")
     even = T.TrainingStep(m, T.Parallelism(**par), f).run()
     hot = T.TrainingStep(m, T.Parallelism(**par, ep_imbalance=2.0), f).run()
-    assert "all_to_all" in set(even.result.collectives["op"].to_pylist())
+    assert {"moe_dispatch", "moe_combine"} <= set(even.result.collectives["op"].to_pylist())
     assert even.parts["ep"] > 0 and hot.step_s > even.step_s
+    # the busiest rank's experts receive twice the mean: twice the expert compute
+    assert hot.parts["compute"] > even.parts["compute"] and hot.parts["ep"] > even.parts["ep"]
 
 
 def test_context_parallel_ring_exchanges():
     f = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
-    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f)
+    # compute long enough that one op's exchange ends before the next op's begins
+    slow = T.ComputeModel(gemm_efficiency=0.25, attention_efficiency=0.2)
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=4, cp=2, dp=2, global_batch_size=2), f, compute=slow)
     res = step.run()
     coll = res.result.collectives.to_pylist()
     ring = [c for c in coll if c["op"] == "send_recv"]
@@ -589,41 +723,71 @@ def test_collectives_made_again_from_their_core_calls_match_constructed_ones():
 
 # ---- validation against published figures (analytical: fast) ------------------------------
 
+@pytest.fixture(scope="module")
+def validation_table():
+    return {r["case"]: r for r in T.validate_training().to_pylist()}
+
+
 @pytest.mark.parametrize("case", list(T.VALIDATION))
-def test_validation_cases_within_15_percent(case):
+def test_dense_validation_rows_within_10_percent_or_a_known_miss(case, validation_table):
+    row = validation_table[case]
+    assert row["miss"] == T.KNOWN_MISSES.get(case)
+    if case in T.KNOWN_MISSES:
+        assert abs(row["error"]) > 0.10, f"{case} is within 10% now: take it off KNOWN_MISSES"
+    else:
+        assert abs(row["error"]) <= 0.10
     step = T.validation_step(case)
-    est = step.estimate()
-    reported = T.VALIDATION[case]["reported_flop_per_s_per_gpu"]
-    assert est.model_flop_per_s_per_gpu == pytest.approx(reported, rel=0.15)
-    assert step.compute.efficiency == 0.50
+    assert step.compute == T.ComputeModel() and step.gpu.name == row["gpu"]
+    # the error is the throughput's: reported step over modelled step, or modelled rate over reported
+    case_ = T.VALIDATION[case]
+    if case_.get("reported_step_s"):
+        assert row["error"] == pytest.approx(case_["reported_step_s"] / step.estimate().step_s - 1, rel=1e-12)
 
 
 # Each row's error against its published figure today (model FLOP/s per GPU), pinned to half
 # a percentage point: a change either way fails, so that it is looked at. A row that moves on
 # purpose (a better model, a corrected figure) gets its pin updated in the same commit.
 VALIDATION_PINS = {
-    "llama3-405b-16k": -0.1215,       # 351 of 400 TFLOP/s
-    "llama3-405b-8k": -0.0951,        # 389 of 430
-    "megatron-gpt3-175b-96": -0.0338,  # 449 of 465
-    "megatron-gpt3-175b-4608": -0.0416,  # 398 of 416
+    "llama3-405b-16k": +0.1026,
+    "llama3-405b-8k": +0.1480,
+    "megatron-gpt3-175b-96": +0.0835,
+    "megatron-gpt3-175b-4608": +0.0554,
+    "nemo-llama31-405b-gb200-bf16": +0.3023,
+    "nemo-llama31-405b-gb200-fp8": +0.4082,
+    "bridge-llama31-405b-gb300-fp8cs": -0.0148,
+    "bridge-llama31-405b-gb300-mxfp8": +0.0754,
+    "bridge-llama31-405b-gb300-tp4-fp8cs": -0.0471,
+    "bridge-llama31-405b-gb300-tp4-nvfp4": +0.3340,
+    "bridge-llama3-70b-gb300-mxfp8": -0.0597,
+    "bridge-llama3-70b-gb300-nvfp4": -0.0132,
+    "bridge-llama3-70b-gb200-mxfp8": +0.1754,
+    "bridge-llama3-70b-gb200-nvfp4": +0.2297,
+    "mlperf50-llama31-405b-h100-8192": +0.0426,
+    "mlperf50-llama31-405b-gb200-2496": +0.2312,
+    "mlperf50-llama31-405b-gb200-512-fp8": +0.3058,
+    "mlperf51-llama31-405b-gb200-512-nvfp4": +0.1574,
+    "mlperf51-llama31-405b-gb300-512-nvfp4": +0.2347,
+    "mlperf51-llama31-8b-gb300-8": +0.0594,
+    "mlperf51-llama31-8b-gb200-8": -0.0755,
+    "mlperf41-gpt3-175b-b200-64": +0.2213,
+    "mlperf41-gpt3-175b-h100-512": +0.0451,
 }
 
 
 @pytest.mark.parametrize("case", list(T.VALIDATION))
-def test_validation_rows_sit_at_their_pinned_errors(case):
+def test_validation_rows_sit_at_their_pinned_errors(case, validation_table):
     assert case in VALIDATION_PINS, f"{case}: a new validation row needs its pin in VALIDATION_PINS"
-    est = T.validation_step(case).estimate()
-    error = est.model_flop_per_s_per_gpu / T.VALIDATION[case]["reported_flop_per_s_per_gpu"] - 1
+    error = validation_table[case]["error"]
     assert error == pytest.approx(VALIDATION_PINS[case], abs=0.005), (
         f"{case}: {error:+.2%} against the pinned {VALIDATION_PINS[case]:+.2%}: look at the row and, if the "
         "change is meant, update its pin")
 
 
 def test_llama3_405b_mfu_is_pinned_where_the_papers_is_41_percent():
-    # Table 4 reports 400 TFLOP/s per GPU, 41% BF16 MFU, on 16,384 GPUs; the model's 351
-    # TFLOP/s (12% below: the row's pin above) of the H100's dense 989.5 is 35.5%.
+    # Table 4 reports 400 TFLOP/s per GPU, 41% BF16 MFU, on 16,384 GPUs; the model's 441
+    # TFLOP/s (10% above: the row's pin above) of the H100's dense 989.5 is 44.6%.
     est = T.validation_step("llama3-405b-16k").estimate()
-    assert est.mfu == pytest.approx(0.3551, abs=0.003)
+    assert est.mfu == pytest.approx(0.4457, abs=0.003)
     assert est.mfu == pytest.approx(est.model_flop_per_s_per_gpu / 989.5e12, rel=1e-9)  # H100 SXM dense BF16
 
 
@@ -753,14 +917,11 @@ def test_parallelism_takes_numpy_integers_unit_sizes_and_placement_arrays():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(efficiency="0.5"), r"^ComputeModel: efficiency must be a real number in \(0, 1\], got str '0\.5'$"),
-    (dict(efficiency=0), r"efficiency must be a real number in \(0, 1\], got 0$"),
-    (dict(efficiency=1.5), r"efficiency must be a real number in \(0, 1\], got 1\.5"),
-    (dict(efficiency=math.nan), r"efficiency must be a real number in \(0, 1\], got nan"),
-    (dict(full_width=-1), r"full_width must be a real number in \[0, inf\), got -1"),
-    (dict(full_width=math.inf), r"full_width must be a real number in \[0, inf\), got inf"),
-    (dict(precision=8), r"precision must be one of 'bf16', 'fp8', got int 8"),
-    (dict(precision="fp16"), r"precision must be one of 'bf16', 'fp8', got str 'fp16'"),
+    (dict(gemm_efficiency="0.5"), r"^ComputeModel: gemm_efficiency must be a real number in \(0, 1\], got str '0\.5'$"),
+    (dict(gemm_efficiency=0), r"gemm_efficiency must be a real number in \(0, 1\], got 0$"),
+    (dict(attention_efficiency=1.5), r"attention_efficiency must be a real number in \(0, 1\], got 1\.5"),
+    (dict(hbm_efficiency=math.nan), r"hbm_efficiency must be a real number in \(0, 1\], got nan"),
+    (dict(kernels="cuda"), r"kernels must be one of 'fused', 'eager', got str 'cuda'"),
 ])
 def test_compute_model_fields_are_checked(kwargs, match):
     with pytest.raises(fs.InvalidArgumentError, match=match):
@@ -797,7 +958,9 @@ def test_training_step_arguments_are_checked(args, kwargs, match):
     (lambda: T.model("llama3-8b").forward_flops(seq_len=-4096), r"seq_len must be a real number in \[0, inf\), got -4096"),
     (lambda: T.model("llama3-8b").logits_forward_flops(np.array([1.0, -1.0])), r"seq_len must hold numbers of tokens >= 0, got -1\.0"),
     (lambda: T.Parallelism(tp=4).rank(tp=4), r"rank: tp must be an integer in \[0, 4\), got 4"),
-    (lambda: T.ComputeModel().layer_efficiency("wide"), r"ffn_shard_width must be a real number in \[0, inf\), got str"),
+    (lambda: T.gemm_s("wide", 1, 1), r"gemm_s: m must be a real number in \[0, inf\), got str 'wide'"),
+    (lambda: T.gemm_s(1, 1, 1, precision="fp16"), r"precision must be one of 'bf16', .*got str 'fp16'"),
+    (lambda: T.gemm_s(1, 1, 1, gpu="cx7"), r"gpu must be a catalog GPU's name or part"),
     (lambda: T.schedule_order(0, 0, 4), r"pp must be an integer in \[1, 2\*\*32\), got 0"),
     (lambda: T.schedule_order(2, 2, 4), r"stage must be an integer in \[0, 2\), got 2"),
     (lambda: T.schedule_order(2, 0, 3, 2), r"n_micro_batches 3 is not divisible by pp 2"),
@@ -816,3 +979,145 @@ def test_a_step_too_large_to_build_is_refused_before_its_schedules_are_made(monk
     with pytest.raises(fs.exceptions.ScenarioTooLargeError,
                        match=r"a small step of 4,294,967,296 scheduled forwards and backwards .* needs about 10000\.0 GiB"):
         step.build()
+
+
+# ---- precision, recomputation and optimizer options ----------------------------------------
+
+@pytest.mark.parametrize("model, par, precision", [
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="zero1", overlap_param_gather=False, global_batch_size=4), "fp8"),
+    (_SMALL, dict(tp=2, pp=2, dp=2, dp_sharding="fsdp", global_batch_size=4), "fp8-current"),
+    (_SMALL, dict(tp=2, pp=2, dp=2, recompute=True, recompute_layers=1, global_batch_size=4), "fp8-blockwise"),
+    (_SMALL_MOE, dict(tp=2, dp=4, ep=4), "fp8"),
+])
+def test_estimate_agrees_with_the_simulated_step_in_low_precision(four_nodes, model, par, precision):
+    step = T.TrainingStep(model, T.Parallelism(**par), four_nodes, precision=precision)
+    assert step.estimate().step_s == pytest.approx(step.run().step_s, rel=5e-3)
+
+
+def test_a_step_in_fp8_runs_its_linear_layers_at_fp8_and_the_rest_as_before(four_nodes):
+    par = T.Parallelism(tp=8, pp=4, global_batch_size=8)
+    m = T.model("llama3-8b")
+    bf16 = T.TrainingStep(m, par, four_nodes)
+    fp8 = T.TrainingStep(m, par, four_nodes, precision="fp8-cs")
+    assert fp8.precision.recipe == "fp8-current" and fp8.peak_flop_per_s == 1979e12
+    # each chunk is its layers' operations: those of layer_work at the step's precision
+    work, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100", precision=fp8.precision)
+    ch = fp8.chunks[1][0]  # a middle stage: 8 layers, no logits
+    assert ch.fwd_s == pytest.approx(8 * sum(f for f, _ in work.values()), rel=1e-12)
+    base, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100")
+    # attention, norms, residuals and rotary are BF16 either way; the linear layers' GEMMs at
+    # FP8 plus their casts
+    for name in ("core_attn", "layernorm", "residual", "rotary"):
+        assert work[name] == base[name]
+    linear = [sum(w[name]) for name in ("qkv", "proj", "mlp") for w in (work, base)]
+    assert sum(linear[0::2]) < sum(linear[1::2])
+    # the layer's speedup is well short of the 2x peak ratio: casts, attention, memory-bound
+    # work (8B at TP8 has thin shards)
+    speedup = sum(map(sum, base.values())) / sum(map(sum, work.values()))
+    assert 1.1 < speedup < 1.5
+    # MFU against the precision's peak
+    assert fp8.estimate().mfu == pytest.approx(fp8.model_flops_per_step / (fp8.estimate().step_s * 32 * 1979e12))
+
+
+def test_block_scaled_precisions_need_blackwell():
+    with pytest.raises(fs.InvalidArgumentError, match=r"precision 'nvfp4' needs a Blackwell GPU .* but 'h100' is hopper"):
+        T.TrainingStep("llama3-8b", T.Parallelism(tp=8), fs.hgx_h100(), precision="nvfp4")
+    gb = fs.cluster(domain="gb200-nvl72", n_domains=1, scale_out="quantum-2")
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, dp=2), gb, precision="nvfp4")
+    assert step.peak_flop_per_s == 10e15
+    with pytest.raises(fs.InvalidArgumentError, match=r"precision must be one of 'bf16', .*got str 'fp16'"):
+        T.Precision("fp16")
+
+
+def test_parameter_gathers_carry_the_quantized_weights(four_nodes):
+    par = T.Parallelism(tp=2, pp=2, dp=2, dp_sharding="fsdp", global_batch_size=4)
+    for precision, nbytes in (("bf16", 2.0), ("fp8", 1.0), (T.Precision("fp8", param_gather=False), 2.0)):
+        # TP collectives as delays: every all-gather left is a parameter gather
+        step = T.TrainingStep(_SMALL, par, four_nodes, precision=precision, tp_comm="analytical")
+        coll = step.build().scenario.run().collectives.to_pylist()
+        gathers = sorted({c["size_bytes"] for c in coll if c["op"] == "all_gather"})
+        params = sorted({ch.params + ch.expert_params for row in step.chunks for ch in row})
+        assert gathers == pytest.approx([nbytes * x for x in params], rel=1e-9), precision
+    # the stored weights: the FP8 copy alone with parameter gathers, else BF16 plus its FP8 cache
+    m8 = T.TrainingStep(_SMALL, par, four_nodes, precision="fp8").memory["weights_bytes"].to_numpy()
+    m16 = T.TrainingStep(_SMALL, par, four_nodes).memory["weights_bytes"].to_numpy()
+    assert m8 == pytest.approx(m16 / 2)
+
+
+def test_bf16_adam_moments_shrink_the_optimizer_state_and_its_step(four_nodes):
+    par = dict(tp=8, pp=4, dp=1, global_batch_size=4)
+    fp32 = T.TrainingStep("llama3-8b", T.Parallelism(**par), four_nodes)
+    bf16 = T.TrainingStep("llama3-8b", T.Parallelism(**par, adam_moment_bytes=2), four_nodes)
+    # 4 + 4 + 4 bytes per parameter -> 4 + 2 + 2
+    assert bf16.memory["optimizer_bytes"].to_numpy() == pytest.approx(fp32.memory["optimizer_bytes"].to_numpy() * 8 / 12)
+    # Adam's traffic 30 -> 22 bytes per parameter
+    assert bf16._optimizer_s(0) == pytest.approx(fp32._optimizer_s(0) * 22 / 30)
+
+
+def test_recomputed_modules_cost_their_forward_and_free_their_activations(four_nodes):
+    m = T.model("llama3-8b")
+    base = T.Parallelism(tp=8, pp=4, global_batch_size=4)
+    plain = T.TrainingStep(m, base, four_nodes)
+    mlp = T.TrainingStep(m, T.Parallelism(**{**base.__dict__, "recompute_modules": ("mlp", "layernorm")}), four_nodes)
+    work, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100")
+    ch0, ch1 = plain.chunks[1][0], mlp.chunks[1][0]
+    assert ch1.fwd_s == ch0.fwd_s
+    assert ch1.bwd_s - ch0.bwd_s == pytest.approx(8 * (work["mlp"][0] + work["layernorm"][0]), rel=1e-12)
+    # per layer the MLP's kept values (gate, up: 2 ffn; the down projection's input: ffn) and
+    # the norms' outputs (2 h, sequence-parallel) are no longer kept, 2 bytes each
+    freed = 2 * 8192 * (3 * m.ffn / 8 + 2 * m.hidden / 8)
+    # stage 1 of 1F1B holds pp - 1 = 3 micro-batches of its 8 layers at its peak
+    drop = plain.memory["activations_bytes"][1].as_py() - mlp.memory["activations_bytes"][1].as_py()
+    assert drop == pytest.approx(3 * 8 * freed, rel=1e-12)
+
+
+def test_recompute_layers_recompute_the_first_layers_of_each_chunk(four_nodes):
+    m = T.model("llama3-8b")
+    base = dict(tp=8, pp=4, global_batch_size=4)
+    none = T.TrainingStep(m, T.Parallelism(**base), four_nodes).chunks[1][0]
+    full = T.TrainingStep(m, T.Parallelism(**base, recompute=True), four_nodes).chunks[1][0]
+    three = T.TrainingStep(m, T.Parallelism(**base, recompute=True, recompute_layers=3), four_nodes).chunks[1][0]
+    assert (none.recomputed, full.recomputed, three.recomputed) == (0, 8, 3)
+    assert three.bwd_s - none.bwd_s == pytest.approx((full.bwd_s - none.bwd_s) * 3 / 8, rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(recompute_modules=("attn",)), r"recompute_modules entry must be one of 'core_attn', .*got str 'attn'"),
+    (dict(recompute_modules="mlp"), r"recompute_modules must be a tuple of module names .*got str 'mlp'"),
+    (dict(recompute=True, recompute_modules=("mlp",)), r"recompute=True .* and recompute_modules=\('mlp',\) exclude each other"),
+    (dict(recompute_layers=2), r"recompute_layers=2 needs recompute=True"),
+    (dict(recompute=True, recompute_layers=0), r"recompute_layers must be an integer in \[1, 2\*\*32\), got 0"),
+    (dict(adam_moment_bytes=3), r"adam_moment_bytes must be 4 \(fp32\) or 2 \(bf16\), got int 3"),
+])
+def test_recompute_and_optimizer_options_are_checked(kwargs, match):
+    with pytest.raises(T.TrainingConfigError, match=match):
+        T.Parallelism(**kwargs)
+
+
+def test_the_cli_trains_in_a_precision_and_prints_the_validation_table(capsys):
+    from fabricsim import cli
+
+    assert cli.main(["train", "llama3-8b", "--tp", "8", "--dp", "2", "--fabric", "hgx-h800", "--nodes", "2",
+                     "--precision", "fp8-blockwise", "--recompute-modules", "mlp,layernorm", "--bf16-adam",
+                     "--analytical"]) == 0
+    out = capsys.readouterr().out
+    step = T.TrainingStep("llama3-8b", T.Parallelism(tp=8, dp=2, recompute_modules=("mlp", "layernorm"),
+                                                      adam_moment_bytes=2),
+                          fs.cluster(domain="hgx-h800", n_domains=2), precision="fp8-blockwise")
+    assert out.startswith(f"llama3-8b on 16 x h800: step {step.estimate().step_s * 1e3:.1f} ms"), out
+    assert cli.main(["train", "--validate"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + len(T.VALIDATION) + len(T.MOE_VALIDATION)
+    assert lines[1].split()[:2] == ["llama3-405b-16k", "16384"] and lines[1].endswith("(known miss)")
+    assert cli.main(["train"]) != 0
+    assert "fabricsim train needs a model (e.g. llama3-8b), or --validate" in capsys.readouterr().err
+
+
+def test_an_h800_board_has_8_nvlinks_per_gpu():
+    h800, h100 = fs.catalog.part("h800"), fs.catalog.part("h100")
+    assert (h800.nvlink_links, h100.nvlink_links) == (8, 18)
+    assert h800.bf16_dense_flop_per_s == h100.bf16_dense_flop_per_s and h800.hbm_bytes == 81559 * 2**20
+    # NCCL's ring all-reduce on one board: 8 of 18 links' bandwidth (DeepEP measures ~160 GB/s
+    # usable on H800), where an H100 board runs NVLS
+    est = fs.estimate(fs.cluster(domain="hgx-h800", n_domains=1), "all_reduce", 1 << 30, ranks=list(range(8)))
+    assert 150e9 < est.busbw_Bps < 170e9

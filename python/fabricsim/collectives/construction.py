@@ -186,15 +186,34 @@ class Builder:
         calls in the same order as constructing it again would make, so the same
         activities, routes and results, without the construction's Python."""
         key = (op, ranks, size_bytes, tag, None if sizes is None else sizes.tobytes())
+
+        def construct() -> int:
+            arr = np.array(ranks, dtype=np.int64)
+            S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
+            return self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
+
+        return self._known(key, after, construct)
+
+    def add_known_moe(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, mode: str,
+                      after: Any, tag: str) -> int:
+        """:meth:`add_known` for a MoE dispatch or combine (:func:`~.moe.add_moe`) of
+        ``routing`` (a :class:`~.moe.MoeRouting`, kept by the plan it keys) over GPU ``ranks``."""
+        from .moe import add_moe
+
+        key = ("moe", kind, ranks, routing, nbytes_per_token, mode, tag)
+        return self._known(key, after, lambda: add_moe(self, kind, np.array(ranks, dtype=np.int64), routing,
+                                                       nbytes_per_token, mode, after, 0.0, tag))
+
+    def _known(self, key: tuple[Any, ...], after: Any, construct: Any) -> int:
+        """The collective ``key`` names, made again from its recorded core calls where it was
+        constructed before (:meth:`add_known`), else ``construct()``-ed and recorded."""
         plan = self._plans.get(key)
         if plan is not None:
             return self._replay(plan, after)
-        arr = np.array(ranks, dtype=np.int64)
-        S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
         rec = _Recorder(self._core)
         self._core = cast("_core.Scenario", rec)  # it passes every call on
         try:
-            end = self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
+            end: int = construct()
         finally:
             self._core = rec.core
         # Not kept where the construction did more than add activities (made a reduction

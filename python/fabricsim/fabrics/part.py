@@ -59,6 +59,8 @@ _KINDS: dict[str, tuple[_Field, ...]] = {
         _Field("arch", "enum", choices=("hopper", "blackwell")),
         _Field("bf16_dense_flop_per_s", "flops", nullable=True, optional=True),
         _Field("fp8_dense_flop_per_s", "flops", nullable=True, optional=True),
+        _Field("fp4_dense_flop_per_s", "flops", nullable=True, optional=True),
+        _Field("sms", "int", nullable=True, optional=True),
         _Field("hbm_bytes", "bytes", nullable=True, optional=True),
         _Field("hbm_Bps", "rate", nullable=True, optional=True),
         _Field("watts", "watts", nullable=True, optional=True),

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 _DOMAINS: dict[str, dict[str, Any]] = {
     # name: gpu, switch chip, NVLinks from each GPU to each chip, GPUs per domain, tiers
     "hgx-h100": dict(gpu="h100", switch="nvswitch3", chip_links=(5, 4, 4, 5), n_gpus=8, tiers=1),
+    # H800: the H100 baseboard with 8 NVLinks per GPU ([assumed] 2 to each of the 4 NVSwitch chips)
+    "hgx-h800": dict(gpu="h800", switch="nvswitch3", chip_links=(2, 2, 2, 2), n_gpus=8, tiers=1),
     "hgx-h200": dict(gpu="h200", switch="nvswitch3", chip_links=(5, 4, 4, 5), n_gpus=8, tiers=1),
     "hgx-b200": dict(gpu="b200", switch="nvlink5-switch", chip_links=(9, 9), n_gpus=8, tiers=1),
     "hgx-b300": dict(gpu="b300", switch="nvlink5-switch", chip_links=(9, 9), n_gpus=8, tiers=1),

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import conventions
 from ...exceptions import InvalidArgumentError, ZeroCapacityPathError
-from ..communicator import OPS, _Comm, applied_fabric, collective_size, communicator
+from ..communicator import _ARCH_INDEX, OPS, _Comm, applied_fabric, collective_size, communicator
 from . import nccl
 from .analytical import _nccl_name, _shape, analytical_s, finite_analytical_s, nvls_ceiling_busbw_Bps
 from .model import DEFAULT as DEFAULT_COST
@@ -24,7 +24,7 @@ from .model import CostModel, checked_cost_model
 if TYPE_CHECKING:
     from ...fabrics import Topology
 
-__all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Estimate", "estimate", "resolve_algorithm"]
+__all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Estimate", "channels", "estimate", "resolve_algorithm"]
 
 ALGORITHMS = ("ring", "tree", "halving_doubling", "direct", "p2p", "nvls", "nvls_tree", "sharp", "hierarchical",
               "nvls_sharp")
@@ -98,6 +98,11 @@ class Estimate:
         e = fs.estimate(fs.hgx_h100(), "all_reduce", "1GiB")
         e.algorithm, e.protocol, e.n_ranks   # ('nvls', 'simple', 8)
         e.time_s, e.busbw_Bps                # about 3.9 ms and 487 GB/s
+        e.n_channels                         # 16: NVLS's CTAs on Hopper, one SM each
+
+    ``n_channels`` is the number of channels the chosen algorithm runs on (:func:`channels`):
+    NCCL launches one thread block per channel, so that many SMs are the collective's while it
+    runs (0 on one rank or where NCCL has no kernel for the call).
     """
 
     op: str
@@ -108,6 +113,7 @@ class Estimate:
     time_s: float
     algbw_Bps: float
     busbw_Bps: float
+    n_channels: int = 0
 
 
 def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = None, *, algorithm: str = "auto",
@@ -135,7 +141,28 @@ def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = Non
     t = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
     algbw = S / t if t > 0 else float("nan")
     factor = conventions.busbw_factor(op, comm.n)
-    return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor)
+    return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor, channels(op, algo, comm, cost))
+
+
+def channels(op: str, algorithm: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> int:
+    """Channels ``algorithm`` runs ``op`` on over ``comm``, as NCCL's ``topoGetAlgoInfo`` sets
+    them for a large message (NCCL v2.30.7 src/enqueue.cc:2069-2114): NVLS the cost model's
+    ``nvls_channels`` in one domain, across domains ``nvls_channels_multi_node`` and for NVLS
+    with SHARP no more than the communicator's channels; NVLSTree ``nvls_channels_multi_node``;
+    ring, tree, CollNet and fabricsim's own constructions the communicator's channels
+    (:func:`fabricsim.collectives.cost.nccl.comm_channels`); 0 on one rank and for the
+    point-to-point operations NCCL does not tune. Each channel is one thread block of the
+    collective's kernel, one SM: NCCL's launch grid is ``nChannels`` blocks (src/enqueue.cc:1756-1758,
+    ``ncclLaunchKernel``). NCCL's reduction of channels for small messages is left out."""
+    if comm.n < 2 or op not in nccl.OPS:
+        return 0
+    arch = _ARCH_INDEX[comm.view.arch]
+    if algorithm == "nvls" and comm.n_domains == 1:
+        return int(cost.nvls_channels[arch])
+    if algorithm in ("nvls", "nvls_tree", "nvls_sharp"):
+        nvls = int(cost.nvls_channels_multi_node[arch])
+        return nvls if algorithm == "nvls_tree" else min(nvls, nccl.comm_channels(comm, cost))
+    return nccl.comm_channels(comm, cost)
 
 
 def resolve_algorithm(op: str, algorithm: str, protocol: str, size_bytes: float, comm: _Comm,

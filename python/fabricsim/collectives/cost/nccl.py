@@ -737,6 +737,20 @@ def graphs(shape: CommShape) -> dict[str, Graph]:
     }
 
 
+def comm_channels(comm: "_Comm", cost: CostModel = DEFAULT) -> int:
+    """The channels a communicator sets up (NCCL's ``comm->nChannels``), on which its ring and
+    tree collectives run (one CTA each, before NCCL's reduction for small messages): twice the
+    fewer of its ring and tree graphs' channels (src/graph/connect.cc:460), at most
+    ``p2p_max_channels`` (MAXCHANNELS, 64), and twice again across nodes on Hopper and later
+    where the ring's intra-node speed passes 45 GB/s with fewer than 16 (connect.cc:480-483)."""
+    graphs = _graphs(comm_shape(comm, comm.n, comm.n_domains, cost))
+    ring, tree = graphs[RING], graphs[TREE]
+    ctas = min(cost.p2p_max_channels, 2 * min(ring[0], tree[0]))
+    if comm.n_domains > 1 and comm.view.arch in ("hopper", "blackwell") and ring[1] > 45.0 and ctas < 16:
+        ctas *= 2
+    return int(ctas)
+
+
 def comm_shape(comm: "_Comm", n: int, n_nodes: int, cost: CostModel = DEFAULT) -> CommShape:
     """The :class:`CommShape` of ``n`` ranks over ``n_nodes`` nodes of a communicator's fabric
     (its NVLink and NIC figures), made once per fabric and kept for its sweeps."""

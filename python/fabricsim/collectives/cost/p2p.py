@@ -180,14 +180,10 @@ def setup(comm: _Comm, cost: CostModel = DEFAULT_COST) -> P2pSetup:
     v, n, d = comm.view, comm.n, comm.n_domains
     g, group, local, group_node = _node_groups(comm, cost)
     n_groups = n // g
-    # The communicator's CTAs: twice its graphs' channels (connect.cc:460), twice again across
-    # nodes on Hopper+ where the ring's intra bandwidth passes 45 GB/s with < 16 (connect.cc:480).
+    # The communicator's CTAs (nccl.comm_channels), to a power of two
     channels = cost.p2p_max_channels
     if n > 1:
-        graphs = nccl.graphs(nccl.comm_shape(comm, n, d, cost))
-        ctas = min(cost.p2p_max_channels, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
-        if d > 1 and v.arch in ("hopper", "blackwell") and graphs["ring"].bw_intra_Bps > 45e9 and ctas < 16:
-            ctas *= 2
+        ctas = nccl.comm_channels(comm, cost)
         channels = min(_pow2_up(min(ctas, cost.p2p_max_channels)), 1 << (cost.p2p_kernel_batches.bit_length() - 1))
     nvlink = v.nvlink_Bps > 0 and v.gpus_per_domain > 1
     peers = []

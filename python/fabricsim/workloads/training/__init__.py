@@ -28,22 +28,25 @@ causal attention, 2 x seq^2 x heads x (d_qk + d_v) / 2 per sequence; the vocabul
 adds 2 x tokens x vocab x hidden. Backward is twice the forward; full recomputation adds one
 forward. Model FLOPs (for MFU) are 3 x forward, without recomputation.
 
-**Compute time** is FLOPs / (peak x efficiency). Peak is the GPU's dense BF16 (or FP8) FLOP/s
-from the catalog. The efficiency is :data:`DEFAULT_COMPUTE_EFFICIENCY` = 0.50, calibrated on
-the H100 forward+backward Llama-3 layers measured for fabricsim (docs/sources.md 7.2; 8B TP1:
-0.527 of peak, 405B TP8: 0.495), derated in proportion where tensor parallelism leaves the FFN
-shard narrower than :data:`DEFAULT_FULL_WIDTH` = 4,608 (70B at TP8, 3,584 wide, measured 0.388;
-modelled 0.389).
-These are unfused PyTorch layers; production stacks with fused kernels may pass a higher
-``efficiency``.
+**Compute time** is each layer's operations timed by their own mechanism (``compute``): the
+linear layers' GEMMs from their FLOPs at the published best fraction of the peak of the
+precision's GEMM format (:data:`MAMF_FRACTION`) with wave quantization of their tiles over
+the SMs and an HBM roofline (:func:`gemm_s`), grouped expert GEMMs lower; attention from
+FlashAttention's FLOPs at :data:`ATTENTION_FRACTION`; norms, activations, rotary embedding,
+residual adds, the precision's casts, the loss and the optimizer from their bytes at HBM
+bandwidth (:data:`FUSED_BYTES`, or :data:`EAGER_BYTES` for unfused PyTorch). ``precision``
+(:class:`Precision`) decides the GEMMs' format and peak, the casts, and the bytes of the
+parameter all-gathers. Calibrated on the Llama 3 layers measured for fabricsim on H100 and
+H200 (docs/sources.md 7.2, every one within 8% with ``kernels="eager"``).
 
 **Granularity** (so that a 16,384-GPU step stays a few hundred thousand activities): per
 pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model chunk
 (interleaved schedules have ``virtual_stages`` chunks per stage), one compute delay for the
 chunk's layers, followed by one TP collective carrying all of the chunk's TP traffic
 (all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
-GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds one all-to-all
-per TP rank on its EP group carrying the dispatch and combine of all its MoE layers; context
+GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds, per
+expert-parallel group, the dispatch and then the combine of all its MoE layers (``moe``:
+routing, experts, dispatchers, overlap; ``placement``: groups against NVLink domains); context
 parallelism adds a ring exchange (send/recv over the CP group) of the chunk's K and V beside
 the compute. Per-collective latencies of the layers grouped in a chunk are paid once.
 Pipeline transfers are point-to-point flows, one per TP rank carrying its 1/tp slice of
@@ -83,14 +86,23 @@ the last activity back, each step to the dependency that finished last.
 
 **Modules**, each importing only the ones before it: ``model`` (:class:`Model`, the presets in
 ``data/models.json``), ``schedule`` (Megatron's pipeline schedules), ``compute``
-(:class:`ComputeModel`, each chunk's work), ``memory`` (bytes per GPU), ``results``
+(:class:`ComputeModel`, each chunk's work), ``memory`` (bytes per GPU), ``moe`` (the routed
+experts and their dispatch), ``placement`` (groups against NVLink domains), ``results``
 (:class:`StepEstimate`, :class:`StepResult`), ``estimate`` (the closed form),
 ``construction`` (the step's DAG on a scenario), ``step`` (:class:`Parallelism`,
 :class:`TrainingStep`) and ``validation`` (the published steps it is held to).
 """
 # (X as X: the constants of each part, with their sources where they are defined, also read here.)
 from .compute import ADAM_BYTES_PER_PARAM as ADAM_BYTES_PER_PARAM
-from .compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_FULL_WIDTH, ComputeModel
+from .compute import ATTENTION_FRACTION as ATTENTION_FRACTION
+from .compute import EAGER_BYTES as EAGER_BYTES
+from .compute import FUSED_BYTES as FUSED_BYTES
+from .compute import GEMM_TILE as GEMM_TILE
+from .compute import GROUPED_GEMM_FRACTION as GROUPED_GEMM_FRACTION
+from .compute import MAMF_FRACTION as MAMF_FRACTION
+from .compute import RECOMPUTE_MODULES as RECOMPUTE_MODULES
+from .compute import DEFAULT_COMPUTE_EFFICIENCY as DEFAULT_COMPUTE_EFFICIENCY
+from .compute import ComputeModel, attention_s, gemm_s, layer_work, logits_work, memory_bound_s
 from .compute import HBM_EFFICIENCY as HBM_EFFICIENCY
 from .construction import STEP_BYTES_PER_OP as STEP_BYTES_PER_OP
 from .memory import ACTIVATION_BYTES as ACTIVATION_BYTES
@@ -99,10 +111,17 @@ from .memory import MAIN_GRAD_COPY_BYTES as MAIN_GRAD_COPY_BYTES
 from .memory import OPTIMIZER_STATE_BYTES as OPTIMIZER_STATE_BYTES
 from .memory import WEIGHT_BYTES as WEIGHT_BYTES
 from .model import Model, model, models
+from .precision import RECIPES as RECIPES
+from .precision import Precision, precision
 from .results import StepEstimate, StepResult
 from .schedule import schedule_order
-from .step import Parallelism, TrainingConfigError, TrainingStep, estimate_step, train_step
-from .validation import VALIDATION, validate_training, validation_step
+from .moe import COMM_SM_FRACTION as COMM_SM_FRACTION
+from .moe import DEFAULT_CONCENTRATION as DEFAULT_CONCENTRATION
+from .moe import FP8_DISPATCH_BLOCK as FP8_DISPATCH_BLOCK
+from .moe import MoeOptions
+from .placement import domain_aware, straddling
+from .step import Parallelism, PlacementWarning, TrainingConfigError, TrainingStep, estimate_step, train_step
+from .validation import KNOWN_MISSES, MOE_VALIDATION, VALIDATION, validate_training, validation_step
 
 __all__ = [
     "Model",
@@ -112,13 +131,24 @@ __all__ = [
     "StepResult",
     "StepEstimate",
     "TrainingConfigError",
+    "PlacementWarning",
+    "MoeOptions",
+    "domain_aware",
+    "straddling",
     "model",
     "models",
     "train_step",
     "estimate_step",
-    "DEFAULT_COMPUTE_EFFICIENCY",
-    "DEFAULT_FULL_WIDTH",
+    "Precision",
+    "precision",
+    "gemm_s",
+    "attention_s",
+    "memory_bound_s",
+    "layer_work",
+    "logits_work",
     "VALIDATION",
+    "MOE_VALIDATION",
+    "KNOWN_MISSES",
     "validation_step",
     "validate_training",
     "schedule_order",

@@ -14,6 +14,8 @@ import numpy as np
 from ..._checks import room_for
 from ...collectives.construction import Builder
 from ...scenario import Scenario
+from . import moe
+from .estimate import op_compute_s
 from .results import _CAT_INDEX
 from .schedule import schedule_order
 
@@ -70,6 +72,7 @@ class _Builder:
         self.colls = self.sc._collectives
         self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
+        self._ep: dict[int, list[tuple[tuple[int, ...], list[int]]]] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
@@ -91,6 +94,13 @@ class _Builder:
         key = ranks if type(ranks) is tuple else tuple(ranks)
         aid = self.colls.add_known(op, key, None if sizes is not None else float(size), after, tag, sizes)
         return self._rec(aid, _CAT_INDEX[cat], after, *meta)
+
+    def moe_coll(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, after: Sequence[int],
+                 tag: str, *meta: int) -> int:
+        """A MoE dispatch or combine (:func:`fabricsim.collectives.moe.add_moe`) in the step's mode."""
+        after = after or self.start
+        aid = self.colls.add_known_moe(kind, ranks, routing, nbytes_per_token, self.st.moe.mode, after, tag)
+        return self._rec(aid, _CAT_INDEX["ep"], after, *meta)
 
     def flows(self, pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
         """Pipeline flows ``pp`` (:meth:`_pp_arrays`) after ``after``, as
@@ -137,7 +147,7 @@ class _Builder:
                 prev: list[int] = []
                 for c in range(v):
                     ch = st.chunks[s][c]
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                            for t in range(p.tp)]
                     fsdp_f[(s, c)] = ids
@@ -205,7 +215,7 @@ class _Builder:
                     prev = opts
                     for c in range(v):
                         ch = st.chunks[s][c]
-                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * 2.0, prev,
+                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * st.precision.param_gather_bytes, prev,
                                           "dp", "dp.params", s, -1, -1, c)]
             tick(n_parts - p.pp + s + 1, n_parts)
         meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
@@ -222,17 +232,18 @@ class _Builder:
         n_rep = p.dp * p.cp
         vs = c * p.pp + s
         fwd = kind == "F"
-        comp_s = ch.fwd_s if fwd else ch.bwd_s
-        tp_mult = 1.0 if fwd else (1.0 + p.recompute)
-        ep_mult = 1.0 if fwd else (1.0 + p.recompute)
+        tp_mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
+        inputs: list[list[int]] = []
         comp_ids: list[int] = []
         # with overlap_grad_reduce the chunk's last backward is cut into one compute piece per
         # bucket group, and each group's reduction starts as its piece ends (the last group's as
         # the whole backward ends, its TP, CP and EP communication too: the chunk's first layer's
         # gradients are final only then)
         split = (not fwd) and i == last_b[s][c] and n_rep > 1 and p.overlap_grad_reduce
+        # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
+        comp_s = op_compute_s(st, ch, fwd, first=fwd and m == 0, last=(not fwd) and i == last_b[s][c])
         groups = st._buckets(ch) if split else []
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
         # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
@@ -243,13 +254,14 @@ class _Builder:
                 fs_after = fsdp_f[(s, c)]
             if not fwd and i == first_b[s][c]:
                 if (s, c) not in fsdp_b:
-                    size = (ch.params + ch.expert_params) * 2.0
+                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
                     fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
                                       for t in range(p.tp)]
                 fs_after = fsdp_b[(s, c)]
         for r in range(n_rep):
             d, cp_i = divmod(r, p.cp)
             after = list(fs_after) + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            inputs.append(after)
             if groups:
                 k = len(groups)
                 ids = []
@@ -291,18 +303,19 @@ class _Builder:
         if p.cp > 1 and ch.cp_bytes > 0:
             for r in range(n_rep):
                 ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
-        # EP: one all-to-all (dispatch + combine) per TP rank per EP group, the TP ranks' at
-        # once (each waits for its replicas' compute and TP, not for another TP rank's)
-        if p.ep > 1 and ch.ep_bytes > 0:
-            size = 2 * ch.ep_bytes * ep_mult
-            before = list(ends)
-            for t in range(p.tp):
-                for grp_i, grp in enumerate(st._ep_groups(s, t)):
-                    reps = list(range(grp_i * p.ep, grp_i * p.ep + p.ep))
-                    after = sorted({x for r in reps for x in before[r]})
-                    x = self.coll("all_to_all", grp, size, after, "ep", f"ep.{tag}", s, -1, m, c, sizes=st._ep_sizes(size))
-                    for r in reps:
-                        ends[r] = ends[r] + [x]
+        # EP: per expert-parallel group, the chunk's dispatches and combines in turn, after
+        # its replicas' compute and TP (beside them, from the op's inputs, with overlap)
+        if ch.moe is not None and ch.moe.routing is not None:
+            before = inputs if st.moe.overlap else list(ends)
+            groups_s = self._ep.get(s)
+            if groups_s is None:
+                groups_s = self._ep[s] = moe.ep_groups(st, s)
+            for grp, reps in groups_s:
+                after = sorted({x for r in reps for x in before[r]})
+                for k_, nbytes in moe.chain(st, fwd, ch.moe.redispatch):
+                    after = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, after, f"ep.{tag}", s, -1, m, c)]
+                for r in reps:
+                    ends[r] = ends[r] + after
         # PP: send to the next (forward) or previous (backward) virtual stage
         last_vs = p.pp * p.virtual_stages - 1
         for r in range(n_rep):

@@ -7,34 +7,90 @@ is not overlapped, parameter all-gather. What it leaves out is contention."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .compute import _Chunk
-from .memory import WEIGHT_BYTES
+from . import moe
+from .compute import TP_OVERLAP_SMS, _Chunk, compute_beside_comm_s, gpu_sms
 from .results import StepEstimate
 from .schedule import _walk_plan, _warm_up
+
+# Seconds of a chunk's ops on one stage: a forward, a backward, its first forward, its last backward.
+_Durations = tuple[float, float, float, float]
 
 if TYPE_CHECKING:
     from .step import TrainingStep
 
 
-def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> dict[str, float]:
-    """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
-    compute, then its TP collective (beside the compute with ``tp_comm_overlap``), the CP
-    ring exchange beside both, then the EP all-to-all. Seconds each part adds (exposed),
-    by part: they add up to the op's duration."""
-    p = step.par
-    mult = 1.0 if fwd else 1.0 + p.recompute
+def _param_bytes(step: TrainingStep, ch: _Chunk) -> float:
+    """Bytes of one parameter all-gather of chunk ``ch`` (per GPU, nccl-tests' size)."""
+    return (ch.params + ch.expert_params) * step.precision.param_gather_bytes
+
+
+def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, last: bool = False) -> float:
+    """Seconds of the compute of one forward or backward of chunk ``ch``, slowed by the
+    communication kernels that run beside it and hold SMs (:func:`~.compute.compute_beside_comm_s`),
+    each for its seconds on an idle fabric:
+
+    * the experts' dispatch and combine with ``MoeOptions.overlap``: ``comm_sm_fraction`` of
+      the SMs;
+    * the TP collectives with ``tp_comm_overlap``: each of the layer's four communications of
+      the direction (a quarter of the chunk's TP time) on the SMs Transformer Engine's
+      userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`);
+    * ``last`` (the chunk's last backward) with ``overlap_grad_reduce``: the reductions of its
+      bucket groups issued before it ends (all but the last), on their NCCL channels, one SM
+      each (:func:`fabricsim.collectives.cost.choice.channels`);
+    * ``first`` (the chunk's first forward): its parameter all-gathers where they overlap the
+      forward (``overlap_param_gather`` with a sharded optimizer; FSDP's gather for the
+      backward, prefetched beside the forwards), on their channels.
+    """
+    p, s = step.par, ch.stage
     comp = ch.fwd_s if fwd else ch.bwd_s
-    tp = step._comm_s("tp", ch.stage, ch.tp_bytes * mult)
+    sms = gpu_sms(step.gpu)
+    overlaps: list[tuple[float, float]] = []
+    if step.moe.overlap:
+        overlaps.append((moe.comm_s(step, ch, fwd), step.moe.comm_sm_fraction * sms))
+    if p.tp_comm_overlap and p.tp > 1 and ch.tp_bytes > 0:
+        tp_s = step._comm_s("tp", s, ch.tp_bytes * _tp_mult(ch, fwd))
+        held = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])["forward" if fwd else "backward"]
+        overlaps += [(tp_s / len(held), n) for n in held]
+    n_rep = p.dp * p.cp
+    if last and not fwd and p.overlap_grad_reduce and n_rep > 1:
+        groups = step._buckets(ch)
+        if len(groups) > 1:
+            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+            overlaps.append((sum(step._comm_s(op, s, g) for g in groups[:-1]), step._comm_channels(op, s, groups[0])))
+    if first and fwd and n_rep > 1 and (p.dp_sharding == "fsdp" or p.dp_sharding != "none" and p.overlap_param_gather):
+        size = _param_bytes(step, ch)
+        overlaps.append((step._comm_s("all_gather", s, size), step._comm_channels("all_gather", s, size)))
+    return compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
+
+
+def _tp_mult(ch: _Chunk, fwd: bool) -> float:
+    """The chunk's TP bytes in this direction over the forward's: a backward recomputing
+    layers runs their forward's collectives again."""
+    return 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
+
+
+def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, last: bool = False) -> dict[str, float]:
+    """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
+    compute (:func:`op_compute_s`, ``first`` and ``last`` as there), then its TP collective
+    (beside the compute with ``tp_comm_overlap``), the CP ring exchange beside both, then the
+    experts' dispatch and combine (beside all of them with ``MoeOptions.overlap``). Seconds
+    each part adds (exposed), by part: they add up to the op's duration."""
+    p = step.par
+    ep = moe.comm_s(step, ch, fwd)
+    comp = op_compute_s(step, ch, fwd, first=first, last=last)
+    tp = step._comm_s("tp", ch.stage, ch.tp_bytes * _tp_mult(ch, fwd))
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
-    ep = step._comm_s("ep", ch.stage, 2.0 * ch.ep_bytes * mult)
     with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
-    return {"compute": comp, "tp": with_tp - comp, "cp": max(with_tp, cp) - with_tp, "ep": ep}
+    with_cp = max(with_tp, cp)
+    exposed = max(with_cp, ep) - with_cp if step.moe.overlap else ep
+    return {"compute": comp, "tp": with_tp - comp, "cp": with_cp - with_tp, "ep": exposed}
 
 
 def _param_gather_s(step: TrainingStep, s: int) -> float:
@@ -43,7 +99,7 @@ def _param_gather_s(step: TrainingStep, s: int) -> float:
     p = step.par
     if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
         return 0.0
-    return sum(step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in step.chunks[s])
+    return sum(step._comm_s("all_gather", s, _param_bytes(step, ch)) for ch in step.chunks[s])
 
 
 def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
@@ -62,28 +118,43 @@ def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, flo
         ch = step.chunks[s][c]
         start, end = last_b[c]
         groups = step._buckets(ch)
+        comp = op_compute_s(step, ch, False, last=True)
         for i, g in enumerate(groups):
             if not p.overlap_grad_reduce:
                 ready = stage_end_s
             elif i == len(groups) - 1:
                 ready = end
             else:
-                ready = start + (i + 1) * ch.bwd_s / len(groups)
+                ready = start + (i + 1) * comp / len(groups)
             t = max(t, ready) + step._comm_s(op, s, g)
     return max(t, stage_end_s)
 
 
-def _walk(step: TrainingStep, mb: int, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+@functools.lru_cache(maxsize=16)
+def _op_kinds(pp: int, mb: int, v: int) -> tuple[int, ...]:
+    """Per op of :func:`~.schedule._walk_plan`'s plan, which of its chunk's durations it takes:
+    0 a forward, 1 a backward, 2 the chunk's first forward (micro-batch 0), 3 its last backward."""
+    orders, plan, at = _walk_plan(pp, mb, v)
+    which = [0] * len(plan)
+    for order, row in zip(orders, at):
+        for (kind, m, _), k in zip(order, row):
+            which[k] = (2 if m == 0 else 0) if kind == "F" else (3 if m == mb - 1 else 1)
+    return tuple(which)
+
+
+def _walk(step: TrainingStep, mb: int, dur: list[list[_Durations]], ready_f: list[list[float]],
           ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
     """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
     of its ops ends, walked as the step is built: an op starts once its stage is free, its
     input has come from the neighbouring virtual stage (plus the transfer) and, with FSDP,
     its chunk's parameters are gathered (``ready_f``, ``ready_b``); it lasts
-    ``dur[stage][chunk][is backward]``."""
+    ``dur[stage][chunk][i]``, i = 0 a forward, 1 a backward, 2 the chunk's first forward
+    (micro-batch 0), 3 its last backward (the last micro-batch)."""
     p = step.par
     pp, v = p.pp, p.virtual_stages
     orders, plan, at = _walk_plan(pp, mb, v)
     hop = [[step._pp_s(a, b) if (b - a) % pp in (1, pp - 1) else 0.0 for b in range(pp)] for a in range(pp)]
+    which = _op_kinds(pp, mb, v)
     e = [0.0] * len(plan)
     for k, (s, back, c, prev, src, src_stage) in enumerate(plan):
         start = (ready_b if back else ready_f)[s][c]
@@ -91,11 +162,11 @@ def _walk(step: TrainingStep, mb: int, dur: list[list[tuple[float, float]]], rea
             start = e[prev]
         if src >= 0 and e[src] + hop[src_stage][s] > start:
             start = e[src] + hop[src_stage][s]
-        e[k] = start + dur[s][c][back]
+        e[k] = start + dur[s][c][which[k]]
     return orders, [[e[k] for k in row] for row in at]
 
 
-def _schedule_ends(step: TrainingStep, dur: list[list[tuple[float, float]]], ready_f: list[list[float]],
+def _schedule_ends(step: TrainingStep, dur: list[list[_Durations]], ready_f: list[list[float]],
                    ready_b: list[list[float]]) -> tuple[list[float], list[dict[int, tuple[float, float]]]]:
     """When each stage's last op ends, and each chunk's last backward (start, end) on each
     stage (:meth:`_walk`). After its warm-up a schedule repeats every pp micro-batches (2 pp
@@ -125,7 +196,7 @@ def _schedule_ends(step: TrainingStep, dur: list[list[tuple[float, float]]], rea
     for s, (order, e) in enumerate(zip(orders, ends)):
         for (kind, _, c), end in zip(order, e):
             if kind == "B":
-                last_b[s][c] = (end - dur[s][c][1] + shift, end + shift)
+                last_b[s][c] = (end - dur[s][c][3] + shift, end + shift)
     return [e[-1] + shift for e in ends], last_b
 
 
@@ -135,13 +206,15 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     t0 = time.perf_counter()
     p = step.par
     mb, v, pp = p.n_micro_batches, p.virtual_stages, p.pp
-    ops = [[(_op_s(step, ch, True), _op_s(step, ch, False)) for ch in row] for row in step.chunks]
-    dur = [[(sum(f.values()), sum(b.values())) for f, b in row] for row in ops]
+    ops = [[(_op_s(step, ch, True), _op_s(step, ch, False), _op_s(step, ch, True, first=True), _op_s(step, ch, False, last=True))
+            for ch in row] for row in step.chunks]
+    dur: list[list[_Durations]] = [[(sum(f.values()), sum(b.values()), sum(f0.values()), sum(b1.values()))
+                                    for f, b, f0, b1 in row] for row in ops]
     # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
     # the start) and again before its backwards
     gather = [[0.0] * v for _ in range(pp)]
     if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
-        gather = [[step._comm_s("all_gather", s, (ch.params + ch.expert_params) * WEIGHT_BYTES) for ch in row]
+        gather = [[step._comm_s("all_gather", s, _param_bytes(step, ch)) for ch in row]
                   for s, row in enumerate(step.chunks)]
     ready_f = [list(itertools.accumulate(row)) for row in gather]
     ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]
@@ -152,9 +225,11 @@ def _estimate(step: TrainingStep) -> StepEstimate:
         opt = step._optimizer_s(s)
         ends.append((grads + opt + _param_gather_s(step, s), grads - free[s] + _param_gather_s(step, s), opt))
     step_s, dp, opt = max(ends)
-    work = [sum(f + b for f, b in row) for row in dur]
+    # the critical stage's ops: mb - 1 plain forwards and backwards, one first forward and one
+    # last backward per chunk
+    work = [sum((mb - 1) * (d[0] + d[1]) + d[2] + d[3] for d in row) for row in dur]
     k = int(np.argmax(work))
-    parts = {c: mb * sum(f[c] + b[c] for f, b in ops[k]) for c in ("compute", "tp", "cp", "ep")}
+    parts = {c: sum((mb - 1) * (o[0][c] + o[1][c]) + o[2][c] + o[3][c] for o in ops[k]) for c in ("compute", "tp", "cp", "ep")}
     # a micro-batch crosses each boundary between virtual stages once each way
     hops = [(vs % pp, (vs + 1) % pp) for vs in range(pp * v - 1)]
     parts.update(pp=sum((step._pp_s(a, b) + step._pp_s(b, a) for a, b in hops), 0.0), dp=dp + gather[0][0], optimizer=opt)

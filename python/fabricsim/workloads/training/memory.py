@@ -25,7 +25,8 @@ WEIGHT_BYTES = 2.0
 
 
 #: Adam's optimizer state per parameter: fp32 main (master) weight, fp32 first and second
-#: moments, 4 + 4 + 4 (the page above: 18 - 2 - 4 for bf16 parameters and fp32 gradients).
+#: moments, 4 + 4 + 4 (the page above: 18 - 2 - 4 for bf16 parameters and fp32 gradients);
+#: with ``adam_moment_bytes=2`` the moments take 2 bytes each, 4 + 2 + 2.
 OPTIMIZER_STATE_BYTES = 12.0
 
 
@@ -66,19 +67,32 @@ def _layer_activation_bytes(step: TrainingStep, i: int) -> float:
     m, p = step.model, step.par
     tokens = p.micro_batch_size * m.seq_len / p.cp
     rep = p.tp if p.sequence_parallel else 1
+    drop = set(p.recompute_modules) | ({"core_attn"} if p.selective_recompute else set())
+    # a linear layer's input, kept for its weight gradient, is kept as the GEMM reads it: in
+    # the precision's format with a low-precision recipe (Transformer Engine saves the
+    # quantized input), else BF16
+    lin = step.precision.saved_input_bytes / ACTIVATION_BYTES
     if m.kv_lora_rank:  # MLA: per-head keys and values after the up-projection, plus the latents
         q = m.heads * m._d_qk
         kv = m.heads * (m._d_qk + m._d_v)
         latent = m.q_lora_rank + m.kv_lora_rank
+        if "mla_up_proj" in drop:  # the up-projections re-run from the kept latents
+            q = kv = 0
     else:
         q = m.heads * m._head_dim
         kv = 2 * m.kv_heads * m._head_dim
         latent = 0
-    o = m.heads * m._d_v
-    width = (m.experts_per_token + m.n_shared_experts) * m.expert_ffn if m.is_moe_layer(i) else m.ffn
-    mlp = (3 if m.gated_mlp else 2) * width
-    per_token = (4 * m.hidden + latent) / rep + (q + kv + o + mlp) / p.tp
-    if not p.flash_attention and not p.selective_recompute:
+    o = m.heads * m._d_v * lin
+    moe = m.is_moe_layer(i)
+    up = 2 if m.gated_mlp else 1
+    routed = 0 if not moe or "moe" in drop else m.experts_per_token * m.expert_ffn * (up + (0 if "moe_act" in drop else lin))
+    shared = 0 if not moe or {"moe", "shared_experts"} & drop else m.n_shared_experts * m.expert_ffn * (up + lin)
+    mlp = routed + shared if moe else (0 if "mlp" in drop else m.ffn * (up + lin))
+    # the norms' inputs (2 h) and outputs, the QKV and first MLP inputs (2 h; re-run from the
+    # inputs with "layernorm")
+    norms = 2 * m.hidden + (0 if "layernorm" in drop else 2 * m.hidden * lin)
+    per_token = (norms + latent) / rep + (q + kv + o + mlp) / p.tp
+    if not p.flash_attention and "core_attn" not in drop:
         per_token += m.heads * m.seq_len / p.tp  # softmax probabilities: a x s per token
     return ACTIVATION_BYTES * tokens * per_token
 
@@ -95,11 +109,11 @@ def _chunk_activations(step: TrainingStep, s: int) -> tuple[list[float], list[fl
     kept, extra = [], []
     for ch in step.chunks[s]:
         full = [_layer_activation_bytes(step, i) for i in ch.layers]
-        if p.recompute:  # Megatron's full recomputation: each layer keeps its input only
-            k = len(full) * ACTIVATION_BYTES * tokens * m.hidden / rep
-            x = max(full, default=0.0)
-        else:
-            k, x = sum(full), 0.0
+        # Megatron's full recomputation: each recomputed layer keeps its input only, and its
+        # backward holds the layer being re-run
+        n = ch.recomputed
+        k = n * ACTIVATION_BYTES * tokens * m.hidden / rep + sum(full[n:])
+        x = max(full[:n], default=0.0)
         if ch.chunk * p.pp + ch.stage == last_vs:
             k += ACTIVATION_BYTES * tokens * 2 * m.hidden / rep + LOGIT_BYTES * tokens * m.vocab / p.tp
         kept.append(k)
@@ -137,10 +151,14 @@ def memory_table(step: TrainingStep) -> pa.Table:
     """Per stage, bytes per GPU at the activation peak (see the module docstring, Memory)."""
     p = step.par
     dpcp = p.dp * p.cp
-    edp = dpcp // p.ep
+    edp = step.expert_dp
     sh = p.dp_sharding
     g = float(p.grad_reduce_bytes)
-    opt_per_param = OPTIMIZER_STATE_BYTES + (MAIN_GRAD_COPY_BYTES if p.grad_reduce_bytes == 2 else 0.0)
+    opt_per_param = (OPTIMIZER_STATE_BYTES - 2 * (4 - p.adam_moment_bytes)
+                     + (MAIN_GRAD_COPY_BYTES if p.grad_reduce_bytes == 2 else 0.0))
+    # the stored weights: BF16, or the quantized copy where the parameters are gathered
+    # quantized (Megatron's --fp8-param-gather), plus a quantized cache beside BF16 weights
+    wb = step.precision.stored_weight_bytes
     rows = []
     for s in range(p.pp):
         dense = sum(ch.params for ch in step.chunks[s])
@@ -150,7 +168,7 @@ def memory_table(step: TrainingStep) -> pa.Table:
         # the one chunk whose parameters (fsdp) or gradients (optim_grads, fsdp) are whole
         # between its all-gather / first backward and its reduce-scatter
         chunk = max(ch.params + ch.expert_params for ch in step.chunks[s]) if dpcp > 1 else 0.0
-        w = WEIGHT_BYTES * (shard + chunk if sh == "fsdp" else whole)
+        w = wb * (shard + chunk if sh == "fsdp" else whole)
         gr = g * (shard + chunk if sh in ("optim_grads", "fsdp") else whole)
         opt = opt_per_param * (whole if sh == "none" else shard)
         act = _peak_activations(step, s)

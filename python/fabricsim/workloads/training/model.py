@@ -25,7 +25,10 @@ class Model:
     Mixture of experts: ``n_experts`` routed experts of width ``expert_ffn``, of which
     ``experts_per_token`` are visited, plus ``n_shared_experts`` always visited; layers
     ``first_dense_layers`` onward are MoE every ``moe_layer_frequency``-th layer. Multi-head
-    latent attention (DeepSeek) when ``kv_lora_rank`` is set.
+    latent attention (DeepSeek) when ``kv_lora_rank`` is set. ``mtp_layers`` multi-token
+    prediction modules (DeepSeek-V3, arXiv:2412.19437 section 2.2: each a projection of 2 x hidden
+    to hidden and one transformer layer like the last, sharing the embedding and output head)
+    run after the last layer in training.
 
     Sizes are integers >= 1 (``layers`` below 2**16, ``head_dim`` None for hidden / heads),
     the expert and latent-attention fields integers >= 0 that must keep their defaults without
@@ -61,6 +64,7 @@ class Model:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    mtp_layers: int = 0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -233,15 +237,39 @@ class Model:
         """
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
+    def mtp_params(self) -> int:
+        """Weights of the multi-token prediction modules: each the 2 x hidden to hidden
+        projection and a layer like the last (its norms not counted, as nowhere here).
+
+        Example::
+
+            ds = fs.training.model("deepseek-v3")   # one MTP module
+            ds.mtp_params() / 1e9                    # about 11.6: a MoE layer and the 2h x h projection
+        """
+        return self.mtp_layers * (2 * self.hidden * self.hidden + self.layer_params(self.layers - 1))
+
     @property
     def n_params(self) -> int:
-        """Total weights: every layer (all experts) plus the embeddings."""
-        return sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params()
+        """Total weights: every layer (all experts), the MTP modules and the embeddings."""
+        return sum(self.layer_params(i) for i in range(self.layers)) + self.mtp_params() + self.embedding_params()
 
     @property
     def n_active_params(self) -> int:
         """Weights a token uses: every layer with only its routed and shared experts, plus the embeddings."""
         return sum(self.layer_active_params(i) for i in range(self.layers)) + self.embedding_params()
+
+    def mtp_forward_flops(self, seq_len: float | None = None) -> float:
+        """Forward FLOPs of the multi-token prediction modules for one sequence: per module its
+        projection, a layer like the last, and the shared output head's logits.
+
+        Example::
+
+            ds = fs.training.model("deepseek-v3")
+            ds.mtp_forward_flops() / ds.forward_flops()   # about 0.039: one more layer and logits
+        """
+        s = self._seq(seq_len)
+        last = self.layer_forward_flops(self.layers - 1, s)
+        return self.mtp_layers * (2.0 * s * 2 * self.hidden * self.hidden + last + self.logits_forward_flops(s))
 
     # ---- FLOPs (forward, per sequence of seq_len tokens unless said)
     def attention_core_flops(self, seq_len: float | None = None) -> float:
@@ -277,13 +305,15 @@ class Model:
         return 2.0 * s * self.vocab * self.hidden
 
     def forward_flops(self, seq_len: float | None = None) -> float:
-        """Forward FLOPs of the whole model for one sequence (every layer and the logits).
+        """Forward FLOPs of the whole model for one sequence (every layer, the logits and the
+        multi-token prediction modules).
 
         Example::
 
             fs.training.model("llama3-8b").forward_flops()   # 1.4e14 for 8192 tokens
         """
-        return sum(self.layer_forward_flops(i, seq_len) for i in range(self.layers)) + self.logits_forward_flops(seq_len)
+        return (sum(self.layer_forward_flops(i, seq_len) for i in range(self.layers)) + self.logits_forward_flops(seq_len)
+                + (self.mtp_forward_flops(seq_len) if self.mtp_layers else 0.0))
 
     def model_flops_per_sequence(self) -> float:
         """Forward + backward (3 x forward), the FLOPs MFU counts.
@@ -317,7 +347,7 @@ _MODEL_FIELDS: dict[str, Any] = {
     "layers": (1, 2**16),
     **{f: COUNT for f in ("hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "head_dim", "moe_layer_frequency")},
     **{f: U32 for f in ("n_experts", "experts_per_token", "n_shared_experts", "expert_ffn", "first_dense_layers",
-                        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")},
+                        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "mtp_layers")},
     "gated_mlp": bool,
     "tied_embeddings": bool,
 }
