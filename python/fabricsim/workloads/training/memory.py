@@ -6,6 +6,8 @@ training package's docstring, Memory, says what is and is not counted)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -157,8 +159,11 @@ def memory_table(step: TrainingStep) -> pa.Table:
     opt_per_param = (OPTIMIZER_STATE_BYTES - 2 * (4 - p.adam_moment_bytes)
                      + (MAIN_GRAD_COPY_BYTES if p.grad_reduce_bytes == 2 else 0.0))
     # the stored weights: BF16, or the quantized copy where the parameters are gathered
-    # quantized (Megatron's --fp8-param-gather), plus a quantized cache beside BF16 weights
-    wb = step.precision.stored_weight_bytes
+    # quantized (Megatron's --fp8-param-gather), plus a quantized cache beside BF16 weights.
+    # Without a sharded optimizer there is no parameter gather (Megatron-LM arguments.py
+    # refuses --fp8-param-gather without a distributed optimizer or FSDP): BF16 and the cache.
+    prec = step.precision if sh != "none" else dataclasses.replace(step.precision, param_gather=False)
+    wb = prec.stored_weight_bytes
     rows = []
     for s in range(p.pp):
         dense = sum(ch.params for ch in step.chunks[s])
