@@ -7,6 +7,8 @@ import json
 import pytest
 
 import fabricsim as fs
+from fabricsim.collectives.communicator import _comm
+from fabricsim.collectives.cost.analytical import latency_s
 from fabricsim.collectives.cost.model import AXES, DEFAULT, SOURCES, CostModel
 
 GiB = 2**30
@@ -105,7 +107,7 @@ def test_one_model_reaches_scenario_estimate_and_nccl_tests_alike():
     sc.add_collective("all_reduce", range(8), 4 * GiB, algorithm="nvls")
     row = sc.run().collectives.to_pylist()[0]
     nt = fs.nccl_tests(f, "all_reduce", 4 * GiB, 4 * GiB, algorithm="nvls", cost_model=model).to_pylist()[0]
-    wire = fs.estimate(f, "all_reduce", 0, algorithm="nvls", cost_model=model).time_s
+    wire = latency_s("all_reduce", "nvls", 4 * GiB, _comm(f, range(8)), "simple", model)  # the steps' wire latency
     expected = wire + 4 * GiB / (0.5 * 370.8e9 * 8 / 9)
     for t in (est.time_s, row["finish_s"] - row["start_s"], nt["time_s"]):
         assert t == pytest.approx(expected, rel=1e-9)
@@ -116,7 +118,7 @@ def test_payload_efficiency_in_the_model_rebuilds_the_fabric():
     f = fs.hgx_h100()
     model = DEFAULT.replace(nvlink_efficiency=0.6, latency_scale=0.0)
     row = fs.nccl_tests(f, "all_reduce", 4 * GiB, 4 * GiB, algorithm="ring", cost_model=model).to_pylist()[0]
-    wire = fs.estimate(f, "all_reduce", 0, algorithm="ring", cost_model=model).time_s
+    wire = latency_s("all_reduce", "ring", 4 * GiB, _comm(f, range(8)), "simple", model)
     expected = wire + 2 * 7 / 8 * 4 * GiB / (18 * 25e9 * 0.6)
     assert row["time_s"] == pytest.approx(expected, rel=1e-9)
     assert fs.estimate(f, "all_reduce", 4 * GiB, algorithm="ring", cost_model=model).time_s == pytest.approx(

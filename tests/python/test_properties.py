@@ -396,8 +396,6 @@ def test_collectives_estimate_and_add_or_refuse_and_alone_take_their_analytical_
             return "failed in its row"
         assert est.time_s >= 0 and math.isfinite(est.time_s)
         res = sc.run()
-        if op == "send_recv" and fs.units.size_bytes(size) == 0:
-            return "zero-byte send_recv"  # test_a_zero_byte_send_recv_takes_its_estimated_time
         row, = res.collectives.to_pylist()
         assert (row["algorithm"], row["protocol"]) == (est.algorithm, est.protocol)
         assert row["analytical_s"] == pytest.approx(est.time_s, rel=1e-12)
@@ -414,14 +412,21 @@ def test_collectives_estimate_and_add_or_refuse_and_alone_take_their_analytical_
     assert_reach(seen, "refused", RAN)
 
 
-@pytest.mark.xfail(strict=True, reason="a zero-byte send_recv builds no flow and takes 0 s (analytical_s 0) where "
-                   "its estimate, like every other op's of zero bytes, is NCCL's p2p latency")
-def test_a_zero_byte_send_recv_takes_its_estimated_time():
-    sc = fs.Scenario(fs.hgx_h100())
-    sc.add_collective("send_recv", [0, 1], 0)
-    row, = sc.run().collectives.to_pylist()
-    est = fs.estimate(fs.hgx_h100(), "send_recv", 0, [0, 1])
-    assert row["finish_s"] - row["start_s"] == pytest.approx(est.time_s, rel=1e-9) and est.time_s > 0
+def test_a_zero_byte_send_recv_takes_nccls_p2p_latency_and_an_empty_collective_no_time():
+    # NCCL src/enqueue.cc: an empty send/recv is still a proxy operation (one step, no bytes),
+    # an empty collective is discarded (taskAppend).
+    cost = fs.cost_model.DEFAULT
+    for fabric, ranks, hop_s in ((fs.hgx_h100(), [0, 1], cost.p2p_ll_base_latency_s + cost.p2p_ll_nvlink_latency_s),
+                                 (fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2"), [0, 8],
+                                  cost.p2p_base_latency_s + cost.p2p_net_latency_s)):
+        for op, want_s in (("send_recv", hop_s * cost.latency_scale), ("all_reduce", 0.0), ("all_to_all", 0.0)):
+            sc = fs.Scenario(fabric)
+            sc.add_collective(op, ranks, 0)
+            row, = sc.run().collectives.to_pylist()
+            est = fs.estimate(fabric, op, 0, ranks)
+            assert row["finish_s"] - row["start_s"] == pytest.approx(want_s, rel=1e-12, abs=0.0), (op, ranks)
+            assert est.time_s == pytest.approx(want_s, rel=1e-12, abs=0.0), (op, ranks)
+            assert want_s > 0 or op != "send_recv"
 
 
 # ---- catalog -------------------------------------------------------------------------------

@@ -413,8 +413,10 @@ class Builder:
         analytical = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
         if algo == "p2p":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
-            return add_p2p(core, comm, p2p.plan(op, comm, S, sizes, cost), begin, tag,
-                           alike=p2p.alike(op, comm, sizes, cost)), analytical
+            plan = p2p.plan(op, comm, S, sizes, cost)
+            if not len(plan.nbytes):  # nothing to move: an empty send/recv's handshake (p2p.time_s)
+                return core.add_delay(analytical, 0.0, [begin], tag), analytical
+            return add_p2p(core, comm, plan, begin, tag, alike=p2p.alike(op, comm, sizes, cost)), analytical
         if algo == "direct":
             core.check_room_for_flows(n * (n - 1) if op == "all_to_all" else n)  # before the n x n matrix
             if op == "all_to_all" and sizes is None:  # every ordered pair, row by row, S/n each
@@ -431,7 +433,7 @@ class Builder:
                 return core.add_delay(0.0, 0.0, [begin], tag), 0.0
             # NCCL's p2p alpha, paid once after the transfers (which pay their wire latency).
             return core.add_delay(latency_s(op, algo, S, comm, "simple", cost), 0.0, ids, tag), analytical
-        if n == 1:
+        if n == 1 or (S == 0 and sizes is None):  # one rank, or a collective of no bytes NCCL discards
             return core.add_delay(0.0, 0.0, [begin], tag), 0.0
         if algo == "halving_doubling":
             return self._halving_doubling(op, comm, S, begin, tag), analytical

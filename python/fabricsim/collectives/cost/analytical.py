@@ -294,10 +294,12 @@ def _halving_step_times(op: str, S: float, comm: _Comm,
 
 def analytical_s(op: str, algo: str, size_bytes: float, comm: _Comm, sizes: np.ndarray | None = None,
                  protocol: str = "simple", cost: CostModel = DEFAULT_COST) -> float:
-    """Alpha-beta time of the flow construction on an idle fabric."""
-    if comm.n == 1 and op != "send_recv":
-        return 0.0
+    """Alpha-beta time of the flow construction on an idle fabric. NCCL discards a collective
+    of no elements (src/enqueue.cc, taskAppend: "Empty collectives can be discarded"), so one
+    of zero bytes takes no time; an empty send/recv still runs (:func:`.p2p.time_s`)."""
     S = float(size_bytes)
+    if op != "send_recv" and (comm.n == 1 or (S == 0 and sizes is None)):
+        return 0.0
     if algo == "direct":
         return _direct_analytical_s(op, comm, S, sizes, cost)
     if algo == "p2p":

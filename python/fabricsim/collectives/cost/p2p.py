@@ -637,8 +637,12 @@ def time_s(op: str, comm: _Comm, S: float, sizes: np.ndarray | None, cost: CostM
     the flow-level time where transfers of several batches share a port."""
     s = setup(comm, cost)
     n = comm.n
-    if n < 2 or S <= 0:
+    if n < 2:
         return 0.0
+    if S <= 0:
+        # NCCL keeps an empty send/recv, a proxy operation of one step and no bytes
+        # (src/enqueue.cc, ncclProxyOp nsteps=1 nbytes=0): its handshake costs the p2p latency.
+        return _latency_s(cost, s.multi_node, not s.multi_node) if op == "send_recv" and sizes is None else 0.0
     v = comm.view
     capacity = {"nic_out": comm.net_Bps, "nic_in": comm.net_Bps, "nvl_out": v.nvlink_Bps, "nvl_in": v.nvlink_Bps}
     if _symmetric(op, comm, sizes, s, cost):
