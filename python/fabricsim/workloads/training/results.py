@@ -170,7 +170,9 @@ class StepResult(_Summary):
         p = self.step.par
         mb = p.n_micro_batches
         comp = max(sum(ch.fwd_s + ch.bwd_s for ch in self.step.chunks[s]) * mb for s in range(p.pp))
-        parts = {"compute": min(comp, exposed["compute"]) if exposed["compute"] > 0 else comp}
+        # (at most what the critical path spends computing: under overlapped TP traffic that
+        # outlasts it, compute is off the path and the TP collectives take the whole span)
+        parts = {"compute": min(comp, exposed["compute"])}
         for c in ("tp", "cp", "ep", "pp", "dp", "optimizer"):
             parts[c] = exposed[c]
         parts["bubble"] = max(0.0, self.step_s - sum(parts.values()))
