@@ -220,11 +220,12 @@ def _fraction(table: Mapping[str, Any], gpu: Any, fmt: str) -> Any:
 
 
 def _peak(gpu: Any, fmt: str) -> float:
+    """The GPU's dense peak FLOP/s for GEMMs in format ``fmt`` (FP8 and MXFP8 share the FP8 peak)."""
     key = {"bf16": "bf16", "nvfp4": "fp4"}.get(fmt, "fp8") + "_dense_flop_per_s"
     peak = gpu.get(key)
     if not peak:
         raise InvalidArgumentError(f"catalog GPU {gpu.name!r} has no {key}: it cannot run {fmt} GEMMs "
-                                   f"(add the figure with fs.catalog.add_part, or choose another precision)")
+                                   f"(add the figure with fs.catalog.add_part, pass another gpu, or choose another precision)")
     return float(peak)
 
 
@@ -412,26 +413,24 @@ class _Work:
         t[0] += f
         t[1] += b
 
-    def linear(self, module: str, m: float, n: float, k: float, *, grouped: int = 0, quantized: bool = True,
+    def linear(self, module: str, m: float, n: float, k: float, *, quantized: bool = True,
                splits: tuple[int, int] = (1, 1), cast_rows: float | None = None) -> None:
         """A linear layer y[m, n] = x[m, k] w[k, n]: the forward GEMM, the backward's data- and
         weight-gradient GEMMs, and with a low-precision recipe the casts of x (forward) and of
-        y's gradient (backward). ``grouped``: that many experts of m tokens each. ``splits``:
-        the forward and data-gradient GEMMs run as that many GEMMs of m / split rows each
-        (TP communication overlapped chunk by chunk). ``cast_rows``: the rows of x that are
-        quantized (with sequence parallelism the local shard, before its all-gather)."""
+        y's gradient (backward). ``splits``: the forward and data-gradient GEMMs run as that
+        many GEMMs of m / split rows each (TP communication overlapped chunk by chunk).
+        ``cast_rows``: the rows of x that are quantized (with sequence parallelism the local
+        shard, before its all-gather)."""
         fmt = self.prec.gemm_format if quantized else "bf16"
-        g = dict(gpu=self.gpu, precision=fmt, compute=self.cm, grouped=grouped > 0, n_groups=max(grouped, 1))
-        rows = m * max(grouped, 1)
+        g = dict(gpu=self.gpu, precision=fmt, compute=self.cm)
         sf, sd = splits
         f = sf * gemm_s(m / sf, n, k, **g)
-        b = sd * gemm_s(m / sd, k, n, **g) + (gemm_s(k, n, rows, gpu=self.gpu, precision=fmt, compute=self.cm) if grouped
-                                              else gemm_s(k, n, m, **g))
+        b = sd * gemm_s(m / sd, k, n, **g) + gemm_s(k, n, m, **g)
         if quantized and self.prec.cast_bytes_per_value:
             c = self.prec.cast_bytes_per_value
-            f += memory_bound_s(c * (rows if cast_rows is None else cast_rows) * k, gpu=self.gpu, compute=self.cm)
-            b += memory_bound_s(c * rows * n, gpu=self.gpu, compute=self.cm)
-        self.flops += 2.0 * rows * n * k
+            f += memory_bound_s(c * (m if cast_rows is None else cast_rows) * k, gpu=self.gpu, compute=self.cm)
+            b += memory_bound_s(c * m * n, gpu=self.gpu, compute=self.cm)
+        self.flops += 2.0 * m * n * k
         self._add(module, f, b)
 
     def attention(self, flops: float) -> None:
@@ -447,20 +446,18 @@ class _Work:
 
 
 def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: int = 1, sequence_parallel: bool = False,
-               micro_batch_size: int = 1, ep: int = 1, ep_imbalance: float = 1.0, gpu: Any = "h100",
-               precision: Precision | None = None, compute: ComputeModel | None = None,
-               tp_comm_overlap: bool = False, rotary: bool = True,
-               routed_experts: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
+               micro_batch_size: int = 1, gpu: Any = "h100", precision: Precision | None = None,
+               compute: ComputeModel | None = None, tp_comm_overlap: bool = False,
+               rotary: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
     """Layer ``i``'s forward and backward seconds on one GPU, by module (the
     :data:`RECOMPUTE_MODULES` names, plus "qkv", "proj", "residual" and "rotary"), and its
     forward FLOPs: ``tokens`` on the GPU (micro-batch x sequence / cp), its 1/``tp`` shard of
     the weights and heads (at least one KV head), norms and residuals on tokens / tp with
-    ``sequence_parallel``; a MoE layer's experts on this GPU's n_experts / ``ep`` experts, each
-    given its share of the tokens routed to them, the busiest GPU ``ep_imbalance`` times the
-    mean. ``tp_comm_overlap``: the GEMMs beside TP communication run in chunks
-    (:data:`TP_OVERLAP_PIPELINE_SPLITS`). ``rotary``: rotary position embedding on Q and K.
-    ``routed_experts=False`` leaves a MoE layer's routed experts out (a training step adds them
-    from its routing: ``moe.py``).
+    ``sequence_parallel``. A MoE layer's work here is its attention, router and shared
+    experts: its routed experts depend on the routing of the step's tokens and are timed by
+    the step (``moe.expert_work``). ``tp_comm_overlap``: the GEMMs beside TP communication
+    run in chunks (:data:`TP_OVERLAP_PIPELINE_SPLITS`). ``rotary``: rotary position embedding
+    on Q and K.
 
     Example::
 
@@ -469,10 +466,7 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         sum(f + b for f, b in work.values())   # 0.0249 s forward + backward on an H100 (measured: 0.0238)
     """
     m = _model(model)
-    tp, cp, ep = (integer(f"layer_work: {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp), ("ep", ep)))
-    if m.n_experts and m.n_experts % ep:
-        raise InvalidArgumentError(f"layer_work: ep={ep} must divide the model's {m.n_experts} experts "
-                                   "(each GPU holds n_experts / ep of them)")
+    tp, cp = (integer(f"layer_work: {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp)))
     if compute is not None and not isinstance(compute, ComputeModel):
         raise InvalidArgumentError(f"layer_work: compute must be a ComputeModel or None, got {type(compute).__name__}")
     w = _Work(_gpu(gpu), precision or Precision(), compute or _DEFAULT)
@@ -514,20 +508,11 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         w.linear("mlp", T, h, f, splits=(pipe, ring))
     else:
         w.linear("moe", T, m.n_experts, h, quantized=False)  # the router, in BF16
-        f = m.expert_ffn / tp
         if m.n_shared_experts:
-            fs_ = m.n_shared_experts * f
+            fs_ = m.n_shared_experts * m.expert_ffn / tp
             w.linear("shared_experts", T, up * fs_, h)
             w.elementwise("shared_experts", act, T * fs_)
             w.linear("shared_experts", T, h, fs_)
-        if routed_experts:
-            local = m.n_experts // ep
-            # each GPU's tokens go to experts_per_token experts; the EP group's tokens spread
-            # over its n_experts experts, the busiest GPU's experts ep_imbalance times the mean
-            per_expert = T * m.experts_per_token * ep / m.n_experts * ep_imbalance
-            w.linear("moe", per_expert, up * f, h, grouped=local)
-            w.elementwise("moe_act", act, per_expert * local * f)
-            w.linear("moe", per_expert, h, f, grouped=local)
     return {k: (v[0], v[1]) for k, v in w.by_module.items()}, w.flops
 
 
@@ -613,7 +598,7 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
         if key not in kinds:
             work, flops = layer_work(m, i, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
                                      micro_batch_size=p.micro_batch_size, tp_comm_overlap=p.tp_comm_overlap,
-                                     gpu=step.gpu, precision=step.precision, compute=step.compute, routed_experts=False)
+                                     gpu=step.gpu, precision=step.precision, compute=step.compute)
             f = sum(t[0] for t in work.values())
             b = sum(t[1] for t in work.values())
             if full:  # full recomputation: the whole forward again before the backward

@@ -162,7 +162,6 @@ class MoeWork:
     bwd_s: float = 0.0
     flops_fwd: float = 0.0
     routing: MoeRouting | None = None
-    busiest_over_mean: float = 1.0
     #: the forward's dispatch and combine run again before the backward (the MoE layers recomputed)
     redispatch: bool = False
     _comm_s: dict[Any, float] = field(default_factory=dict, repr=False)
@@ -245,7 +244,7 @@ def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
     last = m.layers - 1
     work, flops = layer_work(m, last, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
                              micro_batch_size=p.micro_batch_size, tp_comm_overlap=p.tp_comm_overlap, gpu=step.gpu,
-                             precision=step.precision, compute=step.compute, routed_experts=False)
+                             precision=step.precision, compute=step.compute)
     fwd = sum(t[0] for t in work.values())
     bwd = sum(t[1] for t in work.values())
     h = m.hidden
@@ -269,11 +268,11 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
     routings: dict[bytes, MoeRouting] = {}
-    alike: list[tuple[np.ndarray, float, float, float, float, float]] = []  # balanced: every layer's the same
+    alike: list[tuple[np.ndarray, float, float, float, float]] = []  # balanced: every layer's the same
 
-    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float, float]:
+    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float]:
         """Layer i's counts; its experts' forward s, backward s, forward FLOPs and activation
-        s on the busiest rank; that rank's tokens over the mean."""
+        s on the busiest rank."""
         if alike:
             return alike[0]
         counts = layer_counts(step, i)
@@ -281,7 +280,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
         recv = per_expert.sum(axis=1)
         busiest = int(np.argmax(recv))
         f, b, flops, act = expert_work(step, per_expert[busiest], t)
-        out = (counts, f, b, flops, act, float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
+        out = (counts, f, b, flops, act)
         if step.moe.routing == "balanced":
             alike.append(out)
         return out
@@ -303,15 +302,13 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 continue
             work = MoeWork([i for _, i in moe_layers])
             total = None
-            ratios = []
             for k_, i in moe_layers:
-                counts, f, b, flops, act, ratio = per_layer(i)
+                counts, f, b, flops, act = per_layer(i)
                 again = f if (0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules) else (
                     act if "moe_act" in p.recompute_modules else 0.0)
                 work.fwd_s += f
                 work.bwd_s += b + again
                 work.flops_fwd += flops
-                ratios.append(ratio)
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.expert_tp
             if p.ep > 1 and total is not None:
@@ -321,7 +318,6 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 work.routing = routings.get(key)
                 if work.routing is None:
                     work.routing = routings[key] = MoeRouting.from_counts(total, m.experts_per_token)
-            work.busiest_over_mean = max(ratios, default=1.0)
             work.redispatch = ch.recomputed == len(ch.layers) and p.recompute or "moe" in p.recompute_modules
             ch.moe = work
             ch.flops_fwd += work.flops_fwd

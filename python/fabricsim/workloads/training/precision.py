@@ -147,12 +147,6 @@ class Precision:
         format (with its block scales), BF16's 2 without a low-precision recipe."""
         return self._r.weight_bytes
 
-    @property
-    def peak_key(self) -> str:
-        """The catalog GPU field of the GEMMs' dense peak: ``bf16_dense_flop_per_s``,
-        ``fp8_dense_flop_per_s`` (FP8 and MXFP8) or ``fp4_dense_flop_per_s``."""
-        return {"bf16": "bf16", "nvfp4": "fp4"}.get(self.gemm_format, "fp8") + "_dense_flop_per_s"
-
     def check_gpu(self, gpu: object) -> None:
         """Refuse a recipe the GPU cannot run (MXFP8 and NVFP4 need Blackwell), naming both.
 

@@ -31,7 +31,7 @@ from ...progress import enabled as progress_enabled
 from ...scenario import Scenario
 from ...scenario_args import checked_progress
 from ...units import size_bytes
-from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, adam_bytes_per_param, chunks, memory_bound_s
+from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, _peak, adam_bytes_per_param, chunks, memory_bound_s
 from .precision import Precision
 from .precision import precision as _precision
 from .construction import _Builder, _Built
@@ -408,12 +408,8 @@ class TrainingStep:
         self.gpu = _gpu_part(fabric, gpu)
         self.precision: Precision = _precision(precision)
         self.precision.check_gpu(self.gpu)
-        key = self.precision.peak_key
-        peak = self.gpu.get(key)
-        if peak is None:
-            raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
         #: the dense peak of the linear layers' GEMM format, the denominator of MFU
-        self.peak_flop_per_s: float = peak
+        self.peak_flop_per_s: float = _peak(self.gpu, self.precision.gemm_format)
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
         self.ranks = parallelism.rank_map()  # Megatron's rank of each, the same shape
