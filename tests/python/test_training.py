@@ -123,6 +123,18 @@ def test_gemm_time_is_flops_at_the_mamf_fraction_with_wave_quantization():
     # few tokens per expert: every expert's weights read for them, bound by HBM
     assert T.gemm_s(8, 4096, 7168, grouped=True, n_groups=32) == pytest.approx(
         ((256 * 7168 + 32 * 7168 * 4096) * 2 + 256 * 4096 * 2) / (3.35e12 * 0.8), rel=1e-12)
+    # the weight gradient of a grouped GEMM is one GEMM per expert, its tokens the inner
+    # dimension: 32 gradients of 7168 x 4096 written, not one (as one dense GEMM of all the
+    # tokens it was 8x faster)
+    wgrad = T.gemm_s(7168, 4096, [32] * 32, grouped=True)
+    assert wgrad == pytest.approx(32 * ((7168 * 32 + 32 * 4096) * 2 + 7168 * 4096 * 2) / (3.35e12 * 0.8), rel=1e-12)
+    assert wgrad > 8 * T.gemm_s(7168, 4096, 32 * 32)
+    assert T.gemm_s([7168] * 32, 4096, 32, grouped=True) == wgrad == T.gemm_s(7168, 4096, 32, grouped=True, n_groups=32)
+    # tiles per expert: 56 x 16 each, 32 experts' in one kernel's waves, at the grouped fraction
+    big = T.gemm_s(7168, 4096, [4096] * 32, grouped=True)
+    tiles = 32 * 56 * 16
+    assert big == pytest.approx(32 * 2 * 7168 * 4096 * 4096 / (h100.bf16_dense_flop_per_s * 0.803 * T.GROUPED_GEMM_FRACTION
+                                                                * (tiles / 132) / math.ceil(tiles / 132)), rel=1e-12)
 
 
 # ---- parallelism and checks ---------------------------------------------------------------

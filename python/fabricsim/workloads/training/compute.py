@@ -30,11 +30,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..._checks import choice, integer, real_in, COUNT
+from ..._checks import COUNT, choice, integer, many, one_value, real_in, shown
 from ...exceptions import InvalidArgumentError
 from ...fabrics import catalog as _catalog
 from .model import model as _model
 from .precision import Precision
+from .precision import precision as _as_precision
 
 if TYPE_CHECKING:
     from .model import Model
@@ -244,7 +245,25 @@ def _format(precision: str | Precision) -> str:
     return Precision(precision).gemm_format
 
 
-def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Precision = "bf16",
+def _checked_compute(where: str, compute: Any) -> ComputeModel:
+    """``compute`` if it is a :class:`ComputeModel`, the default for None, else an error."""
+    if compute is None:
+        return _DEFAULT
+    if not isinstance(compute, ComputeModel):
+        raise InvalidArgumentError(f"{where}: compute must be a fabricsim.training.ComputeModel or None, got "
+                                   f"{type(compute).__name__} {shown(compute)}")
+    return compute
+
+
+def _per_group(name: str, value: Any) -> list[float]:
+    """A grouped GEMM's dimension ``name``: one size (a list of one) or one per group."""
+    if one_value(value):
+        return [real_in(f"gemm_s: {name}", value, 0.0, math.inf, open_high=True)]
+    values = many(f"gemm_s: {name}", value, "a size or a sequence of sizes, one per group")
+    return [real_in(f"gemm_s: {name}[{i}]", x, 0.0, math.inf, open_high=True) for i, x in enumerate(values)]
+
+
+def gemm_s(m: Any, n: float, k: Any, *, gpu: Any = "h100", precision: str | Precision = "bf16",
            grouped: bool = False, n_groups: int = 1, compute: ComputeModel | None = None) -> float:
     """Seconds of the GEMM C[m, n] = A[m, k] B[k, n] on one GPU (catalog name or part) in
     ``precision`` (a GEMM format, "bf16", "fp8", "fp8-blockwise", "mxfp8", "nvfp4", or a
@@ -252,10 +271,13 @@ def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Pr
     :data:`MAMF_FRACTION` times wave quantization over the SMs (:data:`GEMM_TILE`), and no
     less than moving A, B and C (BF16) at HBM bandwidth.
 
-    ``grouped=True`` is a grouped expert GEMM: ``n_groups`` problems of ``m`` tokens each (the
-    tokens per expert), or one per entry of a sequence ``m`` (each expert's tokens), sharing
-    ``n`` and ``k``; each expert's rows are padded to whole tiles, all tiles run in one
-    kernel's waves, and the best rate is :data:`GROUPED_GEMM_FRACTION` of the dense one.
+    ``grouped=True`` is a grouped expert GEMM, one problem per expert, all sharing ``n``:
+    ``n_groups`` problems of ``m`` x ``k`` each, or one per entry of a sequence ``m`` or ``k``
+    (a number in the other is every problem's). Each expert's tokens are ``m`` in its forward
+    and data-gradient GEMMs and ``k`` in its weight-gradient GEMM (each expert's gradient
+    [m, n] from its own tokens). Each problem's rows are padded to whole tiles, all tiles run
+    in one kernel's waves, the best rate is :data:`GROUPED_GEMM_FRACTION` of the dense one,
+    and every problem reads its own B and writes its own C.
 
     Example::
 
@@ -263,32 +285,37 @@ def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Pr
         gemm(8192, 8192, 8192)                      # 1.43e-03 s on an H100: 768 TFLOP/s
         gemm(8192, 8192, 8192, precision="fp8")     # 8.1e-04 s
         gemm(64, 4096, 7168, grouped=True, n_groups=32)   # 7.2e-04 s: bound by reading 32 experts' weights
+        gemm(7168, 4096, [64] * 32, grouped=True)   # 7.2e-04 s: their 32 weight gradients, each written
     """
     g = _gpu(gpu)
-    cm = compute or _DEFAULT
+    cm = _checked_compute("gemm_s", compute)
     fmt = _format(precision)
     n = real_in("gemm_s: n", n, 0.0, math.inf, open_high=True)
-    k = real_in("gemm_s: k", k, 0.0, math.inf, open_high=True)
     if grouped:
-        if isinstance(m, (int, float)) and not isinstance(m, bool):
-            ms = [real_in("gemm_s: m (tokens per group)", m, 0.0, math.inf, open_high=True)] * integer(
-                "gemm_s: n_groups", n_groups, COUNT)
-        else:
-            ms = [real_in("gemm_s: m (tokens of each group)", x, 0.0, math.inf, open_high=True) for x in m]
+        ms, ks = _per_group("m", m), _per_group("k", k)
+        if len(ms) > 1 and len(ks) > 1 and len(ms) != len(ks):
+            raise InvalidArgumentError(f"gemm_s: m and k give {len(ms)} and {len(ks)} groups: give one size in either, "
+                                       "or as many in both")
+        count = max(len(ms), len(ks))
+        # (m, k, how many problems of that shape): n_groups alike, or one per entry
+        problems = ([(ms[0], ks[0], integer("gemm_s: n_groups", n_groups, COUNT))] if count == 1 else
+                    [(ms[i if len(ms) > 1 else 0], ks[i if len(ks) > 1 else 0], 1) for i in range(count)])
     else:
-        ms = [real_in("gemm_s: m", m, 0.0, math.inf, open_high=True)]
-    rows = sum(ms)
-    if rows == 0 or n == 0 or k == 0:
+        problems = [(real_in("gemm_s: m", m, 0.0, math.inf, open_high=True),
+                     real_in("gemm_s: k", k, 0.0, math.inf, open_high=True), 1)]
+    problems = [p for p in problems if p[0] > 0 and p[1] > 0]
+    if not problems or n == 0:
         return 0.0
     tm, tn = GEMM_TILE
-    tiles = sum(math.ceil(x / tm) for x in ms) * math.ceil(n / tn)
+    tiles = sum(c * math.ceil(x / tm) for x, _, c in problems) * math.ceil(n / tn)
     waves = tiles / gpu_sms(g)
     frac = cm.gemm_efficiency if cm.gemm_efficiency is not None else _fraction(MAMF_FRACTION, g, fmt)
     if grouped:
         frac *= GROUPED_GEMM_FRACTION
-    flop_s = 2.0 * rows * n * k / (_peak(g, fmt) * frac * waves / math.ceil(waves))
+    flops = sum(c * 2.0 * x * n * y for x, y, c in problems)
+    flop_s = flops / (_peak(g, fmt) * frac * waves / math.ceil(waves))
     b = _FORMAT_BYTES[fmt]
-    moved_s = ((rows * k + len(ms) * k * n) * b + rows * n * 2.0) / _hbm_Bps(g, cm)
+    moved_s = sum(c * ((x * y + y * n) * b + x * n * 2.0) for x, y, c in problems) / _hbm_Bps(g, cm)
     return max(flop_s, moved_s)
 
 
@@ -304,7 +331,7 @@ def attention_s(flops: float, *, gpu: Any = "h100", backward: bool = False, fp8:
         fs.training.attention_s(m.attention_core_flops())   # 1.2e-03 s: 32 heads, 8,192 tokens, on an H100
     """
     g = _gpu(gpu)
-    cm = compute or _DEFAULT
+    cm = _checked_compute("attention_s", compute)
     fmt = "fp8" if fp8 else "bf16"
     flops = real_in("attention_s: flops", flops, 0.0, math.inf, open_high=True)
     if cm.attention_efficiency is not None:
@@ -358,7 +385,7 @@ def memory_bound_s(n_bytes: float, *, gpu: Any = "h100", compute: ComputeModel |
         fs.training.memory_bound_s(2.68e9)   # 1.0e-03 s on an H100 (3.35 TB/s x 0.8)
     """
     n_bytes = real_in("memory_bound_s: n_bytes", n_bytes, 0.0, math.inf, open_high=True)
-    return n_bytes / _hbm_Bps(_gpu(gpu), compute or _DEFAULT)
+    return n_bytes / _hbm_Bps(_gpu(gpu), _checked_compute("memory_bound_s", compute))
 
 
 #: How many GEMMs of m / n rows each the row-split GEMMs beside TP communication run as, with
@@ -467,9 +494,7 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
     """
     m = _model(model)
     tp, cp = (integer(f"layer_work: {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp)))
-    if compute is not None and not isinstance(compute, ComputeModel):
-        raise InvalidArgumentError(f"layer_work: compute must be a ComputeModel or None, got {type(compute).__name__}")
-    w = _Work(_gpu(gpu), precision or Precision(), compute or _DEFAULT)
+    w = _Work(_gpu(gpu), _as_precision(precision), _checked_compute("layer_work", compute))
     h, hd = m.hidden, m._head_dim
     T = tokens
     Tn = tokens / (tp if sequence_parallel else 1)
@@ -527,7 +552,7 @@ def logits_work(model: Model, *, tokens: float, tp: int = 1, gpu: Any = "h100",
         fwd_s, bwd_s, flops = fs.training.logits_work(fs.training.model("llama3-8b"), tokens=8192)
         flops   # 8.6e12 = 2 x 8,192 x 128,256 x 4,096
     """
-    w = _Work(_gpu(gpu), Precision(), compute or _DEFAULT)
+    w = _Work(_gpu(gpu), Precision(), _checked_compute("logits_work", compute))
     w.linear("logits", tokens, model.vocab / tp, model.hidden)
     w.elementwise("logits", "loss", tokens * model.vocab / tp)
     f, b = w.by_module["logits"]

@@ -209,8 +209,8 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     ``tokens_per_expert`` (each local expert's, gathered over the ETP group): (forward s,
     backward s, forward FLOPs, forward s of the gated activation alone). Each of the expert
     MLP's two linear layers is a grouped GEMM with each expert's tokens as its shape
-    (:func:`~.compute.gemm_s`), its backward the data-gradient grouped GEMM and the
-    weight-gradient GEMM, the recipe's casts around them; the activation and the permutation
+    (:func:`~.compute.gemm_s`), its backward the data-gradient and weight-gradient grouped
+    GEMMs (each expert's weight gradient from its own tokens), the recipe's casts around them; the activation and the permutation
     (:data:`PERMUTE_BYTES_PER_TOKEN`, :data:`PERMUTE_BYTES_PER_COPY`) are memory-bound."""
     m, p, prec, cm, gpu = step.model, step.par, step.precision, step.compute, step.gpu
     ms = [float(x) * p.expert_tp for x in tokens_per_expert]
@@ -220,8 +220,9 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     fmt = prec.gemm_format
     g = dict(gpu=gpu, precision=fmt, compute=cm, grouped=True)
     fwd = gemm_s(ms, up * f, h, **g) + gemm_s(ms, h, f, **g)
-    bwd = (gemm_s(ms, h, up * f, **g) + gemm_s(ms, f, h, **g)
-           + gemm_s(h, up * f, rows, gpu=gpu, precision=fmt, compute=cm) + gemm_s(f, h, rows, gpu=gpu, precision=fmt, compute=cm))
+    # data gradients: each expert's tokens x its weight; weight gradients: each expert's own,
+    # its tokens the inner dimension
+    bwd = gemm_s(ms, h, up * f, **g) + gemm_s(ms, f, h, **g) + gemm_s(h, up * f, ms, **g) + gemm_s(f, h, ms, **g)
     c = prec.cast_bytes_per_value
     if c:
         fwd += memory_bound_s(c * rows * (h + f), gpu=gpu, compute=cm)
