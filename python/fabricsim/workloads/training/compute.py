@@ -532,7 +532,11 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         w.elementwise("mlp", act, T * f)
         w.linear("mlp", T, h, f, splits=(pipe, ring))
     else:
-        w.linear("moe", T, m.n_experts, h, quantized=False)  # the router, in BF16
+        # the router, in BF16, on the layer's input as it holds it: with sequence parallelism
+        # its 1/tp of the tokens (Megatron's MoELayer routes the sequence-parallel hidden
+        # states before the dispatch: megatron/core/transformer/moe/moe_layer.py, route;
+        # router.py, TopKRouter.forward)
+        w.linear("moe", Tn, m.n_experts, h, quantized=False)
         if m.n_shared_experts:
             fs_ = m.n_shared_experts * m.expert_ffn / tp
             w.linear("shared_experts", T, up * fs_, h)
