@@ -1093,6 +1093,25 @@ def test_recompute_layers_recompute_the_first_layers_of_each_chunk(four_nodes):
     assert three.bwd_s - none.bwd_s == pytest.approx((full.bwd_s - none.bwd_s) * 3 / 8, rel=1e-12)
 
 
+def test_full_recomputation_runs_the_layers_forward_again_not_the_output_layers(four_nodes):
+    """Megatron's full recomputation checkpoints the transformer layers; the logits and the
+    loss after them keep their activations and are not run again. A multi-token prediction
+    module runs its projection and layer again, not its head."""
+    m = T.model("llama3-8b")
+    base = dict(tp=8, pp=4, global_batch_size=4)
+    none = T.TrainingStep(m, T.Parallelism(**base), four_nodes).chunks[3][0]
+    full = T.TrainingStep(m, T.Parallelism(**base, recompute=True), four_nodes).chunks[3][0]
+    work, _ = T.layer_work(m, 0, tokens=8192, tp=8, sequence_parallel=True, gpu="h100")
+    assert full.bwd_s - none.bwd_s == pytest.approx(8 * sum(f for f, _ in work.values()), rel=1e-12)
+    from fabricsim.workloads.training import moe
+
+    ds = T.model("deepseek-v3").replace(layers=4, first_dense_layers=1)
+    step = T.TrainingStep(ds, T.Parallelism(tp=8, pp=4, global_batch_size=4, recompute=True), four_nodes,
+                          check_memory=False)
+    f, _, _, _, again = moe._mtp_work(step)
+    assert again == pytest.approx(f - T.logits_work(ds, tokens=ds.seq_len, tp=8)[0], rel=1e-12)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(recompute_modules=("attn",)), r"recompute_modules entry must be one of 'core_attn', .*got str 'attn'"),
     (dict(recompute_modules="mlp"), r"recompute_modules must be a tuple of module names .*got str 'mlp'"),

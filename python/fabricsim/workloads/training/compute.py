@@ -660,9 +660,13 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
                     ch.cp_bytes += kv * (p.cp - 1)
             vs = c * p.pp + s
             if vs == p.pp * p.virtual_stages - 1:  # logits + loss
+                # never recomputed: Megatron's full recomputation checkpoints the transformer
+                # block's layers (TransformerBlock.forward, megatron/core/transformer/
+                # transformer_block.py, through megatron/core/recompute.py's checkpointed_forward);
+                # the output layer and the loss run after the block, their activations kept
                 f, b, flops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
                 ch.fwd_s += f
-                ch.bwd_s += b + (f if ch.recomputed == len(ch.layers) and p.recompute else 0.0)
+                ch.bwd_s += b
                 ch.flops_fwd += flops
                 ch.params += m.vocab * m.hidden / p.tp
             if vs == 0:

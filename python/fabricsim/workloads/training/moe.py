@@ -236,10 +236,14 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     return fwd, bwd, 2.0 * rows * (up + 1) * h * f, act
 
 
-def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
+def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float, float]:
     """One multi-token prediction module's dense part on one GPU of the last stage: (forward s,
-    backward s, forward FLOPs, parameters): its 2h -> h projection, a layer like the last
-    without its routed experts (those are the routing's), and the shared output head."""
+    backward s, forward FLOPs, parameters, forward s run again by full recomputation): its
+    2h -> h projection, a layer like the last without its routed experts (those are the
+    routing's), and the shared output head. Full recomputation runs the projection and the
+    layer again, not the head and its loss (Megatron's MultiTokenPredictionLayer checkpoints
+    ``_proj_and_transformer_layer``; ``process_mtp_loss`` runs outside it:
+    megatron/core/transformer/multi_token_prediction.py)."""
     m, p = step.model, step.par
     tokens = p.micro_batch_size * m.seq_len / p.cp
     last = m.layers - 1
@@ -254,7 +258,8 @@ def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
     proj_b = gemm_s(tokens, 2 * h, h / p.tp, **g) + gemm_s(2 * h, h / p.tp, tokens, **g)
     lf, lb, lflops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
     params = (2 * h * h + m.layer_params(last) - (m.n_experts * m.expert_params() if m.is_moe_layer(last) else 0)) / p.tp
-    return fwd + proj_f + lf, bwd + proj_b + lb, flops + 2.0 * tokens * 2 * h * h / p.tp + lflops, params
+    return (fwd + proj_f + lf, bwd + proj_b + lb, flops + 2.0 * tokens * 2 * h * h / p.tp + lflops, params,
+            fwd + proj_f)
 
 
 def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
@@ -291,10 +296,10 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
             moe_layers = [(k, i) for k, i in enumerate(ch.layers) if m.is_moe_layer(i)]
             mtp = ch.chunk * p.pp + ch.stage == last_vs and m.mtp_layers > 0
             if mtp:
-                f, b, flops, params = _mtp_work(step)
+                f, b, flops, params, again = _mtp_work(step)
                 full = ch.recomputed == len(ch.layers) and p.recompute
                 ch.fwd_s += m.mtp_layers * f
-                ch.bwd_s += m.mtp_layers * (b + (f if full else 0.0))
+                ch.bwd_s += m.mtp_layers * (b + (again if full else 0.0))
                 ch.flops_fwd += m.mtp_layers * flops
                 ch.params += m.mtp_layers * params
                 if m.is_moe_layer(m.layers - 1):  # each module's experts, routed as a layer of their own
