@@ -557,17 +557,20 @@ class TrainingStep:
         (per-GPU NVLink and network rates) cannot see."""
         return bool((getattr(self.fabric, "_parts", None) or {}).get("faults"))
 
-    def _chains(self, kind: str, s: int, size: float, every: bool) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
+    def _chains(self, kind: str, s: int, size: float, every: bool,
+                gather: float | None = None) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
         """One communication of stage ``s`` as the step issues it at once on every group of
         ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
         first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", or a
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each TP rank's
-        replicas."""
+        replicas. ``gather``: the bytes of the TP all-gather with sequence parallelism, where
+        they are not ``size`` (the reduce-scatter's)."""
         p, G = self.par, self.gpus
         ops: list[tuple[str, float, Any]]
         n = None if every else 1
         if kind == "tp":
-            ops = [("reduce_scatter", size, None), ("all_gather", size, None)] if p.sequence_parallel else [("all_reduce", size, None)]
+            ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
+                   if p.sequence_parallel else [("all_reduce", size, None)])
             groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
         elif kind == "cp":
             ops = [("send_recv", size, None)]
@@ -577,18 +580,19 @@ class TrainingStep:
             groups = list(G[s].reshape(-1, p.tp).T[:n])  # per TP rank, its dp x cp replicas
         return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
 
-    def _comm_s(self, kind: str, s: int, size: float) -> float:
-        """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes takes
-        on an otherwise idle fabric: on a fabric without faults, replica 0's chain timed by
-        :func:`fabricsim.estimate` (every group has its shape); on a fabric with faults, every
-        group's chain simulated together at flow level, so that a degraded link on any group's
-        path, and the groups that share it, set the time."""
+    def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None) -> float:
+        """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes (and
+        ``gather`` bytes of the TP all-gather) takes on an otherwise idle fabric: on a fabric
+        without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
+        its shape); on a fabric with faults, every group's chain simulated together at flow
+        level, so that a degraded link on any group's path, and the groups that share it, set
+        the time."""
         if size <= 0:
             return 0.0
-        key = (kind, s, round(size))
+        key = (kind, s, round(size)) + (() if gather is None else (round(gather),))
         hit = self._est_cache.get(key)
         if hit is None:
-            chains = self._chains(kind, s, size, every=self._faulted)
+            chains = self._chains(kind, s, size, every=self._faulted, gather=gather)
             if not chains:
                 hit = 0.0
             elif self._faulted:
