@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..._checks import COUNT, choice, integer, many, one_value, real_in, shown
+from ..._checks import COUNT, choice, flag, integer, known_fields, many, one_value, real_in, shown
 from ...exceptions import InvalidArgumentError
 from ...fabrics import catalog as _catalog
 from .model import model as _model
@@ -159,6 +159,7 @@ _FORMAT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-blockwise": 1.0, "mxfp8": 1.0, "n
 _DEFAULT_SMS = {"hopper": 132, "blackwell": 148}
 
 
+@known_fields
 @dataclass(frozen=True)
 class ComputeModel:
     """How the step's operations become seconds (see the module docstring): ``kernels``
@@ -259,8 +260,12 @@ def _per_group(name: str, value: Any) -> list[float]:
     """A grouped GEMM's dimension ``name``: one size (a list of one) or one per group."""
     if one_value(value):
         return [real_in(f"gemm_s: {name}", value, 0.0, math.inf, open_high=True)]
-    values = many(f"gemm_s: {name}", value, "a size or a sequence of sizes, one per group")
-    return [real_in(f"gemm_s: {name}[{i}]", x, 0.0, math.inf, open_high=True) for i, x in enumerate(values)]
+    expected = "a size or a non-empty sequence of sizes, one per group"
+    out = [real_in(f"gemm_s: {name}[{i}]", x, 0.0, math.inf, open_high=True)
+           for i, x in enumerate(many(f"gemm_s: {name}", value, expected))]
+    if not out:
+        raise InvalidArgumentError(f"gemm_s: {name} must be {expected}, got an empty {type(value).__name__}")
+    return out
 
 
 def gemm_s(m: Any, n: float, k: Any, *, gpu: Any = "h100", precision: str | Precision = "bf16",
@@ -291,7 +296,7 @@ def gemm_s(m: Any, n: float, k: Any, *, gpu: Any = "h100", precision: str | Prec
     cm = _checked_compute("gemm_s", compute)
     fmt = _format(precision)
     n = real_in("gemm_s: n", n, 0.0, math.inf, open_high=True)
-    if grouped:
+    if flag("gemm_s: grouped", grouped):
         ms, ks = _per_group("m", m), _per_group("k", k)
         if len(ms) > 1 and len(ks) > 1 and len(ms) != len(ks):
             raise InvalidArgumentError(f"gemm_s: m and k give {len(ms)} and {len(ks)} groups: give one size in either, "
@@ -366,13 +371,20 @@ def compute_beside_comm_s(compute_s: float, overlaps: Any = (), *, gpu: Any = "h
         # a 10 ms backward beside a 4 ms reduce-scatter on 16 channels (16 SMs of an H100's 132)
         fs.training.compute.compute_beside_comm_s(10e-3, [(4e-3, 16)])   # 0.01055 s
     """
-    compute_s = real_in("compute_beside_comm_s: compute_s", compute_s, 0.0, math.inf, open_high=True)
+    at = "compute_beside_comm_s:"
+    compute_s = real_in(f"{at} compute_s", compute_s, 0.0, math.inf, open_high=True)
     sms = gpu_sms(gpu)
     extra = 0.0
-    for overlap_s, held in overlaps:
-        f = min(float(held), sms - 1.0) / sms
+    pairs = many(f"{at} overlaps", overlaps, "a sequence of (seconds, SMs held) pairs")
+    for i, pair in enumerate(pairs):
+        if one_value(pair) or isinstance(pair, Mapping) or len(pair := tuple(pair)) != 2:
+            raise InvalidArgumentError(f"{at} overlaps[{i}] must be a pair (seconds the communication runs, SMs its "
+                                       f"kernels hold), got {type(pair).__name__} {shown(pair)}")
+        overlap_s = real_in(f"{at} overlaps[{i}] seconds", pair[0], 0.0, math.inf, open_high=True)
+        held = real_in(f"{at} overlaps[{i}] SMs held", pair[1], 0.0, math.inf, open_high=True)
+        f = min(held, sms - 1.0) / sms
         if overlap_s > 0 and f > 0:
-            extra += min(compute_s, float(overlap_s)) * f / (1.0 - f)
+            extra += min(compute_s, overlap_s) * f / (1.0 - f)
     return compute_s + extra
 
 
@@ -493,7 +505,13 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         sum(f + b for f, b in work.values())   # 0.0249 s forward + backward on an H100 (measured: 0.0238)
     """
     m = _model(model)
-    tp, cp = (integer(f"layer_work: {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp)))
+    at = "layer_work:"
+    i = integer(f"{at} i (the layer)", i, (0, m.layers))
+    tokens = real_in(f"{at} tokens", tokens, 0.0, math.inf, open_high=True)
+    tp, cp, micro_batch_size = (integer(f"{at} {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp),
+                                                                            ("micro_batch_size", micro_batch_size)))
+    for k, v in (("sequence_parallel", sequence_parallel), ("tp_comm_overlap", tp_comm_overlap), ("rotary", rotary)):
+        flag(f"{at} {k}", v)
     w = _Work(_gpu(gpu), _as_precision(precision), _checked_compute("layer_work", compute))
     h, hd = m.hidden, m._head_dim
     T = tokens

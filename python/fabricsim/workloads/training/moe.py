@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._checks import U32, choice, flag, integer, real_in, shown
+from ..._checks import U32, choice, flag, integer, known_fields, real_in, shown
 from ...collectives import fabric_view
 from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
@@ -88,6 +88,7 @@ FP8_DISPATCH_BLOCK = 128
 DEFAULT_CONCENTRATION = 10.0
 
 
+@known_fields
 @dataclass(frozen=True)
 class MoeOptions:
     """How a step runs its mixture-of-experts layers (the module docs say what each does).
@@ -142,11 +143,9 @@ def checked_options(moe: Any) -> MoeOptions:
     if isinstance(moe, MoeOptions):
         return moe
     if isinstance(moe, dict):
-        try:
-            return MoeOptions(**moe)
-        except TypeError as err:
-            raise InvalidArgumentError(f"moe: {err}; its fields are dispatcher, routing, concentration, seed, "
-                                       "fp8_dispatch, overlap, comm_sm_fraction") from None
+        if not all(isinstance(k, str) for k in moe):
+            raise InvalidArgumentError(f"moe: a dict of MoeOptions' fields is keyed by their names, got {shown(moe)}")
+        return MoeOptions(**moe)
     raise InvalidArgumentError(f"moe must be a fabricsim.training.MoeOptions, a dict of its fields or None, got "
                                f"{type(moe).__name__} {shown(moe)}")
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._checks import shown
 from ...collectives import fabric_view
 from ...exceptions import InvalidArgumentError
 
@@ -97,6 +98,11 @@ def domain_aware(parallelism: Parallelism, fabric: Any) -> Parallelism:
         placed = fs.training.domain_aware(par, fabric)
         placed.placement[64:66], placed.placement[96]   # ((72, 73), 104): ranks 64-95 on rack 1
     """
+    from .step import Parallelism  # step imports this module
+
+    if not isinstance(parallelism, Parallelism):
+        raise InvalidArgumentError(f"domain_aware: parallelism must be a fabricsim.Parallelism, got "
+                                   f"{type(parallelism).__name__} {shown(parallelism)}")
     size = _domain_size(fabric)
     p = parallelism
     n = p.n_gpus

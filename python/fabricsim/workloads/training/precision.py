@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._checks import choice, flag
+from ..._checks import choice, flag, known_fields
 from ...exceptions import InvalidArgumentError
 
 __all__ = ["Precision", "precision", "RECIPES"]
@@ -76,6 +76,7 @@ _ALIASES = {
 }
 
 
+@known_fields
 @dataclass(frozen=True)
 class Precision:
     """A training precision: ``recipe`` (see the module docstring: "bf16", "fp8-delayed",

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._checks import COUNT, I64, choice, flag, integer, integers, parsed, real_in, shown
+from ..._checks import COUNT, I64, choice, flag, integer, integers, known_fields, parsed, real_in, shown
 from ...collectives import estimate, fabric_view
 from ...collectives.cost.model import checked_cost_model
 from ...exceptions import InvalidArgumentError, ZeroCapacityPathError
@@ -87,6 +87,7 @@ _DP_SHARDING = {
 }
 
 
+@known_fields
 @dataclass(frozen=True)
 class Parallelism:
     """Parallelism as Megatron-LM's arguments spell it.
@@ -136,6 +137,8 @@ class Parallelism:
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.24
     """
+
+    _field_error = TrainingConfigError
 
     tp: int = 1
     pp: int = 1
