@@ -21,6 +21,7 @@ activities a flow waits for, the links, nodes or planes a fault takes down) a se
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import math
@@ -333,3 +334,26 @@ def share_weight(value: Any) -> float:
     if w is None or not MIN_WEIGHT <= w <= MAX_WEIGHT:
         raise InvalidArgumentError(f"weight must be a number within [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {shown(value)}")
     return w
+
+
+def known_fields(cls: Any) -> Any:
+    """A class decorator for a dataclass of options whose arguments are named as its fields:
+    an unknown name, one given twice, or more positional arguments than fields is refused with
+    the class's ``_field_error`` (:class:`InvalidArgumentError` unless it names a subclass),
+    naming it and the fields, where the dataclass's ``__init__`` would raise a bare TypeError."""
+    error = getattr(cls, "_field_error", InvalidArgumentError)
+    signature = inspect.signature(cls)  # the fields', which a __new__ of *args, **kwargs would hide
+
+    def __new__(klass: Any, *args: Any, **kwargs: Any) -> Any:
+        names = [f.name for f in dataclasses.fields(klass) if f.init]
+        unknown = [k for k in kwargs if k not in names]
+        twice = [k for k in kwargs if k in names[:len(args)]]
+        if unknown or twice or len(args) > len(names):
+            what = (f"no field {unknown[0]!r}" if unknown else f"{twice[0]!r} given twice (by position and by name)"
+                    if twice else f"{len(names)} fields, not {len(args)} positional arguments")
+            raise error(f"{klass.__name__}: {what}; its fields are {', '.join(names)}")
+        return object.__new__(klass)
+
+    cls.__new__ = __new__
+    cls.__signature__ = signature
+    return cls

@@ -436,3 +436,58 @@ def test_serving_efficiencies_and_probe_intervals_that_no_double_holds_are_refus
     with pytest.raises(ScenarioTooLargeError, match=r"^EP probes every 4\.94066e-324 s over [\d.e-]+ s of decode needs"):
         serving.add_serving(fs.Scenario(fabric), "mixtral-8x7b", requests, prefill=serving.Pool([0, 1, 8, 9], tp=2),
                             decode=serving.Pool([4, 5, 6, 7, 12, 13, 14, 15], tp=1, ep=8), ep_probe_interval_s=5e-324)
+
+
+# ---- the training step's building blocks: bare TypeErrors and AttributeErrors, each as found --
+
+
+def test_the_training_building_blocks_refuse_what_is_not_theirs_naming_value_and_expectation():
+    from fabricsim.workloads.training.compute import compute_beside_comm_s
+
+    training = fs.training
+    fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
+    for make, message in (
+        # TypeError: 'numpy.int64' object is not iterable (a NumPy size taken for a list of them)
+        (lambda: training.gemm_s(np.int64(4096), 4096, 4096, grouped=True, n_groups=-1),
+         r"^gemm_s: n_groups must be an integer in \[1, 2\*\*32\), got -1$"),
+        (lambda: training.gemm_s([64, "x"], 4096, 4096, grouped=True), r"^gemm_s: m\[1\] must be a real number .*got str 'x'"),
+        (lambda: training.gemm_s([64] * 3, 4096, [8] * 2, grouped=True), r"^gemm_s: m and k give 3 and 2 groups"),
+        # AttributeError: 'str' object has no attribute 'gemm_efficiency'
+        (lambda: training.gemm_s(4096, 4096, 4096, compute="fused"),
+         r"^gemm_s: compute must be a fabricsim\.training\.ComputeModel or None, got str 'fused'$"),
+        (lambda: training.attention_s(1e12, compute="fused"), r"^attention_s: compute must be a fabricsim\.training\.ComputeModel"),
+        (lambda: training.memory_bound_s(1e9, compute=0.8), r"^memory_bound_s: compute must be .*got float 0\.8$"),
+        (lambda: training.layer_work("llama3-8b", 0, tokens=8192, precision=5), r"^precision must be a recipe name"),
+        # ValueError (not enough values to unpack), TypeError (cannot unpack, '>' between str and int,
+        # None not iterable); NaN seconds and negative SMs were taken
+        (lambda: compute_beside_comm_s(1e-3, [(1e-3,)]),
+         r"^compute_beside_comm_s: overlaps\[0\] must be a pair \(seconds the communication runs, SMs its kernels hold\), "
+         r"got tuple \(0\.001,\)$"),
+        (lambda: compute_beside_comm_s(1e-3, [1]), r"overlaps\[0\] must be a pair .*got int 1$"),
+        (lambda: compute_beside_comm_s(1e-3, [(1e-3, 8), ("a", 2)]),
+         r"^compute_beside_comm_s: overlaps\[1\] seconds must be a real number in \[0, inf\), got str 'a'$"),
+        (lambda: compute_beside_comm_s(1e-3, None), r"^compute_beside_comm_s: overlaps must be a sequence of \(seconds, "
+                                                    r"SMs held\) pairs, got NoneType None$"),
+        (lambda: compute_beside_comm_s(1e-3, [(math.nan, 2)]), r"overlaps\[0\] seconds must be .*got nan$"),
+        (lambda: compute_beside_comm_s(1e-3, [(1e-3, -5)]), r"overlaps\[0\] SMs held must be .*got -5$"),
+        # AttributeError: 'str' object has no attribute 'n_gpus'
+        (lambda: training.domain_aware("x", fabric), r"^domain_aware: parallelism must be a fabricsim\.Parallelism, got str 'x'$"),
+        # TypeError: MoeOptions.__init__() got an unexpected keyword argument 'bogus'
+        (lambda: training.MoeOptions(bogus=1),
+         r"^MoeOptions: no field 'bogus'; its fields are dispatcher, routing, concentration, seed, fp8_dispatch, overlap, "
+         r"comm_sm_fraction$"),
+        (lambda: training.MoeOptions("deepep", dispatcher="alltoall"), r"^MoeOptions: 'dispatcher' given twice"),
+        (lambda: training.ComputeModel("eager", None, None, 0.8, 1), r"^ComputeModel: 4 fields, not 5 positional arguments"),
+        (lambda: training.Precision("fp8", bogus=True), r"^Precision: no field 'bogus'; its fields are recipe, "),
+        (lambda: fs.TrainingStep("llama3-8b", training.Parallelism(tp=8), fabric, moe={"bogus": 1}),
+         r"^MoeOptions: no field 'bogus'"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=message):
+            make()
+    with pytest.raises(training.TrainingConfigError, match=r"^Parallelism: no field 'tensor_parallel'; its fields are tp, pp, "):
+        training.Parallelism(tensor_parallel=8)
+    # the sizes are NumPy's as well as Python's; and the options still copy, pickle and replace
+    assert training.gemm_s(np.int64(4096), 4096, 4096, grouped=True, n_groups=2) == training.gemm_s(
+        [4096, 4096], 4096, 4096, grouped=True)
+    options = training.MoeOptions(dispatcher="deepep")
+    assert copy.deepcopy(options) == options and training.Parallelism(tp=2).__class__(tp=2) == training.Parallelism(tp=2)

@@ -162,6 +162,13 @@ CASES = [
     ("Model.replace", _TINY.replace, (), {"layers": 8, "n_experts": 8, "experts_per_token": 2, "expert_ffn": 512}),
     ("TrainingStep", training.TrainingStep, (_TINY, _SMALL_PAR, _CLUSTER), {"tp_comm": "flow", "check_memory": True}),
     ("schedule_order", training.schedule_order, (2, 0, 4), {"virtual_stages": 1}),
+    ("gemm_s", training.gemm_s, ([64, 32], 4096, 7168), {"grouped": True, "precision": "fp8",
+                                                         "compute": training.ComputeModel()}),
+    ("compute_beside_comm_s", training.compute.compute_beside_comm_s, (1e-3, [(4e-4, 16)]), {"gpu": "h100"}),
+    ("layer_work", training.layer_work, (_TINY, 0), {"tokens": 1024, "tp": 2, "sequence_parallel": True}),
+    ("domain_aware", training.domain_aware, (training.Parallelism(dp=8, ep=8), _CLUSTER), {}),
+    ("MoeOptions", training.MoeOptions, (), {"dispatcher": "deepep", "routing": "dirichlet", "seed": 2}),
+    ("Precision", training.Precision, ("mxfp8",), {"fp8_attention": True}),
     # serving
     ("TokenCounts", serving.TokenCounts, ("uniform",), {"low": 1, "high": 64}),
     ("poisson_requests", serving.poisson_requests, (100.0, 0.5), {"seed": 1}),

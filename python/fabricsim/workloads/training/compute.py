@@ -30,11 +30,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..._checks import choice, integer, real_in, COUNT
+from ..._checks import COUNT, choice, flag, integer, known_fields, many, one_value, real_in, shown
 from ...exceptions import InvalidArgumentError
 from ...fabrics import catalog as _catalog
 from .model import model as _model
 from .precision import Precision
+from .precision import precision as _as_precision
 
 if TYPE_CHECKING:
     from .model import Model
@@ -158,6 +159,7 @@ _FORMAT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-blockwise": 1.0, "mxfp8": 1.0, "n
 _DEFAULT_SMS = {"hopper": 132, "blackwell": 148}
 
 
+@known_fields
 @dataclass(frozen=True)
 class ComputeModel:
     """How the step's operations become seconds (see the module docstring): ``kernels``
@@ -220,11 +222,12 @@ def _fraction(table: Mapping[str, Any], gpu: Any, fmt: str) -> Any:
 
 
 def _peak(gpu: Any, fmt: str) -> float:
+    """The GPU's dense peak FLOP/s for GEMMs in format ``fmt`` (FP8 and MXFP8 share the FP8 peak)."""
     key = {"bf16": "bf16", "nvfp4": "fp4"}.get(fmt, "fp8") + "_dense_flop_per_s"
     peak = gpu.get(key)
     if not peak:
         raise InvalidArgumentError(f"catalog GPU {gpu.name!r} has no {key}: it cannot run {fmt} GEMMs "
-                                   f"(add the figure with fs.catalog.add_part, or choose another precision)")
+                                   f"(add the figure with fs.catalog.add_part, pass another gpu, or choose another precision)")
     return float(peak)
 
 
@@ -243,7 +246,29 @@ def _format(precision: str | Precision) -> str:
     return Precision(precision).gemm_format
 
 
-def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Precision = "bf16",
+def _checked_compute(where: str, compute: Any) -> ComputeModel:
+    """``compute`` if it is a :class:`ComputeModel`, the default for None, else an error."""
+    if compute is None:
+        return _DEFAULT
+    if not isinstance(compute, ComputeModel):
+        raise InvalidArgumentError(f"{where}: compute must be a fabricsim.training.ComputeModel or None, got "
+                                   f"{type(compute).__name__} {shown(compute)}")
+    return compute
+
+
+def _per_group(name: str, value: Any) -> list[float]:
+    """A grouped GEMM's dimension ``name``: one size (a list of one) or one per group."""
+    if one_value(value):
+        return [real_in(f"gemm_s: {name}", value, 0.0, math.inf, open_high=True)]
+    expected = "a size or a non-empty sequence of sizes, one per group"
+    out = [real_in(f"gemm_s: {name}[{i}]", x, 0.0, math.inf, open_high=True)
+           for i, x in enumerate(many(f"gemm_s: {name}", value, expected))]
+    if not out:
+        raise InvalidArgumentError(f"gemm_s: {name} must be {expected}, got an empty {type(value).__name__}")
+    return out
+
+
+def gemm_s(m: Any, n: float, k: Any, *, gpu: Any = "h100", precision: str | Precision = "bf16",
            grouped: bool = False, n_groups: int = 1, compute: ComputeModel | None = None) -> float:
     """Seconds of the GEMM C[m, n] = A[m, k] B[k, n] on one GPU (catalog name or part) in
     ``precision`` (a GEMM format, "bf16", "fp8", "fp8-blockwise", "mxfp8", "nvfp4", or a
@@ -251,10 +276,13 @@ def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Pr
     :data:`MAMF_FRACTION` times wave quantization over the SMs (:data:`GEMM_TILE`), and no
     less than moving A, B and C (BF16) at HBM bandwidth.
 
-    ``grouped=True`` is a grouped expert GEMM: ``n_groups`` problems of ``m`` tokens each (the
-    tokens per expert), or one per entry of a sequence ``m`` (each expert's tokens), sharing
-    ``n`` and ``k``; each expert's rows are padded to whole tiles, all tiles run in one
-    kernel's waves, and the best rate is :data:`GROUPED_GEMM_FRACTION` of the dense one.
+    ``grouped=True`` is a grouped expert GEMM, one problem per expert, all sharing ``n``:
+    ``n_groups`` problems of ``m`` x ``k`` each, or one per entry of a sequence ``m`` or ``k``
+    (a number in the other is every problem's). Each expert's tokens are ``m`` in its forward
+    and data-gradient GEMMs and ``k`` in its weight-gradient GEMM (each expert's gradient
+    [m, n] from its own tokens). Each problem's rows are padded to whole tiles, all tiles run
+    in one kernel's waves, the best rate is :data:`GROUPED_GEMM_FRACTION` of the dense one,
+    and every problem reads its own B and writes its own C.
 
     Example::
 
@@ -262,32 +290,37 @@ def gemm_s(m: Any, n: float, k: float, *, gpu: Any = "h100", precision: str | Pr
         gemm(8192, 8192, 8192)                      # 1.43e-03 s on an H100: 768 TFLOP/s
         gemm(8192, 8192, 8192, precision="fp8")     # 8.1e-04 s
         gemm(64, 4096, 7168, grouped=True, n_groups=32)   # 7.2e-04 s: bound by reading 32 experts' weights
+        gemm(7168, 4096, [64] * 32, grouped=True)   # 7.2e-04 s: their 32 weight gradients, each written
     """
     g = _gpu(gpu)
-    cm = compute or _DEFAULT
+    cm = _checked_compute("gemm_s", compute)
     fmt = _format(precision)
     n = real_in("gemm_s: n", n, 0.0, math.inf, open_high=True)
-    k = real_in("gemm_s: k", k, 0.0, math.inf, open_high=True)
-    if grouped:
-        if isinstance(m, (int, float)) and not isinstance(m, bool):
-            ms = [real_in("gemm_s: m (tokens per group)", m, 0.0, math.inf, open_high=True)] * integer(
-                "gemm_s: n_groups", n_groups, COUNT)
-        else:
-            ms = [real_in("gemm_s: m (tokens of each group)", x, 0.0, math.inf, open_high=True) for x in m]
+    if flag("gemm_s: grouped", grouped):
+        ms, ks = _per_group("m", m), _per_group("k", k)
+        if len(ms) > 1 and len(ks) > 1 and len(ms) != len(ks):
+            raise InvalidArgumentError(f"gemm_s: m and k give {len(ms)} and {len(ks)} groups: give one size in either, "
+                                       "or as many in both")
+        count = max(len(ms), len(ks))
+        # (m, k, how many problems of that shape): n_groups alike, or one per entry
+        problems = ([(ms[0], ks[0], integer("gemm_s: n_groups", n_groups, COUNT))] if count == 1 else
+                    [(ms[i if len(ms) > 1 else 0], ks[i if len(ks) > 1 else 0], 1) for i in range(count)])
     else:
-        ms = [real_in("gemm_s: m", m, 0.0, math.inf, open_high=True)]
-    rows = sum(ms)
-    if rows == 0 or n == 0 or k == 0:
+        problems = [(real_in("gemm_s: m", m, 0.0, math.inf, open_high=True),
+                     real_in("gemm_s: k", k, 0.0, math.inf, open_high=True), 1)]
+    problems = [p for p in problems if p[0] > 0 and p[1] > 0]
+    if not problems or n == 0:
         return 0.0
     tm, tn = GEMM_TILE
-    tiles = sum(math.ceil(x / tm) for x in ms) * math.ceil(n / tn)
+    tiles = sum(c * math.ceil(x / tm) for x, _, c in problems) * math.ceil(n / tn)
     waves = tiles / gpu_sms(g)
     frac = cm.gemm_efficiency if cm.gemm_efficiency is not None else _fraction(MAMF_FRACTION, g, fmt)
     if grouped:
         frac *= GROUPED_GEMM_FRACTION
-    flop_s = 2.0 * rows * n * k / (_peak(g, fmt) * frac * waves / math.ceil(waves))
+    flops = sum(c * 2.0 * x * n * y for x, y, c in problems)
+    flop_s = flops / (_peak(g, fmt) * frac * waves / math.ceil(waves))
     b = _FORMAT_BYTES[fmt]
-    moved_s = ((rows * k + len(ms) * k * n) * b + rows * n * 2.0) / _hbm_Bps(g, cm)
+    moved_s = sum(c * ((x * y + y * n) * b + x * n * 2.0) for x, y, c in problems) / _hbm_Bps(g, cm)
     return max(flop_s, moved_s)
 
 
@@ -303,7 +336,7 @@ def attention_s(flops: float, *, gpu: Any = "h100", backward: bool = False, fp8:
         fs.training.attention_s(m.attention_core_flops())   # 1.2e-03 s: 32 heads, 8,192 tokens, on an H100
     """
     g = _gpu(gpu)
-    cm = compute or _DEFAULT
+    cm = _checked_compute("attention_s", compute)
     fmt = "fp8" if fp8 else "bf16"
     flops = real_in("attention_s: flops", flops, 0.0, math.inf, open_high=True)
     if cm.attention_efficiency is not None:
@@ -338,13 +371,20 @@ def compute_beside_comm_s(compute_s: float, overlaps: Any = (), *, gpu: Any = "h
         # a 10 ms backward beside a 4 ms reduce-scatter on 16 channels (16 SMs of an H100's 132)
         fs.training.compute.compute_beside_comm_s(10e-3, [(4e-3, 16)])   # 0.01055 s
     """
-    compute_s = real_in("compute_beside_comm_s: compute_s", compute_s, 0.0, math.inf, open_high=True)
+    at = "compute_beside_comm_s:"
+    compute_s = real_in(f"{at} compute_s", compute_s, 0.0, math.inf, open_high=True)
     sms = gpu_sms(gpu)
     extra = 0.0
-    for overlap_s, held in overlaps:
-        f = min(float(held), sms - 1.0) / sms
+    pairs = many(f"{at} overlaps", overlaps, "a sequence of (seconds, SMs held) pairs")
+    for i, pair in enumerate(pairs):
+        if one_value(pair) or isinstance(pair, Mapping) or len(pair := tuple(pair)) != 2:
+            raise InvalidArgumentError(f"{at} overlaps[{i}] must be a pair (seconds the communication runs, SMs its "
+                                       f"kernels hold), got {type(pair).__name__} {shown(pair)}")
+        overlap_s = real_in(f"{at} overlaps[{i}] seconds", pair[0], 0.0, math.inf, open_high=True)
+        held = real_in(f"{at} overlaps[{i}] SMs held", pair[1], 0.0, math.inf, open_high=True)
+        f = min(held, sms - 1.0) / sms
         if overlap_s > 0 and f > 0:
-            extra += min(compute_s, float(overlap_s)) * f / (1.0 - f)
+            extra += min(compute_s, overlap_s) * f / (1.0 - f)
     return compute_s + extra
 
 
@@ -357,7 +397,7 @@ def memory_bound_s(n_bytes: float, *, gpu: Any = "h100", compute: ComputeModel |
         fs.training.memory_bound_s(2.68e9)   # 1.0e-03 s on an H100 (3.35 TB/s x 0.8)
     """
     n_bytes = real_in("memory_bound_s: n_bytes", n_bytes, 0.0, math.inf, open_high=True)
-    return n_bytes / _hbm_Bps(_gpu(gpu), compute or _DEFAULT)
+    return n_bytes / _hbm_Bps(_gpu(gpu), _checked_compute("memory_bound_s", compute))
 
 
 #: How many GEMMs of m / n rows each the row-split GEMMs beside TP communication run as, with
@@ -412,26 +452,24 @@ class _Work:
         t[0] += f
         t[1] += b
 
-    def linear(self, module: str, m: float, n: float, k: float, *, grouped: int = 0, quantized: bool = True,
+    def linear(self, module: str, m: float, n: float, k: float, *, quantized: bool = True,
                splits: tuple[int, int] = (1, 1), cast_rows: float | None = None) -> None:
         """A linear layer y[m, n] = x[m, k] w[k, n]: the forward GEMM, the backward's data- and
         weight-gradient GEMMs, and with a low-precision recipe the casts of x (forward) and of
-        y's gradient (backward). ``grouped``: that many experts of m tokens each. ``splits``:
-        the forward and data-gradient GEMMs run as that many GEMMs of m / split rows each
-        (TP communication overlapped chunk by chunk). ``cast_rows``: the rows of x that are
-        quantized (with sequence parallelism the local shard, before its all-gather)."""
+        y's gradient (backward). ``splits``: the forward and data-gradient GEMMs run as that
+        many GEMMs of m / split rows each (TP communication overlapped chunk by chunk).
+        ``cast_rows``: the rows of x that are quantized (with sequence parallelism the local
+        shard, before its all-gather)."""
         fmt = self.prec.gemm_format if quantized else "bf16"
-        g = dict(gpu=self.gpu, precision=fmt, compute=self.cm, grouped=grouped > 0, n_groups=max(grouped, 1))
-        rows = m * max(grouped, 1)
+        g = dict(gpu=self.gpu, precision=fmt, compute=self.cm)
         sf, sd = splits
         f = sf * gemm_s(m / sf, n, k, **g)
-        b = sd * gemm_s(m / sd, k, n, **g) + (gemm_s(k, n, rows, gpu=self.gpu, precision=fmt, compute=self.cm) if grouped
-                                              else gemm_s(k, n, m, **g))
+        b = sd * gemm_s(m / sd, k, n, **g) + gemm_s(k, n, m, **g)
         if quantized and self.prec.cast_bytes_per_value:
             c = self.prec.cast_bytes_per_value
-            f += memory_bound_s(c * (rows if cast_rows is None else cast_rows) * k, gpu=self.gpu, compute=self.cm)
-            b += memory_bound_s(c * rows * n, gpu=self.gpu, compute=self.cm)
-        self.flops += 2.0 * rows * n * k
+            f += memory_bound_s(c * (m if cast_rows is None else cast_rows) * k, gpu=self.gpu, compute=self.cm)
+            b += memory_bound_s(c * m * n, gpu=self.gpu, compute=self.cm)
+        self.flops += 2.0 * m * n * k
         self._add(module, f, b)
 
     def attention(self, flops: float) -> None:
@@ -447,20 +485,18 @@ class _Work:
 
 
 def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: int = 1, sequence_parallel: bool = False,
-               micro_batch_size: int = 1, ep: int = 1, ep_imbalance: float = 1.0, gpu: Any = "h100",
-               precision: Precision | None = None, compute: ComputeModel | None = None,
-               tp_comm_overlap: bool = False, rotary: bool = True,
-               routed_experts: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
+               micro_batch_size: int = 1, gpu: Any = "h100", precision: Precision | None = None,
+               compute: ComputeModel | None = None, tp_comm_overlap: bool = False,
+               rotary: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
     """Layer ``i``'s forward and backward seconds on one GPU, by module (the
     :data:`RECOMPUTE_MODULES` names, plus "qkv", "proj", "residual" and "rotary"), and its
     forward FLOPs: ``tokens`` on the GPU (micro-batch x sequence / cp), its 1/``tp`` shard of
     the weights and heads (at least one KV head), norms and residuals on tokens / tp with
-    ``sequence_parallel``; a MoE layer's experts on this GPU's n_experts / ``ep`` experts, each
-    given its share of the tokens routed to them, the busiest GPU ``ep_imbalance`` times the
-    mean. ``tp_comm_overlap``: the GEMMs beside TP communication run in chunks
-    (:data:`TP_OVERLAP_PIPELINE_SPLITS`). ``rotary``: rotary position embedding on Q and K.
-    ``routed_experts=False`` leaves a MoE layer's routed experts out (a training step adds them
-    from its routing: ``moe.py``).
+    ``sequence_parallel``. A MoE layer's work here is its attention, router and shared
+    experts: its routed experts depend on the routing of the step's tokens and are timed by
+    the step (``moe.expert_work``). ``tp_comm_overlap``: the GEMMs beside TP communication
+    run in chunks (:data:`TP_OVERLAP_PIPELINE_SPLITS`). ``rotary``: rotary position embedding
+    on Q and K.
 
     Example::
 
@@ -469,13 +505,14 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         sum(f + b for f, b in work.values())   # 0.0249 s forward + backward on an H100 (measured: 0.0238)
     """
     m = _model(model)
-    tp, cp, ep = (integer(f"layer_work: {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp), ("ep", ep)))
-    if m.n_experts and m.n_experts % ep:
-        raise InvalidArgumentError(f"layer_work: ep={ep} must divide the model's {m.n_experts} experts "
-                                   "(each GPU holds n_experts / ep of them)")
-    if compute is not None and not isinstance(compute, ComputeModel):
-        raise InvalidArgumentError(f"layer_work: compute must be a ComputeModel or None, got {type(compute).__name__}")
-    w = _Work(_gpu(gpu), precision or Precision(), compute or _DEFAULT)
+    at = "layer_work:"
+    i = integer(f"{at} i (the layer)", i, (0, m.layers))
+    tokens = real_in(f"{at} tokens", tokens, 0.0, math.inf, open_high=True)
+    tp, cp, micro_batch_size = (integer(f"{at} {k}", v, COUNT) for k, v in (("tp", tp), ("cp", cp),
+                                                                            ("micro_batch_size", micro_batch_size)))
+    for k, v in (("sequence_parallel", sequence_parallel), ("tp_comm_overlap", tp_comm_overlap), ("rotary", rotary)):
+        flag(f"{at} {k}", v)
+    w = _Work(_gpu(gpu), _as_precision(precision), _checked_compute("layer_work", compute))
     h, hd = m.hidden, m._head_dim
     T = tokens
     Tn = tokens / (tp if sequence_parallel else 1)
@@ -513,21 +550,16 @@ def layer_work(model: Model | str, i: int, *, tokens: float, tp: int = 1, cp: in
         w.elementwise("mlp", act, T * f)
         w.linear("mlp", T, h, f, splits=(pipe, ring))
     else:
-        w.linear("moe", T, m.n_experts, h, quantized=False)  # the router, in BF16
-        f = m.expert_ffn / tp
+        # the router, in BF16, on the layer's input as it holds it: with sequence parallelism
+        # its 1/tp of the tokens (Megatron's MoELayer routes the sequence-parallel hidden
+        # states before the dispatch: megatron/core/transformer/moe/moe_layer.py, route;
+        # router.py, TopKRouter.forward)
+        w.linear("moe", Tn, m.n_experts, h, quantized=False)
         if m.n_shared_experts:
-            fs_ = m.n_shared_experts * f
+            fs_ = m.n_shared_experts * m.expert_ffn / tp
             w.linear("shared_experts", T, up * fs_, h)
             w.elementwise("shared_experts", act, T * fs_)
             w.linear("shared_experts", T, h, fs_)
-        if routed_experts:
-            local = m.n_experts // ep
-            # each GPU's tokens go to experts_per_token experts; the EP group's tokens spread
-            # over its n_experts experts, the busiest GPU's experts ep_imbalance times the mean
-            per_expert = T * m.experts_per_token * ep / m.n_experts * ep_imbalance
-            w.linear("moe", per_expert, up * f, h, grouped=local)
-            w.elementwise("moe_act", act, per_expert * local * f)
-            w.linear("moe", per_expert, h, f, grouped=local)
     return {k: (v[0], v[1]) for k, v in w.by_module.items()}, w.flops
 
 
@@ -542,7 +574,7 @@ def logits_work(model: Model, *, tokens: float, tp: int = 1, gpu: Any = "h100",
         fwd_s, bwd_s, flops = fs.training.logits_work(fs.training.model("llama3-8b"), tokens=8192)
         flops   # 8.6e12 = 2 x 8,192 x 128,256 x 4,096
     """
-    w = _Work(_gpu(gpu), Precision(), compute or _DEFAULT)
+    w = _Work(_gpu(gpu), Precision(), _checked_compute("logits_work", compute))
     w.linear("logits", tokens, model.vocab / tp, model.hidden)
     w.elementwise("logits", "loss", tokens * model.vocab / tp)
     f, b = w.by_module["logits"]
@@ -613,7 +645,7 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
         if key not in kinds:
             work, flops = layer_work(m, i, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
                                      micro_batch_size=p.micro_batch_size, tp_comm_overlap=p.tp_comm_overlap,
-                                     gpu=step.gpu, precision=step.precision, compute=step.compute, routed_experts=False)
+                                     gpu=step.gpu, precision=step.precision, compute=step.compute)
             f = sum(t[0] for t in work.values())
             b = sum(t[1] for t in work.values())
             if full:  # full recomputation: the whole forward again before the backward
@@ -646,9 +678,13 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
                     ch.cp_bytes += kv * (p.cp - 1)
             vs = c * p.pp + s
             if vs == p.pp * p.virtual_stages - 1:  # logits + loss
+                # never recomputed: Megatron's full recomputation checkpoints the transformer
+                # block's layers (TransformerBlock.forward, megatron/core/transformer/
+                # transformer_block.py, through megatron/core/recompute.py's checkpointed_forward);
+                # the output layer and the loss run after the block, their activations kept
                 f, b, flops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
                 ch.fwd_s += f
-                ch.bwd_s += b + (f if ch.recomputed == len(ch.layers) and p.recompute else 0.0)
+                ch.bwd_s += b
                 ch.flops_fwd += flops
                 ch.params += m.vocab * m.hidden / p.tp
             if vs == 0:

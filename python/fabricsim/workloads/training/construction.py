@@ -15,7 +15,7 @@ from ..._checks import room_for
 from ...collectives.construction import Builder
 from ...scenario import Scenario
 from . import moe
-from .estimate import op_compute_s
+from .estimate import op_compute_s, tp_sizes
 from .results import _CAT_INDEX
 from .schedule import schedule_order
 
@@ -232,7 +232,6 @@ class _Builder:
         n_rep = p.dp * p.cp
         vs = c * p.pp + s
         fwd = kind == "F"
-        tp_mult = 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
         tag = f"{'fwd' if fwd else 'bwd'}"
         ends: list[list[int]] = []
         inputs: list[list[int]] = []
@@ -279,12 +278,12 @@ class _Builder:
             if p.tp > 1 and ch.tp_bytes > 0:
                 base = [cid] if not p.tp_comm_overlap else after
                 ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
-                size = ch.tp_bytes * tp_mult
+                size, gather = tp_sizes(st, ch, fwd)
                 if st.tp_comm == "analytical":
-                    tid = self.delay(st._comm_s("tp", s, size), base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.delay(st._comm_s("tp", s, size, gather), base, "tp", f"tp.{tag}", s, r, m, c)
                 elif p.sequence_parallel:
                     a = self.coll("reduce_scatter", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
-                    tid = self.coll("all_gather", ranks, size, [a], "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.coll("all_gather", ranks, gather, [a], "tp", f"tp.{tag}", s, r, m, c)
                 else:
                     tid = self.coll("all_reduce", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
                 end = [cid, tid] if p.tp_comm_overlap else [tid]

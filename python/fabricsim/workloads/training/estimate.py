@@ -55,7 +55,7 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     if step.moe.overlap:
         overlaps.append((moe.comm_s(step, ch, fwd), step.moe.comm_sm_fraction * sms))
     if p.tp_comm_overlap and p.tp > 1 and ch.tp_bytes > 0:
-        tp_s = step._comm_s("tp", s, ch.tp_bytes * _tp_mult(ch, fwd))
+        tp_s = step._comm_s("tp", s, *tp_sizes(step, ch, fwd))
         held = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])["forward" if fwd else "backward"]
         overlaps += [(tp_s / len(held), n) for n in held]
     n_rep = p.dp * p.cp
@@ -70,10 +70,21 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     return compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
 
 
-def _tp_mult(ch: _Chunk, fwd: bool) -> float:
-    """The chunk's TP bytes in this direction over the forward's: a backward recomputing
-    layers runs their forward's collectives again."""
-    return 1.0 if fwd else 1.0 + ch.recomputed / max(1, len(ch.layers))
+def tp_sizes(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float]:
+    """Bytes of the chunk's TP collectives in one forward or backward, per micro-batch: (the
+    reductions', the all-gathers'). The reductions (reduce-scatters, or all-reduces without
+    sequence parallelism) carry the GEMMs' BF16 outputs and gradients; with sequence
+    parallelism the all-gathers carry the linear layers' inputs and output gradients as the
+    precision quantizes them (:meth:`~.precision.Precision.sequence_parallel_gather_bytes`).
+    A backward that recomputes layers runs their forward's collectives again first."""
+    again = ch.recomputed / max(1, len(ch.layers))
+    prec, ub, sp = step.precision, step.par.tp_comm_overlap, step.par.sequence_parallel
+    bf16 = 2.0  # bytes per value of ch.tp_bytes
+    fwd_g = prec.sequence_parallel_gather_bytes(userbuffers=ub) / bf16 if sp else 1.0
+    if fwd:
+        return ch.tp_bytes, ch.tp_bytes * fwd_g
+    bwd_g = prec.sequence_parallel_gather_bytes(backward=True, userbuffers=ub) / bf16 if sp else 1.0
+    return ch.tp_bytes * (1.0 + again), ch.tp_bytes * (bwd_g + again * fwd_g)
 
 
 def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, last: bool = False) -> dict[str, float]:
@@ -85,7 +96,7 @@ def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, las
     p = step.par
     ep = moe.comm_s(step, ch, fwd)
     comp = op_compute_s(step, ch, fwd, first=first, last=last)
-    tp = step._comm_s("tp", ch.stage, ch.tp_bytes * _tp_mult(ch, fwd))
+    tp = step._comm_s("tp", ch.stage, *tp_sizes(step, ch, fwd))
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
     with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
     with_cp = max(with_tp, cp)

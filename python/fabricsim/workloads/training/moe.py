@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._checks import U32, choice, flag, integer, real_in, shown
+from ..._checks import U32, choice, flag, integer, known_fields, real_in, shown
 from ...collectives import fabric_view
 from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
@@ -88,6 +88,7 @@ FP8_DISPATCH_BLOCK = 128
 DEFAULT_CONCENTRATION = 10.0
 
 
+@known_fields
 @dataclass(frozen=True)
 class MoeOptions:
     """How a step runs its mixture-of-experts layers (the module docs say what each does).
@@ -142,11 +143,9 @@ def checked_options(moe: Any) -> MoeOptions:
     if isinstance(moe, MoeOptions):
         return moe
     if isinstance(moe, dict):
-        try:
-            return MoeOptions(**moe)
-        except TypeError as err:
-            raise InvalidArgumentError(f"moe: {err}; its fields are dispatcher, routing, concentration, seed, "
-                                       "fp8_dispatch, overlap, comm_sm_fraction") from None
+        if not all(isinstance(k, str) for k in moe):
+            raise InvalidArgumentError(f"moe: a dict of MoeOptions' fields is keyed by their names, got {shown(moe)}")
+        return MoeOptions(**moe)
     raise InvalidArgumentError(f"moe must be a fabricsim.training.MoeOptions, a dict of its fields or None, got "
                                f"{type(moe).__name__} {shown(moe)}")
 
@@ -162,7 +161,6 @@ class MoeWork:
     bwd_s: float = 0.0
     flops_fwd: float = 0.0
     routing: MoeRouting | None = None
-    busiest_over_mean: float = 1.0
     #: the forward's dispatch and combine run again before the backward (the MoE layers recomputed)
     redispatch: bool = False
     _comm_s: dict[Any, float] = field(default_factory=dict, repr=False)
@@ -210,8 +208,8 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     ``tokens_per_expert`` (each local expert's, gathered over the ETP group): (forward s,
     backward s, forward FLOPs, forward s of the gated activation alone). Each of the expert
     MLP's two linear layers is a grouped GEMM with each expert's tokens as its shape
-    (:func:`~.compute.gemm_s`), its backward the data-gradient grouped GEMM and the
-    weight-gradient GEMM, the recipe's casts around them; the activation and the permutation
+    (:func:`~.compute.gemm_s`), its backward the data-gradient and weight-gradient grouped
+    GEMMs (each expert's weight gradient from its own tokens), the recipe's casts around them; the activation and the permutation
     (:data:`PERMUTE_BYTES_PER_TOKEN`, :data:`PERMUTE_BYTES_PER_COPY`) are memory-bound."""
     m, p, prec, cm, gpu = step.model, step.par, step.precision, step.compute, step.gpu
     ms = [float(x) * p.expert_tp for x in tokens_per_expert]
@@ -221,8 +219,9 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     fmt = prec.gemm_format
     g = dict(gpu=gpu, precision=fmt, compute=cm, grouped=True)
     fwd = gemm_s(ms, up * f, h, **g) + gemm_s(ms, h, f, **g)
-    bwd = (gemm_s(ms, h, up * f, **g) + gemm_s(ms, f, h, **g)
-           + gemm_s(h, up * f, rows, gpu=gpu, precision=fmt, compute=cm) + gemm_s(f, h, rows, gpu=gpu, precision=fmt, compute=cm))
+    # data gradients: each expert's tokens x its weight; weight gradients: each expert's own,
+    # its tokens the inner dimension
+    bwd = gemm_s(ms, h, up * f, **g) + gemm_s(ms, f, h, **g) + gemm_s(h, up * f, ms, **g) + gemm_s(f, h, ms, **g)
     c = prec.cast_bytes_per_value
     if c:
         fwd += memory_bound_s(c * rows * (h + f), gpu=gpu, compute=cm)
@@ -236,16 +235,20 @@ def expert_work(step: TrainingStep, tokens_per_expert: np.ndarray, tokens: float
     return fwd, bwd, 2.0 * rows * (up + 1) * h * f, act
 
 
-def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
+def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float, float]:
     """One multi-token prediction module's dense part on one GPU of the last stage: (forward s,
-    backward s, forward FLOPs, parameters): its 2h -> h projection, a layer like the last
-    without its routed experts (those are the routing's), and the shared output head."""
+    backward s, forward FLOPs, parameters, forward s run again by full recomputation): its
+    2h -> h projection, a layer like the last without its routed experts (those are the
+    routing's), and the shared output head. Full recomputation runs the projection and the
+    layer again, not the head and its loss (Megatron's MultiTokenPredictionLayer checkpoints
+    ``_proj_and_transformer_layer``; ``process_mtp_loss`` runs outside it:
+    megatron/core/transformer/multi_token_prediction.py)."""
     m, p = step.model, step.par
     tokens = p.micro_batch_size * m.seq_len / p.cp
     last = m.layers - 1
     work, flops = layer_work(m, last, tokens=tokens, tp=p.tp, cp=p.cp, sequence_parallel=bool(p.sequence_parallel),
                              micro_batch_size=p.micro_batch_size, tp_comm_overlap=p.tp_comm_overlap, gpu=step.gpu,
-                             precision=step.precision, compute=step.compute, routed_experts=False)
+                             precision=step.precision, compute=step.compute)
     fwd = sum(t[0] for t in work.values())
     bwd = sum(t[1] for t in work.values())
     h = m.hidden
@@ -254,7 +257,8 @@ def _mtp_work(step: TrainingStep) -> tuple[float, float, float, float]:
     proj_b = gemm_s(tokens, 2 * h, h / p.tp, **g) + gemm_s(2 * h, h / p.tp, tokens, **g)
     lf, lb, lflops = logits_work(m, tokens=tokens, tp=p.tp, gpu=step.gpu, compute=step.compute)
     params = (2 * h * h + m.layer_params(last) - (m.n_experts * m.expert_params() if m.is_moe_layer(last) else 0)) / p.tp
-    return fwd + proj_f + lf, bwd + proj_b + lb, flops + 2.0 * tokens * 2 * h * h / p.tp + lflops, params
+    return (fwd + proj_f + lf, bwd + proj_b + lb, flops + 2.0 * tokens * 2 * h * h / p.tp + lflops, params,
+            fwd + proj_f)
 
 
 def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
@@ -269,11 +273,11 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
     routings: dict[bytes, MoeRouting] = {}
-    alike: list[tuple[np.ndarray, float, float, float, float, float]] = []  # balanced: every layer's the same
+    alike: list[tuple[np.ndarray, float, float, float, float]] = []  # balanced: every layer's the same
 
-    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float, float]:
+    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float]:
         """Layer i's counts; its experts' forward s, backward s, forward FLOPs and activation
-        s on the busiest rank; that rank's tokens over the mean."""
+        s on the busiest rank."""
         if alike:
             return alike[0]
         counts = layer_counts(step, i)
@@ -281,7 +285,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
         recv = per_expert.sum(axis=1)
         busiest = int(np.argmax(recv))
         f, b, flops, act = expert_work(step, per_expert[busiest], t)
-        out = (counts, f, b, flops, act, float(recv[busiest] / recv.mean()) if recv.mean() > 0 else 1.0)
+        out = (counts, f, b, flops, act)
         if step.moe.routing == "balanced":
             alike.append(out)
         return out
@@ -291,10 +295,10 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
             moe_layers = [(k, i) for k, i in enumerate(ch.layers) if m.is_moe_layer(i)]
             mtp = ch.chunk * p.pp + ch.stage == last_vs and m.mtp_layers > 0
             if mtp:
-                f, b, flops, params = _mtp_work(step)
+                f, b, flops, params, again = _mtp_work(step)
                 full = ch.recomputed == len(ch.layers) and p.recompute
                 ch.fwd_s += m.mtp_layers * f
-                ch.bwd_s += m.mtp_layers * (b + (f if full else 0.0))
+                ch.bwd_s += m.mtp_layers * (b + (again if full else 0.0))
                 ch.flops_fwd += m.mtp_layers * flops
                 ch.params += m.mtp_layers * params
                 if m.is_moe_layer(m.layers - 1):  # each module's experts, routed as a layer of their own
@@ -303,15 +307,13 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 continue
             work = MoeWork([i for _, i in moe_layers])
             total = None
-            ratios = []
             for k_, i in moe_layers:
-                counts, f, b, flops, act, ratio = per_layer(i)
+                counts, f, b, flops, act = per_layer(i)
                 again = f if (0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules) else (
                     act if "moe_act" in p.recompute_modules else 0.0)
                 work.fwd_s += f
                 work.bwd_s += b + again
                 work.flops_fwd += flops
-                ratios.append(ratio)
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.expert_tp
             if p.ep > 1 and total is not None:
@@ -321,7 +323,6 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 work.routing = routings.get(key)
                 if work.routing is None:
                     work.routing = routings[key] = MoeRouting.from_counts(total, m.experts_per_token)
-            work.busiest_over_mean = max(ratios, default=1.0)
             work.redispatch = ch.recomputed == len(ch.layers) and p.recompute or "moe" in p.recompute_modules
             ch.moe = work
             ch.flops_fwd += work.flops_fwd

@@ -16,11 +16,12 @@ for it, leaving the rest of a domain idle where the next block does not fit.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._checks import shown
 from ...collectives import fabric_view
 from ...exceptions import InvalidArgumentError
 
@@ -97,6 +98,10 @@ def domain_aware(parallelism: Parallelism, fabric: Any) -> Parallelism:
         placed = fs.training.domain_aware(par, fabric)
         placed.placement[64:66], placed.placement[96]   # ((72, 73), 104): ranks 64-95 on rack 1
     """
+    # a Parallelism (step.py imports this module, so it is known by what it has)
+    if isinstance(parallelism, type) or not (is_dataclass(parallelism) and callable(getattr(parallelism, "rank_map", None))):
+        raise InvalidArgumentError(f"domain_aware: parallelism must be a fabricsim.Parallelism, got "
+                                   f"{type(parallelism).__name__} {shown(parallelism)}")
     size = _domain_size(fabric)
     p = parallelism
     n = p.n_gpus

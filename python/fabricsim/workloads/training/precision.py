@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._checks import choice, flag
+from ..._checks import choice, flag, known_fields
 from ...exceptions import InvalidArgumentError
 
 __all__ = ["Precision", "precision", "RECIPES"]
@@ -41,6 +41,8 @@ class _Recipe:
     cast_bytes_per_value: float  # HBM bytes to quantize one BF16 value a GEMM reads (see Precision)
     weight_bytes: float  # bytes per parameter of a quantized weight copy (values and scales)
     blackwell_only: bool
+    activation_bytes: float  # bytes per value of a quantized activation, row-wise (values and scales)
+    block_scaled: bool  # scales per block of values: row-wise and column-wise copies differ
 
 
 #: Bytes moved to quantize one BF16 value for a GEMM, and to store one quantized weight value.
@@ -50,14 +52,16 @@ class _Recipe:
 #: cast_transpose.cu): 2 + 1 + 1 for FP8. Current scaling first reads the tensor for its amax
 #: (+2). Block and micro-block scales add their scale bytes per value: FP32 per 128 values
 #: (blockwise), one byte E8M0 per 32 (MXFP8), one byte E4M3 per 16 (NVFP4, whose per-tensor
-#: scale also needs the amax pass, +2). Weight copies: the values plus their scales.
+#: scale also needs the amax pass, +2). Weight copies: the values plus their scales; a quantized
+#: activation, row-wise: its values plus the scales of its rows' blocks (1 x 128 for blockwise).
 RECIPES: dict[str, _Recipe] = {
-    "bf16": _Recipe("bf16", 0.0, 2.0, False),
-    "fp8-delayed": _Recipe("fp8", 2.0 + 1.0 + 1.0, 1.0, False),
-    "fp8-current": _Recipe("fp8", 2.0 + 2.0 + 1.0 + 1.0, 1.0, False),
-    "fp8-blockwise": _Recipe("fp8-blockwise", 2.0 + 2 * (1.0 + 4.0 / 128), 1.0 + 4.0 / 128 ** 2, False),
-    "mxfp8": _Recipe("mxfp8", 2.0 + 2 * (1.0 + 1.0 / 32), 1.0 + 1.0 / 32, True),
-    "nvfp4": _Recipe("nvfp4", 2.0 + 2.0 + 2 * (0.5 + 1.0 / 16), 0.5 + 1.0 / 16, True),
+    "bf16": _Recipe("bf16", 0.0, 2.0, False, 2.0, False),
+    "fp8-delayed": _Recipe("fp8", 2.0 + 1.0 + 1.0, 1.0, False, 1.0, False),
+    "fp8-current": _Recipe("fp8", 2.0 + 2.0 + 1.0 + 1.0, 1.0, False, 1.0, False),
+    "fp8-blockwise": _Recipe("fp8-blockwise", 2.0 + 2 * (1.0 + 4.0 / 128), 1.0 + 4.0 / 128 ** 2, False, 1.0 + 4.0 / 128,
+                             True),
+    "mxfp8": _Recipe("mxfp8", 2.0 + 2 * (1.0 + 1.0 / 32), 1.0 + 1.0 / 32, True, 1.0 + 1.0 / 32, True),
+    "nvfp4": _Recipe("nvfp4", 2.0 + 2.0 + 2 * (0.5 + 1.0 / 16), 0.5 + 1.0 / 16, True, 0.5 + 1.0 / 16, True),
 }
 
 
@@ -72,6 +76,7 @@ _ALIASES = {
 }
 
 
+@known_fields
 @dataclass(frozen=True)
 class Precision:
     """A training precision: ``recipe`` (see the module docstring: "bf16", "fp8-delayed",
@@ -147,11 +152,28 @@ class Precision:
         format (with its block scales), BF16's 2 without a low-precision recipe."""
         return self._r.weight_bytes
 
-    @property
-    def peak_key(self) -> str:
-        """The catalog GPU field of the GEMMs' dense peak: ``bf16_dense_flop_per_s``,
-        ``fp8_dense_flop_per_s`` (FP8 and MXFP8) or ``fp4_dense_flop_per_s``."""
-        return {"bf16": "bf16", "nvfp4": "fp4"}.get(self.gemm_format, "fp8") + "_dense_flop_per_s"
+    def sequence_parallel_gather_bytes(self, *, backward: bool = False, userbuffers: bool = False) -> float:
+        """Bytes per value a sequence-parallel all-gather carries to a linear layer's GEMM:
+        BF16's 2, or with a low-precision recipe the quantized tensor, as Transformer Engine
+        quantizes the local shard and gathers that (``gather_along_first_dim`` with the
+        quantizer, transformer_engine/pytorch/distributed.py, called by ``_linear_forward_impl``
+        in module/linear.py and the layer-norm linear's forward in module/layernorm_linear.py
+        for the input, ``grad_output_preprocess`` in module/base.py for the output's gradient;
+        NVIDIA/TransformerEngine@d0067d0d). The forward gathers the input row-wise, values and
+        their scales. The backward (``backward=True``) gathers the output's gradient for the
+        data gradient (row-wise) and the weight gradient (column-wise): per-tensor FP8
+        gathers one copy and transposes it after, block-scaled formats gather both copies,
+        except through Transformer Engine's userbuffers (``userbuffers=True``, the TP overlap),
+        which carry one usage at a time.
+
+        Example::
+
+            fs.training.Precision("fp8").sequence_parallel_gather_bytes()                # 1.0
+            fs.training.Precision("mxfp8").sequence_parallel_gather_bytes(backward=True)  # 2.0625
+        """
+        r = self._r
+        copies = 2 if backward and r.block_scaled and not userbuffers else 1
+        return copies * r.activation_bytes
 
     def check_gpu(self, gpu: object) -> None:
         """Refuse a recipe the GPU cannot run (MXFP8 and NVFP4 need Blackwell), naming both.

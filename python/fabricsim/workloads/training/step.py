@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._checks import COUNT, I64, choice, flag, integer, integers, parsed, real_in, shown
+from ..._checks import COUNT, I64, choice, flag, integer, integers, known_fields, parsed, real_in, shown
 from ...collectives import estimate, fabric_view
 from ...collectives.cost.model import checked_cost_model
 from ...exceptions import InvalidArgumentError, ZeroCapacityPathError
@@ -31,7 +31,7 @@ from ...progress import enabled as progress_enabled
 from ...scenario import Scenario
 from ...scenario_args import checked_progress
 from ...units import size_bytes
-from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, adam_bytes_per_param, chunks, memory_bound_s
+from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, _peak, adam_bytes_per_param, chunks, memory_bound_s
 from .precision import Precision
 from .precision import precision as _precision
 from .construction import _Builder, _Built
@@ -87,6 +87,7 @@ _DP_SHARDING = {
 }
 
 
+@known_fields
 @dataclass(frozen=True)
 class Parallelism:
     """Parallelism as Megatron-LM's arguments spell it.
@@ -136,6 +137,8 @@ class Parallelism:
         fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
         fs.TrainingStep("llama3-8b", par, fabric).estimate().step_s   # about 0.24
     """
+
+    _field_error = TrainingConfigError
 
     tp: int = 1
     pp: int = 1
@@ -408,12 +411,8 @@ class TrainingStep:
         self.gpu = _gpu_part(fabric, gpu)
         self.precision: Precision = _precision(precision)
         self.precision.check_gpu(self.gpu)
-        key = self.precision.peak_key
-        peak = self.gpu.get(key)
-        if peak is None:
-            raise InvalidArgumentError(f"catalog GPU {self.gpu.name!r} has no {key}: add it (fs.catalog.add_part) or pass gpu=")
         #: the dense peak of the linear layers' GEMM format, the denominator of MFU
-        self.peak_flop_per_s: float = peak
+        self.peak_flop_per_s: float = _peak(self.gpu, self.precision.gemm_format)
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
         self.ranks = parallelism.rank_map()  # Megatron's rank of each, the same shape
@@ -561,17 +560,20 @@ class TrainingStep:
         (per-GPU NVLink and network rates) cannot see."""
         return bool((getattr(self.fabric, "_parts", None) or {}).get("faults"))
 
-    def _chains(self, kind: str, s: int, size: float, every: bool) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
+    def _chains(self, kind: str, s: int, size: float, every: bool,
+                gather: float | None = None) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
         """One communication of stage ``s`` as the step issues it at once on every group of
         ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
         first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", or a
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each TP rank's
-        replicas."""
+        replicas. ``gather``: the bytes of the TP all-gather with sequence parallelism, where
+        they are not ``size`` (the reduce-scatter's)."""
         p, G = self.par, self.gpus
         ops: list[tuple[str, float, Any]]
         n = None if every else 1
         if kind == "tp":
-            ops = [("reduce_scatter", size, None), ("all_gather", size, None)] if p.sequence_parallel else [("all_reduce", size, None)]
+            ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
+                   if p.sequence_parallel else [("all_reduce", size, None)])
             groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
         elif kind == "cp":
             ops = [("send_recv", size, None)]
@@ -581,18 +583,19 @@ class TrainingStep:
             groups = list(G[s].reshape(-1, p.tp).T[:n])  # per TP rank, its dp x cp replicas
         return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
 
-    def _comm_s(self, kind: str, s: int, size: float) -> float:
-        """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes takes
-        on an otherwise idle fabric: on a fabric without faults, replica 0's chain timed by
-        :func:`fabricsim.estimate` (every group has its shape); on a fabric with faults, every
-        group's chain simulated together at flow level, so that a degraded link on any group's
-        path, and the groups that share it, set the time."""
+    def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None) -> float:
+        """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes (and
+        ``gather`` bytes of the TP all-gather) takes on an otherwise idle fabric: on a fabric
+        without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
+        its shape); on a fabric with faults, every group's chain simulated together at flow
+        level, so that a degraded link on any group's path, and the groups that share it, set
+        the time."""
         if size <= 0:
             return 0.0
-        key = (kind, s, round(size))
+        key = (kind, s, round(size)) + (() if gather is None else (round(gather),))
         hit = self._est_cache.get(key)
         if hit is None:
-            chains = self._chains(kind, s, size, every=self._faulted)
+            chains = self._chains(kind, s, size, every=self._faulted, gather=gather)
             if not chains:
                 hit = 0.0
             elif self._faulted:
