@@ -3,6 +3,7 @@ its breakdown and critical path, and the validation against published step figur
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -693,6 +694,37 @@ def test_a_built_step_is_one_kept_call_and_pickles_to_the_same_tables(four_nodes
     a, b = sc.run(), copy.run()
     for name in ("flows", "delays", "collectives"):
         assert getattr(a, name).equals(getattr(b, name)), name
+
+
+def test_a_core_batch_adds_its_items_in_order_or_nothing():
+    """core.add_batch: delays and template copies at the ids that follow, each copy's one root
+    waiting for its own ids, tags replaced only on a template of one tag; a bad item leaves
+    the scenario as it was and says which."""
+    t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us")
+    sc = fs.Scenario(t)
+    core = sc._core
+    lead = core.add_delay(1e-3, 0.0, [], "lead")
+    begin = core.add_delay(0.0, 0.0, [lead], "x")
+    core.add_flows(np.array([0]), np.array([2]), np.array([1e9]), np.array([0.0]), "x", None, None, [begin])
+    template, n_roots, one_tag = core.template(begin)
+    assert (n_roots, one_tag) == (1, True)
+    i64 = functools.partial(np.array, dtype=np.int64)
+    core.add_batch(i64([-1, template, template]), np.array([2e-3, 0.0, 0.0]), i64([0, -1, 1]), ["d", "y"],
+                   i64([0, 1, 2, 3]), i64([lead, 3, 5]))
+    assert core.n_activities == 8
+    for bad, message in (((i64([template]), np.zeros(1), i64([-1]), [], i64([0, 1]), i64([99])), "99"),
+                         ((i64([7]), np.zeros(1), i64([-1]), [], i64([0, 0]), i64([])), "template 7"),
+                         ((i64([-1, -1]), np.zeros(2), i64([-1, 2]), ["a"], i64([0, 0, 0]), i64([])), "tag 2")):
+        with pytest.raises(fs.InvalidArgumentError, match=message):
+            core.add_batch(*bad)
+        assert core.n_activities == 8
+    r = sc.run()
+    finish = dict(zip(r.flows.column("flow_id").to_pylist(), r.flows.column("finish_s").to_pylist()))
+    done = dict(zip(r.delays.column("delay_id").to_pylist(), r.delays.column("finish_s").to_pylist()))
+    tags = dict(zip(r.delays.column("delay_id").to_pylist(), r.delays.column("tag").to_pylist()))
+    assert sorted(finish) == [2, 5, 7] and [tags[i] for i in (3, 4, 6)] == ["d", "x", "y"]
+    # the delay after the lead; the first copy after it, the second after the first's flow
+    assert done[3] == pytest.approx(3e-3) and done[4] == done[3] and done[6] == finish[5] < finish[7]
 
 
 def test_collectives_made_again_from_their_core_calls_match_constructed_ones():
