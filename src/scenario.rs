@@ -31,6 +31,9 @@ use crate::topology::fabric::{Fabric, Mode};
 use crate::topology::Topology;
 
 mod spread;
+mod template;
+
+pub use template::Template;
 
 /// No node, no tag.
 pub const NONE: u32 = u32::MAX;

@@ -288,8 +288,7 @@ class Job:
             start = self._sc.add_delay(0.0, after=after_ids, tag=f"{self.name}.step_start")
             with self._sc._weighted(self.weight):
                 built = step._into(self._sc, start)
-            depended = {d for ds in built.deps.values() for d in ds}
-            last = [int(a) for a in built.ids if int(a) not in depended]
+            last = built.ids[~np.isin(built.ids, built.after_ids)].tolist()
             end = self._sc.add_delay(0.0, after=last, tag=f"{self.name}.step_end")
             self.steps.append((step, start, end, built))
             return end

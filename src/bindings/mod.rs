@@ -634,6 +634,8 @@ fn as_unknown_node(e: Error) -> Error {
 #[pyclass(module = "fabricsim._core")]
 pub struct Scenario {
     inner: sc::Scenario,
+    /// Activities kept to be added again (`template`, `add_batch`).
+    templates: Vec<sc::Template>,
 }
 
 fn activities(s: &sc::Scenario, ids: &Ids) -> Result<Vec<ActivityId>, Error> {
@@ -673,7 +675,10 @@ impl Scenario {
             modes[1] = parse_mode(m).map_err(to_py)?;
         }
         inner.set_modes(modes);
-        Ok(Scenario { inner })
+        Ok(Scenario {
+            inner,
+            templates: Vec::new(),
+        })
     }
 
     /// Routing of the (scale-up, scale-out) tiers: "ecmp" or "adaptive".
@@ -1027,6 +1032,102 @@ impl Scenario {
         })
     }
 
+    /// Keeps activities `first..` (the latest) to be added again by `add_batch`; returns the
+    /// template's number, its roots (those a copy makes wait for its `after`) and whether
+    /// all have one tag (which a copy may replace), or None where they cannot be repeated
+    /// (`sc::Scenario::template`).
+    fn template(&mut self, first: usize) -> PyResult<Option<(usize, usize, bool)>> {
+        let s = &self.inner;
+        let kept = guard(|| s.template(first))?;
+        Ok(kept.map(|t| {
+            let (roots, one_tag) = (t.n_roots(), t.one_tag());
+            self.templates.push(t);
+            (self.templates.len() - 1, roots, one_tag)
+        }))
+    }
+
+    /// Adds items in order, each waiting for `after_ids[after_offsets[i]..after_offsets[i +
+    /// 1]]`: where `template[i]` is a template's number, a copy of it (its roots waiting,
+    /// `sc::Scenario::repeat`; every activity tagged `tags[tag[i]]` where `tag[i]` is not
+    /// -1), else (-1) a delay of `duration_s[i]` tagged `tags[tag[i]]` (none where -1). Their
+    /// ids follow each other from `n_activities`, so the caller knows them before the call.
+    /// All or nothing: on an error nothing of the batch stays.
+    #[allow(clippy::too_many_arguments)]
+    fn add_batch(
+        &mut self,
+        template: PyReadonlyArray1<'_, i64>,
+        duration_s: PyReadonlyArray1<'_, f64>,
+        tag: PyReadonlyArray1<'_, i64>,
+        tags: Vec<String>,
+        after_offsets: PyReadonlyArray1<'_, i64>,
+        after_ids: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<()> {
+        let (template, duration) = (
+            slice("template", &template)?,
+            slice("duration_s", &duration_s)?,
+        );
+        let (tag, offsets) = (slice("tag", &tag)?, slice("after_offsets", &after_offsets)?);
+        let after_ids = slice("after_ids", &after_ids)?;
+        let (s, templates) = (&mut self.inner, &self.templates);
+        guard(|| {
+            let n = template.len();
+            if duration.len() != n || tag.len() != n {
+                return Err(Error::InvalidArgument(format!(
+                    "template, duration_s and tag must have one length, got {n}, {} and {}",
+                    duration.len(),
+                    tag.len()
+                )));
+            }
+            check_rows(
+                ("after_offsets", "items", "after_ids"),
+                offsets,
+                n,
+                after_ids.len(),
+            )?;
+            let mut n_flows = 0;
+            for (i, &t) in template.iter().enumerate() {
+                if t >= 0 {
+                    let t = templates.get(t as usize).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "item {i}: template {t} is not one of the {} kept",
+                            templates.len()
+                        ))
+                    })?;
+                    n_flows += t.n_flows();
+                }
+                if tag[i] >= tags.len() as i64 {
+                    return Err(Error::InvalidArgument(format!(
+                        "item {i}: tag {} is not one of the {} given",
+                        tag[i],
+                        tags.len()
+                    )));
+                }
+            }
+            s.check_room_for_flows(n_flows)?;
+            let first = s.n_activities();
+            let mut after = Vec::new();
+            let added = (|| {
+                for i in 0..n {
+                    after.clear();
+                    for &a in &after_ids[offsets[i] as usize..offsets[i + 1] as usize] {
+                        after.push(s.activity(a)?);
+                    }
+                    let name = usize::try_from(tag[i]).ok().map(|k| tags[k].as_str());
+                    if template[i] >= 0 {
+                        s.repeat(&templates[template[i] as usize], &after, name)?;
+                    } else {
+                        s.add_delay(duration[i], 0.0, &after, name)?;
+                    }
+                }
+                Ok(())
+            })();
+            if added.is_err() {
+                s.truncate(first);
+            }
+            added
+        })
+    }
+
     /// From `time_s` on, `links` carry `factor` times their nominal capacity.
     fn add_fault(&mut self, time_s: f64, links: Vec<i64>, factor: f64) -> PyResult<()> {
         let s = &mut self.inner;
@@ -1141,22 +1242,33 @@ impl Scenario {
 
 /// Checks compressed-row offsets: n + 1 of them, from 0, never decreasing, ending at `len`.
 fn check_offsets(offsets: &[i64], n: usize, len: usize) -> Result<(), Error> {
+    check_rows(("route_offsets", "flows", "route_links"), offsets, n, len)
+}
+
+/// Checks compressed rows: `names` are the offsets', the rows' and the values' names.
+fn check_rows(
+    names: (&str, &str, &str),
+    offsets: &[i64],
+    n: usize,
+    len: usize,
+) -> Result<(), Error> {
+    let (o, rows, values) = names;
     if offsets.len() != n + 1 {
         return Err(Error::InvalidArgument(format!(
-            "route_offsets must have {} entries (one more than flows), got {}",
+            "{o} must have {} entries (one more than {rows}), got {}",
             n + 1,
             offsets.len()
         )));
     }
     if offsets[0] != 0 || offsets[n] != len as i64 {
         return Err(Error::InvalidArgument(format!(
-            "route_offsets must start at 0 and end at len(route_links) = {len}, got {} and {}",
+            "{o} must start at 0 and end at len({values}) = {len}, got {} and {}",
             offsets[0], offsets[n]
         )));
     }
     if let Some(i) = (0..n).find(|&i| offsets[i + 1] < offsets[i]) {
         return Err(Error::InvalidArgument(format!(
-            "route_offsets must not decrease: route_offsets[{}] = {} < route_offsets[{i}] = {}",
+            "{o} must not decrease: {o}[{}] = {} < {o}[{i}] = {}",
             i + 1,
             offsets[i + 1],
             offsets[i]

@@ -37,6 +37,9 @@ pub struct Activities {
     /// The bytes the flows carry over their constraints: the sum of `carried_by`, held to
     /// `units::MAX_CARRIED_BYTES`.
     pub(crate) carried_bytes: f64,
+    /// Activities there were when a dependency was last added by `add_dependency` (0 if
+    /// never): those added since have theirs at the tail of `deps`, in the order added.
+    pub(crate) dependency_added_at: usize,
 }
 
 impl Default for Activities {
@@ -53,6 +56,7 @@ impl Default for Activities {
             usage: Vec::new(),
             deps: Vec::new(),
             carried_bytes: 0.0,
+            dependency_added_at: 0,
         }
     }
 }
@@ -202,6 +206,7 @@ impl Activities {
             usage,
             deps: self.deps.clone(),
             carried_bytes: self.carried_bytes,
+            dependency_added_at: self.dependency_added_at,
         }
     }
 
@@ -252,6 +257,7 @@ impl Activities {
             )));
         }
         self.deps.push((activity.0, after.0));
+        self.dependency_added_at = self.len();
         Ok(())
     }
 

@@ -3,6 +3,7 @@ its breakdown and critical path, and the validation against published step figur
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -623,6 +624,8 @@ class _PublicBuilder(construction._Builder):
     """The step built through the public, checked Scenario.add_* methods, one call per
     activity (as it was before the builder went straight to the core): the reference."""
 
+    batched = False
+
     def delay(self, dur, after, cat, tag, *meta):
         after = after or self.start
         return self._rec(self.sc.add_delay(max(0.0, dur), after=after, tag=tag), construction._CAT_INDEX[cat], after, *meta)
@@ -635,7 +638,7 @@ class _PublicBuilder(construction._Builder):
             aid = self.sc.add_collective(op, list(ranks), size, after=after, tag=tag)
         return self._rec(aid, construction._CAT_INDEX[cat], after, *meta)
 
-    def flows(self, pp, after, tag):
+    def flows(self, key, pp, after, tag):
         src, dst, nbytes, _ = pp
         return [int(x) for x in self.sc.add_flows(src.tolist(), dst.tolist(), float(nbytes[0]), after=after, tag=tag)]
 
@@ -655,11 +658,15 @@ _MIXTRAL = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
      dict(tp_comm="analytical")),
     (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=4, ep_imbalance=2.0, dp_sharding="none"), {}),
     (4, "llama3-8b", dict(tp=4, pp=2, cp=2, dp=2, global_batch_size=8, dp_sharding="optim_grads"), {}),
+    # Llama 3 405B's layout at 1/64 of its replicas (asv's Llama405B16kH100 on 16,384 GPUs)
+    (32, "llama3-405b", dict(pp=16, dp=2, global_batch_size=32, schedule="interleaved", virtual_stages=4,
+                             dp_sharding="optim_grads", stage_layers=(7,) + (8,) * 14 + (7,)), {}),
 ])
 def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options):
-    """The builder adds activities straight through the core and makes repeated collectives
-    again from their recorded core calls: every table, id and figure must be those of the
-    step added one checked add_* call at a time."""
+    """The builder adds activities through the core in batches and makes repeated
+    collectives and pipeline transfers again as copies of the first: every table, id and
+    figure (the step time and its breakdown to the last bit) must be those of the step added
+    one checked add_* call at a time."""
     f = fs.cluster(domain="hgx-h100", n_domains=fabric_domains, scale_out="quantum-2")
     step = _step(f, **par) if model == "llama3-8b" and not options else T.TrainingStep(
         model, T.Parallelism(**{**dict(tp=8, pp=2, dp=2, global_batch_size=16, dp_sharding="zero1"), **par}), f,
@@ -668,7 +675,8 @@ def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fab
     assert fast.n_activities == slow.n_activities == fast.scenario.n_activities
     for name in ("ids", "cat", "stage", "replica", "micro_batch", "chunk"):
         assert (getattr(fast, name) == getattr(slow, name)).all(), name
-    assert fast.deps == slow.deps
+    for name in ("group", "after_offsets", "after_ids"):
+        assert (getattr(fast, name) == getattr(slow, name)).all(), name
     a = T.StepResult(step, fast, fast.scenario.run(), build_s=0.0, run_s=0.0)
     b = T.StepResult(step, slow, slow.scenario.run(), build_s=0.0, run_s=0.0)
     for name in ("flows", "delays", "collectives"):
@@ -698,6 +706,37 @@ def test_a_built_step_is_one_kept_call_and_pickles_to_the_same_tables(four_nodes
     a, b = sc.run(), copy.run()
     for name in ("flows", "delays", "collectives"):
         assert getattr(a, name).equals(getattr(b, name)), name
+
+
+def test_a_core_batch_adds_its_items_in_order_or_nothing():
+    """core.add_batch: delays and template copies at the ids that follow, each copy's one root
+    waiting for its own ids, tags replaced only on a template of one tag; a bad item leaves
+    the scenario as it was and says which."""
+    t = fs.Topology.from_arrays([0, 1], [1, 2], "100GB/s", "1us")
+    sc = fs.Scenario(t)
+    core = sc._core
+    lead = core.add_delay(1e-3, 0.0, [], "lead")
+    begin = core.add_delay(0.0, 0.0, [lead], "x")
+    core.add_flows(np.array([0]), np.array([2]), np.array([1e9]), np.array([0.0]), "x", None, None, [begin])
+    template, n_roots, one_tag = core.template(begin)
+    assert (n_roots, one_tag) == (1, True)
+    i64 = functools.partial(np.array, dtype=np.int64)
+    core.add_batch(i64([-1, template, template]), np.array([2e-3, 0.0, 0.0]), i64([0, -1, 1]), ["d", "y"],
+                   i64([0, 1, 2, 3]), i64([lead, 3, 5]))
+    assert core.n_activities == 8
+    for bad, message in (((i64([template]), np.zeros(1), i64([-1]), [], i64([0, 1]), i64([99])), "99"),
+                         ((i64([7]), np.zeros(1), i64([-1]), [], i64([0, 0]), i64([])), "template 7"),
+                         ((i64([-1, -1]), np.zeros(2), i64([-1, 2]), ["a"], i64([0, 0, 0]), i64([])), "tag 2")):
+        with pytest.raises(fs.InvalidArgumentError, match=message):
+            core.add_batch(*bad)
+        assert core.n_activities == 8
+    r = sc.run()
+    finish = dict(zip(r.flows.column("flow_id").to_pylist(), r.flows.column("finish_s").to_pylist()))
+    done = dict(zip(r.delays.column("delay_id").to_pylist(), r.delays.column("finish_s").to_pylist()))
+    tags = dict(zip(r.delays.column("delay_id").to_pylist(), r.delays.column("tag").to_pylist()))
+    assert sorted(finish) == [2, 5, 7] and [tags[i] for i in (3, 4, 6)] == ["d", "x", "y"]
+    # the delay after the lead; the first copy after it, the second after the first's flow
+    assert done[3] == pytest.approx(3e-3) and done[4] == done[3] and done[6] == finish[5] < finish[7]
 
 
 def test_collectives_made_again_from_their_core_calls_match_constructed_ones():

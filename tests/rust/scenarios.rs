@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use fabricsim::engine::{run_with_disruptions, RunOptions};
-use fabricsim::ids::{LinkId, NodeId};
+use fabricsim::ids::{ActivityId, LinkId, NodeId};
 use fabricsim::rng::Rng;
 use fabricsim::routing::structured::{self, Routed, Traffic};
 use fabricsim::scenario::{Combine, Edge, Leg, Route, Scenario};
@@ -407,4 +407,161 @@ fn reduction_trees_reduce_within_themselves_and_add_across() {
         one.iter().map(|u| u.1).sum::<f64>() + 1.5,
         two.iter().map(|u| u.1).sum::<f64>()
     );
+}
+
+/// The span a template copies in `a_template_copy_is_the_span_added_again`: a begin delay
+/// after `after`, a coupled ring and two plain flows (one striped) after it, and an end
+/// delay after those; every activity tagged `tag`. Returns the end.
+fn add_span(sc: &mut Scenario, after: &[ActivityId], tag: &str) -> ActivityId {
+    let begin = sc.add_delay(1e-6, 0.0, after, Some(tag)).unwrap();
+    let ring: Vec<Edge> = [(0u32, 9u32), (9, 18), (18, 0)]
+        .iter()
+        .map(|&(src, dst)| Edge {
+            src,
+            dst,
+            coefficient: 1.5,
+            leg: Leg::Whole,
+            tree: 0,
+        })
+        .collect();
+    let c = sc
+        .add_coupled_flow(
+            ring,
+            Combine::Sum,
+            Vec::new(),
+            3e6,
+            2e-6,
+            0.0,
+            &[begin],
+            Some(tag),
+            f64::INFINITY,
+        )
+        .unwrap();
+    let f = sc
+        .add_flow(
+            NodeId(1),
+            NodeId(30),
+            2e6,
+            0.0,
+            &[begin],
+            Route::Ecmp,
+            Some(tag),
+            4e10,
+        )
+        .unwrap();
+    let g = sc
+        .add_flow(
+            NodeId(2),
+            NodeId(17),
+            1e6,
+            0.0,
+            &[begin],
+            Route::Striped,
+            Some(tag),
+            f64::INFINITY,
+        )
+        .unwrap();
+    sc.add_delay(0.0, 0.0, &[c, f, g], Some(tag)).unwrap()
+}
+
+#[test]
+fn a_template_copy_is_the_span_added_again() {
+    // ECMP hashes each flow on its id: a copy must be routed at its own ids, as the same
+    // calls made again would be.
+    let fabric = clos_of(2, Mode::Ecmp);
+    let (mut copied, mut direct) = (
+        Scenario::new(Arc::clone(&fabric), 7),
+        Scenario::new(fabric, 7),
+    );
+    let mut ends = [ActivityId(0), ActivityId(0)];
+    for (k, sc) in [&mut copied, &mut direct].into_iter().enumerate() {
+        let lead = sc.add_flow(
+            NodeId(3),
+            NodeId(20),
+            5e6,
+            0.0,
+            &[],
+            Route::Ecmp,
+            None,
+            f64::INFINITY,
+        );
+        ends[k] = add_span(sc, &[lead.unwrap()], "span");
+    }
+    let template = copied
+        .template(1)
+        .unwrap()
+        .expect("a span whose one root waits outside it");
+    assert_eq!(
+        (template.len(), template.n_flows(), template.n_roots()),
+        (5, 3, 1)
+    );
+    assert!(template.one_tag());
+    for (i, tag) in ["span", "other", "span"].iter().enumerate() {
+        let first = copied
+            .repeat(&template, &[ends[0]], (i == 1).then_some(*tag))
+            .unwrap();
+        assert_eq!(first.0 as usize + 4, copied.n_activities() - 1);
+        ends[0] = ActivityId(copied.n_activities() as u32 - 1);
+        ends[1] = add_span(&mut direct, &[ends[1]], tag);
+    }
+    assert_eq!(copied.n_activities(), direct.n_activities());
+    let tags = |sc: &Scenario| -> Vec<Option<String>> {
+        sc.tag()
+            .iter()
+            .map(|&t| sc.tag_names().get(t as usize).cloned())
+            .collect()
+    };
+    assert_eq!(tags(&copied), tags(&direct));
+    let deps = |sc: &Scenario| -> Vec<(u32, u32)> {
+        let mut d: Vec<_> = sc.activities().dependencies().collect();
+        d.sort();
+        d
+    };
+    assert_eq!(deps(&copied), deps(&direct));
+    let mut routes_differ = false;
+    for a in 0..copied.n_activities() as u32 {
+        let a = ActivityId(a);
+        assert_eq!(copied.usage_of(a), direct.usage_of(a), "usage of {}", a.0);
+        assert_eq!(copied.route_of(a), direct.route_of(a), "route of {}", a.0);
+        routes_differ |=
+            a.0 > 5 && copied.route_of(a) != copied.route_of(ActivityId((a.0 - 1) % 5 + 1));
+    }
+    assert!(
+        routes_differ,
+        "ECMP should hash some copied flow onto another path than its original"
+    );
+    let run = |sc: &Scenario| {
+        sc.run(&RunOptions::default(), &mut never_stop)
+            .unwrap()
+            .out
+            .finish_s
+    };
+    let (a, b) = (run(&copied), run(&direct));
+    assert_eq!(
+        a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_template_refuses_what_a_copy_could_not_add_again() {
+    let mut sc = Scenario::new(clos_of(2, Mode::Ecmp), 1);
+    let lead = sc.add_delay(1.0, 0.0, &[], None).unwrap();
+    let begin = sc.add_delay(1.0, 0.0, &[lead], None).unwrap();
+    // waits inside the span and outside it: a copy could not say for what outside
+    sc.add_delay(1.0, 0.0, &[begin, lead], None).unwrap();
+    assert!(sc.template(1).unwrap().is_none());
+    assert!(sc.template(3).is_err(), "past the last activity");
+    // a dependency added once the span had begun is not one an add call makes
+    let mut sc = Scenario::new(clos_of(2, Mode::Ecmp), 1);
+    let a = sc.add_delay(1.0, 0.0, &[], Some("a")).unwrap();
+    let b = sc.add_delay(1.0, 0.0, &[], Some("b")).unwrap();
+    let t = sc.template(0).unwrap().expect("two roots");
+    assert!(!t.one_tag() && t.n_roots() == 2);
+    assert!(
+        sc.repeat(&t, &[], Some("c")).is_err(),
+        "one tag for a template of two"
+    );
+    sc.add_dependency(b, a).unwrap();
+    assert!(sc.template(0).unwrap().is_none());
 }

@@ -3,6 +3,8 @@ phases joined by barriers, independent transfers), and the ``collectives`` resul
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -43,85 +45,102 @@ class _Tree:
 @dataclass(frozen=True)
 class _Plan:
     """A collective as :meth:`Builder.add` constructed it, to be made again (add_known): the
-    begin delay's tag, then each core call after it (method, arguments, keywords and the
-    position of the activity ids it waits for, counted from the begin delay's id), the
-    activities it made and its end among them, its coupled flows' edge bytes per byte and
-    its row of the collectives table but for the ids (the communicator's key, op, algorithm,
-    ranks, size, analytical s, protocol)."""
-    label: str
-    calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]
+    core's template of its activities (``core.template``: its begin delay the one root, the
+    rest waiting within it, all of one tag, the collective's label), how many there are and
+    its end among them, its coupled flows' edge bytes per byte (by position) and its row of
+    the collectives table but for the ids (the communicator's key, op, algorithm, ranks,
+    size, analytical s, protocol)."""
+    template: int
     span: int
     end: int
     edge_bytes: tuple[tuple[int, float], ...]
     row: tuple[bytes, str, str, int, float, float, str]
 
 
-# Where each core method that adds activities takes the ids it waits for.
-_AFTER_AT = {"add_delay": 2, "add_coupled_flow": 8, "add_flows": 7}
+class _Watcher:
+    """A scenario's core as a collective's construction calls it (Builder.add_known): every
+    call is passed on; one that does more than add activities (a reduction engine, which a
+    construction makes once) leaves the construction not to be repeated."""
 
-
-class _Recorder:
-    """A scenario's core as a collective's construction calls it (Builder.add_known): each
-    call that adds activities is passed on and recorded; any other change (a reduction
-    engine) is passed on and leaves the construction unrecorded."""
+    _ADDS = frozenset({"n_activities", "add_delay", "add_flows", "add_coupled_flow", "check_room_for_flows"})
 
     def __init__(self, core: Any) -> None:
         self.core = core
-        self.first: int = core.n_activities
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-        self.coupled: list[int] = []
         self.kept = True
 
-    @property
-    def n_activities(self) -> int:
-        n: int = self.core.n_activities
-        return n
-
-    def add_delay(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append(("add_delay", args, kwargs))
-        return self.core.add_delay(*args, **kwargs)
-
-    def add_flows(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append(("add_flows", args, kwargs))
-        return self.core.add_flows(*args, **kwargs)
-
-    def add_coupled_flow(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append(("add_coupled_flow", args, kwargs))
-        flow = self.core.add_coupled_flow(*args, **kwargs)
-        self.coupled.append(int(flow))
-        return flow
-
-    def check_room_for_flows(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append(("check_room_for_flows", args, kwargs))  # checked again where it is made again
-        return self.core.check_room_for_flows(*args, **kwargs)
-
     def __getattr__(self, name: str) -> Any:
-        self.kept = False
+        if name not in self._ADDS:
+            self.kept = False
         return getattr(self.core, name)
 
-    def plan(self, end: int, row: tuple[int, int, str, str, int, float, int, float, str], comm_key: bytes,
-             edge_bytes: dict[int, float]) -> _Plan | None:
-        first, span = self.first, self.core.n_activities - self.first
-        if not self.kept or not self.calls or self.calls[0][0] != "add_delay" or self.calls[0][2] or row[6] != first:
-            return None
-        calls = []
-        for method, args, kwargs in self.calls[1:]:
-            at = _AFTER_AT.get(method, -1)
-            if at < 0:  # a check, waiting for nothing
-                calls.append((method, args, kwargs, at))
-                continue
-            if "after" in kwargs or len(args) <= at:
-                return None
-            ids = args[at]
-            moved = np.asarray(ids, dtype=np.int64) - first
-            if moved.size and (moved.min() < 0 or moved.max() >= span):  # waits for something outside it
-                return None
-            shifted = list(args)
-            shifted[at] = moved if isinstance(ids, np.ndarray) else moved.tolist()
-            calls.append((method, tuple(shifted), kwargs, at))
-        label = self.calls[0][1][3]
-        return _Plan(label, tuple(calls), span, end - first, tuple((f - first, edge_bytes[f]) for f in self.coupled),
-                     (comm_key, row[2], row[3], row[4], row[5], row[7], row[8]))
+
+class Batch:
+    """Delays and copies of the core's templates (``core.template``) added in one core call
+    (``core.add_batch``), in order: each item's ids are known when it is asked for (they
+    follow the last), so a caller adding millions of activities makes one core call per
+    batch instead of one per activity. Whatever adds straight to the core meanwhile goes
+    through :meth:`direct`, which adds what is pending first."""
+
+    #: Items kept before they are added (bounds the lists' memory, not the result).
+    MAX_PENDING = 1 << 16
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.next_id: int = core.n_activities
+        self._tags: dict[str, int] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        self._template: list[int] = []
+        self._duration: list[float] = []
+        self._tag: list[int] = []
+        self._n_after: list[int] = []
+        self._after: list[int] = []
+
+    def delay(self, duration_s: float, after: Any, tag: str | None) -> int:
+        """A delay of ``duration_s`` after ``after`` (ids), as ``core.add_delay(duration_s,
+        0.0, after, tag)`` adds it; returns its id."""
+        tags = self._tags
+        return self._item(-1, duration_s, -1 if tag is None else tags.setdefault(tag, len(tags)), after, 1)
+
+    def repeat(self, template: int, n: int, after: Any, tag: str | None = None) -> int:
+        """A copy of core template ``template`` (of ``n`` activities), its roots after
+        ``after``, every activity tagged ``tag`` where it is given (a template of one tag),
+        else as in the template; returns its first id."""
+        tags = self._tags
+        return self._item(template, 0.0, -1 if tag is None else tags.setdefault(tag, len(tags)), after, n)
+
+    def _item(self, template: int, duration_s: float, tag: int, after: Any, n: int) -> int:
+        first = self.next_id
+        self._template.append(template)
+        self._duration.append(duration_s)
+        self._tag.append(tag)
+        self._n_after.append(len(after))
+        self._after.extend(after)
+        self.next_id = first + n
+        if len(self._template) >= self.MAX_PENDING:
+            self.flush()
+        return first
+
+    def flush(self) -> None:
+        """Adds what is pending."""
+        if not self._template:
+            return
+        offsets = np.zeros(len(self._n_after) + 1, dtype=np.int64)
+        np.cumsum(_int64s(self._n_after), out=offsets[1:])
+        self.core.add_batch(_int64s(self._template), np.fromiter(self._duration, np.float64, len(self._duration)),
+                            _int64s(self._tag), list(self._tags), offsets, _int64s(self._after))
+        self._clear()
+        if self.core.n_activities != self.next_id:  # pragma: no cover - the core adds each item whole
+            raise AssertionError(f"a batch ended at id {self.core.n_activities}, not {self.next_id}")
+
+    @contextlib.contextmanager
+    def direct(self) -> Iterator[Any]:
+        """The core, for adds straight to it: what is pending is added first, and the ids
+        that follow are counted from what the block added."""
+        self.flush()
+        yield self.core
+        self.next_id = self.core.n_activities
 
 
 class Builder:
@@ -133,6 +152,7 @@ class Builder:
         #: Per collective: (end id, communicator, op, algorithm, ranks, size, begin id, analytical s, protocol).
         self.rows: list[tuple[int, int, str, str, int, float, int, float, str]] = []
         self._communicators: dict[bytes, int] = {}
+        self._communicator_keys: list[bytes] = []  # by number
         self._engines: dict[tuple[str | int, ...], int] = {}
         #: Per coupled flow id, the bytes its edges carry per byte of the flow (the sum of
         #: their coefficients): one flow of a ring stands for all its edges' traffic.
@@ -141,13 +161,15 @@ class Builder:
         self._core: _core.Scenario = scenario._core
         #: add_known's collectives as made once, to be made again (_Plan), by their arguments.
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        #: Where add_known adds copies while a caller adds in bulk (a training step), else None.
+        self.batch: Batch | None = None
 
     def add(self, op: str, ranks: np.ndarray | None, size_bytes: float, algorithm: str, after: np.ndarray,
             start_s: float, tag: str | None, sizes: np.ndarray | None = None, protocol: str = "auto") -> int:
         comm = communicator(self.sc.topology, op, ranks)
         algo, proto = resolve_algorithm(op, algorithm, protocol, size_bytes, comm, self.cost)
         core = self._core
-        label = tag if tag is not None else op
+        label = _label(op, tag)
         first = core.n_activities
         try:
             begin = core.add_delay(0.0, start_s, after, label)
@@ -162,8 +184,15 @@ class Builder:
     def record(self, end: int, comm: _Comm, op: str, algo: str, size_bytes: float, begin: int, analytical: float,
                proto: str) -> None:
         """Gives a collective built from ``begin`` to ``end`` its row of the results table."""
-        comm_id = self._communicators.setdefault(comm.ranks.tobytes(), len(self._communicators))
+        comm_id = self._communicator(comm.ranks.tobytes())
         self.rows.append((end, comm_id, op, algo, comm.n, size_bytes, begin, analytical, proto))
+
+    def _communicator(self, key: bytes) -> int:
+        """The number of the communicator of ranks ``key`` (bytes), numbered as first seen."""
+        comm_id = self._communicators.setdefault(key, len(self._communicators))
+        if comm_id == len(self._communicator_keys):
+            self._communicator_keys.append(key)
+        return comm_id
 
     def forget_from(self, first: int) -> None:
         """Forgets the collectives from activity ``first`` on (a change that failed partway:
@@ -174,25 +203,29 @@ class Builder:
         # newest, so dropping them keeps the numbering dense, as if they had never come.
         used = {r[1] for r in self.rows}
         self._communicators = {k: i for k, i in self._communicators.items() if i in used}
+        del self._communicator_keys[len(self._communicators):]
 
     def add_known(self, op: str, ranks: tuple[int, ...], size_bytes: float | None, after: Any, tag: str,
                   sizes: np.ndarray | None = None) -> int:
         """:meth:`add` for a caller whose arguments are known good (a training step adds
         millions of collectives): GPU ``ranks`` in order, ``size_bytes`` in bytes (or an
         all-to-all-v matrix ``sizes``), ``after`` a sequence of activity ids, "auto" algorithm
-        and protocol, no start time. Each distinct collective (op, ranks, size, tag) is
-        constructed once, its core calls recorded (:class:`_Plan`), and made again by
-        repeating those calls with its activity ids moved to where it begins: the same
-        calls in the same order as constructing it again would make, so the same
-        activities, routes and results, without the construction's Python."""
-        key = (op, ranks, size_bytes, tag, None if sizes is None else sizes.tobytes())
+        and protocol, no start time. Each distinct collective (op, ranks, size) is
+        constructed once and kept as a core template of its activities (:class:`_Plan`),
+        then made again as a copy at new ids with its own label (into :attr:`batch` where
+        one is set): the same activities, dependencies, routes and results as constructing
+        it again would make, without the construction's Python."""
+        key = (op, ranks, size_bytes, None if sizes is None else sizes.tobytes())
+        plan = self._plans.get(key)
+        if plan is not None:
+            return self._repeat(plan, after, _label(op, tag))
 
         def construct() -> int:
             arr = np.array(ranks, dtype=np.int64)
             S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
             return self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
 
-        return self._known(key, after, construct)
+        return self._known(key, after, construct, _label(op, tag))
 
     def add_known_moe(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, mode: str,
                       after: Any, tag: str) -> int:
@@ -204,50 +237,54 @@ class Builder:
         return self._known(key, after, lambda: add_moe(self, kind, np.array(ranks, dtype=np.int64), routing,
                                                        nbytes_per_token, mode, after, 0.0, tag))
 
-    def _known(self, key: tuple[Any, ...], after: Any, construct: Any) -> int:
-        """The collective ``key`` names, made again from its recorded core calls where it was
-        constructed before (:meth:`add_known`), else ``construct()``-ed and recorded."""
+    def _known(self, key: tuple[Any, ...], after: Any, construct: Any, label: str | None = None) -> int:
+        """The collective ``key`` names, made again from its template where it was
+        constructed before (:meth:`add_known`), its activities labelled ``label`` where it
+        is given (else as the template's), else ``construct()``-ed and kept."""
         plan = self._plans.get(key)
         if plan is not None:
-            return self._replay(plan, after)
-        rec = _Recorder(self._core)
-        self._core = cast("_core.Scenario", rec)  # it passes every call on
-        try:
-            end: int = construct()
-        finally:
-            self._core = rec.core
-        # Not kept where the construction did more than add activities (made a reduction
-        # engine, which it makes once): the next one is recorded again.
-        row = self.rows[-1]
-        comm_key = next(k for k, i in self._communicators.items() if i == row[1])
-        self._plans[key] = rec.plan(end, row, comm_key, self.edge_bytes_per_byte)
+            return self._repeat(plan, after, label)
+        with contextlib.ExitStack() as stack:
+            if self.batch is not None:
+                stack.enter_context(self.batch.direct())
+            watch = _Watcher(self._core)
+            first = self._core.n_activities
+            self._core = cast("_core.Scenario", watch)  # it passes every call on
+            try:
+                end: int = construct()
+            finally:
+                self._core = watch.core
+            self._plans[key] = self._plan(first, end) if watch.kept else None
         return end
 
-    def _replay(self, plan: _Plan, after: Any) -> int:
+    def _plan(self, first: int, end: int) -> _Plan | None:
+        """The collective just constructed from activity ``first`` to ``end`` (its last row),
+        as a core template; None where a copy would not be what constructing it again makes
+        (its begin delay not its one root)."""
         core = self._core
-        first = core.n_activities
-        try:
-            begin = core.add_delay(0.0, 0.0, after, plan.label)
-            for method, args, kwargs, at in plan.calls:
-                if at >= 0:
-                    shifted = list(args)
-                    ids = args[at]
-                    shifted[at] = ids + first if isinstance(ids, np.ndarray) else [x + first for x in ids]
-                    args = tuple(shifted)
-                getattr(core, method)(*args, **kwargs)
-        except BaseException:  # Ctrl-C too: half a collective would run without its row
-            core.truncate(first)
-            for f, _ in plan.edge_bytes:
-                self.edge_bytes_per_byte.pop(first + f, None)
-            raise
-        if begin != first or core.n_activities != first + plan.span:  # pragma: no cover - replay is deterministic
-            raise AssertionError(f"a collective made again took ids {first}..{core.n_activities}, not {plan.span} from {first}")
+        row = self.rows[-1]
+        kept = core.template(first) if row[6] == first else None
+        if kept is None or kept[1] != 1 or not kept[2]:
+            return None
+        span = core.n_activities - first
+        ebpb = self.edge_bytes_per_byte
+        edge_bytes = tuple((f - first, ebpb[f]) for f in range(first, first + span) if f in ebpb)
+        comm_key = self._communicator_keys[row[1]]
+        return _Plan(kept[0], span, end - first, edge_bytes, (comm_key, row[2], row[3], row[4], row[5], row[7], row[8]))
+
+    def _repeat(self, plan: _Plan, after: Any, label: str | None) -> int:
+        batch = self.batch if self.batch is not None else Batch(self._core)
+        first = batch.repeat(plan.template, plan.span, after, label)
+        if batch is not self.batch:
+            batch.flush()
         for f, w in plan.edge_bytes:
             self.edge_bytes_per_byte[first + f] = w
         comm_key, op, algo, n, size, analytical, proto = plan.row
-        comm_id = self._communicators.setdefault(comm_key, len(self._communicators))
         end = first + plan.end
-        self.rows.append((end, comm_id, op, algo, n, size, begin, analytical, proto))
+        comm_id = self._communicators.get(comm_key)
+        if comm_id is None:
+            comm_id = self._communicator(comm_key)
+        self.rows.append((end, comm_id, op, algo, n, size, first, analytical, proto))
         return end
 
     # -- flow construction ---------------------------------------------------------------------
@@ -502,9 +539,11 @@ class Builder:
         analytical = np.array([r[7] for r in rows], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = np.where(duration > 0, size / duration, np.nan)
-        # nccl-tests' factor for its ops; a MoE dispatch or combine reports its bottleneck bandwidth.
-        factor = np.array([conventions.busbw_factor(o, int(k)) if k > 0 and o in conventions.OPS else 1.0
-                           for o, k in zip(ops, n)])
+        # nccl-tests' factor for its ops; a MoE dispatch or combine reports its bottleneck
+        # bandwidth. Once per (op, ranks): a training step has few of them and 10^5-10^6 rows.
+        keys = list(zip(ops, n.tolist()))
+        per = {(o, k): conventions.busbw_factor(o, k) if k > 0 and o in conventions.OPS else 1.0 for o, k in set(keys)}
+        factor = np.array([per[key] for key in keys], dtype=np.float64)
         return pa.table({
             "collective_id": pa.array(end),
             "communicator": pa.array([r[1] for r in rows], type=pa.int64()),
@@ -523,6 +562,16 @@ class Builder:
             # truth, and this difference, contention, is what the simulation is for.
             "contention_s": pa.array(duration - analytical, mask=np.isnan(duration)),
         })
+
+
+def _int64s(values: list[int]) -> np.ndarray:
+    """A list of ints as an int64 array (np.fromiter: faster than np.array on a long list)."""
+    return np.fromiter(values, np.int64, len(values))
+
+
+def _label(op: str, tag: str | None) -> str:
+    """What a collective's activities are tagged: its tag, else its op."""
+    return tag if tag is not None else op
 
 
 def _ring_edges(op: str, comm: _Comm, heads: int | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None, float]]:

@@ -116,6 +116,19 @@ class _Recorder:
         self.left_out["given routes"] += 0 if offsets is None else len(ids)
         return ids
 
+    def template(self, first: int) -> None:
+        """None: nothing is kept to be copied, so that every activity is added, and recorded,
+        by a call of its own (a batch then holds delays only)."""
+        return None
+
+    def add_batch(self, template: Any, duration_s: Any, tag: Any, tags: list[str], after_offsets: Any,
+                  after_ids: Any) -> None:
+        first = int(self.core.n_activities)
+        self.core.add_batch(template, duration_s, tag, tags, after_offsets, after_ids)
+        for i, (d, t) in enumerate(zip(np.asarray(duration_s).tolist(), np.asarray(tag).tolist())):
+            after = np.asarray(after_ids)[after_offsets[i]:after_offsets[i + 1]].tolist()
+            self.delays[first + i] = (float(d), 0.0, after, tags[t] if t >= 0 else None)
+
     def add_dependency(self, activity_id: int, after_id: int) -> None:
         self.core.add_dependency(activity_id, after_id)
         self.deps.append((int(activity_id), int(after_id)))

@@ -5,14 +5,16 @@ parameter gathers (the training package's docstring, Granularity, says how they 
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..._checks import room_for
-from ...collectives.construction import Builder
+from ...collectives.construction import Batch, Builder
 from ...scenario import Scenario
 from . import moe
 from .estimate import op_compute_s, tp_sizes
@@ -34,17 +36,48 @@ STEP_BYTES_PER_OP = 2.5e3
 _Outputs = dict[tuple[int, int, int, int], list[int]]
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Python's cycle collector off: a build makes millions of small lists and tuples, none
+    in a cycle, and each collection of the older ones walks them all again (8% of a 4 M
+    activity build)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @dataclass
 class _Built:
+    """A built step: the activities the step made (``ids``, ascending: a compute delay, a
+    collective's end, a pipeline flow, ...), per activity its kind (``cat``, an index into
+    the kinds of the results) and its stage, replica, micro-batch and chunk (-1 where not
+    one), and what each waits for: activity ``ids[i]`` waits for
+    ``after_ids[after_offsets[k]:after_offsets[k + 1]]``, ``k = group[i]`` (activities made
+    together, a pipeline transfer's flows, share their dependencies)."""
     scenario: Any
-    ids: np.ndarray  # activity ids we made
-    cat: np.ndarray  # index into _CATS
+    ids: np.ndarray
+    cat: np.ndarray
     stage: np.ndarray
     replica: np.ndarray
     micro_batch: np.ndarray
     chunk: np.ndarray
-    deps: dict[int, list[int]]
+    group: np.ndarray
+    after_offsets: np.ndarray
+    after_ids: np.ndarray
     n_activities: int
+
+    def deps_of(self, activity_id: int) -> np.ndarray:
+        """The ids activity ``activity_id`` (one of ``ids``) waits for."""
+        k = self.group[int(np.searchsorted(self.ids, activity_id))]
+        return self.after_ids[self.after_offsets[k]:self.after_offsets[k + 1]]
+
+    def rows_of(self, activity_ids: Any) -> np.ndarray:
+        """The positions in ``ids`` of ``activity_ids`` (each one of them)."""
+        return np.searchsorted(self.ids, np.asarray(activity_ids, dtype=np.int64))
 
 
 class _Builder:
@@ -52,9 +85,14 @@ class _Builder:
     checked step), so it adds them straight through the scenario's core, without the add_*
     methods' checks and per-call records: the whole step is one change, kept for pickling as
     ``Scenario._training_step(step, start)`` (:meth:`Scenario._one_change`), and each
-    distinct collective is constructed once and made again from its core calls
-    (:meth:`Builder.add_known`). The activities, their ids and order are those the public
-    add_* methods would make."""
+    distinct collective is constructed once and made again as a copy of its activities
+    (:meth:`Builder.add_known`), and compute delays, collectives and pipeline transfers are
+    added in batches (:class:`Batch`), one core call for thousands. The activities, their ids
+    and order are those the public add_* methods would make."""
+
+    #: Whether activities go through a :class:`Batch` (a subclass adding them one call at a
+    #: time turns it off).
+    batched = True
 
     def __init__(self, step: TrainingStep, scenario: Any = None, start: int | None = None) -> None:
         self.st = step
@@ -63,10 +101,18 @@ class _Builder:
         self.start_id = start
         # Into a scenario with other work: what the step's first activities wait for.
         self.start: list[int] = [] if start is None else [start]
-        self.ids: list[int] = []
-        self.meta: list[tuple[int, int, int, int, int]] = []
-        self.deps: dict[int, list[int]] = {}
+        # Per group of activities made together, 7 numbers: first id, count, kind, stage,
+        # replica, micro-batch, chunk; and what they wait for (counts, then the ids in a row).
+        # Appended to lists (fast), moved to arrays after each scheduled op (memory).
+        self.groups: list[int] = []
+        self.n_after: list[int] = []
+        self.after: list[int] = []
+        self._recorded: tuple[list[np.ndarray], ...] = ([], [], [])
         self.core = self.sc._core
+        self.batch: Batch | None = None
+        # Pipeline transfers already made once, by ((stage, target, dp, cp), tag): (core
+        # template, flows), or None where they are not to be copied.
+        self._pp_templates: dict[tuple[tuple[int, int, int, int], str], tuple[int, int] | None] = {}
         if self.sc._collectives is None:
             self.sc._collectives = Builder(self.sc)
         self.colls = self.sc._collectives
@@ -77,15 +123,24 @@ class _Builder:
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
 
-    def _rec(self, aid: int, cat: int, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1) -> int:
-        self.ids.append(aid)
-        self.meta.append((cat, s, r, m, c))
-        self.deps[aid] = list(after)
+    def _rec(self, aid: int, cat: int, after: Sequence[int], s: int = -1, r: int = -1, m: int = -1, c: int = -1,
+             n: int = 1) -> int:
+        """Records activities ``aid .. aid + n - 1``, of kind ``cat``, each waiting for ``after``."""
+        self.groups.extend((aid, n, cat, s, r, m, c))
+        self.n_after.append(len(after))
+        self.after.extend(after)
         return aid
+
+    def _keep_recorded(self) -> None:
+        """Moves what :meth:`_rec` recorded so far into arrays."""
+        for kept, values in zip(self._recorded, (self.groups, self.n_after, self.after)):
+            kept.append(np.fromiter(values, np.int64, len(values)))
+            values.clear()
 
     def delay(self, dur: float, after: Sequence[int], cat: str, tag: str, *meta: int) -> int:
         after = after or self.start
-        aid: int = self.core.add_delay(max(0.0, dur), 0.0, after, tag)
+        assert self.batch is not None
+        aid = self.batch.delay(max(0.0, dur), after, tag)
         return self._rec(aid, _CAT_INDEX[cat], after, *meta)
 
     def coll(self, op: str, ranks: Sequence[int], size: float, after: Sequence[int], cat: str, tag: str, *meta: int,
@@ -102,11 +157,23 @@ class _Builder:
         aid = self.colls.add_known_moe(kind, ranks, routing, nbytes_per_token, self.st.moe.mode, after, tag)
         return self._rec(aid, _CAT_INDEX["ep"], after, *meta)
 
-    def flows(self, pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
-        """Pipeline flows ``pp`` (:meth:`_pp_arrays`) after ``after``, as
-        ``Scenario.add_flows(src, dst, size, after=after, tag=tag)`` adds them."""
+    def flows(self, key: tuple[int, int, int, int], pp: tuple[np.ndarray, ...], after: list[int], tag: str) -> list[int]:
+        """Pipeline flows ``pp`` (:meth:`_pp_arrays` of ``key``) after ``after``, as
+        ``Scenario.add_flows(src, dst, size, after=after, tag=tag)`` adds them: the first
+        time for ``(key, tag)`` straight to the core, kept as a template (every flow waits for
+        ``after``), then as copies of it."""
+        assert self.batch is not None
+        kept = self._pp_templates.get((key, tag))
+        if kept is not None:
+            first = self.batch.repeat(kept[0], kept[1], after)
+            return list(range(first, first + kept[1]))
         src, dst, nbytes, zeros = pp
-        ids: list[int] = self.core.add_flows(src, dst, nbytes, zeros, tag, None, None, after).tolist()
+        with self.batch.direct() as core:
+            first = core.n_activities
+            ids: list[int] = core.add_flows(src, dst, nbytes, zeros, tag, None, None, after).tolist()
+            made = core.template(first)
+        # every flow a root: a copy makes each wait for its own ``after``, as add_flows does
+        self._pp_templates[(key, tag)] = (made[0], len(ids)) if made is not None and made[1] == len(ids) else None
         return ids
 
     def _group(self, key: tuple[Any, ...], *index: Any) -> tuple[int, ...]:
@@ -125,8 +192,14 @@ class _Builder:
         # One change of the scenario, kept (where it is the outermost) as the call that makes
         # the step again; the step is kept as a shallow copy, safe from its attributes being
         # set again.
-        with self.sc._one_change("_training_step", (copy.copy(self.st), self.start_id)):
-            return self._build()
+        with self.sc._one_change("_training_step", (copy.copy(self.st), self.start_id)), _no_gc():
+            if not self.batched:
+                return self._build()
+            self.batch = self.colls.batch = Batch(self.core)
+            try:
+                return self._build()
+            finally:
+                self.batch = self.colls.batch = None
 
     def _build(self) -> _Built:
         st, p = self.st, self.st.par
@@ -178,6 +251,7 @@ class _Builder:
                         if (0, ns, m, nc) not in out_b:
                             break
                     self._op(s, kind, m, c, pos[s], last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b)
+                    self._keep_recorded()
                     pos[s] += 1
                     n_left -= 1
                     progressed = True
@@ -218,9 +292,20 @@ class _Builder:
                         prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * st.precision.param_gather_bytes, prev,
                                           "dp", "dp.params", s, -1, -1, c)]
             tick(n_parts - p.pp + s + 1, n_parts)
-        meta = np.array(self.meta, dtype=np.int64).reshape(-1, 5)
-        return _Built(self.sc, np.array(self.ids, dtype=np.int64), meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3], meta[:, 4],
-                      self.deps, self.sc.n_activities)
+        if self.batch is not None:
+            self.batch.flush()
+        self._keep_recorded()
+        made, n_after, after_ids = (np.concatenate(kept) for kept in self._recorded)
+        made = made.reshape(-1, 7)
+        n = made[:, 1]
+        group = np.repeat(np.arange(len(made)), n)
+        starts = np.cumsum(n) - n
+        ids = made[group, 0] + np.arange(int(n.sum())) - starts[group]
+        cat, stage, replica, micro_batch, chunk = (made[group, k] for k in range(2, 7))
+        offsets = np.zeros(len(made) + 1, dtype=np.int64)
+        np.cumsum(n_after, out=offsets[1:])
+        return _Built(self.sc, ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
+                      self.sc.n_activities)
 
     # one scheduled op on every replica
     def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
@@ -233,6 +318,7 @@ class _Builder:
         vs = c * p.pp + s
         fwd = kind == "F"
         tag = f"{'fwd' if fwd else 'bwd'}"
+        tp_tag, pp_tag = f"tp.{tag}", f"pp.{tag}"
         ends: list[list[int]] = []
         inputs: list[list[int]] = []
         comp_ids: list[int] = []
@@ -280,12 +366,12 @@ class _Builder:
                 ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
                 size, gather = tp_sizes(st, ch, fwd)
                 if st.tp_comm == "analytical":
-                    tid = self.delay(st._comm_s("tp", s, size, gather), base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.delay(st._comm_s("tp", s, size, gather), base, "tp", tp_tag, s, r, m, c)
                 elif p.sequence_parallel:
-                    a = self.coll("reduce_scatter", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
-                    tid = self.coll("all_gather", ranks, gather, [a], "tp", f"tp.{tag}", s, r, m, c)
+                    a = self.coll("reduce_scatter", ranks, size, base, "tp", tp_tag, s, r, m, c)
+                    tid = self.coll("all_gather", ranks, gather, [a], "tp", tp_tag, s, r, m, c)
                 else:
-                    tid = self.coll("all_reduce", ranks, size, base, "tp", f"tp.{tag}", s, r, m, c)
+                    tid = self.coll("all_reduce", ranks, size, base, "tp", tp_tag, s, r, m, c)
                 end = [cid, tid] if p.tp_comm_overlap else [tid]
             # CP: ring exchange of K and V beside the compute, one ring per TP rank, shared by
             # the cp replicas of this dp index (issued once, by its first)
@@ -317,32 +403,29 @@ class _Builder:
                     ends[r] = ends[r] + after
         # PP: send to the next (forward) or previous (backward) virtual stage
         last_vs = p.pp * p.virtual_stages - 1
+        target = None
+        if fwd and vs < last_vs:
+            target = s + 1 if s < p.pp - 1 else 0
+        if not fwd and vs > 0:
+            target = s - 1 if s > 0 else p.pp - 1
+        out = out_f if fwd else out_b
+        pp_cat = _CAT_INDEX["pp"]
         for r in range(n_rep):
-            d, cp_i = divmod(r, p.cp)
             end = ends[r]
-            last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            last = last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
             if groups:
-                pieces[(s, c, r)][-1] = last_op[(r, s)]
-            target = None
-            if fwd and vs < last_vs:
-                ns = s + 1 if s < p.pp - 1 else 0
-                target = ns
-            if not fwd and vs > 0:
-                target = s - 1 if s > 0 else p.pp - 1
-            if target is None:
-                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
-                continue
-            pp = self._pp_arrays(s, target, d, cp_i)
-            if pp is None:  # the same GPUs
-                (out_f if fwd else out_b)[(r, s, m, c)] = [last_op[(r, s)]]
+                pieces[(s, c, r)][-1] = last
+            d, cp_i = divmod(r, p.cp)
+            key = None if target is None else (s, target, d, cp_i)
+            pp = None if key is None else self._pp_arrays(*key)
+            if key is None or pp is None:  # the last virtual stage's forward, the first's backward, or the same GPUs
+                out[(r, s, m, c)] = [last]
                 continue
             # As Scenario.add_flows(src, dst, pp bytes, after=[last op], tag) adds them.
-            dep = [last_op[(r, s)]]
-            ids = self.flows(pp, dep, f"pp.{tag}")
-            pp_cat = _CAT_INDEX["pp"]
-            for x in ids:
-                self._rec(x, pp_cat, dep, s, r, m, c)
-            (out_f if fwd else out_b)[(r, s, m, c)] = ids
+            dep = [last]
+            ids = self.flows(key, pp, dep, pp_tag)
+            self._rec(ids[0], pp_cat, dep, s, r, m, c, n=len(ids))
+            out[(r, s, m, c)] = ids
 
     def _pp_arrays(self, s: int, target: int, d: int, cp_i: int) -> tuple[np.ndarray, ...] | None:
         """A pipeline transfer's sources, destinations, bytes and start times as the core takes

@@ -151,7 +151,7 @@ class StepResult(_Summary):
         cur = int(ids[int(np.nanargmax(fin[ids]))])
         path = []
         while True:
-            deps = b.deps.get(cur, [])
+            deps = b.deps_of(cur).tolist()
             start = max((fin[x] for x in deps), default=0.0)
             path.append((cur, float(start), float(fin[cur])))
             if not deps:
@@ -162,10 +162,10 @@ class StepResult(_Summary):
 
     def _parts(self) -> dict[str, float]:
         b = self.built
-        index = {int(a): i for i, a in enumerate(b.ids)}
         exposed = {c: 0.0 for c in _CATS}
-        for aid, start, end in self._cp:
-            exposed[_CATS[b.cat[index[aid]]]] += end - start
+        cats = b.cat[b.rows_of([a for a, _, _ in self._cp])].tolist()
+        for cat, (_, start, end) in zip(cats, self._cp):
+            exposed[_CATS[cat]] += end - start
         # compute: the busiest stage's compute on one replica
         p = self.step.par
         mb = p.n_micro_batches
@@ -184,8 +184,7 @@ class StepResult(_Summary):
         (compute, tp, cp, ep, pp, dp, optimizer), ``stage, replica, micro_batch, chunk``
         (-1 where not one), ``start_s`` (its last dependency's end), ``finish_s``, ``duration_s``."""
         b = self.built
-        index = {int(a): i for i, a in enumerate(b.ids)}
-        rows = [index[a] for a, _, _ in self._cp]
+        rows = b.rows_of([a for a, _, _ in self._cp]).tolist()
         return pa.table({
             "activity_id": pa.array([a for a, _, _ in self._cp], pa.int64()),
             "kind": pa.array([_CATS[b.cat[i]] for i in rows], pa.string()),
