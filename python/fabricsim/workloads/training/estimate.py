@@ -43,8 +43,8 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
       the direction (a quarter of the chunk's TP time) on the SMs Transformer Engine's
       userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`);
     * ``last`` (the chunk's last backward) with ``overlap_grad_reduce``: the reductions of its
-      bucket groups issued before it ends (all but the last), on their NCCL channels, one SM
-      each (:func:`fabricsim.collectives.cost.choice.channels`);
+      bucket groups whose gradients are final before it ends (dense and expert, :func:`~.data_parallel.buckets`),
+      on their NCCL channels, one SM each (:func:`fabricsim.collectives.cost.choice.channels`);
     * ``first`` (the chunk's first forward): its parameter all-gathers where they overlap the
       forward (``overlap_param_gather`` with a sharded optimizer; FSDP's gather for the
       backward, prefetched beside the forwards), on their channels.
