@@ -11,7 +11,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import training as T
-from fabricsim.workloads.training import construction, estimate
+from fabricsim.workloads.training import construction, data_parallel, estimate
 
 
 @pytest.fixture(scope="module")
@@ -371,15 +371,17 @@ def test_overlapped_communication_takes_sms_from_the_compute_it_overlaps(four_no
     held = T.compute.TP_OVERLAP_SMS["hopper"]["forward"]
     want = ch.fwd_s + sum(min(ch.fwd_s, tp_f / 4) * n / (sms - n) for n in held)
     assert estimate.op_compute_s(step, ch, True) == pytest.approx(want, rel=1e-12) and want > ch.fwd_s
-    groups = step._buckets(ch)
-    assert len(groups) > 1
-    red = sum(step._comm_s("reduce_scatter", 0, g) for g in groups[:-1])
-    n_ch = step._comm_channels("reduce_scatter", 0, groups[0])
+    groups = data_parallel.buckets(step, ch)  # a dense model's: all over the replicas, final evenly through the backward
+    assert len(groups) > 1 and {over for over, _, _ in groups} == {"dp"}
+    assert [part for _, _, part in groups] == pytest.approx([(i + 1) / len(groups) for i in range(len(groups))])
+    red = sum(step._comm_s("reduce_scatter", 0, g) for _, g, _ in groups[:-1])
+    n_ch = step._comm_channels("reduce_scatter", 0, groups[0][1])
     assert n_ch >= 1
     mid = estimate.op_compute_s(step, ch, False)
     assert estimate.op_compute_s(step, ch, False, last=True) == pytest.approx(
         mid + min(ch.bwd_s, red) * n_ch / (sms - n_ch), rel=1e-12)
-    size = estimate._param_bytes(step, ch)
+    [(over, size)] = data_parallel.gathers(step, ch)
+    assert over == "dp" and size == ch.params * step.precision.param_gather_bytes
     g_s, g_ch = step._comm_s("all_gather", 0, size), step._comm_channels("all_gather", 0, size)
     assert estimate.op_compute_s(step, ch, True, first=True) == pytest.approx(
         estimate.op_compute_s(step, ch, True) + min(ch.fwd_s, g_s) * g_ch / (sms - g_ch), rel=1e-12)
@@ -684,12 +686,14 @@ def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fab
     assert a.step_s == b.step_s
     assert a.breakdown.equals(b.breakdown) and a.critical_path.equals(b.critical_path)
     # Counts that follow from the parallelism alone: one TP collective (two with sequence
-    # parallelism) per replica, stage, chunk, micro-batch and direction; one pipeline flow per
-    # TP rank for each of a micro-batch's virtual-stage boundaries, each way.
+    # parallelism) per replica, stage, chunk, micro-batch and direction, and with experts split
+    # over etp > 1 ranks an all-gather and a reduce-scatter per expert-TP group; one pipeline
+    # flow per TP rank for each of a micro-batch's virtual-stage boundaries, each way.
     p = step.par
     n_rep, ops = p.dp * p.cp, p.pp * p.virtual_stages * p.n_micro_batches * 2
+    n_etp = p.tp * p.dp * p.cp // p.expert_tp if step.model.is_moe and p.expert_tp > 1 else 0
     n_tp = (np.asarray(fast.cat) == construction._CAT_INDEX["tp"]).sum()
-    assert n_tp == n_rep * ops * (2 if p.sequence_parallel and step.tp_comm == "flow" else 1)
+    assert n_tp == (n_rep + n_etp) * ops * (2 if p.sequence_parallel and step.tp_comm == "flow" else 1)
     n_pp = (np.asarray(fast.cat) == construction._CAT_INDEX["pp"]).sum()
     assert n_pp == n_rep * p.tp * 2 * p.n_micro_batches * (p.pp * p.virtual_stages - 1)
     assert len(set(fast.ids.tolist())) == len(fast.ids) and fast.ids.max() < fast.n_activities

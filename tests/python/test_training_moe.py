@@ -8,7 +8,7 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import training as T
-from fabricsim.workloads.training import estimate, moe
+from fabricsim.workloads.training import construction, data_parallel, estimate, moe
 
 
 def _nvl72(n: int = 4) -> fs.Fabric:
@@ -34,8 +34,10 @@ def test_expert_groups_that_straddle_racks_are_reported_and_the_domain_aware_ord
     a, b = plain.estimate(), step.estimate()
     assert a.parts["ep"] > 5 * b.parts["ep"] and a.parts["compute"] == pytest.approx(b.parts["compute"])
     # the slowest group sets the pace in both; the simulated step adds the contention of the
-    # straddling groups' network traffic beside each other and the DP reduction
-    assert a.step_s <= plain.run().step_s <= 1.1 * a.step_s
+    # straddling groups' network traffic beside each other and the gradient reductions that
+    # overlap the backward, the experts' over expert-DP groups of 8 GPUs two to a rack, whose
+    # rings cross the network too (without that overlap the two agree to 0.1%)
+    assert a.step_s <= plain.run().step_s <= 1.15 * a.step_s
     # EP across HGX boards is what EP wider than a board needs: not straddling
     hgx = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     assert T.TrainingStep(m, T.Parallelism(dp=32, ep=16, global_batch_size=32), hgx).straddling == {"tp": 0, "ep": 0}
@@ -162,21 +164,21 @@ def test_mtp_runs_on_the_last_stage():
 # either way fails, to be looked at; a row that moves on purpose gets its pin updated in the
 # same commit). Rows within 15% are held there; the others carry their reason ("miss").
 MOE_PINS = {
-    "qwen3-235b-h100-deepep": 0.1126,
-    "qwen3-235b-h100-deepep-overlap": 0.3176,
-    "qwen3-235b-h100-alltoall-pp32": 0.5708,
-    "grok1-314b-gb200-bf16": 0.0736,
-    "gpt-oss-120b-gb200": 0.7316,
-    "gpt-oss-120b-b200": 0.8224,
-    "gpt-oss-120b-h100": 0.5776,
-    "gpt-oss-120b-gb300": 0.4821,
-    "gpt-oss-120b-b300": 0.8645,
-    "grok1-314b-gb200-fp8": 0.1957,
-    "deepseek-v3-h100-fp8": 0.2103,
-    "deepseek-v3-h800-production": -0.0026,
-    "deepseek-v3-gb300-bf16": 0.1025,
-    "deepseek-v3-gb300-mxfp8": 0.2675,
-    "qwen3-235b-gb300-mxfp8": 0.3692,
+    "qwen3-235b-h100-deepep": 0.1308,
+    "qwen3-235b-h100-deepep-overlap": 0.3465,
+    "qwen3-235b-h100-alltoall-pp32": 0.5987,
+    "grok1-314b-gb200-bf16": 0.0230,
+    "gpt-oss-120b-gb200": 0.7346,
+    "gpt-oss-120b-b200": 0.5336,
+    "gpt-oss-120b-h100": 0.5612,
+    "gpt-oss-120b-gb300": 0.4844,
+    "gpt-oss-120b-b300": 0.7424,
+    "grok1-314b-gb200-fp8": 0.1025,
+    "deepseek-v3-h100-fp8": 0.2114,
+    "deepseek-v3-h800-production": -0.0041,
+    "deepseek-v3-gb300-bf16": 0.0978,
+    "deepseek-v3-gb300-mxfp8": 0.2615,
+    "qwen3-235b-gb300-mxfp8": 0.3694,
 }
 
 
@@ -325,3 +327,115 @@ def test_the_router_runs_on_the_tokens_the_gpu_holds():
     assert sp["moe"][0] == pytest.approx(T.gemm_s(1024, e, h), rel=1e-12)
     assert sp["moe"][1] == pytest.approx(T.gemm_s(1024, h, e) + T.gemm_s(h, e, 1024), rel=1e-12)
     assert full["moe"][0] == pytest.approx(T.gemm_s(4096, e, h), rel=1e-12)
+
+
+class _Recording(construction._Builder):
+    """The builder, keeping every collective it adds: (op, GPUs, bytes, tag)."""
+
+    def __init__(self, step):
+        super().__init__(step)
+        self.calls = []
+
+    def coll(self, op, ranks, size, after, cat, tag, *meta, sizes=None):
+        self.calls.append((op, tuple(ranks), size, tag))
+        return super().coll(op, ranks, size, after, cat, tag, *meta, sizes=sizes)
+
+
+def _mixtral_step(**par):
+    m = T.model("mixtral-8x7b").replace(layers=2, seq_len=4096)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    return T.TrainingStep(m, T.Parallelism(**{**dict(global_batch_size=16, dp_sharding="zero1"), **par}), f,
+                          check_memory=False)
+
+
+def test_expert_gradients_are_reduced_over_the_expert_data_parallel_group_in_buckets_of_their_own():
+    """tp 2, dp 8, ep 4, etp 1 on 16 GPUs: the experts' layout is etp x ep x expert-dp = 1 x 4 x 4
+    over the ranks in order, so GPUs 0, 4, 8 and 12 hold the same experts (ep index 0) and
+    reduce their gradients together; the dense parameters go over each TP rank's 8 replicas.
+    Mixtral's 2 layers hold 8 experts of 3 x 4096 x 14336 weights: 2 per GPU per layer, 704.6 M
+    expert parameters per GPU, 2.82 GB of FP32 gradients: 8 buckets of 352 MB (18 of 160 MB,
+    at most 8 groups), beside the dense parameters' own buckets."""
+    step = _mixtral_step(tp=2, dp=8, ep=4, etp=1, overlap_param_gather=False)
+    assert step.expert_dp == 4
+    edp = data_parallel.groups(step, 0, "edp")
+    assert [g for g, _ in edp] == [(0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15)]
+    assert edp[0][1] == [0, 2, 4, 6]  # the replicas (dp index) GPUs 0, 4, 8, 12 belong to
+    assert [g for g, _ in data_parallel.groups(step, 0, "dp")] == [tuple(range(0, 16, 2)), tuple(range(1, 16, 2))]
+    ch = step.chunks[0][0]
+    expert_params = 2 * 2 * 3 * 4096 * 14336
+    assert ch.expert_params == expert_params
+    buckets = data_parallel.buckets(step, ch)
+    expert = [(size, part) for over, size, part in buckets if over == "edp"]
+    assert expert == [(expert_params * 4 / 8, (i + 1) / 8) for i in range(8)]
+    dense = [size for over, size, _ in buckets if over == "dp"]
+    k = -(-ch.params * 4 // 160e6)
+    assert dense == pytest.approx([ch.params * 4 / k] * int(k))
+    # ready in the order their gradients are final; the dense group first on a tie
+    assert [part for _, _, part in buckets] == sorted(part for _, _, part in buckets)
+    assert buckets[-2:] == [("dp", dense[-1], 1.0), ("edp", expert_params / 2, 1.0)]
+    # the flow-level build issues exactly these: each bucket over each group, then the
+    # parameters gathered after the optimizer (zero1 without overlap_param_gather)
+    b = _Recording(step)
+    b.build()
+    grads = [(ranks, size) for op, ranks, size, tag in b.calls if tag == "dp.grads"]
+    assert all(op == "reduce_scatter" for op, _, _, tag in b.calls if tag == "dp.grads")
+    want = [(g, size) for over, size, _ in buckets for g, _ in data_parallel.groups(step, 0, over)]
+    assert grads == want
+    gathers = [(ranks, size) for op, ranks, size, tag in b.calls if tag == "dp.params"]
+    assert gathers == [(g, ch.params * 2.0) for g, _ in data_parallel.groups(step, 0, "dp")] + [
+        (g, expert_params * 2.0) for g, _ in edp]
+    # where each GPU holds experts of its own (ep x etp = 16 = every rank), nothing to reduce
+    with pytest.warns(T.PlacementWarning):  # each TP rank's EP group of 8 spans two boards
+        full = T.TrainingStep(step.model, T.Parallelism(tp=2, dp=8, ep=8, etp=2, global_batch_size=16,
+                                                        dp_sharding="zero1"), step.fabric, check_memory=False)
+    assert full.expert_dp == 1 and {over for over, _, _ in data_parallel.buckets(full, full.chunks[0][0])} == {"dp"}
+
+
+@pytest.mark.parametrize("shared", [0, 1])
+@pytest.mark.parametrize("tp, etp", [(2, 1), (2, 2), (1, 2)])
+def test_a_moe_layers_tensor_parallel_traffic_is_its_attention_its_shared_experts_and_the_expert_tp_gather(tp, etp, shared):
+    """Per MoE layer and direction over the dense TP group: the attention's collective pair, and
+    the shared experts' where the model has them, each of micro-batch x sequence x hidden BF16
+    values (4096 x 4096 x 2 bytes); the routed experts' tokens go over the expert-TP group only:
+    gathered after the dispatch and reduce-scattered before the combine when etp > 1, the
+    tokens a rank's experts receive (its tokens x top-2, balanced) times etp."""
+    m = T.model("mixtral-8x7b").replace(layers=2, seq_len=4096, n_shared_experts=shared)
+    f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
+    step = T.TrainingStep(m, T.Parallelism(tp=tp, dp=16 // tp, ep=4, etp=etp, global_batch_size=16,
+                                           dp_sharding="zero1"), f, check_memory=False)
+    ch = step.chunks[0][0]
+    pair = 4096 * 4096 * 2.0
+    assert ch.tp_bytes == (2 * (1 + shared) * pair if tp > 1 else 0.0)
+    received = 4096 / tp * 2  # each rank's tokens (sequence parallel over tp) x top-2
+    etp_bytes = 2 * received * etp * 4096 * 2.0 if etp > 1 else 0.0
+    assert moe.etp_bytes(step, ch, True) == moe.etp_bytes(step, ch, False) == etp_bytes
+    b = _Recording(step)
+    b.build()
+    etp_groups = [g for g, _ in moe.expert_groups(step, 0, "etp")]
+    assert etp_groups == ([tuple(range(i, i + etp)) for i in range(0, 16, etp)])
+    tp_colls = [(op, ranks, size) for op, ranks, size, tag in b.calls if tag == "tp.fwd"]
+    n_ops = step.par.n_micro_batches  # forwards per replica (one chunk per stage)
+    assert sorted(tp_colls) == sorted(
+        [(op, tuple(range(r * tp, r * tp + tp)), ch.tp_bytes) for r in range(16 // tp) for op in ("reduce_scatter", "all_gather")
+         for _ in range(n_ops) if tp > 1]
+        + [(op, g, etp_bytes) for g in etp_groups for op in ("all_gather", "reduce_scatter") for _ in range(n_ops) if etp > 1])
+    # the estimate times the same: the TP pair, then the ETP gather and scatter, exposed
+    parts = estimate._op_s(step, ch, True)
+    want = step._comm_s("tp", 0, *estimate.tp_sizes(step, ch, True)) + step._comm_s("etp", 0, etp_bytes)
+    assert parts["tp"] == pytest.approx(want, rel=1e-12)
+    assert (step._comm_s("etp", 0, etp_bytes) > 0) == (etp > 1)
+
+
+@pytest.mark.parametrize("par, within", [
+    (dict(tp=2, pp=2, dp=8, ep=4, etp=1, dp_sharding="zero1", overlap_param_gather=False), 0.01),
+    # FSDP's gathers for the backward run beside the forwards' TP traffic on the same NVLink
+    # (contention the closed form leaves out: 1.5-1.8% on these layouts with one DP group too)
+    (dict(tp=2, pp=2, dp=8, ep=2, etp=2, dp_sharding="fsdp"), 0.025),
+    (dict(tp=1, dp=16, ep=4, etp=2, dp_sharding="none", recompute=True), 0.01),
+])
+def test_estimate_agrees_with_the_simulated_step_with_expert_groups(par, within):
+    """Expert-DP reductions and gathers, expert-TP gathers and scatters: on an idle fabric the
+    closed form and the flow-level step agree (the estimate leaves out only contention)."""
+    step = _mixtral_step(**par)
+    est, res = step.estimate(), step.run()
+    assert est.step_s <= res.step_s * (1 + 1e-9) and res.step_s <= est.step_s * (1 + within)

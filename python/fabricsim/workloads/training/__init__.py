@@ -44,22 +44,28 @@ pipeline replica (one (dp, cp) index), per stage, per micro-batch and per model 
 (interleaved schedules have ``virtual_stages`` chunks per stage), one compute delay for the
 chunk's layers, followed by one TP collective carrying all of the chunk's TP traffic
 (all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
-GPUs: exposed, or beside the compute with ``tp_comm_overlap``. A MoE chunk adds, per
+GPUs: exposed, or beside the compute with ``tp_comm_overlap`` (two collectives per dense
+layer and direction; a MoE layer's attention and, where the model has them, its shared experts
+use the TP group, its routed experts do not). With expert tensor parallelism (``etp`` > 1) a
+MoE chunk adds, per expert-TP group, the all-gather of the tokens its experts receive and the
+reduce-scatter of their outputs. A MoE chunk adds, per
 expert-parallel group, the dispatch and then the combine of all its MoE layers (``moe``:
 routing, experts, dispatchers, overlap; ``placement``: groups against NVLink domains); context
 parallelism adds a ring exchange (send/recv over the CP group) of the chunk's K and V beside
 the compute. Per-collective latencies of the layers grouped in a chunk are paid once.
 Pipeline transfers are point-to-point flows, one per TP rank carrying its 1/tp slice of
 micro_batch x seq x hidden x 2 bytes (Megatron's scatter/gather of the activation). The data
-parallel gradient reduction (fp32 by default, Megatron's main grads) runs per stage, chunk and
-TP rank over the (dp x cp) ranks, in buckets of ``bucket_size_bytes``; with
-``overlap_grad_reduce`` the chunk's last backward is cut into as many pieces as bucket groups
-(at most 8) and each group starts as its piece ends, as the layers' gradients become final,
-the last group as the whole backward ends (its TP, CP and EP traffic too: the chunk's first
-layer's gradients are final only then); without it, every bucket after the stage's last
-backward.
+parallel gradient reduction (fp32 by default, Megatron's main grads) runs per stage and chunk,
+the dense parameters' per TP rank over the (dp x cp) ranks, the experts' over each
+expert-data-parallel group (the ranks holding the same experts), each kind in buckets of its own
+of ``bucket_size_bytes`` (at most 8 groups each), one after the other on each GPU; with
+``overlap_grad_reduce`` the chunk's last backward is cut into pieces and each bucket group
+starts as the piece its gradients need ends, as the layers' gradients become final, the last
+groups as the whole backward ends (its TP, CP and EP traffic too: the chunk's first layer's
+gradients are final only then); without it, every bucket after the stage's last backward.
 Then each GPU's optimizer step (a delay: Adam's memory traffic over the HBM bandwidth) and,
-for a sharded optimizer without ``overlap_param_gather``, the parameter all-gather.
+for a sharded optimizer without ``overlap_param_gather``, the parameter all-gathers (the
+experts' over their expert-data-parallel group).
 
 **Memory** per GPU, per stage, at its activation peak (``TrainingStep.memory``; checked against
 the GPU's HBM): model state in Megatron's mixed-precision Adam bytes per parameter of the stage's

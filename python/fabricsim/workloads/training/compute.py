@@ -598,6 +598,26 @@ def adam_bytes_per_param(moment_bytes: int = 4) -> float:
     return ADAM_BYTES_PER_PARAM - 4.0 * (4 - moment_bytes)
 
 
+def tp_collectives(model: Model, i: int) -> int:
+    """TP collectives (reduce-scatter and all-gather pairs with sequence parallelism, else
+    all-reduces) of layer ``i`` per direction over the dense TP group, each of micro-batch x
+    sequence x hidden values (Megatron-LM with sequence parallelism): a dense layer's attention
+    and MLP, 2; a MoE layer's attention, and its shared experts where it has them (a TP-sharded
+    MLP: megatron/core/transformer/moe/shared_experts.py, ``SharedExpertMLP``); the routed
+    experts use none of the dense TP group (their tokens go over the expert-TP group:
+    :func:`~.moe.etp_bytes`).
+
+    Example::
+
+        n = fs.training.compute.tp_collectives
+        n(fs.training.model("deepseek-v3"), 0), n(fs.training.model("deepseek-v3"), 3)   # (2, 2): dense; attention and shared experts
+        n(fs.training.model("mixtral-8x7b"), 0)   # 1: attention alone
+    """
+    if not model.is_moe_layer(i):
+        return 2
+    return 1 + (1 if model.n_shared_experts else 0)
+
+
 @dataclass
 class _Chunk:
     """One model chunk of one stage (virtual stage ``c * pp + s``)."""
@@ -671,8 +691,7 @@ def chunks(step: TrainingStep) -> list[list[_Chunk]]:
                     ch.params += (m.attention_params() + m.hidden * m.n_experts + m.n_shared_experts * m.expert_params()) / p.tp
                 else:
                     ch.params += m.layer_params(i) / p.tp
-                # Megatron: 2 TP collectives per layer per direction of micro_batch x seq x hidden
-                ch.tp_bytes += 2 * tokens * m.hidden * act_bytes
+                ch.tp_bytes += tp_collectives(m, i) * tokens * m.hidden * act_bytes
                 if p.cp > 1:  # K and V of the local tokens, per ring step
                     kv = 2 * tokens * (m.kv_lora_rank + m.qk_rope_head_dim if m.kv_lora_rank else m.kv_heads * m._head_dim) / p.tp * act_bytes
                     ch.cp_bytes += kv * (p.cp - 1)

@@ -16,7 +16,7 @@ import numpy as np
 from ..._checks import room_for
 from ...collectives.construction import Batch, Builder
 from ...scenario import Scenario
-from . import moe
+from . import data_parallel, moe
 from .estimate import op_compute_s, tp_sizes
 from .results import _CAT_INDEX
 from .schedule import schedule_order
@@ -118,7 +118,8 @@ class _Builder:
         self.colls = self.sc._collectives
         self._ranks: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
-        self._ep: dict[int, list[tuple[tuple[int, ...], list[int]]]] = {}
+        # (kind, stage) -> the stage's groups of that kind ("dp", "edp", "ep", "etp"), GPUs and replicas
+        self._groups: dict[tuple[str, int], list[tuple[tuple[int, ...], list[int]]]] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
@@ -183,6 +184,28 @@ class _Builder:
             g = self._ranks[key] = tuple(int(x) for x in self.st.gpus[index])
         return g
 
+    def comm_groups(self, kind: str, s: int) -> list[tuple[tuple[int, ...], list[int]]]:
+        """Stage ``s``'s groups of ``kind``, each its GPUs and replicas, made once: "dp" and "edp"
+        (:func:`~.data_parallel.groups`), "ep" and "etp" (:func:`~.moe.expert_groups`)."""
+        g = self._groups.get((kind, s))
+        if g is None:
+            g = self._groups[(kind, s)] = (moe.expert_groups(self.st, s, kind) if kind in ("ep", "etp")
+                                           else data_parallel.groups(self.st, s, kind))
+        return g
+
+    def gathers(self, s: int, c: int, last: dict[int, int], after: Sequence[int], cat: str, tag: str) -> list[int]:
+        """Chunk ``c`` of stage ``s``'s parameter all-gathers (:func:`~.data_parallel.gathers`),
+        each after ``after`` and the gather before it on each of its GPUs (``last``, GPU ->
+        the id of its latest gather, updated): the ids made."""
+        ids = []
+        for over, size in data_parallel.gathers(self.st, self.st.chunks[s][c]):
+            for grp, _ in self.comm_groups(over, s):
+                dep = list(after) + sorted({last[g] for g in grp if g in last})
+                x = self.coll("all_gather", grp, size, dep, cat, tag, s, -1, -1, c)
+                last.update((g, x) for g in grp)
+                ids.append(x)
+        return ids
+
     def build(self) -> _Built:
         p = self.st.par
         n_ops = p.dp * p.cp * p.pp * p.virtual_stages * p.n_micro_batches * 2
@@ -210,27 +233,23 @@ class _Builder:
         last_b = [{c: max(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
         first_f = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "F" and o[2] == c) for c in range(v)} for s in range(p.pp)]
         first_b = [{c: min(i for i, o in enumerate(orders[s]) if o[0] == "B" and o[2] == c) for c in range(v)} for s in range(p.pp)]
-        fsdp = p.dp_sharding == "fsdp" and n_rep > 1
-        # FSDP: parameter all-gathers, per stage, chunk and TP rank, before the first forward
-        # (chained in chunk order from the start) and, prefetched after the chunk's last
+        # FSDP: parameter all-gathers, per stage and chunk, before the first forward (chained
+        # in chunk order from the start on each GPU) and, prefetched after the chunk's last
         # forward, before its first backward
-        fsdp_f: dict[tuple[int, int], list[int]] = {}
-        if fsdp:
+        fsdp_f: dict[tuple[int, int], tuple[list[int], dict[int, int]]] = {}
+        if p.dp_sharding == "fsdp":
             for s in range(p.pp):
-                prev: list[int] = []
+                last: dict[int, int] = {}
                 for c in range(v):
-                    ch = st.chunks[s][c]
-                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
-                    ids = [self.coll("all_gather", st._dp_ranks(s, t), size, prev[t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
-                           for t in range(p.tp)]
-                    fsdp_f[(s, c)] = ids
-                    prev = ids
+                    ids = self.gathers(s, c, last, [], "dp", "fsdp.gather")
+                    if ids:
+                        fsdp_f[(s, c)] = (ids, dict(last))
         # per (replica, stage): the end of the previous op; outputs per (r, s, kind, mb, chunk)
         out_f: dict[tuple[int, int, int, int], list[int]] = {}  # (r, s, m, c) -> ids to wait on (PP recv at the consumer)
         out_b: dict[tuple[int, int, int, int], list[int]] = {}
         last_op: dict[tuple[int, int], int] = {}
         pieces: dict[tuple[int, int, int], list[int]] = {}  # (s, c, r) -> ids of the last backward's pieces
-        fsdp_b: dict[tuple[int, int], list[int]] = {}
+        fsdp_b: dict[tuple[int, int], dict[int, int]] = {}
         # Walk the schedules in a global order that respects data dependencies: repeatedly
         # advance each stage while its next op's inputs exist (identical for every replica).
         pos = [0] * p.pp
@@ -258,25 +277,25 @@ class _Builder:
                     tick(n_parts - 2 * p.pp - n_left, n_parts)
             if not progressed:  # pragma: no cover - the schedules are deadlock-free
                 raise AssertionError("pipeline schedule deadlocked")
-        # data-parallel reduction per stage and chunk, per TP rank over the replicas
+        # gradient reduction per stage and chunk, in bucket groups (dense over each TP rank's
+        # replicas, experts over each expert-data-parallel group), one after the other on each GPU
         dp_last: dict[int, list[int]] = {s: [] for s in range(p.pp)}
-        if n_rep > 1:
-            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
-            for s in range(p.pp):
-                prev_t: list[int | None] = [None] * p.tp
-                for c in sorted(range(v), key=lambda c_: last_b[s][c_]):
-                    groups = st._buckets(st.chunks[s][c])
-                    for g, size in enumerate(groups):
-                        for t in range(p.tp):
-                            # without overlap_grad_reduce, after the stage's last backward
-                            after = ([pieces[(s, c, r)][g] for r in range(n_rep)] if p.overlap_grad_reduce
-                                     else [last_op[(r, s)] for r in range(n_rep)])
-                            prev_g = prev_t[t]
-                            if prev_g is not None:
-                                after.append(prev_g)
-                            prev_t[t] = self.coll(op, st._dp_ranks(s, t), size, after, "dp", "dp.grads", s, -1, -1, c)
-                dp_last[s] = [x for x in prev_t if x is not None]
-                tick(n_parts - 2 * p.pp + s + 1, n_parts)
+        op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+        for s in range(p.pp):
+            last = {}
+            for c in sorted(range(v), key=lambda c_: last_b[s][c_]):
+                buckets = data_parallel.buckets(st, st.chunks[s][c])
+                parts = sorted({part for _, _, part in buckets})
+                for over, size, part in buckets:
+                    for grp, reps in self.comm_groups(over, s):
+                        # without overlap_grad_reduce, after the stage's last backward
+                        after = ([pieces[(s, c, r)][parts.index(part)] for r in reps] if p.overlap_grad_reduce
+                                 else [last_op[(r, s)] for r in reps])
+                        after += sorted({last[g] for g in grp if g in last})
+                        x = self.coll(op, grp, size, after, "dp", "dp.grads", s, -1, -1, c)
+                        last.update((g, x) for g in grp)
+            dp_last[s] = sorted(set(last.values()))
+            tick(n_parts - 2 * p.pp + s + 1, n_parts)
         # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
         for s in range(p.pp):
             opt_s = st._optimizer_s(s)
@@ -284,13 +303,10 @@ class _Builder:
             for r in range(n_rep):
                 after = [last_op[(r, s)]] + dp_last[s]
                 opts.append(self.delay(opt_s, after, "optimizer", "optimizer", s, r))
-            if p.dp_sharding != "none" and not p.overlap_param_gather and n_rep > 1:
-                for t in range(p.tp):
-                    prev = opts
-                    for c in range(v):
-                        ch = st.chunks[s][c]
-                        prev = [self.coll("all_gather", st._dp_ranks(s, t), (ch.params + ch.expert_params) * st.precision.param_gather_bytes, prev,
-                                          "dp", "dp.params", s, -1, -1, c)]
+            if p.dp_sharding != "none" and not p.overlap_param_gather:
+                last = {}
+                for c in range(v):
+                    self.gathers(s, c, last, opts if c == 0 else [], "dp", "dp.params")
             tick(n_parts - p.pp + s + 1, n_parts)
         if self.batch is not None:
             self.batch.flush()
@@ -311,7 +327,8 @@ class _Builder:
     def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
             first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
             last_op: dict[tuple[int, int], int], pieces: dict[tuple[int, int, int], list[int]],
-            fsdp_f: dict[tuple[int, int], list[int]], fsdp_b: dict[tuple[int, int], list[int]]) -> None:
+            fsdp_f: dict[tuple[int, int], tuple[list[int], dict[int, int]]],
+            fsdp_b: dict[tuple[int, int], dict[int, int]]) -> None:
         st, p = self.st, self.st.par
         ch = st.chunks[s][c]
         n_rep = p.dp * p.cp
@@ -322,38 +339,40 @@ class _Builder:
         ends: list[list[int]] = []
         inputs: list[list[int]] = []
         comp_ids: list[int] = []
-        # with overlap_grad_reduce the chunk's last backward is cut into one compute piece per
-        # bucket group, and each group's reduction starts as its piece ends (the last group's as
-        # the whole backward ends, its TP, CP and EP communication too: the chunk's first layer's
-        # gradients are final only then)
-        split = (not fwd) and i == last_b[s][c] and n_rep > 1 and p.overlap_grad_reduce
+        # with overlap_grad_reduce the chunk's last backward is cut into compute pieces, one up
+        # to where each bucket group's gradients are final (data_parallel.buckets), and each
+        # group's reduction starts as its piece ends (the last groups' as the whole backward
+        # ends, its TP, CP and EP communication too: the chunk's first layer's gradients are
+        # final only then)
+        split = (not fwd) and i == last_b[s][c] and p.overlap_grad_reduce
         # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
         comp_s = op_compute_s(st, ch, fwd, first=fwd and m == 0, last=(not fwd) and i == last_b[s][c])
-        groups = st._buckets(ch) if split else []
+        cuts = sorted({part for _, _, part in data_parallel.buckets(st, ch)}) if split else []
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
         # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
-        # waits only for the forward gather, so it overlaps the forwards)
-        fs_after: list[int] = []
-        if p.dp_sharding == "fsdp" and n_rep > 1:
+        # waits only for the forward gather, so it overlaps the forwards); a replica waits for
+        # the last gather on each of its GPUs
+        gathered: dict[int, int] = {}
+        if (s, c) in fsdp_f:
             if fwd and i == first_f[s][c]:
-                fs_after = fsdp_f[(s, c)]
+                gathered = fsdp_f[(s, c)][1]
             if not fwd and i == first_b[s][c]:
                 if (s, c) not in fsdp_b:
-                    size = (ch.params + ch.expert_params) * st.precision.param_gather_bytes
-                    fsdp_b[(s, c)] = [self.coll("all_gather", st._dp_ranks(s, t), size, fsdp_f[(s, c)][t:t + 1], "dp", "fsdp.gather", s, -1, -1, c)
-                                      for t in range(p.tp)]
-                fs_after = fsdp_b[(s, c)]
+                    fsdp_b[(s, c)] = dict(fsdp_f[(s, c)][1])
+                    self.gathers(s, c, fsdp_b[(s, c)], [], "dp", "fsdp.gather")
+                gathered = fsdp_b[(s, c)]
         for r in range(n_rep):
             d, cp_i = divmod(r, p.cp)
-            after = list(fs_after) + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            fs_after = sorted({gathered[g] for g in self._group(("tp", s, d, cp_i), s, d, cp_i)}) if gathered else []
+            after = fs_after + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
             inputs.append(after)
-            if groups:
-                k = len(groups)
+            if cuts:
                 ids = []
-                prev = after
-                for g in range(k):
-                    prev = [self.delay(comp_s / k, prev, "compute", tag, s, r, m, c)]
+                prev, done = after, 0.0
+                for part in cuts:
+                    prev = [self.delay(comp_s * (part - done), prev, "compute", tag, s, r, m, c)]
                     ids.append(prev[0])
+                    done = part
                 pieces[(s, c, r)] = ids
                 cid = ids[-1]
             else:
@@ -388,14 +407,25 @@ class _Builder:
         if p.cp > 1 and ch.cp_bytes > 0:
             for r in range(n_rep):
                 ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
+        # ETP: the routed experts' tokens gathered, and their outputs reduce-scattered, over
+        # each expert-tensor-parallel group, after its replicas' compute, TP and CP
+        etp = moe.etp_bytes(st, ch, fwd)
+        if etp > 0:
+            before_etp = list(ends)
+            for grp, reps in self.comm_groups("etp", s):
+                after = sorted({x for r in reps for x in before_etp[r]})
+                if st.tp_comm == "analytical":
+                    x = self.delay(st._comm_s("etp", s, etp), after, "tp", tp_tag, s, -1, m, c)
+                else:
+                    a = self.coll("all_gather", grp, etp, after, "tp", tp_tag, s, -1, m, c)
+                    x = self.coll("reduce_scatter", grp, etp, [a], "tp", tp_tag, s, -1, m, c)
+                for r in reps:
+                    ends[r] = ends[r] + [x]
         # EP: per expert-parallel group, the chunk's dispatches and combines in turn, after
         # its replicas' compute and TP (beside them, from the op's inputs, with overlap)
         if ch.moe is not None and ch.moe.routing is not None:
             before = inputs if st.moe.overlap else list(ends)
-            groups_s = self._ep.get(s)
-            if groups_s is None:
-                groups_s = self._ep[s] = moe.ep_groups(st, s)
-            for grp, reps in groups_s:
+            for grp, reps in self.comm_groups("ep", s):
                 after = sorted({x for r in reps for x in before[r]})
                 for k_, nbytes in moe.chain(st, fwd, ch.moe.redispatch):
                     after = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, after, f"ep.{tag}", s, -1, m, c)]
@@ -413,7 +443,7 @@ class _Builder:
         for r in range(n_rep):
             end = ends[r]
             last = last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
-            if groups:
+            if cuts:
                 pieces[(s, c, r)][-1] = last
             d, cp_i = divmod(r, p.cp)
             key = None if target is None else (s, target, d, cp_i)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import moe
+from . import data_parallel, moe
 from .compute import TP_OVERLAP_SMS, _Chunk, compute_beside_comm_s, gpu_sms
 from .results import StepEstimate
 from .schedule import _walk_plan, _warm_up
@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from .step import TrainingStep
 
 
-def _param_bytes(step: TrainingStep, ch: _Chunk) -> float:
-    """Bytes of one parameter all-gather of chunk ``ch`` (per GPU, nccl-tests' size)."""
-    return (ch.params + ch.expert_params) * step.precision.param_gather_bytes
+def _gather_s(step: TrainingStep, ch: _Chunk) -> float:
+    """Seconds of chunk ``ch``'s parameter all-gathers (:func:`~.data_parallel.gathers`: the dense
+    parameters over the replicas, then the experts' over the expert-data-parallel group)."""
+    return sum(step._comm_s("all_gather", ch.stage, size, over=over) for over, size in data_parallel.gathers(step, ch))
 
 
 def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, last: bool = False) -> float:
@@ -42,8 +43,8 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
       the direction (a quarter of the chunk's TP time) on the SMs Transformer Engine's
       userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`);
     * ``last`` (the chunk's last backward) with ``overlap_grad_reduce``: the reductions of its
-      bucket groups issued before it ends (all but the last), on their NCCL channels, one SM
-      each (:func:`fabricsim.collectives.cost.choice.channels`);
+      bucket groups whose gradients are final before it ends (dense and expert, :func:`~.data_parallel.buckets`),
+      on their NCCL channels, one SM each (:func:`fabricsim.collectives.cost.choice.channels`);
     * ``first`` (the chunk's first forward): its parameter all-gathers where they overlap the
       forward (``overlap_param_gather`` with a sharded optimizer; FSDP's gather for the
       backward, prefetched beside the forwards), on their channels.
@@ -58,15 +59,16 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
         tp_s = step._comm_s("tp", s, *tp_sizes(step, ch, fwd))
         held = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])["forward" if fwd else "backward"]
         overlaps += [(tp_s / len(held), n) for n in held]
-    n_rep = p.dp * p.cp
-    if last and not fwd and p.overlap_grad_reduce and n_rep > 1:
-        groups = step._buckets(ch)
-        if len(groups) > 1:
+    if last and not fwd and p.overlap_grad_reduce:
+        early = [(over, size) for over, size, ready in data_parallel.buckets(step, ch) if ready < 1.0]
+        if early:
             op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
-            overlaps.append((sum(step._comm_s(op, s, g) for g in groups[:-1]), step._comm_channels(op, s, groups[0])))
-    if first and fwd and n_rep > 1 and (p.dp_sharding == "fsdp" or p.dp_sharding != "none" and p.overlap_param_gather):
-        size = _param_bytes(step, ch)
-        overlaps.append((step._comm_s("all_gather", s, size), step._comm_channels("all_gather", s, size)))
+            overlaps.append((sum(step._comm_s(op, s, size, over=over) for over, size in early),
+                             step._comm_channels(op, s, early[0][1], over=early[0][0])))
+    gathers = data_parallel.gathers(step, ch)
+    if first and fwd and gathers and (p.dp_sharding == "fsdp" or p.dp_sharding != "none" and p.overlap_param_gather):
+        over, size = gathers[0]
+        overlaps.append((_gather_s(step, ch), step._comm_channels("all_gather", s, size, over=over)))
     return compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
 
 
@@ -98,46 +100,46 @@ def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, las
     comp = op_compute_s(step, ch, fwd, first=first, last=last)
     tp = step._comm_s("tp", ch.stage, *tp_sizes(step, ch, fwd))
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
+    etp = step._comm_s("etp", ch.stage, moe.etp_bytes(step, ch, fwd))
     with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
     with_cp = max(with_tp, cp)
-    exposed = max(with_cp, ep) - with_cp if step.moe.overlap else ep
-    return {"compute": comp, "tp": with_tp - comp, "cp": with_cp - with_tp, "ep": exposed}
+    with_etp = with_cp + etp
+    exposed = max(with_etp, ep) - with_etp if step.moe.overlap else ep
+    return {"compute": comp, "tp": with_tp - comp + etp, "cp": with_cp - with_tp, "ep": exposed}
 
 
 def _param_gather_s(step: TrainingStep, s: int) -> float:
     """Seconds of stage ``s``'s parameter all-gathers after its optimizer step (a sharded
     optimizer without ``overlap_param_gather``), chunk after chunk."""
     p = step.par
-    if p.dp_sharding == "none" or p.overlap_param_gather or p.dp * p.cp == 1:
+    if p.dp_sharding == "none" or p.overlap_param_gather:
         return 0.0
-    return sum(step._comm_s("all_gather", s, _param_bytes(step, ch)) for ch in step.chunks[s])
+    return sum(_gather_s(step, ch) for ch in step.chunks[s])
 
 
 def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
     """When stage ``s``'s gradient reduction ends, given each chunk's last backward (start,
-    end) and when the stage's last op ends, as the step chains it per TP rank: chunk by
-    chunk in the order their last backwards run, each chunk's bucket groups in turn. With
-    ``overlap_grad_reduce`` group i starts as the (i+1)-th piece of that backward's compute
-    ends, the last group as the whole backward (its communication too) ends; without, after
-    the stage's last op."""
+    end) and when the stage's last op ends, as the step chains it on each GPU: chunk by
+    chunk in the order their last backwards run, each chunk's bucket groups in turn
+    (:func:`~.data_parallel.buckets`, dense and expert). With ``overlap_grad_reduce`` a group
+    starts once the part of that backward's compute its gradients need has run, the last
+    groups as the whole backward (its communication too) ends; without, after the stage's
+    last op."""
     p = step.par
-    if p.dp * p.cp == 1:
-        return stage_end_s
     op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
     t = 0.0
     for c in sorted(last_b, key=lambda c_: last_b[c_]):
         ch = step.chunks[s][c]
         start, end = last_b[c]
-        groups = step._buckets(ch)
         comp = op_compute_s(step, ch, False, last=True)
-        for i, g in enumerate(groups):
+        for over, size, part in data_parallel.buckets(step, ch):
             if not p.overlap_grad_reduce:
                 ready = stage_end_s
-            elif i == len(groups) - 1:
+            elif part >= 1.0:
                 ready = end
             else:
-                ready = start + (i + 1) * comp / len(groups)
-            t = max(t, ready) + step._comm_s(op, s, g)
+                ready = start + part * comp
+            t = max(t, ready) + step._comm_s(op, s, size, over=over)
     return max(t, stage_end_s)
 
 
@@ -224,9 +226,8 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
     # the start) and again before its backwards
     gather = [[0.0] * v for _ in range(pp)]
-    if p.dp_sharding == "fsdp" and p.dp * p.cp > 1:
-        gather = [[step._comm_s("all_gather", s, _param_bytes(step, ch)) for ch in row]
-                  for s, row in enumerate(step.chunks)]
+    if p.dp_sharding == "fsdp":
+        gather = [[_gather_s(step, ch) for ch in row] for row in step.chunks]
     ready_f = [list(itertools.accumulate(row)) for row in gather]
     ready_b = [[f + g for f, g in zip(rf, row)] for rf, row in zip(ready_f, gather)]
     free, last_b = _schedule_ends(step, dur, ready_f, ready_b)

@@ -161,6 +161,9 @@ class MoeWork:
     bwd_s: float = 0.0
     flops_fwd: float = 0.0
     routing: MoeRouting | None = None
+    #: tokens the busiest rank's experts compute, gathered over its expert-tensor-parallel group
+    #: (every MoE layer's added up)
+    rows: float = 0.0
     #: the forward's dispatch and combine run again before the backward (the MoE layers recomputed)
     redispatch: bool = False
     _comm_s: dict[Any, float] = field(default_factory=dict, repr=False)
@@ -273,11 +276,11 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
     t = tokens_per_rank(step)
     local = m.n_experts // p.ep if m.is_moe else 0
     routings: dict[bytes, MoeRouting] = {}
-    alike: list[tuple[np.ndarray, float, float, float, float]] = []  # balanced: every layer's the same
+    alike: list[tuple[np.ndarray, float, float, float, float, float]] = []  # balanced: every layer's the same
 
-    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float]:
+    def per_layer(i: int) -> tuple[np.ndarray, float, float, float, float, float]:
         """Layer i's counts; its experts' forward s, backward s, forward FLOPs and activation
-        s on the busiest rank."""
+        s on the busiest rank, and the tokens they compute (gathered over its ETP group)."""
         if alike:
             return alike[0]
         counts = layer_counts(step, i)
@@ -285,7 +288,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
         recv = per_expert.sum(axis=1)
         busiest = int(np.argmax(recv))
         f, b, flops, act = expert_work(step, per_expert[busiest], t)
-        out = (counts, f, b, flops, act)
+        out = (counts, f, b, flops, act, float(recv[busiest]) * p.expert_tp)
         if step.moe.routing == "balanced":
             alike.append(out)
         return out
@@ -308,12 +311,13 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
             work = MoeWork([i for _, i in moe_layers])
             total = None
             for k_, i in moe_layers:
-                counts, f, b, flops, act = per_layer(i)
+                counts, f, b, flops, act, rows = per_layer(i)
                 again = f if (0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules) else (
                     act if "moe_act" in p.recompute_modules else 0.0)
                 work.fwd_s += f
                 work.bwd_s += b + again
                 work.flops_fwd += flops
+                work.rows += rows
                 total = counts if total is None else total + counts
                 ch.expert_params += local * m.expert_params() / p.expert_tp
             if p.ep > 1 and total is not None:
@@ -331,19 +335,38 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
 
 
 # ---- expert-parallel groups and their communication
-def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[int]]]:
-    """Stage ``s``'s expert-parallel groups as Megatron forms them (its expert rank order
-    "tp-ep-dp" over the stage's ranks: etp innermost, then ep): each group's GPUs, and the
-    replicas (dp x cp index, cp innermost) they belong to."""
+def _expert_layout(step: TrainingStep, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stage ``s``'s ranks as Megatron lays out its expert groups: GPUs and replicas (dp x cp
+    index, cp innermost), each of shape (expert_dp, ep, etp). Megatron's expert rank generator
+    orders a stage's tp x cp x dp ranks "tp-ep-dp" with the expert sizes: etp innermost, then
+    ep, then expert-dp (megatron/core/parallel_state.py, ``initialize_model_parallel``: the
+    ``expert_decoder_rank_generator`` and the groups made from its 'ep', 'tp' and 'dp' ranks)."""
     p = step.par
     ranks = step.ranks[s].ravel()  # (dp, cp, tp) -> Megatron rank
-    gpus = step.gpus[s].ravel()
-    replica = np.repeat(np.arange(p.dp * p.cp), p.tp)
     order = np.argsort(ranks, kind="stable")
-    g = gpus[order].reshape(-1, p.ep, p.expert_tp)
-    r = replica[order].reshape(-1, p.ep, p.expert_tp)
-    return [(tuple(int(x) for x in g[d, :, e]), sorted({int(x) for x in r[d, :, e]}))
-            for d in range(g.shape[0]) for e in range(p.expert_tp)]
+    shape = (-1, p.ep, p.expert_tp)
+    return step.gpus[s].ravel()[order].reshape(shape), np.repeat(np.arange(p.dp * p.cp), p.tp)[order].reshape(shape)
+
+
+#: The axis of :func:`_expert_layout` each kind of expert group runs along.
+_EXPERT_AXES = {"edp": 0, "ep": 1, "etp": 2}
+
+
+def expert_groups(step: TrainingStep, s: int, kind: str = "ep") -> list[tuple[tuple[int, ...], list[int]]]:
+    """Stage ``s``'s expert groups of ``kind`` as Megatron forms them (:func:`_expert_layout`):
+    "ep" (expert parallel: the ranks that exchange tokens), "etp" (expert tensor parallel: the
+    ranks that split each expert's weights) or "edp" (expert data parallel: the ranks that hold
+    the same experts and reduce their gradients); each group's GPUs, and the replicas (dp x cp
+    index, cp innermost) they belong to."""
+    g, r = (np.moveaxis(a, _EXPERT_AXES[kind], -1) for a in _expert_layout(step, s))
+    n = g.shape[-1]
+    return [(tuple(int(x) for x in gg), sorted({int(x) for x in rr}))
+            for gg, rr in zip(g.reshape(-1, n), r.reshape(-1, n))]
+
+
+def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Stage ``s``'s expert-parallel groups (:func:`expert_groups` of kind "ep")."""
+    return expert_groups(step, s, "ep")
 
 
 def chain(step: TrainingStep, fwd: bool, redispatch: bool = False) -> list[tuple[str, float]]:
@@ -356,6 +379,24 @@ def chain(step: TrainingStep, fwd: bool, redispatch: bool = False) -> list[tuple
     if fwd:
         return forward
     return (forward if redispatch else []) + backward
+
+
+def etp_bytes(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
+    """Bytes (nccl-tests' size) of the all-gather, and of the reduce-scatter, of the chunk's
+    routed tokens over each expert-tensor-parallel group in one forward or backward, per
+    micro-batch: the tokens the busiest rank's experts receive, gathered over the etp ranks,
+    BF16, every MoE layer's added up; none with etp 1. Megatron's token dispatcher takes the
+    expert-TP group as its tensor-parallel group (megatron/core/transformer/moe/token_dispatcher.py,
+    ``MoETokenDispatcher.__init__``: ``self.tp_group = pg_collection.expt_tp``): after the
+    all-to-all it gathers the received tokens over it (``MoEAlltoAllTokenDispatcher.dispatch_postprocess``,
+    ``gather_from_sequence_parallel_region``) and before the combine reduce-scatters the
+    experts' outputs (``combine_preprocess``, ``reduce_scatter_to_sequence_parallel_region``);
+    the backward runs the pair reversed, after the forward's again where the layer is recomputed."""
+    work = ch.moe
+    if work is None or step.par.expert_tp == 1:
+        return 0.0
+    passes = 1 if fwd else (2 if work.redispatch else 1)
+    return float(passes * work.rows * step.model.hidden * 2.0)
 
 
 def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:

@@ -34,12 +34,13 @@ from ...units import size_bytes
 from .compute import RECOMPUTE_MODULES, ComputeModel, _Chunk, _peak, adam_bytes_per_param, chunks, memory_bound_s
 from .precision import Precision
 from .precision import precision as _precision
+from . import data_parallel
 from .construction import _Builder, _Built
 from .estimate import _estimate
 from .memory import memory_table
 from .model import Model
 from .model import model as _model
-from .moe import MoeOptions, add_experts, checked_options
+from .moe import MoeOptions, add_experts, checked_options, expert_groups
 from .placement import straddling
 from .results import StepEstimate, StepResult
 
@@ -530,28 +531,11 @@ class TrainingStep:
         return memory_bound_s(adam_bytes_per_param(p.adam_moment_bytes) * (dense + expert), gpu=self.gpu,
                               compute=self.compute)
 
-    def _groups(self) -> np.ndarray:
-        """Rank lists: tp[s][r] (r = dp*cp + cp index), dp[s][t], ep[s][g][t], cp[s][d][t]."""
-        return self.gpus
-
-    def _dp_ranks(self, s: int, t: int) -> list[int]:
-        return self.gpus[s, :, :, t].ravel().tolist()
-
     @property
     def expert_dp(self) -> int:
         """Ranks holding the same experts (expert data parallel): tp x dp x cp / (etp x ep)."""
         p = self.par
         return p.tp * p.dp * p.cp // (p.expert_tp * p.ep)
-
-    def _buckets(self, ch: _Chunk) -> list[float]:
-        """Bytes per bucket group of one chunk's gradient reduction (per GPU), at most 8 groups."""
-        p = self.par
-        total = (ch.params + ch.expert_params) * p.grad_reduce_bytes
-        if total <= 0:
-            return []
-        n = max(1, math.ceil(total / p.bucket_size_bytes))
-        k = min(n, 8)
-        return [total / k] * k
 
     # ---- communication, as the step issues it
     @property
@@ -560,14 +544,15 @@ class TrainingStep:
         (per-GPU NVLink and network rates) cannot see."""
         return bool((getattr(self.fabric, "_parts", None) or {}).get("faults"))
 
-    def _chains(self, kind: str, s: int, size: float, every: bool,
-                gather: float | None = None) -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
+    def _chains(self, kind: str, s: int, size: float, every: bool, gather: float | None = None,
+                over: str = "dp") -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
         """One communication of stage ``s`` as the step issues it at once on every group of
         ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
-        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", or a
-        data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each TP rank's
-        replicas. ``gather``: the bytes of the TP all-gather with sequence parallelism, where
-        they are not ``size`` (the reduce-scatter's)."""
+        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", "etp" (the routed
+        experts' all-gather and reduce-scatter over each expert-tensor-parallel group), or a
+        data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each group of
+        ``over`` (:func:`~.data_parallel.groups`). ``gather``: the bytes of the TP all-gather with
+        sequence parallelism, where they are not ``size`` (the reduce-scatter's)."""
         p, G = self.par, self.gpus
         ops: list[tuple[str, float, Any]]
         n = None if every else 1
@@ -578,12 +563,15 @@ class TrainingStep:
         elif kind == "cp":
             ops = [("send_recv", size, None)]
             groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
+        elif kind == "etp":
+            ops = [("all_gather", size, None), ("reduce_scatter", size, None)]
+            groups = [np.asarray(g) for g, _ in expert_groups(self, s, "etp")[:n]]
         else:
             ops = [(kind, size, None)]
-            groups = list(G[s].reshape(-1, p.tp).T[:n])  # per TP rank, its dp x cp replicas
+            groups = [np.asarray(g) for g, _ in data_parallel.groups(self, s, over)[:n]]
         return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
 
-    def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None) -> float:
+    def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None, over: str = "dp") -> float:
         """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes (and
         ``gather`` bytes of the TP all-gather) takes on an otherwise idle fabric: on a fabric
         without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
@@ -592,10 +580,10 @@ class TrainingStep:
         the time."""
         if size <= 0:
             return 0.0
-        key = (kind, s, round(size)) + (() if gather is None else (round(gather),))
+        key = (kind, over, s, round(size)) + (() if gather is None else (round(gather),))
         hit = self._est_cache.get(key)
         if hit is None:
-            chains = self._chains(kind, s, size, every=self._faulted, gather=gather)
+            chains = self._chains(kind, s, size, every=self._faulted, gather=gather, over=over)
             if not chains:
                 hit = 0.0
             elif self._faulted:
@@ -609,19 +597,19 @@ class TrainingStep:
             self._est_cache[key] = hit
         return hit
 
-    def _comm_channels(self, kind: str, s: int, size: float) -> int:
+    def _comm_channels(self, kind: str, s: int, size: float, over: str = "dp") -> int:
         """Channels (one SM each) the collective of :meth:`_comm_s` runs on: replica 0's first
         collective's, as :func:`fabricsim.estimate` chooses its algorithm (on a fabric with
         faults too: NCCL's choice does not see them)."""
         if size <= 0:
             return 0
-        key = ("channels", kind, s, round(size))
+        key = ("channels", kind, over, s, round(size))
         hit = self._est_cache.get(key)
         if hit is None:
-            self._comm_s(kind, s, size)  # on a fabric without faults, times it and keeps its channels
+            self._comm_s(kind, s, size, over=over)  # on a fabric without faults, times it and keeps its channels
             hit = self._est_cache.get(key)
         if hit is None:
-            chains = self._chains(kind, s, size, every=False)
+            chains = self._chains(kind, s, size, every=False, over=over)
             hit = 0
             if chains:
                 ranks, ops = chains[0]

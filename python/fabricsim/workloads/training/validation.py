@@ -369,8 +369,7 @@ MOE_VALIDATION: dict[str, dict[str, Any]] = {
         check_memory=False, model="grok1-314b-proxy", n_gpus=128, reported_tokens_per_s_per_gpu=3093.0, published_flop_per_s_per_gpu=1612e12,
         parallelism=dict(tp=4, dp=32, ep=8, etp=4, global_batch_size=256, dp_sharding="zero1"), precision="fp8-delayed",
         domain="gb200-nvl72", placement="domain",
-        assumptions="as grok1-314b-gb200-bf16; the dispatch in BF16",
-        miss=_FP8_MISS),
+        assumptions="as grok1-314b-gb200-bf16; the dispatch in BF16"),
     "deepseek-v3-h100-fp8": dict(
         source="https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987d/docs/performance-summary-archive.md "
                "('25.09 NeMo Container', DGX-H100: DeepSeek-V3 with MTP on 1,024 H100, TP2 PP8 VP4 EP64 ETP1, GBS "
