@@ -23,6 +23,21 @@
 //! so a needless wake costs only work. Levels are taken in order, so the pass ends with the
 //! exact max-min rates, and the woken flows are the flows whose rate changes (up to ties).
 //!
+//! *Floors.* Write load(y) for a constraint's load at level y as the filling counts it: k x y
+//! for each rising flow, k x min(rate, y) for each dormant one, the frozen flows' fixed part.
+//! It is concave in y (a sum of linear and concave terms), so its tangent at the level x where
+//! `saturate` finds it reaches capacity bounds it from above everywhere:
+//! load(y) <= capacity + s x (y - x), s its slope there (the rising coefficients plus those of
+//! the dormant flows faster than x). Keep (floor f, slope s) with load(y) <= capacity + s x (y - f) at every
+//! level y from the current level L up; then nothing saturates below f. A dormant flow of
+//! coefficient k that wakes at L from its old rate r <= L adds exactly k x (y - r) for y >= L,
+//! so the bound holds with f' = (s f + k r) / (s + k) and s' = s + k; a rising flow that
+//! freezes at L takes k x (y - L) off, so f' = (s f - k L) / (s - k), s' = s - k (kept only
+//! while s' >= s / 2, where the division stays well conditioned; else f stays as a plain lower
+//! bound); a drop or a rising level only lower the load. So a wake moves the floor no lower
+//! than that flow's rising can take it, where resetting it sent the constraint back to
+//! `saturate` (a filter of its faster dormant flows and a solve of its level) at every wake.
+//!
 //! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
 //! caller detaches every flow on a constraint whose capacity changes and every rerouted
 //! flow, changes capacities and usage lists while no attached flow is on what changes, and
@@ -91,9 +106,7 @@ struct ConstraintState {
     /// A lower bound of its saturation level with its dormant flows counted at
     /// min(rate, level), or 0. Where `floor_slope` s is > 0 it comes with a bound of the
     /// load itself, at every level y from the current one up: load(y) <= capacity +
-    /// s x (y - floor) (`saturate` module docs), which wakes and freezes move exactly, so
-    /// that a wake lowers the floor only as far as that flow's rising takes, not back to
-    /// the current level (which cost a fresh `saturate` per wake), and a freeze raises it.
+    /// s x (y - floor), which wakes and freezes move exactly (module docs, *Floors*).
     floor: f64,
     floor_slope: f64,
     /// The floor was moved by a wake or a freeze since `saturate` set it.
