@@ -5,7 +5,8 @@
 //! crate's own RNG rather than NumPy's, so the flows differ but the statistics do not.
 //!
 //! cargo run --release --example fat_tree_run -- <n_flows> <together|staggered> [repeats] [--verify]
-//!     [--dump FILE | --check FILE] [--stop-after SECONDS] [--floor]
+//!     [--dump FILE | --check FILE] [--stop-after SECONDS] [--stop-at INSTANTS] [--tolerance T]
+//!     [--floor]
 //!
 //! `--floor` times lower bounds instead: the run's rate changes replayed with only the
 //! bookkeeping every engine that keeps a rate per flow must do for each (bytes left, a
@@ -14,8 +15,13 @@
 //! clock and a finish heap per group, the loads from per-(group, constraint) coefficient
 //! sums), with per-flow work only where a flow changes group (docs/engine.md).
 //!
+//! `--tolerance` runs the fast mode (`RunOptions::finish_rel_tol`, benchmarks/bench_engine.py's
+//! FastModeFatTree) instead of the exact one.
+//!
 //! `--stop-after` ends a long run early and prints how many instants it reached, so that
 //! builds can be compared on the slow 1e5-together run in a minute instead of minutes.
+//! `--stop-at` ends it at the first progress report (every 64 instants and 0.1 s of wall
+//! time) from that instant on: a fixed stretch of the run, for counting instructions there.
 //!
 //! Wall times on a shared VM vary by 10% or more from minute to minute. To compare builds on
 //! a change smaller than that, count instructions instead (deterministic):
@@ -104,6 +110,9 @@ fn main() {
             .map(|i| args[i + 1].clone())
     };
     let (dump, check) = (path_after("--dump"), path_after("--check"));
+    let stop_at: u64 = path_after("--stop-at").map_or(u64::MAX, |s| {
+        s.parse().expect("--stop-at takes a number of instants")
+    });
     let stop_after_s: f64 = path_after("--stop-after").map_or(f64::INFINITY, |s| {
         s.parse().expect("--stop-after takes seconds")
     });
@@ -122,6 +131,9 @@ fn main() {
     }
     let options = RunOptions {
         verify,
+        finish_rel_tol: path_after("--tolerance").map_or(0.0, |s| {
+            s.parse().expect("--tolerance takes a relative tolerance")
+        }),
         ..Default::default()
     };
     let mut times = Vec::new();
@@ -132,12 +144,16 @@ fn main() {
         let mut reached = 0;
         let outcome = run(&capacity, &acts, &options, &mut |p| {
             reached = p.n_instants;
-            t0.elapsed().as_secs_f64() < stop_after_s
+            t0.elapsed().as_secs_f64() < stop_after_s && p.n_instants < stop_at
         });
         let out = match outcome {
             Ok(out) => out,
             Err(fabricsim::Error::Interrupted(_)) => {
-                println!("{n_flows}: stopped after {stop_after_s} s at instant {reached}");
+                println!(
+                    "{n_flows}: stopped after {:.2} s ({:.2} s of CPU) at instant {reached}",
+                    t0.elapsed().as_secs_f64(),
+                    cpu_s() - cpu0
+                );
                 continue;
             }
             Err(e) => panic!("run failed: {e}"),
@@ -163,7 +179,8 @@ fn main() {
         }
         println!(
             "{n_flows} {}: {dt:.4} s ({cpu:.4} s of CPU)  instants {}  solves {}  re-solved flows {}  rate changes {}  \
-             group share changes {}  bottleneck moves {}  makespan {:.9e}  sum finish {:.17e}",
+             group share changes {}  bottleneck moves {}  saturations {}  floor moves {}  \
+             makespan {:.9e}  sum finish {:.17e}",
             if staggered { "staggered" } else { "together" },
             out.n_instants,
             out.n_solves,
@@ -171,6 +188,8 @@ fn main() {
             out.n_rate_changes,
             out.n_group_share_changes,
             out.n_bottleneck_moves,
+            out.n_saturations,
+            out.n_floor_moves,
             out.makespan_s,
             digest,
         );

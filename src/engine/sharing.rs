@@ -23,6 +23,21 @@
 //! so a needless wake costs only work. Levels are taken in order, so the pass ends with the
 //! exact max-min rates, and the woken flows are the flows whose rate changes (up to ties).
 //!
+//! *Floors.* Write load(y) for a constraint's load at level y as the filling counts it: k x y
+//! for each rising flow, k x min(rate, y) for each dormant one, the frozen flows' fixed part.
+//! It is concave in y (a sum of linear and concave terms), so its tangent at the level x where
+//! `saturate` finds it reaches capacity bounds it from above everywhere:
+//! load(y) <= capacity + s x (y - x), s its slope there (the rising coefficients plus those of
+//! the dormant flows faster than x). Keep (floor f, slope s) with load(y) <= capacity + s x (y - f) at every
+//! level y from the current level L up; then nothing saturates below f. A dormant flow of
+//! coefficient k that wakes at L from its old rate r <= L adds exactly k x (y - r) for y >= L,
+//! so the bound holds with f' = (s f + k r) / (s + k) and s' = s + k; a rising flow that
+//! freezes at L takes k x (y - L) off, so f' = (s f - k L) / (s - k), s' = s - k (kept only
+//! while s' >= s / 2, where the division stays well conditioned; else f stays as a plain lower
+//! bound); a drop or a rising level only lower the load. So a wake moves the floor no lower
+//! than that flow's rising can take it, where resetting it sent the constraint back to
+//! `saturate` (a filter of its faster dormant flows and a solve of its level) at every wake.
+//!
 //! *Disruptions.* A capacity change or a reroute is handled as departures and arrivals: the
 //! caller detaches every flow on a constraint whose capacity changes and every rerouted
 //! flow, changes capacities and usage lists while no attached flow is on what changes, and
@@ -48,6 +63,11 @@ const ROUNDING: f64 = 1e-14;
 /// so well below it, but still far above the rounding that separates equal levels reached
 /// by different sums (~1e-15), and no lower than `saturate`'s 1e-12.
 const TIE: f64 = 1e-11;
+/// A floor moved by a wake or a freeze (`ConstraintState::floor_slope`) is computed from two
+/// levels, each within rounding of its value, with at most twice their rounding: it is moved
+/// down by this fraction so that rounding cannot put it above the saturation level it bounds
+/// (where the level would overshoot).
+const FLOOR_ROUNDING: f64 = 1e-14;
 /// `bottleneck` of a flow at its rate cap, and of one not solved yet.
 const CAPPED: u32 = u32::MAX;
 const NO_BOTTLENECK: u32 = u32::MAX - 1;
@@ -84,8 +104,13 @@ struct ConstraintState {
     /// through `coef_sum()`), and their number (exact, unlike the sum).
     non_unit_coef_sum: CompensatedSum,
     /// A lower bound of its saturation level with its dormant flows counted at
-    /// min(rate, level), or 0 (reset whenever a flow on it wakes).
+    /// min(rate, level), or 0. Where `floor_slope` s is > 0 it comes with a bound of the
+    /// load itself, at every level y from the current one up: load(y) <= capacity +
+    /// s x (y - floor), which wakes and freezes move exactly (module docs, *Floors*).
     floor: f64,
+    floor_slope: f64,
+    /// The floor was moved by a wake or a freeze since `saturate` set it.
+    floor_moved: bool,
     n_rising: u32,
     /// Every attached flow's coefficient on it is 1, so the coefficient sum is `n_rising`.
     unit: bool,
@@ -110,6 +135,8 @@ impl Default for ConstraintState {
             residual: CompensatedSum::default(),
             non_unit_coef_sum: CompensatedSum::default(),
             floor: 0.0,
+            floor_slope: 0.0,
+            floor_moved: false,
             scanned: false,
             n_rising: 0,
             unit: true,
@@ -156,6 +183,9 @@ impl ConstraintState {
     fn register(&mut self, load: &ConstraintLoad) {
         if !self.registered {
             self.registered = true;
+            // A floor is only valid within one re-solve.
+            self.floor = 0.0;
+            self.floor_slope = 0.0;
             self.residual = load.unused();
             self.unit = load.n_non_unit == 0;
             self.non_unit_coef_sum = CompensatedSum::default();
@@ -273,6 +303,9 @@ pub(crate) struct Sharing<'a> {
     woken: Vec<(u32, u32)>,
     /// Constraints with flows detached since the last re-solve (`left_any` flags them).
     left: Vec<u32>,
+    /// Per constraint, a dormant flow on it that `faster_dormant` found faster than its bound
+    /// in re-solve number `.0` (the re-solve under way is number `n_solves`).
+    faster_witness: Vec<(u64, u32)>,
     /// The flows whose recorded bottleneck (`FlowState::bottleneck`) each constraint is,
     /// among stale entries (`is_held` tells them apart), and how many.
     held: Vec<Vec<u32>>,
@@ -287,6 +320,10 @@ pub(crate) struct Sharing<'a> {
     /// Times a transferring flow's bottleneck changed from one constraint (or its cap) to
     /// another, over the whole run (`RunOutput::n_bottleneck_moves`).
     pub n_bottleneck_moves: u64,
+    /// Constraints taken at their lazy saturation level (`saturate`), and floors moved by
+    /// a wake or a freeze instead (`RunOutput::n_saturations`, `n_floor_moves`).
+    pub n_saturations: u64,
+    pub n_floor_moves: u64,
 }
 
 impl<'a> Sharing<'a> {
@@ -340,6 +377,7 @@ impl<'a> Sharing<'a> {
             faster: vec![Vec::new(); n_c],
             woken: Vec::new(),
             left: Vec::new(),
+            faster_witness: vec![(u64::MAX, 0); n_c],
             held: vec![Vec::new(); n_c],
             n_held: vec![0; n_c],
             full_rates: Vec::new(),
@@ -347,6 +385,8 @@ impl<'a> Sharing<'a> {
             n_solves: 0,
             n_solved_flows: 0,
             n_bottleneck_moves: 0,
+            n_saturations: 0,
+            n_floor_moves: 0,
         }
     }
 
@@ -790,7 +830,12 @@ impl<'a> Sharing<'a> {
             // With no rising flow it stays only if its woken flows froze at once, leaving
             // it overloaded (see `freeze`).
             if self.cs[ci].n_rising > 0 || self.cs[ci].residual.value() < 0.0 {
-                self.heap.set(c, self.saturation_key(ci));
+                // A stored key need only be a lower bound (`fill` raises it when it reaches
+                // the top): a key that rose is left as it is, which saves most moves.
+                let key = self.saturation_key(ci);
+                if self.heap.key(c).is_none_or(|stored| key < stored) {
+                    self.heap.set(c, key);
+                }
             } else {
                 self.heap.remove(c);
             }
@@ -816,6 +861,8 @@ impl<'a> Sharing<'a> {
     /// change (to x): they wake when the level gets there; then the rising flows freeze.
     fn saturate(&mut self, c: u32, level: f64) -> crate::Result<()> {
         let ci = c as usize;
+        self.n_saturations += 1;
+        let tangent_floor = (self.cs[ci].floor_slope > 0.0).then_some(self.cs[ci].floor);
         self.scratch.clear();
         let above = level * (1.0 + 1e-12);
         if self.cs[ci].scanned {
@@ -843,6 +890,7 @@ impl<'a> Sharing<'a> {
             }
             self.scratch.extend_from_slice(faster);
         }
+        self.debug_check_floor(ci, tangent_floor);
         if self.scratch.is_empty() {
             self.freeze_on(c, level);
             return Ok(());
@@ -856,7 +904,7 @@ impl<'a> Sharing<'a> {
         // for a coefficient of 1e-6 beside flows of 1000), and the rising flows froze there,
         // below a dormant flow they tie with. So each solution is kept at least the last.
         let mut last = f64::NEG_INFINITY;
-        let x = loop {
+        let (x, slope) = loop {
             // The residual plus the faster flows' k x rate is the small rest of large terms:
             // summed in the residual's own compensated sum, not after rounding it.
             let st = &self.cs[ci];
@@ -866,22 +914,33 @@ impl<'a> Sharing<'a> {
                 sum_k += k;
             }
             // With no rising flow left (coef_sum 0), only the dormant ones rise.
-            let x = (room.value() / (st.coef_sum() + sum_k)).max(last);
+            let slope = st.coef_sum() + sum_k;
+            let x = (room.value() / slope).max(last);
             last = x;
             let before = self.scratch.len();
             self.scratch.retain(|t| t.0 > x);
             if self.scratch.len() == before {
-                break x;
+                break (x, slope);
             }
             if self.scratch.is_empty() && self.cs[ci].n_rising == 0 {
                 // Even with every dormant flow at its old rate it has room: nothing to do.
                 self.heap.remove(c);
                 self.cs[ci].floor = 0.0;
+                self.cs[ci].floor_slope = 0.0;
                 return Ok(());
             }
         };
-        if x > level * (1.0 + 1e-12) {
+        // A floor moved by wakes or freezes is a hair below the level it bounds (by
+        // `FLOOR_ROUNDING`), so where it set the level the flows are frozen at x, taken
+        // again at once, not a hair too low.
+        let moved_floor = self.cs[ci].floor_slope > 0.0 && self.cs[ci].floor_moved;
+        if x > level * (1.0 + 1e-12) || (moved_floor && x > level) {
+            // The load is concave in the level (linear in the rising flows, min(rate, y) in
+            // the dormant ones), so its tangent at x, of slope the rising coefficients plus
+            // those of the dormant flows faster than x, bounds it from above below x.
             self.cs[ci].floor = x;
+            self.cs[ci].floor_slope = slope;
+            self.cs[ci].floor_moved = false;
             self.heap.set(c, x);
             return Ok(());
         }
@@ -892,6 +951,33 @@ impl<'a> Sharing<'a> {
         }
         self.freeze_on(c, level);
         Ok(())
+    }
+
+    /// Checks, in debug builds, that a floor with its tangent (`ConstraintState::floor`) was
+    /// a lower bound of the constraint's saturation level: that the load there, the rising
+    /// flows at the floor and the dormant ones at min(rate, floor) (`scratch` holds those
+    /// faster than the level), is within the engine's tolerance of the capacity. A floor
+    /// above the saturation level lets the level pass it, and overloads the constraint.
+    fn debug_check_floor(&self, ci: usize, tangent_floor: Option<f64>) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let Some(floor) = tangent_floor else {
+            return;
+        };
+        let st = &self.cs[ci];
+        let (mut room, mut slope) = (st.residual, st.coef_sum());
+        for &(r, k, _) in &self.scratch {
+            if r > floor {
+                room.add_product(k, r);
+                slope += k;
+            }
+        }
+        let over_Bps = floor * slope - room.value();
+        assert!(
+            over_Bps <= 1e-9 * self.link[ci].capacity,
+            "constraint {ci}: at its floor {floor} its load is {over_Bps} B/s over capacity"
+        );
     }
 
     /// Freezes every rising flow on constraint `c` at `level`.
@@ -908,6 +994,7 @@ impl<'a> Sharing<'a> {
         }
         self.heap.remove(c);
         self.cs[ci].floor = 0.0;
+        self.cs[ci].floor_slope = 0.0;
     }
 
     /// The bottleneck (or `CAPPED`) dormant flow `g` still has when the level reaches its
@@ -949,9 +1036,16 @@ impl<'a> Sharing<'a> {
                 .iter()
                 .any(|&(r, _, g)| r > bound && !in_region[g as usize]);
         }
+        // A dormant flow found faster by an earlier scan in this re-solve often still is.
+        let (solve, g) = self.faster_witness[ci];
+        if solve == self.n_solves && self.fs[g as usize].rate > bound && !self.in_region[g as usize]
+        {
+            return true;
+        }
         let mut top = 0.0f64;
         for s in &self.on[ci] {
             if s.rate > bound && !self.in_region[s.flow as usize] {
+                self.faster_witness[ci] = (self.n_solves, s.flow);
                 return true;
             }
             top = top.max(s.rate);
@@ -961,7 +1055,9 @@ impl<'a> Sharing<'a> {
     }
 
     /// Puts flow `f` in the region re-solved, at `level`.
-    #[inline]
+    // Forced: with the floors' arithmetic in `rise` the compiler stopped inlining it, for
+    // 1-3% more instructions on the fat-tree runs (cachegrind).
+    #[inline(always)]
     fn wake(&mut self, f: u32, level: f64) {
         // Its constraints are touched while it still counts as dormant there.
         for u in self.usage_of(f) {
@@ -983,7 +1079,22 @@ impl<'a> Sharing<'a> {
             let ci = u.constraint as usize;
             let st = &mut self.cs[ci];
             st.register(&self.link[ci]);
-            st.floor = 0.0;
+            // Counted at min(old, y) until now, at y from here on: at every level y from
+            // here up (old <= level) the load grows by k x (y - old), and so does the line
+            // that bounds it (`floor`): it reaches capacity at the weighted mean below.
+            let k = u.coefficient;
+            if st.floor_slope > 0.0 && old <= level {
+                st.floor = (st.floor_slope * st.floor + k * old) / (st.floor_slope + k)
+                    * (1.0 - FLOOR_ROUNDING);
+                st.floor_slope += k;
+                st.floor_moved = true;
+                self.n_floor_moves += 1;
+            } else if old < st.floor {
+                // A plain lower bound x of the saturation level: with this flow rising it
+                // is still at least min(x, old).
+                st.floor = old;
+                st.floor_slope = 0.0;
+            }
             st.residual.add_product(u.coefficient, old);
             if !st.unit {
                 st.non_unit_coef_sum.add(u.coefficient);
@@ -1023,12 +1134,16 @@ impl<'a> Sharing<'a> {
             }
             // As in `freeze` when the last rising flow leaves.
             if st.residual.value() < 0.0 {
-                st.floor = st.floor.max(level);
+                if level > st.floor {
+                    st.floor = level;
+                    st.floor_slope = 0.0;
+                }
                 if !self.heap.contains(u.constraint) {
                     self.heap.set(u.constraint, st.floor);
                 }
             } else {
                 st.floor = 0.0;
+                st.floor_slope = 0.0;
                 self.heap.remove(u.constraint);
             }
         }
@@ -1044,6 +1159,23 @@ impl<'a> Sharing<'a> {
             let st = &mut self.cs[u.constraint as usize];
             st.residual.add_product(-u.coefficient, rate);
             st.n_rising -= 1;
+            // From k x y to k x rate at every level y from here (rate) up: the line that
+            // bounds the load loses k of its slope and reaches capacity higher. Where that
+            // leaves too little slope for the floor to be well conditioned, it is kept as a
+            // plain lower bound (the load only fell).
+            if st.floor_slope > 0.0 {
+                let k = u.coefficient;
+                let slope = st.floor_slope - k;
+                if slope >= 0.5 * st.floor_slope {
+                    st.floor =
+                        (st.floor_slope * st.floor - k * rate) / slope * (1.0 - FLOOR_ROUNDING);
+                    st.floor_slope = slope;
+                    st.floor_moved = true;
+                    self.n_floor_moves += 1;
+                } else {
+                    st.floor_slope = 0.0;
+                }
+            }
             if st.n_rising > 0 {
                 if !st.unit {
                     st.non_unit_coef_sum.add(-u.coefficient);
@@ -1054,9 +1186,13 @@ impl<'a> Sharing<'a> {
             // Overloaded as the stand-in counts it, it has dormant flows faster than the
             // level: it stays until they are dealt with (at a level no lower).
             if st.residual.value() < 0.0 {
-                st.floor = st.floor.max(rate);
+                if rate > st.floor {
+                    st.floor = rate;
+                    st.floor_slope = 0.0;
+                }
             } else {
                 st.floor = 0.0;
+                st.floor_slope = 0.0;
                 self.heap.remove(u.constraint);
             }
         }

@@ -124,6 +124,13 @@ pub struct RunOutput {
     /// bottlenecks of the flows whose rate changed, each flow at its cap a group of its own.
     /// Such an engine's per-group work, where this one has `n_rate_changes`.
     pub n_group_share_changes: u64,
+    /// Constraints the lazy re-solve took at their saturation level as it counts it (each a
+    /// look at the dormant flows faster than that), summed over all re-solves: most are taken
+    /// again higher, where those flows still rise, the rest freeze their flows.
+    pub n_saturations: u64,
+    /// Times a wake or a freeze moved a constraint's floor along its tangent instead of
+    /// sending it back to be taken again (src/engine/sharing.rs).
+    pub n_floor_moves: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -1311,6 +1318,8 @@ impl<'a> Sim<'a> {
         self.out.n_solves = self.sharing.n_solves;
         self.out.n_flows_resolved = self.sharing.n_solved_flows;
         self.out.n_bottleneck_moves = self.sharing.n_bottleneck_moves;
+        self.out.n_saturations = self.sharing.n_saturations;
+        self.out.n_floor_moves = self.sharing.n_floor_moves;
         // A failed flow ends at its failure and carried bytes until then (max skips NaN).
         let ends = self.out.finish_s.iter().chain(&self.out.failed_s);
         self.out.makespan_s = ends.copied().fold(0.0, f64::max);

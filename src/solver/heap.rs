@@ -39,6 +39,13 @@ impl IndexedHeap {
         self.pos[id as usize] != ABSENT
     }
 
+    /// The key of `id`, if present.
+    #[inline]
+    pub fn key(&self, id: u32) -> Option<f64> {
+        let p = self.pos[id as usize];
+        (p != ABSENT).then(|| self.items[p as usize].0)
+    }
+
     /// Inserts `id` with `key`, or moves it to `key` if present.
     pub fn set(&mut self, id: u32, key: f64) {
         let p = self.pos[id as usize];

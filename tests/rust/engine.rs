@@ -284,6 +284,50 @@ fn fat_tree_runs_agree_with_full_solves_at_every_instant() {
     }
 }
 
+/// Flows that start together on a small fat-tree, with mixed coefficients, weights and rate
+/// caps: the lazy filling moves constraints' floors along their tangents as flows wake and
+/// freeze there (src/engine/sharing.rs), and every instant still agrees with a full solve
+/// (`go`). In debug builds `saturate` also checks that each such floor was below the
+/// saturation level it bounded, so a floor moved too far fails here, not only by its rates.
+#[test]
+fn floors_moved_by_wakes_and_freezes_stay_below_the_saturation_level() {
+    let tree = TwoTier {
+        hosts: 32,
+        leaves: 4,
+        spines: 2,
+    };
+    let capacity = vec![10.0; tree.n_constraints()];
+    let mut n_floor_moves = 0;
+    for seed in 0..6u64 {
+        let mut rng = Rng::new(100 + seed);
+        let mut acts = Activities::new();
+        let n_flows = 500;
+        for _ in 0..n_flows {
+            let (a, b, s, bytes) = tree.random_flow(&mut rng);
+            let route = tree.route(a, b, s);
+            let usage: Vec<(u32, f64)> = route
+                .iter()
+                .map(|&c| (c, MIXED_COEFFICIENTS[rng.below(7) as usize].max(0.25)))
+                .collect();
+            let cap = if rng.below(5) == 0 {
+                0.05 + rng.next_f64()
+            } else {
+                f64::INFINITY
+            };
+            acts.add_flow(bytes, &weighted(&usage), 0.0, 0.0, cap, &[])
+                .unwrap();
+        }
+        // A third of the flows weigh 3, a sixth 0.5.
+        acts.set_weights(0, n_flows / 3, 3.0).unwrap();
+        acts.set_weights(n_flows / 3, n_flows / 2, 0.5).unwrap();
+        let out = go(&capacity, &acts);
+        assert!(out.finish_s.iter().all(|t| t.is_finite()), "seed {seed}");
+        n_floor_moves += out.n_floor_moves;
+    }
+    // The mechanism under test ran.
+    assert!(n_floor_moves > 1000, "{n_floor_moves} floor moves");
+}
+
 /// Found with the benchmark's shape (examples/fat_tree_run.rs, 1000 flows): flows under one
 /// leaf start a hop's latency before the others, which then arrive on host links those
 /// flows fill. The lazy filling must keep a constraint overloaded by such a flow's old rate
