@@ -1086,6 +1086,12 @@ impl Scenario {
             )?;
             let mut n_flows = 0;
             for (i, &t) in template.iter().enumerate() {
+                if t < -1 || tag[i] < -1 {
+                    return Err(Error::InvalidArgument(format!(
+                        "item {i}: template {t} and tag {} must each be an index or -1 (none)",
+                        tag[i]
+                    )));
+                }
                 if t >= 0 {
                     let t = templates.get(t as usize).ok_or_else(|| {
                         Error::InvalidArgument(format!(

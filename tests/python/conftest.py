@@ -5,7 +5,7 @@ draws. fabricsim is local in an editable install (``pip install -e .``) and not 
 install (``pip install .``, what CI runs), so the same derandomized property test drew other
 examples in a checkout than in CI, and its draws moved whenever the package gained or lost a
 constant (the reach guards in hostile.py then failed on changes that had nothing to do with
-them). Draws depend on the tests alone when the local pool is empty, as it is in CI.
+them). With the pool emptied, draws depend on the test code alone, in either install.
 """
 
 try:  # an internal of Hypothesis: absent in versions before the feature, nothing to undo there

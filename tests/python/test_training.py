@@ -730,7 +730,9 @@ def test_a_core_batch_adds_its_items_in_order_or_nothing():
     assert core.n_activities == 8
     for bad, message in (((i64([template]), np.zeros(1), i64([-1]), [], i64([0, 1]), i64([99])), "99"),
                          ((i64([7]), np.zeros(1), i64([-1]), [], i64([0, 0]), i64([])), "template 7"),
-                         ((i64([-1, -1]), np.zeros(2), i64([-1, 2]), ["a"], i64([0, 0, 0]), i64([])), "tag 2")):
+                         ((i64([-1, -1]), np.zeros(2), i64([-1, 2]), ["a"], i64([0, 0, 0]), i64([])), "tag 2"),
+                         ((i64([-7]), np.zeros(1), i64([-1]), [], i64([0, 0]), i64([])), "template -7 .* or -1"),
+                         ((i64([-1]), np.zeros(1), i64([-5]), ["a"], i64([0, 0]), i64([])), "tag -5 must")):
         with pytest.raises(fs.InvalidArgumentError, match=message):
             core.add_batch(*bad)
         assert core.n_activities == 8

@@ -439,3 +439,28 @@ def test_estimate_agrees_with_the_simulated_step_with_expert_groups(par, within)
     step = _mixtral_step(**par)
     est, res = step.estimate(), step.run()
     assert est.step_s <= res.step_s * (1 + 1e-9) and res.step_s <= est.step_s * (1 + within)
+
+
+def test_the_flex_dispatcher_with_expert_tensor_parallelism_is_refused_by_name():
+    # Megatron's flex dispatcher sends each token to every expert-TP rank of its destination
+    # over one TP x EP group (no gather after it): not the dispatch this model builds.
+    with pytest.raises(T.TrainingConfigError, match=r"dispatcher 'flex' with etp 2 > 1 is not modelled"):
+        T.TrainingStep(T.model("mixtral-8x7b").replace(layers=2, seq_len=4096), T.Parallelism(
+            tp=2, dp=8, ep=4, etp=2, global_batch_size=16), fs.cluster(domain="hgx-h100", n_domains=4,
+                                                                     scale_out="quantum-2"),
+            moe=T.MoeOptions(dispatcher="flex"), check_memory=False)
+
+
+def test_layers_recomputed_in_part_run_their_share_of_the_dispatch_and_expert_tp_traffic_again():
+    # 2 MoE layers, the first recomputed: the backward runs half the forward's dispatch and
+    # combine bytes and half its expert-TP gather again first (as it runs the first layer's
+    # forward compute again); all recomputed, all of it; none, none.
+    for n_recomputed, share in ((0, 0.0), (1, 0.5), (2, 1.0)):
+        kw = dict(recompute=True, recompute_layers=n_recomputed) if n_recomputed else {}
+        step = _mixtral_step(tp=2, dp=8, ep=4, etp=2, **kw)
+        ch = step.chunks[0][0]
+        assert ch.moe.redispatch == share
+        assert moe.etp_bytes(step, ch, False) == pytest.approx((1 + share) * moe.etp_bytes(step, ch, True), rel=1e-12)
+        forward = moe.chain(step, True)
+        again = [(k, b * share) for k, b in forward] if share else []
+        assert moe.chain(step, False, ch.moe.redispatch) == again + moe.chain(step, False)

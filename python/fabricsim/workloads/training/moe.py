@@ -28,7 +28,9 @@ DeepEP or HybridEP), a token crossing the network once per destination NVLink do
 fanning out there). Forward: the dispatch in FP8 where ``fp8_dispatch`` (one byte per value
 and one FP32 scale per :data:`FP8_DISPATCH_BLOCK` values, DeepEP's format), else BF16, the
 combine in BF16; backward: both in BF16 (gradients), in the other direction; with full
-recomputation the forward's again first.
+recomputation the forward's again first (for the share of the layers recomputed). The flex
+dispatcher with expert tensor parallelism (etp > 1) sends each token to every expert-TP rank of
+its destination over one TP x EP group; that dispatch is not built, and such a step is refused.
 
 **Overlap** (``overlap``, off by default as in Megatron, ``--overlap-moe-expert-parallel-comm``):
 the dispatch and combine run beside the chunk's compute, as Megatron's 1F1B all-to-all overlap
@@ -164,8 +166,9 @@ class MoeWork:
     #: tokens the busiest rank's experts compute, gathered over its expert-tensor-parallel group
     #: (every MoE layer's added up)
     rows: float = 0.0
-    #: the forward's dispatch and combine run again before the backward (the MoE layers recomputed)
-    redispatch: bool = False
+    #: the share of the MoE layers whose forward dispatch and combine run again before the
+    #: backward (the layers recomputed)
+    redispatch: float = 0.0
     _comm_s: dict[Any, float] = field(default_factory=dict, repr=False)
 
 
@@ -310,10 +313,10 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 continue
             work = MoeWork([i for _, i in moe_layers])
             total = None
-            for k_, i in moe_layers:
+            rerun = [0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules for k_, _ in moe_layers]
+            for (k_, i), layer_again in zip(moe_layers, rerun):
                 counts, f, b, flops, act, rows = per_layer(i)
-                again = f if (0 <= k_ < ch.recomputed or k_ < 0 or "moe" in p.recompute_modules) else (
-                    act if "moe_act" in p.recompute_modules else 0.0)
+                again = f if layer_again else (act if "moe_act" in p.recompute_modules else 0.0)
                 work.fwd_s += f
                 work.bwd_s += b + again
                 work.flops_fwd += flops
@@ -327,7 +330,7 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
                 work.routing = routings.get(key)
                 if work.routing is None:
                     work.routing = routings[key] = MoeRouting.from_counts(total, m.experts_per_token)
-            work.redispatch = ch.recomputed == len(ch.layers) and p.recompute or "moe" in p.recompute_modules
+            work.redispatch = sum(rerun) / len(rerun)
             ch.moe = work
             ch.flops_fwd += work.flops_fwd
             ch.fwd_s += work.fwd_s
@@ -369,16 +372,17 @@ def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[in
     return expert_groups(step, s, "ep")
 
 
-def chain(step: TrainingStep, fwd: bool, redispatch: bool = False) -> list[tuple[str, float]]:
+def chain(step: TrainingStep, fwd: bool, redispatch: float = 0.0) -> list[tuple[str, float]]:
     """The dispatches and combines of one forward or backward, in order: (kind, bytes per
-    token); ``redispatch``: the backward runs the forward's again first (recomputation)."""
+    token); ``redispatch``: the share of the MoE layers whose forward ones the backward runs
+    again first (recomputation), as that share of their bytes."""
     h = step.model.hidden
     fp8 = h + h / FP8_DISPATCH_BLOCK * 4.0
     forward = [("dispatch", fp8 if step.moe.fp8_dispatch else 2.0 * h), ("combine", 2.0 * h)]
     backward = [("dispatch", 2.0 * h), ("combine", 2.0 * h)]
     if fwd:
         return forward
-    return (forward if redispatch else []) + backward
+    return [(kind, nbytes * redispatch) for kind, nbytes in forward if redispatch > 0] + backward
 
 
 def etp_bytes(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
@@ -391,11 +395,11 @@ def etp_bytes(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
     all-to-all it gathers the received tokens over it (``MoEAlltoAllTokenDispatcher.dispatch_postprocess``,
     ``gather_from_sequence_parallel_region``) and before the combine reduce-scatters the
     experts' outputs (``combine_preprocess``, ``reduce_scatter_to_sequence_parallel_region``);
-    the backward runs the pair reversed, after the forward's again where the layer is recomputed."""
+    the backward runs the pair reversed, after the forward's again for the layers recomputed."""
     work = ch.moe
     if work is None or step.par.expert_tp == 1:
         return 0.0
-    passes = 1 if fwd else (2 if work.redispatch else 1)
+    passes = 1.0 if fwd else 1.0 + work.redispatch
     return float(passes * work.rows * step.model.hidden * 2.0)
 
 

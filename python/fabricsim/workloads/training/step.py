@@ -414,10 +414,10 @@ class TrainingStep:
         self.precision.check_gpu(self.gpu)
         #: the dense peak of the linear layers' GEMM format, the denominator of MFU
         self.peak_flop_per_s: float = _peak(self.gpu, self.precision.gemm_format)
+        self.moe = checked_options(moe)
         self._check()
         self.gpus = parallelism.gpu_map()  # (pp, dp, cp, tp)
         self.ranks = parallelism.rank_map()  # Megatron's rank of each, the same shape
-        self.moe = checked_options(moe)
         self._check_placement()
         self.straddling = straddling(self)
         if any(self.straddling.values()):
@@ -458,6 +458,13 @@ class TrainingStep:
                            "(Megatron carves expert parallelism out of each stage's ranks)")
         if m.is_moe and m.expert_ffn % p.expert_tp:
             raise _bad(f"{m.name}: expert_ffn {m.expert_ffn} not divisible by etp {p.expert_tp}")
+        if m.is_moe and p.expert_tp > 1 and self.moe.mode == "deepep":
+            # MoEFlexTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) sends each
+            # token to every expert-TP rank of its destination over one TP x EP group, with no
+            # gather after it: a dispatch this model does not build (it gathers over the ETP group
+            # as the alltoall dispatcher does), so it is refused rather than mis-timed.
+            raise _bad(f"dispatcher {self.moe.dispatcher!r} with etp {p.expert_tp} > 1 is not modelled "
+                       "(the flex dispatcher's TP x EP dispatch); use etp=1 or dispatcher='alltoall'")
         if m.is_moe and p.tp > 1 and not p.sequence_parallel:
             # megatron/training/arguments.py: "When using MoE and tensor parallelism, sequence
             # parallelism must be used."
