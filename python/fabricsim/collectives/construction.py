@@ -57,6 +57,21 @@ class _Plan:
     row: tuple[bytes, str, str, int, float, float, str]
 
 
+@dataclass(frozen=True)
+class _Copies:
+    """Kept collectives (:class:`_Plan`) to be copied together, one per lane
+    (:meth:`Builder.known_copies`): per lane its template, activities and end (by position),
+    its row but for the ids (communicator number, op, algorithm, ranks, size, analytical s,
+    protocol); and its coupled flows' edge bytes per byte, flat: lane, position, bytes."""
+    template: np.ndarray
+    span: np.ndarray
+    end: np.ndarray
+    rows: list[tuple[int, str, str, int, float, float, str]]
+    edge_lane: np.ndarray
+    edge_offset: np.ndarray
+    edge_bytes: list[float]
+
+
 class _Watcher:
     """A scenario's core as a collective's construction calls it (Builder.add_known): every
     call is passed on; one that does more than add activities (a reduction engine, which a
@@ -88,6 +103,10 @@ class Batch:
         self.core = core
         self.next_id: int = core.n_activities
         self._tags: dict[str, int] = {}
+        # items given as arrays (:meth:`extend`), and those before them moved into arrays:
+        # (template, duration, tag, n_after, after) each
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._n_chunked = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -96,6 +115,11 @@ class Batch:
         self._tag: list[int] = []
         self._n_after: list[int] = []
         self._after: list[int] = []
+
+    def tag(self, tag: str | None) -> int:
+        """The number :meth:`extend` takes for ``tag`` (-1: None, the template's own tags)."""
+        tags = self._tags
+        return -1 if tag is None else tags.setdefault(tag, len(tags))
 
     def delay(self, duration_s: float, after: Any, tag: str | None) -> int:
         """A delay of ``duration_s`` after ``after`` (ids), as ``core.add_delay(duration_s,
@@ -118,19 +142,43 @@ class Batch:
         self._n_after.append(len(after))
         self._after.extend(after)
         self.next_id = first + n
-        if len(self._template) >= self.MAX_PENDING:
+        if len(self._template) + self._n_chunked >= self.MAX_PENDING:
             self.flush()
         return first
 
+    def extend(self, template: np.ndarray, duration_s: np.ndarray, tag: np.ndarray, n_after: np.ndarray,
+               after: np.ndarray, n_activities: int) -> int:
+        """Items as arrays, in order (each as :meth:`delay` or :meth:`repeat` takes it: template
+        -1 for a delay, ``tag`` numbers from :meth:`tag`, item ``i`` after its ``n_after[i]``
+        ids of ``after`` in a row), ``n_activities`` in all; returns the first one's id."""
+        first = self.next_id
+        self._spill()
+        self._chunks.append((template, duration_s, tag, n_after, after))
+        self._n_chunked += len(template)
+        self.next_id = first + n_activities
+        if self._n_chunked >= self.MAX_PENDING:
+            self.flush()
+        return first
+
+    def _spill(self) -> None:
+        """Moves the items kept in lists into a chunk of arrays (order kept)."""
+        if self._template:
+            self._chunks.append((_int64s(self._template), np.fromiter(self._duration, np.float64, len(self._duration)),
+                                 _int64s(self._tag), _int64s(self._n_after), _int64s(self._after)))
+            self._n_chunked += len(self._template)
+            self._clear()
+
     def flush(self) -> None:
         """Adds what is pending."""
-        if not self._template:
+        self._spill()
+        if not self._chunks:
             return
-        offsets = np.zeros(len(self._n_after) + 1, dtype=np.int64)
-        np.cumsum(_int64s(self._n_after), out=offsets[1:])
-        self.core.add_batch(_int64s(self._template), np.fromiter(self._duration, np.float64, len(self._duration)),
-                            _int64s(self._tag), list(self._tags), offsets, _int64s(self._after))
-        self._clear()
+        template, duration, tag, n_after, after = (np.concatenate(parts) for parts in zip(*self._chunks))
+        offsets = np.zeros(len(n_after) + 1, dtype=np.int64)
+        np.cumsum(n_after, out=offsets[1:])
+        self.core.add_batch(template, duration, tag, list(self._tags), offsets, after)
+        self._chunks.clear()
+        self._n_chunked = 0
         if self.core.n_activities != self.next_id:  # pragma: no cover - the core adds each item whole
             raise AssertionError(f"a batch ended at id {self.core.n_activities}, not {self.next_id}")
 
@@ -286,6 +334,41 @@ class Builder:
             comm_id = self._communicator(comm_key)
         self.rows.append((end, comm_id, op, algo, n, size, first, analytical, proto))
         return end
+
+    def known_copies(self, op: str, groups: list[tuple[int, ...]], size_bytes: float) -> _Copies | None:
+        """The collectives ``add_known(op, group, size_bytes, ...)`` would copy, one per group of
+        ``groups`` (:class:`_Copies`), for a caller adding them all at once (:meth:`copied`);
+        None where one of them is not kept to be copied (not yet constructed, or never)."""
+        plans = [self._plans.get((op, g, size_bytes, None)) for g in groups]
+        comm_ids = [None if pl is None else self._communicators.get(pl.row[0]) for pl in plans]
+        if None in comm_ids:
+            return None
+        kept = cast("list[_Plan]", plans)
+        lane = np.repeat(np.arange(len(kept)), [len(pl.edge_bytes) for pl in kept])
+        edges = np.array([e for pl in kept for e in pl.edge_bytes], dtype=np.float64).reshape(-1, 2)
+        return _Copies(_int64s([pl.template for pl in kept]), _int64s([pl.span for pl in kept]),
+                       _int64s([pl.end for pl in kept]),
+                       [(c, *pl.row[1:]) for c, pl in zip(comm_ids, kept)],
+                       lane, edges[:, 0].astype(np.int64), edges[:, 1].tolist())
+
+    def copied(self, copies: list[_Copies], firsts: np.ndarray) -> None:
+        """Gives copies that a caller added (its batch's :meth:`Batch.extend`) their rows and
+        edge bytes as :meth:`add_known` would: per lane ``i``, a copy of each of ``copies`` in
+        turn, the ``k``-th first at ``firsts[i, k]``."""
+        rows: list[list[tuple[Any, ...]]] = []
+        edges: list[tuple[np.ndarray, np.ndarray, list[float]]] = []
+        for k, cp in enumerate(copies):
+            f = firsts[:, k]
+            rows.append([(e, c, op, algo, n, size, f_, analytical, proto) for e, f_, (c, op, algo, n, size, analytical, proto)
+                         in zip((f + cp.end).tolist(), f.tolist(), cp.rows)])
+            edges.append((cp.edge_lane, f[cp.edge_lane] + cp.edge_offset, cp.edge_bytes))
+        # in the order add_known makes them: lane by lane
+        self.rows.extend(row for lane in zip(*rows) for row in lane)
+        lane = np.concatenate([e[0] for e in edges])
+        order = np.argsort(lane, kind="stable")
+        ids = np.concatenate([e[1] for e in edges])[order].tolist()
+        weights = [w for e in edges for w in e[2]]
+        self.edge_bytes_per_byte.update(zip(ids, (weights[i] for i in order.tolist())))
 
     # -- flow construction ---------------------------------------------------------------------
 
