@@ -4,6 +4,7 @@ phases joined by barriers, independent transfers), and the ``collectives`` resul
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -61,15 +62,17 @@ class _Plan:
 class _Copies:
     """Kept collectives (:class:`_Plan`) to be copied together, one per lane
     (:meth:`Builder.known_copies`): per lane its template, activities and end (by position),
-    its row but for the ids (communicator number, op, algorithm, ranks, size, analytical s,
-    protocol); and its coupled flows' edge bytes per byte, flat: lane, position, bytes."""
+    its communicator's number and the rest of its row but for the ids, by column (op,
+    algorithm, ranks, size, analytical s, protocol); and its coupled flows' edge bytes per
+    byte, flat: lane, position, bytes."""
     template: np.ndarray
     span: np.ndarray
     end: np.ndarray
-    rows: list[tuple[int, str, str, int, float, float, str]]
+    comm_ids: list[int]
+    columns: list[list[Any]]
     edge_lane: np.ndarray
     edge_offset: np.ndarray
-    edge_bytes: list[float]
+    edge_bytes: np.ndarray
 
 
 class _Watcher:
@@ -209,6 +212,9 @@ class Builder:
         self._core: _core.Scenario = scenario._core
         #: add_known's collectives as made once, to be made again (_Plan), by their arguments.
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        #: add_known's plans within one domain, to be moved to others: (op, places in the
+        #: domain, size) -> (the domain, the plan).
+        self._local_plans: dict[tuple[str, tuple[int, ...], float], tuple[int, _Plan]] = {}
         #: Where add_known adds copies while a caller adds in bulk (a training step), else None.
         self.batch: Batch | None = None
 
@@ -265,6 +271,10 @@ class Builder:
         it again would make, without the construction's Python."""
         key = (op, ranks, size_bytes, None if sizes is None else sizes.tobytes())
         plan = self._plans.get(key)
+        if plan is None and sizes is None:
+            plan = self._moved(op, ranks, cast(float, size_bytes))
+            if plan is not None:
+                self._plans[key] = plan
         if plan is not None:
             return self._repeat(plan, after, _label(op, tag))
 
@@ -273,7 +283,49 @@ class Builder:
             S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
             return self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
 
-        return self._known(key, after, construct, _label(op, tag))
+        end = self._known(key, after, construct, _label(op, tag))
+        if sizes is None:
+            self._keep_local(op, ranks, cast(float, size_bytes), self._plans[key])
+        return end
+
+    def _domain(self, ranks: tuple[int, ...]) -> tuple[int, tuple[int, ...]] | None:
+        """The NVLink domain holding all of GPU ``ranks`` and their places in it, on a fabric
+        of alike domains (generated, no faults) where a collective in one domain is the same
+        collective as on the same places of another, moved; else None."""
+        view = fabric_view(self.sc.topology)
+        gpd = view.gpus_per_domain
+        if gpd < 2 or view.n_rank_nodes is None or view.injection_Bps is not None or view.nominal_parts is not None \
+                or view.cut_off.size:
+            return None
+        dom = ranks[0] // gpd
+        if any(r // gpd != dom for r in ranks):
+            return None
+        return dom, tuple(r - dom * gpd for r in ranks)
+
+    def _keep_local(self, op: str, ranks: tuple[int, ...], size_bytes: float, plan: _Plan | None) -> None:
+        """Keeps a constructed collective within one domain to be moved to others (:meth:`_moved`)."""
+        placed = self._domain(ranks) if plan is not None else None
+        # its row's communicator must be its ranks in their order, as a moved one's will be
+        if placed is not None and plan is not None and plan.row[0] == np.asarray(ranks, dtype=np.int64).tobytes():
+            self._local_plans.setdefault((op, placed[1], size_bytes), (placed[0], plan))
+
+    def _moved(self, op: str, ranks: tuple[int, ...], size_bytes: float) -> _Plan | None:
+        """The collective ``op`` of ``size_bytes`` on ``ranks``, all in one domain, as the same
+        one constructed on the same places of another domain, its template moved there
+        (``core.template_shifted``: each copy routed on its own GPUs); None where there is
+        none such, or it cannot be moved (reduction engines)."""
+        placed = self._domain(ranks)
+        kept = None if placed is None else self._local_plans.get((op, placed[1], size_bytes))
+        if kept is None:
+            return None
+        dom, plan = kept
+        view = fabric_view(self.sc.topology)
+        shift = (cast(tuple, placed)[0] - dom) * view.gpus_per_domain
+        moved = self._core.template_shifted(plan.template, shift, cast(int, view.n_rank_nodes))
+        if moved is None:
+            return None
+        return _Plan(moved, plan.span, plan.end, plan.edge_bytes,
+                     (np.asarray(ranks, dtype=np.int64).tobytes(), *plan.row[1:]))
 
     def add_known_moe(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, mode: str,
                       after: Any, tag: str) -> int:
@@ -346,29 +398,27 @@ class Builder:
         kept = cast("list[_Plan]", plans)
         lane = np.repeat(np.arange(len(kept)), [len(pl.edge_bytes) for pl in kept])
         edges = np.array([e for pl in kept for e in pl.edge_bytes], dtype=np.float64).reshape(-1, 2)
+        columns = [list(column) for column in zip(*(pl.row[1:] for pl in kept))]
         return _Copies(_int64s([pl.template for pl in kept]), _int64s([pl.span for pl in kept]),
-                       _int64s([pl.end for pl in kept]),
-                       [(c, *pl.row[1:]) for c, pl in zip(comm_ids, kept)],
-                       lane, edges[:, 0].astype(np.int64), edges[:, 1].tolist())
+                       _int64s([pl.end for pl in kept]), cast("list[int]", comm_ids), columns,
+                       lane, edges[:, 0].astype(np.int64), edges[:, 1])
 
     def copied(self, copies: list[_Copies], firsts: np.ndarray) -> None:
         """Gives copies that a caller added (its batch's :meth:`Batch.extend`) their rows and
         edge bytes as :meth:`add_known` would: per lane ``i``, a copy of each of ``copies`` in
         turn, the ``k``-th first at ``firsts[i, k]``."""
-        rows: list[list[tuple[Any, ...]]] = []
-        edges: list[tuple[np.ndarray, np.ndarray, list[float]]] = []
+        rows = []
         for k, cp in enumerate(copies):
             f = firsts[:, k]
-            rows.append([(e, c, op, algo, n, size, f_, analytical, proto) for e, f_, (c, op, algo, n, size, analytical, proto)
-                         in zip((f + cp.end).tolist(), f.tolist(), cp.rows)])
-            edges.append((cp.edge_lane, f[cp.edge_lane] + cp.edge_offset, cp.edge_bytes))
+            op, algo, n, size, analytical, proto = cp.columns
+            rows.append(zip((f + cp.end).tolist(), cp.comm_ids, op, algo, n, size, f.tolist(), analytical, proto))
         # in the order add_known makes them: lane by lane
-        self.rows.extend(row for lane in zip(*rows) for row in lane)
-        lane = np.concatenate([e[0] for e in edges])
+        self.rows.extend(itertools.chain.from_iterable(zip(*rows)) if len(rows) > 1 else rows[0])
+        lane = np.concatenate([cp.edge_lane for cp in copies])
         order = np.argsort(lane, kind="stable")
-        ids = np.concatenate([e[1] for e in edges])[order].tolist()
-        weights = [w for e in edges for w in e[2]]
-        self.edge_bytes_per_byte.update(zip(ids, (weights[i] for i in order.tolist())))
+        ids = np.concatenate([firsts[cp.edge_lane, k] + cp.edge_offset for k, cp in enumerate(copies)])
+        weights = np.concatenate([cp.edge_bytes for cp in copies])
+        self.edge_bytes_per_byte.update(zip(ids[order].tolist(), weights[order].tolist()))
 
     # -- flow construction ---------------------------------------------------------------------
 

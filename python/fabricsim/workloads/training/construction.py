@@ -323,7 +323,7 @@ class _Builder:
                                  else last_op[s][reps].tolist())
                         after += sorted({last[g] for g in grp if g in last})
                         x = self.coll(op, grp, size, after, "dp", "dp.grads", s, -1, -1, c)
-                        last.update((g, x) for g in grp)
+                        last.update(dict.fromkeys(grp, x))
             dp_last[s] = sorted(set(last.values()))
             tick(n_parts - 2 * p.pp + s + 1, n_parts)
         # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
@@ -345,9 +345,8 @@ class _Builder:
         made = made.reshape(-1, 7)
         n = made[:, 1]
         group = np.repeat(np.arange(len(made)), n)
-        starts = np.cumsum(n) - n
-        ids = made[group, 0] + np.arange(int(n.sum())) - starts[group]
-        cat, stage, replica, micro_batch, chunk = (made[group, k] for k in range(2, 7))
+        ids = np.repeat(made[:, 0] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        cat, stage, replica, micro_batch, chunk = (np.repeat(made[:, k], n) for k in range(2, 7))
         offsets = np.zeros(len(made) + 1, dtype=np.int64)
         np.cumsum(n_after, out=offsets[1:])
         return _Built(self.sc, ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
