@@ -315,12 +315,15 @@ class Builder:
         (``core.template_shifted``: each copy routed on its own GPUs); None where there is
         none such, or it cannot be moved (reduction engines)."""
         placed = self._domain(ranks)
-        kept = None if placed is None else self._local_plans.get((op, placed[1], size_bytes))
+        if placed is None:
+            return None
+        dom, places = placed
+        kept = self._local_plans.get((op, places, size_bytes))
         if kept is None:
             return None
-        dom, plan = kept
         view = fabric_view(self.sc.topology)
-        shift = (cast(tuple, placed)[0] - dom) * view.gpus_per_domain
+        shift = (dom - kept[0]) * view.gpus_per_domain
+        plan = kept[1]
         moved = self._core.template_shifted(plan.template, shift, cast(int, view.n_rank_nodes))
         if moved is None:
             return None

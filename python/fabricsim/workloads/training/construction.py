@@ -9,7 +9,7 @@ import contextlib
 import copy
 import gc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -345,11 +345,11 @@ class _Builder:
         made = made.reshape(-1, 7)
         n = made[:, 1]
         group = np.repeat(np.arange(len(made)), n)
-        ids = np.repeat(made[:, 0] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        made_ids = np.repeat(made[:, 0] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
         cat, stage, replica, micro_batch, chunk = (np.repeat(made[:, k], n) for k in range(2, 7))
         offsets = np.zeros(len(made) + 1, dtype=np.int64)
         np.cumsum(n_after, out=offsets[1:])
-        return _Built(self.sc, ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
+        return _Built(self.sc, made_ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
                       self.sc.n_activities)
 
     # one scheduled op on every replica
@@ -578,7 +578,7 @@ class _Builder:
         out[(s, m, c)] = made[:, -1:] + np.arange(sends[1]) if sends is not None else last[:, None]
         return True
 
-    def _sends(self, s: int, target: int | None, pp_tag: str) -> tuple[np.ndarray, int] | None | bool:
+    def _sends(self, s: int, target: int | None, pp_tag: str) -> tuple[np.ndarray, int] | None | Literal[False]:
         """Stage ``s``'s pipeline transfers ``pp_tag`` to ``target``, one per replica, as
         their kept core templates and their flows (alike); None where there are none (no
         target, or the same GPUs); False where one is not kept (yet) or they are unalike."""
@@ -593,10 +593,11 @@ class _Builder:
         if not sent:
             self._kept_sends[key] = None
             return None
-        kept = [self._pp_templates.get((k, pp_tag)) for k in sent]
-        if len(sent) < len(keys) or None in kept or len({n for _, n in kept}) > 1:  # type: ignore[misc]
+        found = [self._pp_templates.get((k, pp_tag)) for k in sent]
+        kept = [t for t in found if t is not None]
+        if len(sent) < len(keys) or len(kept) < len(found) or len({n for _, n in kept}) > 1:
             return False
-        made = self._kept_sends[key] = (np.array([t for t, _ in kept], dtype=np.int64), kept[0][1])  # type: ignore[misc]
+        made = self._kept_sends[key] = (np.array([t for t, _ in kept], dtype=np.int64), kept[0][1])
         return made
 
     def _add_lanes(self, steps: list[_Lane], s: int, m: int, c: int) -> np.ndarray:
@@ -616,7 +617,7 @@ class _Builder:
         spans = per_lane(np.int64, [st_.span for st_ in steps])
         flat = spans.ravel()
         firsts = (self.batch.next_id + np.cumsum(flat) - flat).reshape(n, k)
-        made = firsts if all(st_.whole for st_ in steps) else firsts + per_lane(np.int64, [
+        made: np.ndarray = firsts if all(st_.whole for st_ in steps) else firsts + per_lane(np.int64, [
             0 if st_.whole else st_.end for st_ in steps])
         afters = [made[:, st_.after:st_.after + 1] if isinstance(st_.after, int) else st_.after for st_ in steps]
         n_after = per_lane(np.int64, [a.shape[1] for a in afters]).ravel()
