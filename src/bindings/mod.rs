@@ -1046,6 +1046,27 @@ impl Scenario {
         }))
     }
 
+    /// Keeps template `template` moved `shift` nodes (`sc::Template::shifted`, endpoints
+    /// below `limit`): the new template's number, or None where it cannot be moved.
+    fn template_shifted(
+        &mut self,
+        template: usize,
+        shift: i64,
+        limit: u32,
+    ) -> PyResult<Option<usize>> {
+        let (n, templates) = (self.templates.len(), &self.templates);
+        let moved = guard(|| {
+            let t = templates.get(template).ok_or_else(|| {
+                Error::InvalidArgument(format!("template {template} is not one of the {n} kept"))
+            })?;
+            Ok(t.shifted(shift, limit))
+        })?;
+        Ok(moved.map(|t| {
+            self.templates.push(t);
+            n
+        }))
+    }
+
     /// Adds items in order, each waiting for `after_ids[after_offsets[i]..after_offsets[i +
     /// 1]]`: where `template[i]` is a template's number, a copy of it (its roots waiting,
     /// `sc::Scenario::repeat`; every activity tagged `tags[tag[i]]` where `tag[i]` is not

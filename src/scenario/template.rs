@@ -84,6 +84,43 @@ impl Template {
     pub fn one_tag(&self) -> bool {
         self.one_tag
     }
+
+    /// The same activities between other nodes: each flow's endpoints and each coupled
+    /// flow's edges' moved from node `v` to `v + shift` (a collective on other GPUs of a
+    /// fabric whose GPUs repeat, each copy routed on its own nodes). None where an endpoint
+    /// lies at or past `limit`, before or after the move, a flow's links were given (they do
+    /// not move), or a coupled flow uses reduction engines (they belong to their switches).
+    pub fn shifted(&self, shift: i64, limit: u32) -> Option<Template> {
+        let moved = |v: u32| -> Option<u32> {
+            let w = i64::from(v) + shift;
+            (v < limit && (0..i64::from(limit)).contains(&w)).then_some(w as u32)
+        };
+        let mut acts = self.acts.clone();
+        for act in &mut acts {
+            match &mut act.made {
+                Made::Delay => {}
+                Made::Flow(Way::Links(_)) => return None,
+                Made::Flow(_) => {
+                    act.src = moved(act.src)?;
+                    act.dst = moved(act.dst)?;
+                }
+                Made::Coupled(recipe) => {
+                    if !recipe.engines.is_empty() {
+                        return None;
+                    }
+                    for e in &mut recipe.edges {
+                        e.src = moved(e.src)?;
+                        e.dst = moved(e.dst)?;
+                    }
+                }
+            }
+        }
+        Some(Template {
+            acts,
+            n_flows: self.n_flows,
+            one_tag: self.one_tag,
+        })
+    }
 }
 
 impl Scenario {

@@ -659,6 +659,14 @@ _MIXTRAL = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
     (8, "llama3-8b", dict(tp=4, pp=4, dp=4, schedule="interleaved", virtual_stages=2, global_batch_size=32),
      dict(tp_comm="analytical")),
     (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=4, ep_imbalance=2.0, dp_sharding="none"), {}),
+    # experts reduced over expert-data-parallel groups of 4 (beside the dense DP groups of 8),
+    # in an interleaved schedule, gradients reduced as the last backward goes
+    (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=4, etp=1, schedule="interleaved", virtual_stages=2,
+                       dp_sharding="optim_grads", global_batch_size=32), {}),
+    # experts split over expert-TP groups of 2, dispatch and combine beside the compute
+    (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=2, etp=2, schedule="interleaved", virtual_stages=2,
+                       dp_sharding="optim_grads", tp_comm_overlap=True, global_batch_size=16),
+     dict(moe=dict(overlap=True))),
     (4, "llama3-8b", dict(tp=4, pp=2, cp=2, dp=2, global_batch_size=8, dp_sharding="optim_grads"), {}),
     # Llama 3 405B's layout at 1/64 of its replicas (asv's Llama405B16kH100 on 16,384 GPUs)
     (32, "llama3-405b", dict(pp=16, dp=2, global_batch_size=32, schedule="interleaved", virtual_stages=4,

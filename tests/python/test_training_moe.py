@@ -330,11 +330,16 @@ def test_the_router_runs_on_the_tokens_the_gpu_holds():
 
 
 class _Recording(construction._Builder):
-    """The builder, keeping every collective it adds: (op, GPUs, bytes, tag)."""
+    """The builder, keeping every collective it adds: (op, GPUs, bytes, tag). Each op's TP
+    collectives are added one replica at a time, through ``coll``, not copied for all
+    replicas at once (the two make the same step: test_training.py compares them)."""
 
     def __init__(self, step):
         super().__init__(step)
         self.calls = []
+
+    def _tp_copies(self, op, s, size):
+        return None
 
     def coll(self, op, ranks, size, after, cat, tag, *meta, sizes=None):
         self.calls.append((op, tuple(ranks), size, tag))

@@ -413,12 +413,17 @@ fn reduction_trees_reduce_within_themselves_and_add_across() {
 /// after `after`, a coupled ring and two plain flows (one striped) after it, and an end
 /// delay after those; every activity tagged `tag`. Returns the end.
 fn add_span(sc: &mut Scenario, after: &[ActivityId], tag: &str) -> ActivityId {
+    add_span_at(sc, after, tag, 0)
+}
+
+/// `add_span` with every node moved `at` nodes on.
+fn add_span_at(sc: &mut Scenario, after: &[ActivityId], tag: &str, at: u32) -> ActivityId {
     let begin = sc.add_delay(1e-6, 0.0, after, Some(tag)).unwrap();
     let ring: Vec<Edge> = [(0u32, 9u32), (9, 18), (18, 0)]
         .iter()
         .map(|&(src, dst)| Edge {
-            src,
-            dst,
+            src: src + at,
+            dst: dst + at,
             coefficient: 1.5,
             leg: Leg::Whole,
             tree: 0,
@@ -439,8 +444,8 @@ fn add_span(sc: &mut Scenario, after: &[ActivityId], tag: &str) -> ActivityId {
         .unwrap();
     let f = sc
         .add_flow(
-            NodeId(1),
-            NodeId(30),
+            NodeId(1 + at),
+            NodeId(30 + at),
             2e6,
             0.0,
             &[begin],
@@ -451,8 +456,8 @@ fn add_span(sc: &mut Scenario, after: &[ActivityId], tag: &str) -> ActivityId {
         .unwrap();
     let g = sc
         .add_flow(
-            NodeId(2),
-            NodeId(17),
+            NodeId(2 + at),
+            NodeId(17 + at),
             1e6,
             0.0,
             &[begin],
@@ -464,15 +469,33 @@ fn add_span(sc: &mut Scenario, after: &[ActivityId], tag: &str) -> ActivityId {
     sc.add_delay(0.0, 0.0, &[c, f, g], Some(tag)).unwrap()
 }
 
+/// Two scenarios on one two-plane ECMP Clos, one seed.
+fn twins(seed: u64) -> (Scenario, Scenario) {
+    let fabric = clos_of(2, Mode::Ecmp);
+    (
+        Scenario::new(Arc::clone(&fabric), seed),
+        Scenario::new(fabric, seed),
+    )
+}
+
+fn assert_same_finishes(a: &Scenario, b: &Scenario) {
+    let run = |sc: &Scenario| {
+        sc.run(&RunOptions::default(), &mut never_stop)
+            .unwrap()
+            .out
+            .finish_s
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(a), run(b));
+}
+
 #[test]
 fn a_template_copy_is_the_span_added_again() {
     // ECMP hashes each flow on its id: a copy must be routed at its own ids, as the same
     // calls made again would be.
-    let fabric = clos_of(2, Mode::Ecmp);
-    let (mut copied, mut direct) = (
-        Scenario::new(Arc::clone(&fabric), 7),
-        Scenario::new(fabric, 7),
-    );
+    let (mut copied, mut direct) = twins(7);
     let mut ends = [ActivityId(0), ActivityId(0)];
     for (k, sc) in [&mut copied, &mut direct].into_iter().enumerate() {
         let lead = sc.add_flow(
@@ -530,17 +553,34 @@ fn a_template_copy_is_the_span_added_again() {
         routes_differ,
         "ECMP should hash some copied flow onto another path than its original"
     );
-    let run = |sc: &Scenario| {
-        sc.run(&RunOptions::default(), &mut never_stop)
-            .unwrap()
-            .out
-            .finish_s
-    };
-    let (a, b) = (run(&copied), run(&direct));
-    assert_eq!(
-        a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-        b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    assert_same_finishes(&copied, &direct);
+}
+
+#[test]
+fn a_shifted_template_copy_is_the_span_added_on_the_moved_nodes() {
+    let (mut copied, mut direct) = twins(3);
+    for sc in [&mut copied, &mut direct] {
+        add_span(sc, &[], "span");
+    }
+    let template = copied.template(0).unwrap().expect("one root");
+    // nodes 0..=30 moved 1 on stay below the 32 hosts; 2 on, node 30 would not
+    assert!(template.shifted(2, 32).is_none());
+    assert!(
+        template.shifted(-1, 32).is_none(),
+        "node 0 would move below 0"
     );
+    let moved = template.shifted(1, 32).expect("every node stays a host");
+    let end = ActivityId(copied.n_activities() as u32 - 1);
+    copied.repeat(&moved, &[end], None).unwrap();
+    let end = ActivityId(direct.n_activities() as u32 - 1);
+    add_span_at(&mut direct, &[end], "span", 1);
+    assert_eq!(copied.n_activities(), direct.n_activities());
+    for a in 0..copied.n_activities() as u32 {
+        let a = ActivityId(a);
+        assert_eq!(copied.usage_of(a), direct.usage_of(a), "usage of {}", a.0);
+        assert_eq!(copied.route_of(a), direct.route_of(a), "route of {}", a.0);
+    }
+    assert_same_finishes(&copied, &direct);
 }
 
 #[test]

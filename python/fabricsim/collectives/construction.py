@@ -4,6 +4,7 @@ phases joined by barriers, independent transfers), and the ``collectives`` resul
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -57,6 +58,23 @@ class _Plan:
     row: tuple[bytes, str, str, int, float, float, str]
 
 
+@dataclass(frozen=True)
+class _Copies:
+    """Kept collectives (:class:`_Plan`) to be copied together, one per lane
+    (:meth:`Builder.known_copies`): per lane its template, activities and end (by position),
+    its communicator's number and the rest of its row but for the ids, by column (op,
+    algorithm, ranks, size, analytical s, protocol); and its coupled flows' edge bytes per
+    byte, flat: lane, position, bytes."""
+    template: np.ndarray
+    span: np.ndarray
+    end: np.ndarray
+    comm_ids: list[int]
+    columns: list[list[Any]]
+    edge_lane: np.ndarray
+    edge_offset: np.ndarray
+    edge_bytes: np.ndarray
+
+
 class _Watcher:
     """A scenario's core as a collective's construction calls it (Builder.add_known): every
     call is passed on; one that does more than add activities (a reduction engine, which a
@@ -88,6 +106,10 @@ class Batch:
         self.core = core
         self.next_id: int = core.n_activities
         self._tags: dict[str, int] = {}
+        # items given as arrays (:meth:`extend`), and those before them moved into arrays:
+        # (template, duration, tag, n_after, after) each
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._n_chunked = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -96,6 +118,11 @@ class Batch:
         self._tag: list[int] = []
         self._n_after: list[int] = []
         self._after: list[int] = []
+
+    def tag(self, tag: str | None) -> int:
+        """The number :meth:`extend` takes for ``tag`` (-1: None, the template's own tags)."""
+        tags = self._tags
+        return -1 if tag is None else tags.setdefault(tag, len(tags))
 
     def delay(self, duration_s: float, after: Any, tag: str | None) -> int:
         """A delay of ``duration_s`` after ``after`` (ids), as ``core.add_delay(duration_s,
@@ -118,19 +145,43 @@ class Batch:
         self._n_after.append(len(after))
         self._after.extend(after)
         self.next_id = first + n
-        if len(self._template) >= self.MAX_PENDING:
+        if len(self._template) + self._n_chunked >= self.MAX_PENDING:
             self.flush()
         return first
 
+    def extend(self, template: np.ndarray, duration_s: np.ndarray, tag: np.ndarray, n_after: np.ndarray,
+               after: np.ndarray, n_activities: int) -> int:
+        """Items as arrays, in order (each as :meth:`delay` or :meth:`repeat` takes it: template
+        -1 for a delay, ``tag`` numbers from :meth:`tag`, item ``i`` after its ``n_after[i]``
+        ids of ``after`` in a row), ``n_activities`` in all; returns the first one's id."""
+        first = self.next_id
+        self._spill()
+        self._chunks.append((template, duration_s, tag, n_after, after))
+        self._n_chunked += len(template)
+        self.next_id = first + n_activities
+        if self._n_chunked >= self.MAX_PENDING:
+            self.flush()
+        return first
+
+    def _spill(self) -> None:
+        """Moves the items kept in lists into a chunk of arrays (order kept)."""
+        if self._template:
+            self._chunks.append((_int64s(self._template), np.fromiter(self._duration, np.float64, len(self._duration)),
+                                 _int64s(self._tag), _int64s(self._n_after), _int64s(self._after)))
+            self._n_chunked += len(self._template)
+            self._clear()
+
     def flush(self) -> None:
         """Adds what is pending."""
-        if not self._template:
+        self._spill()
+        if not self._chunks:
             return
-        offsets = np.zeros(len(self._n_after) + 1, dtype=np.int64)
-        np.cumsum(_int64s(self._n_after), out=offsets[1:])
-        self.core.add_batch(_int64s(self._template), np.fromiter(self._duration, np.float64, len(self._duration)),
-                            _int64s(self._tag), list(self._tags), offsets, _int64s(self._after))
-        self._clear()
+        template, duration, tag, n_after, after = (np.concatenate(parts) for parts in zip(*self._chunks))
+        offsets = np.zeros(len(n_after) + 1, dtype=np.int64)
+        np.cumsum(n_after, out=offsets[1:])
+        self.core.add_batch(template, duration, tag, list(self._tags), offsets, after)
+        self._chunks.clear()
+        self._n_chunked = 0
         if self.core.n_activities != self.next_id:  # pragma: no cover - the core adds each item whole
             raise AssertionError(f"a batch ended at id {self.core.n_activities}, not {self.next_id}")
 
@@ -161,6 +212,9 @@ class Builder:
         self._core: _core.Scenario = scenario._core
         #: add_known's collectives as made once, to be made again (_Plan), by their arguments.
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        #: add_known's plans within one domain, to be moved to others: (op, places in the
+        #: domain, size) -> (the domain, the plan).
+        self._local_plans: dict[tuple[str, tuple[int, ...], float], tuple[int, _Plan]] = {}
         #: Where add_known adds copies while a caller adds in bulk (a training step), else None.
         self.batch: Batch | None = None
 
@@ -217,6 +271,10 @@ class Builder:
         it again would make, without the construction's Python."""
         key = (op, ranks, size_bytes, None if sizes is None else sizes.tobytes())
         plan = self._plans.get(key)
+        if plan is None and sizes is None:
+            plan = self._moved(op, ranks, cast(float, size_bytes))
+            if plan is not None:
+                self._plans[key] = plan
         if plan is not None:
             return self._repeat(plan, after, _label(op, tag))
 
@@ -225,7 +283,52 @@ class Builder:
             S, matrix = collective_size(op, size_bytes, sizes, communicator(self.sc.topology, op, arr).n)
             return self.add(op, arr, S, "auto", after, 0.0, tag, matrix, "auto")
 
-        return self._known(key, after, construct, _label(op, tag))
+        end = self._known(key, after, construct, _label(op, tag))
+        if sizes is None:
+            self._keep_local(op, ranks, cast(float, size_bytes), self._plans[key])
+        return end
+
+    def _domain(self, ranks: tuple[int, ...]) -> tuple[int, tuple[int, ...]] | None:
+        """The NVLink domain holding all of GPU ``ranks`` and their places in it, on a fabric
+        of alike domains (generated, no faults) where a collective in one domain is the same
+        collective as on the same places of another, moved; else None."""
+        view = fabric_view(self.sc.topology)
+        gpd = view.gpus_per_domain
+        if gpd < 2 or view.n_rank_nodes is None or view.injection_Bps is not None or view.nominal_parts is not None \
+                or view.cut_off.size:
+            return None
+        dom = ranks[0] // gpd
+        if any(r // gpd != dom for r in ranks):
+            return None
+        return dom, tuple(r - dom * gpd for r in ranks)
+
+    def _keep_local(self, op: str, ranks: tuple[int, ...], size_bytes: float, plan: _Plan | None) -> None:
+        """Keeps a constructed collective within one domain to be moved to others (:meth:`_moved`)."""
+        placed = self._domain(ranks) if plan is not None else None
+        # its row's communicator must be its ranks in their order, as a moved one's will be
+        if placed is not None and plan is not None and plan.row[0] == np.asarray(ranks, dtype=np.int64).tobytes():
+            self._local_plans.setdefault((op, placed[1], size_bytes), (placed[0], plan))
+
+    def _moved(self, op: str, ranks: tuple[int, ...], size_bytes: float) -> _Plan | None:
+        """The collective ``op`` of ``size_bytes`` on ``ranks``, all in one domain, as the same
+        one constructed on the same places of another domain, its template moved there
+        (``core.template_shifted``: each copy routed on its own GPUs); None where there is
+        none such, or it cannot be moved (reduction engines)."""
+        placed = self._domain(ranks)
+        if placed is None:
+            return None
+        dom, places = placed
+        kept = self._local_plans.get((op, places, size_bytes))
+        if kept is None:
+            return None
+        view = fabric_view(self.sc.topology)
+        shift = (dom - kept[0]) * view.gpus_per_domain
+        plan = kept[1]
+        moved = self._core.template_shifted(plan.template, shift, cast(int, view.n_rank_nodes))
+        if moved is None:
+            return None
+        return _Plan(moved, plan.span, plan.end, plan.edge_bytes,
+                     (np.asarray(ranks, dtype=np.int64).tobytes(), *plan.row[1:]))
 
     def add_known_moe(self, kind: str, ranks: tuple[int, ...], routing: Any, nbytes_per_token: float, mode: str,
                       after: Any, tag: str) -> int:
@@ -286,6 +389,39 @@ class Builder:
             comm_id = self._communicator(comm_key)
         self.rows.append((end, comm_id, op, algo, n, size, first, analytical, proto))
         return end
+
+    def known_copies(self, op: str, groups: list[tuple[int, ...]], size_bytes: float) -> _Copies | None:
+        """The collectives ``add_known(op, group, size_bytes, ...)`` would copy, one per group of
+        ``groups`` (:class:`_Copies`), for a caller adding them all at once (:meth:`copied`);
+        None where one of them is not kept to be copied (not yet constructed, or never)."""
+        plans = [self._plans.get((op, g, size_bytes, None)) for g in groups]
+        comm_ids = [None if pl is None else self._communicators.get(pl.row[0]) for pl in plans]
+        if None in comm_ids:
+            return None
+        kept = cast("list[_Plan]", plans)
+        lane = np.repeat(np.arange(len(kept)), [len(pl.edge_bytes) for pl in kept])
+        edges = np.array([e for pl in kept for e in pl.edge_bytes], dtype=np.float64).reshape(-1, 2)
+        columns = [list(column) for column in zip(*(pl.row[1:] for pl in kept))]
+        return _Copies(_int64s([pl.template for pl in kept]), _int64s([pl.span for pl in kept]),
+                       _int64s([pl.end for pl in kept]), cast("list[int]", comm_ids), columns,
+                       lane, edges[:, 0].astype(np.int64), edges[:, 1])
+
+    def copied(self, copies: list[_Copies], firsts: np.ndarray) -> None:
+        """Gives copies that a caller added (its batch's :meth:`Batch.extend`) their rows and
+        edge bytes as :meth:`add_known` would: per lane ``i``, a copy of each of ``copies`` in
+        turn, the ``k``-th first at ``firsts[i, k]``."""
+        rows = []
+        for k, cp in enumerate(copies):
+            f = firsts[:, k]
+            op, algo, n, size, analytical, proto = cp.columns
+            rows.append(zip((f + cp.end).tolist(), cp.comm_ids, op, algo, n, size, f.tolist(), analytical, proto))
+        # in the order add_known makes them: lane by lane
+        self.rows.extend(itertools.chain.from_iterable(zip(*rows)) if len(rows) > 1 else rows[0])
+        lane = np.concatenate([cp.edge_lane for cp in copies])
+        order = np.argsort(lane, kind="stable")
+        ids = np.concatenate([firsts[cp.edge_lane, k] + cp.edge_offset for k, cp in enumerate(copies)])
+        weights = np.concatenate([cp.edge_bytes for cp in copies])
+        self.edge_bytes_per_byte.update(zip(ids[order].tolist(), weights[order].tolist()))
 
     # -- flow construction ---------------------------------------------------------------------
 

@@ -9,12 +9,12 @@ import contextlib
 import copy
 import gc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 
 from ..._checks import room_for
-from ...collectives.construction import Batch, Builder
+from ...collectives.construction import Batch, Builder, _Copies
 from ...scenario import Scenario
 from . import data_parallel, moe
 from .estimate import op_compute_s, tp_sizes
@@ -32,8 +32,33 @@ if TYPE_CHECKING:
 STEP_BYTES_PER_OP = 2.5e3
 
 
-# (replica, stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs).
-_Outputs = dict[tuple[int, int, int, int], list[int]]
+# (stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs), a row per replica.
+_Outputs = dict[tuple[int, int, int], np.ndarray]
+
+
+@dataclass
+class _Lane:
+    """One step of an op that every replica takes (:meth:`_Builder._add_lanes`): a delay of
+    ``duration_s`` (``template`` -1), or a copy of a core template of ``span`` activities
+    (``template`` and ``span`` one per replica, or alike), recorded as its activity ``end``
+    (a collective's end; ``copies``, the kept collectives it copies), or where ``whole`` as
+    one group of all (a pipeline transfer's flows); tagged ``tag`` (a :meth:`Batch.tag`
+    number), recorded as kind ``cat``; after ``after``, a row of ids per replica, or the
+    activity an earlier step (by position) recorded."""
+    duration_s: float
+    tag: int
+    cat: int
+    after: np.ndarray | int
+    template: np.ndarray | int = -1
+    span: np.ndarray | int = 1
+    end: np.ndarray | int = 0
+    copies: _Copies | None = None
+    whole: bool = False
+
+    @classmethod
+    def copying(cls, copies: _Copies, tag: int, cat: int, after: np.ndarray | int) -> _Lane:
+        """Copies of kept collectives ``copies``, one per replica."""
+        return cls(0.0, tag, cat, after, copies.template, copies.span, copies.end, copies)
 
 
 @contextlib.contextmanager
@@ -120,6 +145,10 @@ class _Builder:
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
         # (kind, stage) -> the stage's groups of that kind ("dp", "edp", "ep", "etp"), GPUs and replicas
         self._groups: dict[tuple[str, int], list[tuple[tuple[int, ...], list[int]]]] = {}
+        # (op, stage, bytes) -> the stage's TP collectives, one per replica, to be copied together
+        self._copies: dict[tuple[str, int, float], _Copies] = {}
+        # (stage, target, tag) -> the stage's pipeline transfers, one per replica (_sends)
+        self._kept_sends: dict[tuple[int, int, str], tuple[np.ndarray, int] | None] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
@@ -245,10 +274,10 @@ class _Builder:
                     if ids:
                         fsdp_f[(s, c)] = (ids, dict(last))
         # per (replica, stage): the end of the previous op; outputs per (r, s, kind, mb, chunk)
-        out_f: dict[tuple[int, int, int, int], list[int]] = {}  # (r, s, m, c) -> ids to wait on (PP recv at the consumer)
-        out_b: dict[tuple[int, int, int, int], list[int]] = {}
-        last_op: dict[tuple[int, int], int] = {}
-        pieces: dict[tuple[int, int, int], list[int]] = {}  # (s, c, r) -> ids of the last backward's pieces
+        out_f: _Outputs = {}  # (s, m, c) -> per replica the ids to wait on (PP recv at the consumer)
+        out_b: _Outputs = {}
+        last_op: dict[int, np.ndarray] = {}  # s -> per replica the end of its latest op
+        pieces: dict[tuple[int, int], np.ndarray] = {}  # (s, c) -> per replica the ids of the last backward's pieces
         fsdp_b: dict[tuple[int, int], dict[int, int]] = {}
         # Walk the schedules in a global order that respects data dependencies: repeatedly
         # advance each stage while its next op's inputs exist (identical for every replica).
@@ -263,11 +292,11 @@ class _Builder:
                     vs = c * p.pp + s
                     if kind == "F" and vs > 0:
                         ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
-                        if (0, ps, m, pc) not in out_f:
+                        if (ps, m, pc) not in out_f:
                             break
                     if kind == "B" and vs < p.pp * v - 1:
                         ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
-                        if (0, ns, m, nc) not in out_b:
+                        if (ns, m, nc) not in out_b:
                             break
                     self._op(s, kind, m, c, pos[s], last_b, first_b, first_f, out_f, out_b, last_op, pieces, fsdp_f, fsdp_b)
                     self._keep_recorded()
@@ -289,11 +318,12 @@ class _Builder:
                 for over, size, part in buckets:
                     for grp, reps in self.comm_groups(over, s):
                         # without overlap_grad_reduce, after the stage's last backward
-                        after = ([pieces[(s, c, r)][parts.index(part)] for r in reps] if p.overlap_grad_reduce
-                                 else [last_op[(r, s)] for r in reps])
+                        k = parts.index(part)
+                        after = (pieces[(s, c)][reps, k].tolist() if p.overlap_grad_reduce
+                                 else last_op[s][reps].tolist())
                         after += sorted({last[g] for g in grp if g in last})
                         x = self.coll(op, grp, size, after, "dp", "dp.grads", s, -1, -1, c)
-                        last.update((g, x) for g in grp)
+                        last.update(dict.fromkeys(grp, x))
             dp_last[s] = sorted(set(last.values()))
             tick(n_parts - 2 * p.pp + s + 1, n_parts)
         # optimizer per GPU (one delay per replica and stage) and the parameter all-gather
@@ -301,7 +331,7 @@ class _Builder:
             opt_s = st._optimizer_s(s)
             opts = []
             for r in range(n_rep):
-                after = [last_op[(r, s)]] + dp_last[s]
+                after = [int(last_op[s][r])] + dp_last[s]
                 opts.append(self.delay(opt_s, after, "optimizer", "optimizer", s, r))
             if p.dp_sharding != "none" and not p.overlap_param_gather:
                 last = {}
@@ -315,18 +345,17 @@ class _Builder:
         made = made.reshape(-1, 7)
         n = made[:, 1]
         group = np.repeat(np.arange(len(made)), n)
-        starts = np.cumsum(n) - n
-        ids = made[group, 0] + np.arange(int(n.sum())) - starts[group]
-        cat, stage, replica, micro_batch, chunk = (made[group, k] for k in range(2, 7))
+        made_ids = np.repeat(made[:, 0] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        cat, stage, replica, micro_batch, chunk = (np.repeat(made[:, k], n) for k in range(2, 7))
         offsets = np.zeros(len(made) + 1, dtype=np.int64)
         np.cumsum(n_after, out=offsets[1:])
-        return _Built(self.sc, ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
+        return _Built(self.sc, made_ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
                       self.sc.n_activities)
 
     # one scheduled op on every replica
     def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
             first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
-            last_op: dict[tuple[int, int], int], pieces: dict[tuple[int, int, int], list[int]],
+            last_op: dict[int, np.ndarray], pieces: dict[tuple[int, int], np.ndarray],
             fsdp_f: dict[tuple[int, int], tuple[list[int], dict[int, int]]],
             fsdp_b: dict[tuple[int, int], dict[int, int]]) -> None:
         st, p = self.st, self.st.par
@@ -338,7 +367,6 @@ class _Builder:
         tp_tag, pp_tag = f"tp.{tag}", f"pp.{tag}"
         ends: list[list[int]] = []
         inputs: list[list[int]] = []
-        comp_ids: list[int] = []
         # with overlap_grad_reduce the chunk's last backward is cut into compute pieces, one up
         # to where each bucket group's gradients are final (data_parallel.buckets), and each
         # group's reduction starts as its piece ends (the last groups' as the whole backward
@@ -361,10 +389,18 @@ class _Builder:
                     fsdp_b[(s, c)] = dict(fsdp_f[(s, c)][1])
                     self.gathers(s, c, fsdp_b[(s, c)], [], "dp", "fsdp.gather")
                 gathered = fsdp_b[(s, c)]
-        for r in range(n_rep):
+        inp = self._inputs(s, kind, m, c, last_op, out_f, out_b)
+        cp_ring = p.cp > 1 and ch.cp_bytes > 0
+        lanes = None if gathered or cp_ring else self._compute_lanes(s, fwd, m, c, ch, comp_s, cuts, inp)
+        if lanes is not None:
+            inputs, ends = inp.tolist(), lanes[0].tolist()
+            if cuts:
+                pieces[(s, c)] = lanes[1]
+        piece_ids: list[list[int]] = []
+        for r in range(n_rep if lanes is None else 0):
             d, cp_i = divmod(r, p.cp)
             fs_after = sorted({gathered[g] for g in self._group(("tp", s, d, cp_i), s, d, cp_i)}) if gathered else []
-            after = fs_after + self._inputs(r, s, kind, m, c, last_op, out_f, out_b)
+            after = fs_after + inp[r].tolist()
             inputs.append(after)
             if cuts:
                 ids = []
@@ -373,11 +409,10 @@ class _Builder:
                     prev = [self.delay(comp_s * (part - done), prev, "compute", tag, s, r, m, c)]
                     ids.append(prev[0])
                     done = part
-                pieces[(s, c, r)] = ids
+                piece_ids.append(ids)
                 cid = ids[-1]
             else:
                 cid = self.delay(comp_s, after, "compute", tag, s, r, m, c)
-            comp_ids.append(cid)
             end = [cid]
             # TP
             if p.tp > 1 and ch.tp_bytes > 0:
@@ -394,8 +429,8 @@ class _Builder:
                 end = [cid, tid] if p.tp_comm_overlap else [tid]
             # CP: ring exchange of K and V beside the compute, one ring per TP rank, shared by
             # the cp replicas of this dp index (issued once, by its first)
-            if p.cp > 1 and ch.cp_bytes > 0 and cp_i == 0:
-                ring_after = sorted({x for rr in range(r, r + p.cp) for x in self._inputs(rr, s, kind, m, c, last_op, out_f, out_b)})
+            if cp_ring and cp_i == 0:
+                ring_after = sorted({x for rr in range(r, r + p.cp) for x in inp[rr].tolist()})
                 cps = self._ensure_cp()
                 for t in range(p.tp):
                     ring = self._group(("cp", s, d, t), s, d, slice(None), t)
@@ -403,8 +438,10 @@ class _Builder:
                                   s, r, m, c)
                     cps.setdefault((d, s, kind, m, c), []).append(x)
             ends.append(end)
+        if piece_ids:
+            pieces[(s, c)] = np.array(piece_ids, dtype=np.int64)
         # CP joins: every replica of the dp index waits for its ring exchanges
-        if p.cp > 1 and ch.cp_bytes > 0:
+        if cp_ring:
             for r in range(n_rep):
                 ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
         # ETP: the routed experts' tokens gathered, and their outputs reduce-scattered, over
@@ -439,23 +476,170 @@ class _Builder:
         if not fwd and vs > 0:
             target = s - 1 if s > 0 else p.pp - 1
         out = out_f if fwd else out_b
+        if self._send_lanes(s, target, pp_tag, m, c, ends, last_op, out):
+            if cuts:
+                pieces[(s, c)][:, -1] = last_op[s]
+            return
         pp_cat = _CAT_INDEX["pp"]
+        lasts, outs = [], []
         for r in range(n_rep):
             end = ends[r]
-            last = last_op[(r, s)] = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            last = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
+            lasts.append(last)
             if cuts:
-                pieces[(s, c, r)][-1] = last
+                pieces[(s, c)][r, -1] = last
             d, cp_i = divmod(r, p.cp)
             key = None if target is None else (s, target, d, cp_i)
             pp = None if key is None else self._pp_arrays(*key)
             if key is None or pp is None:  # the last virtual stage's forward, the first's backward, or the same GPUs
-                out[(r, s, m, c)] = [last]
+                outs.append([last])
                 continue
             # As Scenario.add_flows(src, dst, pp bytes, after=[last op], tag) adds them.
             dep = [last]
             ids = self.flows(key, pp, dep, pp_tag)
             self._rec(ids[0], pp_cat, dep, s, r, m, c, n=len(ids))
-            out[(r, s, m, c)] = ids
+            outs.append(ids)
+        last_op[s] = np.array(lasts, dtype=np.int64)
+        out[(s, m, c)] = np.array(outs, dtype=np.int64)
+
+    def _compute_lanes(self, s: int, fwd: bool, m: int, c: int, ch: Any, comp_s: float, cuts: list[float],
+                       inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every replica's compute of one op (in pieces ending at fractions ``cuts`` of it,
+        where given) and its TP communication, as the loop over replicas in :meth:`_op` adds
+        them, in one :meth:`_add_lanes` (None where a TP collective of it is not yet kept to
+        be copied, or the builder adds one at a time): what each replica's op ends with and
+        its compute pieces, a row per replica."""
+        st, p = self.st, self.st.par
+        if self.batch is None:
+            return None
+        tag = "fwd" if fwd else "bwd"
+        tp_tag = f"tp.{tag}"
+        after = inputs if inputs.shape[1] else np.tile(np.array(self.start, dtype=np.int64), (len(inputs), 1))
+        steps: list[_Lane] = []
+        done = 0.0
+        for part in cuts or [1.0]:
+            # each piece after the one before, as the loop chains them
+            scale = part - done if cuts else 1.0
+            steps.append(_Lane(max(0.0, comp_s * scale), self.batch.tag(tag), _CAT_INDEX["compute"],
+                               len(steps) - 1 if steps else after))
+            done = part
+        cid = len(steps) - 1
+        if p.tp > 1 and ch.tp_bytes > 0:
+            base: np.ndarray | int = cid if not p.tp_comm_overlap else after
+            size, gather = tp_sizes(st, ch, fwd)
+            tp_cat, tp_label = _CAT_INDEX["tp"], self.batch.tag(tp_tag)
+            if st.tp_comm == "analytical":
+                steps.append(_Lane(max(0.0, st._comm_s("tp", s, size, gather)), tp_label, tp_cat, base))
+            else:
+                ops = ([("reduce_scatter", size), ("all_gather", gather)] if p.sequence_parallel
+                       else [("all_reduce", size)])
+                for op, nbytes in ops:
+                    copies = self._tp_copies(op, s, float(nbytes))
+                    if copies is None:
+                        return None
+                    steps.append(_Lane.copying(copies, tp_label, tp_cat, base if op != "all_gather" else len(steps) - 1))
+        made = self._add_lanes(steps, s, m, c)
+        ends = made[:, [cid]] if len(steps) == cid + 1 else made[:, [cid, -1]] if p.tp_comm_overlap else made[:, -1:]
+        return ends, made[:, :cid + 1]
+
+    def _tp_copies(self, op: str, s: int, size: float) -> _Copies | None:
+        """Stage ``s``'s TP collectives ``op`` of ``size`` bytes, one per replica, to be copied."""
+        key = (op, s, size)
+        copies = self._copies.get(key)
+        if copies is None:
+            p = self.st.par
+            groups = [self._group(("tp", s, d, cp_i), s, d, cp_i) for d in range(p.dp) for cp_i in range(p.cp)]
+            copies = self.colls.known_copies(op, groups, size)
+            if copies is not None:
+                self._copies[key] = copies
+        return copies
+
+    def _send_lanes(self, s: int, target: int | None, pp_tag: str, m: int, c: int, ends: list[list[int]],
+                    last_op: dict[int, np.ndarray], out: _Outputs) -> bool:
+        """Every replica's end of one op (a join where it ends with more than one activity)
+        and its pipeline transfer to stage ``target``, as the loop over replicas in
+        :meth:`_op` adds them, in one :meth:`_add_lanes`; False (nothing added) where that
+        cannot be (the builder adds one at a time, a transfer not yet kept, replicas unalike)."""
+        if self.batch is None or len({len(e) for e in ends}) != 1:
+            return False
+        sends = self._sends(s, target, pp_tag)
+        if sends is False:
+            return False
+        end = np.array(ends, dtype=np.int64)
+        steps: list[_Lane] = []
+        if end.shape[1] > 1:
+            steps.append(_Lane(0.0, self.batch.tag("join"), _CAT_INDEX["compute"], end))
+        if sends is not None:
+            template, n = sends
+            steps.append(_Lane(0.0, -1, _CAT_INDEX["pp"], 0 if steps else end[:, :1], template=template, span=n,
+                               whole=True))
+        made = self._add_lanes(steps, s, m, c) if steps else end
+        last = last_op[s] = made[:, 0] if end.shape[1] > 1 else end[:, 0]
+        out[(s, m, c)] = made[:, -1:] + np.arange(sends[1]) if sends is not None else last[:, None]
+        return True
+
+    def _sends(self, s: int, target: int | None, pp_tag: str) -> tuple[np.ndarray, int] | None | Literal[False]:
+        """Stage ``s``'s pipeline transfers ``pp_tag`` to ``target``, one per replica, as
+        their kept core templates and their flows (alike); None where there are none (no
+        target, or the same GPUs); False where one is not kept (yet) or they are unalike."""
+        if target is None:
+            return None
+        key = (s, target, pp_tag)
+        if key in self._kept_sends:
+            return self._kept_sends[key]
+        p = self.st.par
+        keys = [(s, target, d, cp_i) for d in range(p.dp) for cp_i in range(p.cp)]
+        sent = [k for k in keys if self._pp_arrays(*k) is not None]
+        if not sent:
+            self._kept_sends[key] = None
+            return None
+        found = [self._pp_templates.get((k, pp_tag)) for k in sent]
+        kept = [t for t in found if t is not None]
+        if len(sent) < len(keys) or len(kept) < len(found) or len({n for _, n in kept}) > 1:
+            return False
+        made = self._kept_sends[key] = (np.array([t for t, _ in kept], dtype=np.int64), kept[0][1])
+        return made
+
+    def _add_lanes(self, steps: list[_Lane], s: int, m: int, c: int) -> np.ndarray:
+        """Adds ``steps`` for every replica, a replica's after the previous one's (replica
+        ``r``'s row ``r`` of each step), recorded as stage ``s``, micro-batch ``m``, chunk
+        ``c`` and replica ``r``: per replica and step, the activity recorded (a delay's id, a
+        collective's end, a transfer's first flow)."""
+        assert self.batch is not None
+        n, k = self.st.par.dp * self.st.par.cp, len(steps)
+
+        def per_lane(dtype: Any, values: list[Any]) -> np.ndarray:
+            out = np.empty((n, k), dtype=dtype)
+            for j, value in enumerate(values):
+                out[:, j] = value
+            return out
+
+        spans = per_lane(np.int64, [st_.span for st_ in steps])
+        flat = spans.ravel()
+        firsts = (self.batch.next_id + np.cumsum(flat) - flat).reshape(n, k)
+        made: np.ndarray = firsts if all(st_.whole for st_ in steps) else firsts + per_lane(np.int64, [
+            0 if st_.whole else st_.end for st_ in steps])
+        afters = [made[:, st_.after:st_.after + 1] if isinstance(st_.after, int) else st_.after for st_ in steps]
+        n_after = per_lane(np.int64, [a.shape[1] for a in afters]).ravel()
+        after = (np.concatenate(afters, axis=1) if k > 1 else afters[0]).ravel()
+        first = self.batch.extend(per_lane(np.int64, [st_.template for st_ in steps]).ravel(),
+                                  per_lane(np.float64, [st_.duration_s for st_ in steps]).ravel(),
+                                  per_lane(np.int64, [st_.tag for st_ in steps]).ravel(), n_after, after,
+                                  int(flat.sum()))
+        assert first == firsts[0, 0]
+        colls = [j for j, st_ in enumerate(steps) if st_.copies is not None]
+        if colls:
+            self.colls.copied([steps[j].copies for j in colls], firsts[:, colls])  # type: ignore[misc]
+        # records as _rec makes them, in the same order: a transfer's flows as one group
+        self._keep_recorded()
+        groups = np.empty((n, k, 7), dtype=np.int64)
+        groups[..., 0] = made
+        groups[..., 1] = np.where([st_.whole for st_ in steps], spans, 1)
+        groups[..., 2] = [st_.cat for st_ in steps]
+        groups[..., 3], groups[..., 4], groups[..., 5], groups[..., 6] = s, np.arange(n)[:, None], m, c
+        for kept, values in zip(self._recorded, (groups.ravel(), n_after, after)):
+            kept.append(values)
+        return made
 
     def _pp_arrays(self, s: int, target: int, d: int, cp_i: int) -> tuple[np.ndarray, ...] | None:
         """A pipeline transfer's sources, destinations, bytes and start times as the core takes
@@ -470,20 +654,20 @@ class _Builder:
                 np.full(n, float(self.st._pp_bytes())), np.zeros(n))
         return self._pp[key]
 
-    def _inputs(self, r: int, s: int, kind: str, m: int, c: int, last_op: dict[tuple[int, int], int], out_f: _Outputs,
-                out_b: _Outputs) -> list[int]:
-        """What replica r's op waits for besides FSDP gathers: its stage's previous op and the
-        pipeline transfer bringing its input."""
+    def _inputs(self, s: int, kind: str, m: int, c: int, last_op: dict[int, np.ndarray], out_f: _Outputs,
+                out_b: _Outputs) -> np.ndarray:
+        """What each replica's op waits for besides FSDP gathers, a row per replica: its
+        stage's previous op and the pipeline transfer bringing its input."""
         p = self.st.par
         vs = c * p.pp + s
-        after = [last_op[(r, s)]] if (r, s) in last_op else []
+        after = [last_op[s][:, None]] if s in last_op else [np.zeros((p.dp * p.cp, 0), dtype=np.int64)]
         if kind == "F" and vs > 0:
             ps, pc = (s - 1, c) if s > 0 else (p.pp - 1, c - 1)
-            after += out_f[(r, ps, m, pc)]
+            after.append(out_f[(ps, m, pc)])
         if kind == "B" and vs < p.pp * p.virtual_stages - 1:
             ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
-            after += out_b[(r, ns, m, nc)]
-        return after
+            after.append(out_b[(ns, m, nc)])
+        return np.concatenate(after, axis=1) if len(after) > 1 else after[0]
 
     def _ensure_cp(self) -> dict[tuple[int, int, str, int, int], list[int]]:
         """The CP ring exchanges issued so far: (dp index, s, kind, m, c) -> their ids."""
