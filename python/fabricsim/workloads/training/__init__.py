@@ -46,7 +46,10 @@ chunk's layers, followed by one TP collective carrying all of the chunk's TP tra
 (all-reduce, or with sequence parallelism reduce-scatter then all-gather) on the TP group's
 GPUs: exposed, or beside the compute with ``tp_comm_overlap`` (two collectives per dense
 layer and direction; a MoE layer's attention and, where the model has them, its shared experts
-use the TP group, its routed experts do not). With expert tensor parallelism (``etp`` > 1) a
+use the TP group, its routed experts do not). With sequence parallelism a backward also
+gathers its column-parallel layers' inputs again for their weight gradients (as many bytes
+as the forward's gathers), issued at its start beside its compute (first in the TP chain with
+``tp_comm_overlap``), joined before it ends. With expert tensor parallelism (``etp`` > 1) a
 MoE chunk adds, per expert-TP group, the all-gather of the tokens its experts receive and the
 reduce-scatter of their outputs. A MoE chunk adds, per
 expert-parallel group, the dispatch and then the combine of all its MoE layers (``moe``:

@@ -421,12 +421,13 @@ TP_OVERLAP_PIPELINE_SPLITS = 4
 #: "pipeline" overlaps on ``num_sm`` 24 and 8 (Hopper), 32 and 8 (Blackwell). Backward: the
 #: all-gathers before the projection's and FC2's data gradients are ring exchanges (0); the
 #: reduce-scatters of QKV's and FC1's data gradients are "bulk" overlaps beside their weight
-#: gradients, ``qkv_wgrad`` and ``fc1_wgrad`` 24 and 2 (both architectures). The bulk
-#: all-gathers of the inputs for the weight gradients (``qkv_dgrad``, ``fc1_dgrad``, 2 SMs
-#: each) carry bytes the step does not count and are left out with them.
+#: gradients, ``qkv_wgrad`` and ``fc1_wgrad`` 24 and 2 (both architectures). "gather_again":
+#: the backward's all-gathers of QKV's and FC1's inputs again for their weight gradients
+#: (sequence parallelism keeps only the local shard), "bulk" overlaps beside the data
+#: gradients, ``qkv_dgrad`` and ``fc1_dgrad``, 2 SMs each (both architectures).
 TP_OVERLAP_SMS: dict[str, dict[str, tuple[int, ...]]] = {
-    "hopper": {"forward": (0, 24, 0, 8), "backward": (0, 0, 24, 2)},
-    "blackwell": {"forward": (0, 32, 0, 8), "backward": (0, 0, 24, 2)},
+    "hopper": {"forward": (0, 24, 0, 8), "backward": (0, 0, 24, 2), "gather_again": (2, 2)},
+    "blackwell": {"forward": (0, 32, 0, 8), "backward": (0, 0, 24, 2), "gather_again": (2, 2)},
 }
 
 

@@ -44,11 +44,11 @@ class _Lane:
     (a collective's end; ``copies``, the kept collectives it copies), or where ``whole`` as
     one group of all (a pipeline transfer's flows); tagged ``tag`` (a :meth:`Batch.tag`
     number), recorded as kind ``cat``; after ``after``, a row of ids per replica, or the
-    activity an earlier step (by position) recorded."""
+    activity an earlier step (by position) recorded, or those of several (a tuple of positions)."""
     duration_s: float
     tag: int
     cat: int
-    after: np.ndarray | int
+    after: np.ndarray | int | tuple[int, ...]
     template: np.ndarray | int = -1
     span: np.ndarray | int = 1
     end: np.ndarray | int = 0
@@ -56,7 +56,7 @@ class _Lane:
     whole: bool = False
 
     @classmethod
-    def copying(cls, copies: _Copies, tag: int, cat: int, after: np.ndarray | int) -> _Lane:
+    def copying(cls, copies: _Copies, tag: int, cat: int, after: np.ndarray | int | tuple[int, ...]) -> _Lane:
         """Copies of kept collectives ``copies``, one per replica."""
         return cls(0.0, tag, cat, after, copies.template, copies.span, copies.end, copies)
 
@@ -418,7 +418,13 @@ class _Builder:
             if p.tp > 1 and ch.tp_bytes > 0:
                 base = [cid] if not p.tp_comm_overlap else after
                 ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
-                size, gather = tp_sizes(st, ch, fwd)
+                size, gather, again = tp_sizes(st, ch, fwd)
+                if again > 0:  # the inputs gathered again, from the op's start beside its compute
+                    if st.tp_comm == "analytical":
+                        gid = self.delay(st._comm_s("tp.gather", s, again), after, "tp", tp_tag, s, r, m, c)
+                    else:
+                        gid = self.coll("all_gather", ranks, again, after, "tp", tp_tag, s, r, m, c)
+                    base = [cid, gid] if not p.tp_comm_overlap else [gid]
                 if st.tp_comm == "analytical":
                     tid = self.delay(st._comm_s("tp", s, size, gather), base, "tp", tp_tag, s, r, m, c)
                 elif p.sequence_parallel:
@@ -525,9 +531,18 @@ class _Builder:
             done = part
         cid = len(steps) - 1
         if p.tp > 1 and ch.tp_bytes > 0:
-            base: np.ndarray | int = cid if not p.tp_comm_overlap else after
-            size, gather = tp_sizes(st, ch, fwd)
+            base: np.ndarray | int | tuple[int, ...] = cid if not p.tp_comm_overlap else after
+            size, gather, again = tp_sizes(st, ch, fwd)
             tp_cat, tp_label = _CAT_INDEX["tp"], self.batch.tag(tp_tag)
+            if again > 0:  # the inputs gathered again, from the op's start beside its compute
+                if st.tp_comm == "analytical":
+                    steps.append(_Lane(max(0.0, st._comm_s("tp.gather", s, again)), tp_label, tp_cat, after))
+                else:
+                    copies = self._tp_copies("all_gather", s, float(again))
+                    if copies is None:
+                        return None
+                    steps.append(_Lane.copying(copies, tp_label, tp_cat, after))
+                base = (cid, len(steps) - 1) if not p.tp_comm_overlap else len(steps) - 1
             if st.tp_comm == "analytical":
                 steps.append(_Lane(max(0.0, st._comm_s("tp", s, size, gather)), tp_label, tp_cat, base))
             else:
@@ -619,7 +634,8 @@ class _Builder:
         firsts = (self.batch.next_id + np.cumsum(flat) - flat).reshape(n, k)
         made: np.ndarray = firsts if all(st_.whole for st_ in steps) else firsts + per_lane(np.int64, [
             0 if st_.whole else st_.end for st_ in steps])
-        afters = [made[:, st_.after:st_.after + 1] if isinstance(st_.after, int) else st_.after for st_ in steps]
+        afters = [made[:, st_.after:st_.after + 1] if isinstance(st_.after, int) else
+                  made[:, list(st_.after)] if isinstance(st_.after, tuple) else st_.after for st_ in steps]
         n_after = per_lane(np.int64, [a.shape[1] for a in afters]).ravel()
         after = (np.concatenate(afters, axis=1) if k > 1 else afters[0]).ravel()
         first = self.batch.extend(per_lane(np.int64, [st_.template for st_ in steps]).ravel(),

@@ -41,7 +41,9 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
       the SMs;
     * the TP collectives with ``tp_comm_overlap``: each of the layer's four communications of
       the direction (a quarter of the chunk's TP time) on the SMs Transformer Engine's
-      userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`);
+      userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`), and a backward's gathers of
+      its inputs again (:func:`tp_sizes`), each half of their time on theirs (without
+      ``tp_comm_overlap`` those gathers are not charged SMs, as the TP collectives are not);
     * ``last`` (the chunk's last backward) with ``overlap_grad_reduce``: the reductions of its
       bucket groups whose gradients are final before it ends (dense and expert, :func:`~.data_parallel.buckets`),
       on their NCCL channels, one SM each (:func:`fabricsim.collectives.cost.choice.channels`);
@@ -56,9 +58,12 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     if step.moe.overlap:
         overlaps.append((moe.comm_s(step, ch, fwd), step.moe.comm_sm_fraction * sms))
     if p.tp_comm_overlap and p.tp > 1 and ch.tp_bytes > 0:
-        tp_s = step._comm_s("tp", s, *tp_sizes(step, ch, fwd))
-        held = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])["forward" if fwd else "backward"]
-        overlaps += [(tp_s / len(held), n) for n in held]
+        chain_s, again_s = tp_s(step, ch, fwd)
+        sms_of = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])
+        held = sms_of["forward" if fwd else "backward"]
+        overlaps += [(chain_s / len(held), n) for n in held]
+        if again_s > 0:
+            overlaps += [(again_s / len(sms_of["gather_again"]), n) for n in sms_of["gather_again"]]
     if last and not fwd and p.overlap_grad_reduce:
         early = [(over, size) for over, size, ready in data_parallel.buckets(step, ch) if ready < 1.0]
         if early:
@@ -72,36 +77,52 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     return compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
 
 
-def tp_sizes(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float]:
+def tp_sizes(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float, float]:
     """Bytes of the chunk's TP collectives in one forward or backward, per micro-batch: (the
-    reductions', the all-gathers'). The reductions (reduce-scatters, or all-reduces without
-    sequence parallelism) carry the GEMMs' BF16 outputs and gradients; with sequence
-    parallelism the all-gathers carry the linear layers' inputs and output gradients as the
-    precision quantizes them (:meth:`~.precision.Precision.sequence_parallel_gather_bytes`).
-    A backward that recomputes layers runs their forward's collectives again first."""
+    reductions', the all-gathers', the backward's gathers again). The reductions
+    (reduce-scatters, or all-reduces without sequence parallelism) carry the GEMMs' BF16
+    outputs and gradients; with sequence parallelism the all-gathers carry the linear layers'
+    inputs and output gradients as the precision quantizes them
+    (:meth:`~.precision.Precision.sequence_parallel_gather_bytes`). A backward that recomputes
+    layers runs their forward's collectives again first. With sequence parallelism a
+    backward also gathers each column-parallel layer's input again (QKV, FC1, a shared
+    expert's FC1: the forward's gathers, as many bytes), for its weight gradient, as only the
+    local shard was kept (Megatron-LM's ``LinearWithGradAccumulationAndAsyncCommunication.backward``,
+    megatron/core/tensor_parallel/layers.py; Transformer Engine's ``backward_input_needs_gather``
+    in module/linear.py, gathered with the input's quantizer): it runs beside the backward's
+    compute (:func:`_op_s`)."""
     again = ch.recomputed / max(1, len(ch.layers))
     prec, ub, sp = step.precision, step.par.tp_comm_overlap, step.par.sequence_parallel
     bf16 = 2.0  # bytes per value of ch.tp_bytes
     fwd_g = prec.sequence_parallel_gather_bytes(userbuffers=ub) / bf16 if sp else 1.0
     if fwd:
-        return ch.tp_bytes, ch.tp_bytes * fwd_g
+        return ch.tp_bytes, ch.tp_bytes * fwd_g, 0.0
     bwd_g = prec.sequence_parallel_gather_bytes(backward=True, userbuffers=ub) / bf16 if sp else 1.0
-    return ch.tp_bytes * (1.0 + again), ch.tp_bytes * (bwd_g + again * fwd_g)
+    return ch.tp_bytes * (1.0 + again), ch.tp_bytes * (bwd_g + again * fwd_g), ch.tp_bytes * fwd_g if sp else 0.0
+
+
+def tp_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float]:
+    """Seconds of the chunk's TP communication in one forward or backward on an idle fabric
+    (:func:`tp_sizes`): (the reductions' and all-gathers' chain, the gathers again)."""
+    size, gather, again = tp_sizes(step, ch, fwd)
+    return step._comm_s("tp", ch.stage, size, gather), step._comm_s("tp.gather", ch.stage, again)
 
 
 def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, last: bool = False) -> dict[str, float]:
     """One forward or backward of chunk ``ch`` on one replica as the step issues it: the
-    compute (:func:`op_compute_s`, ``first`` and ``last`` as there), then its TP collective
-    (beside the compute with ``tp_comm_overlap``), the CP ring exchange beside both, then the
+    compute (:func:`op_compute_s`, ``first`` and ``last`` as there) with a backward's gathers
+    of its inputs again beside it (:func:`tp_sizes`), then its TP collectives (with
+    ``tp_comm_overlap`` those gathers and then the collectives, all beside the compute), the
+    CP ring exchange beside both, then the
     experts' dispatch and combine (beside all of them with ``MoeOptions.overlap``). Seconds
     each part adds (exposed), by part: they add up to the op's duration."""
     p = step.par
     ep = moe.comm_s(step, ch, fwd)
     comp = op_compute_s(step, ch, fwd, first=first, last=last)
-    tp = step._comm_s("tp", ch.stage, *tp_sizes(step, ch, fwd))
+    tp, again = tp_s(step, ch, fwd) if p.tp > 1 and ch.tp_bytes > 0 else (0.0, 0.0)
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
     etp = step._comm_s("etp", ch.stage, moe.etp_bytes(step, ch, fwd))
-    with_tp = max(comp, tp) if p.tp_comm_overlap else comp + tp
+    with_tp = max(comp, again + tp) if p.tp_comm_overlap else max(comp, again) + tp
     with_cp = max(with_tp, cp)
     with_etp = with_cp + etp
     exposed = max(with_etp, ep) - with_etp if step.moe.overlap else ep

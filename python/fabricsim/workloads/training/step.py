@@ -555,7 +555,8 @@ class TrainingStep:
                 over: str = "dp") -> list[tuple[tuple[int, ...], list[tuple[str, float, Any]]]]:
         """One communication of stage ``s`` as the step issues it at once on every group of
         ranks: per group, its chain of (op, size_bytes, sizes); ``every=False`` gives only the
-        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "cp", "etp" (the routed
+        first group, replica 0's (TP rank 0's). ``kind`` is "tp", "tp.gather" (the TP group's
+        all-gather alone: a backward's gather of its inputs again), "cp", "etp" (the routed
         experts' all-gather and reduce-scatter over each expert-tensor-parallel group), or a
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each group of
         ``over`` (:func:`~.data_parallel.groups`). ``gather``: the bytes of the TP all-gather with
@@ -567,6 +568,9 @@ class TrainingStep:
             ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
                    if p.sequence_parallel else [("all_reduce", size, None)])
             groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
+        elif kind == "tp.gather":
+            ops = [("all_gather", size, None)]
+            groups = list(G[s].reshape(-1, p.tp)[:n])
         elif kind == "cp":
             ops = [("send_recv", size, None)]
             groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
@@ -711,7 +715,7 @@ class TrainingStep:
             fabric = fs.cluster(domain="hgx-h100", n_domains=2, scale_out="quantum-2")
             step = fs.TrainingStep("llama3-8b", fs.Parallelism(tp=8, pp=2, dp=1), fabric)
             built = step.build()
-            built.scenario.n_activities        # 90: compute, collectives and pipeline flows
+            built.scenario.n_activities        # 102: compute, collectives and pipeline flows
             built.scenario.run().summary.makespan_s   # about 0.24, the step time
         """
         return _Builder(self).build()
