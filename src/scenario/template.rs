@@ -92,7 +92,7 @@ impl Template {
     /// not move), or a coupled flow uses reduction engines (they belong to their switches).
     pub fn shifted(&self, shift: i64, limit: u32) -> Option<Template> {
         let moved = |v: u32| -> Option<u32> {
-            let w = i64::from(v) + shift;
+            let w = i64::from(v).checked_add(shift)?;
             (v < limit && (0..i64::from(limit)).contains(&w)).then_some(w as u32)
         };
         let mut acts = self.acts.clone();
