@@ -81,11 +81,11 @@ def test_expert_groups_follow_megatrons_expert_rank_order():
     m = T.model("mixtral-8x7b").replace(layers=2, seq_len=4096)
     f = fs.cluster(domain="hgx-h100", n_domains=4, scale_out="quantum-2")
     one = T.TrainingStep(m, T.Parallelism(tp=2, dp=8, ep=8, etp=1, global_batch_size=8), f)
-    assert [g for g, _ in moe.ep_groups(one, 0)] == [tuple(range(8)), tuple(range(8, 16))]
-    assert moe.ep_groups(one, 0)[0][1] == [0, 1, 2, 3]  # the replicas (dp x cp index) it holds
+    assert [g for g, _ in moe.expert_groups(one, 0, "ep")] == [tuple(range(8)), tuple(range(8, 16))]
+    assert moe.expert_groups(one, 0, "ep")[0][1] == [0, 1, 2, 3]  # the replicas (dp x cp index) it holds
     with pytest.warns(T.PlacementWarning, match="2 EP groups"):  # each TP rank's group of 8 spans two boards
         full = T.TrainingStep(m, T.Parallelism(tp=2, dp=8, ep=8, global_batch_size=8), f)
-    assert [g for g, _ in moe.ep_groups(full, 0)] == [tuple(range(0, 16, 2)), tuple(range(1, 16, 2))]
+    assert [g for g, _ in moe.expert_groups(full, 0, "ep")] == [tuple(range(0, 16, 2)), tuple(range(1, 16, 2))]
     assert one.expert_dp == 2 and full.expert_dp == 1
     with pytest.raises(T.TrainingConfigError, match=r"ep 8 x etp 2 must divide tp 2 x dp 4 x cp 1 = 8"):
         T.TrainingStep(m, T.Parallelism(tp=2, dp=4, ep=8), f)

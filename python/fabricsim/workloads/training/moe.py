@@ -367,11 +367,6 @@ def expert_groups(step: TrainingStep, s: int, kind: str = "ep") -> list[tuple[tu
             for gg, rr in zip(g.reshape(-1, n), r.reshape(-1, n))]
 
 
-def ep_groups(step: TrainingStep, s: int) -> list[tuple[tuple[int, ...], list[int]]]:
-    """Stage ``s``'s expert-parallel groups (:func:`expert_groups` of kind "ep")."""
-    return expert_groups(step, s, "ep")
-
-
 def chain(step: TrainingStep, fwd: bool, redispatch: float = 0.0) -> list[tuple[str, float]]:
     """The dispatches and combines of one forward or backward, in order: (kind, bytes per
     token); ``redispatch``: the share of the MoE layers whose forward ones the backward runs
@@ -415,7 +410,7 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
     if hit is None:
         if step._faulted:
             sc = Scenario(step.fabric, **({} if step.cost_model is None else {"cost_model": step.cost_model}))
-            for grp, _ in ep_groups(step, ch.stage):
+            for grp, _ in expert_groups(step, ch.stage, "ep"):
                 prev: list[int] = []
                 for kind, nbytes in chain(step, fwd, work.redispatch):
                     add = sc.add_moe_dispatch if kind == "dispatch" else sc.add_moe_combine
@@ -425,7 +420,7 @@ def comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> float:
             key_g = ("ep_layouts", ch.stage)
             layouts = step._est_cache.get(key_g)
             if layouts is None:
-                layouts = step._est_cache[key_g] = _distinct(step, [g for g, _ in ep_groups(step, ch.stage)])
+                layouts = step._est_cache[key_g] = _distinct(step, [g for g, _ in expert_groups(step, ch.stage, "ep")])
             counts = work.routing.counts
             assert counts is not None  # made from counts
             # chunks of as many layers routed alike, on groups laid out alike, take the same time
