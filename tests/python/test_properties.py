@@ -427,6 +427,9 @@ def test_a_zero_byte_send_recv_takes_nccls_p2p_latency_and_an_empty_collective_n
             assert row["finish_s"] - row["start_s"] == pytest.approx(want_s, rel=1e-12, abs=0.0), (op, ranks)
             assert est.time_s == pytest.approx(want_s, rel=1e-12, abs=0.0), (op, ranks)
             assert want_s > 0 or op != "send_recv"
+            # a discarded collective launches no kernel, so holds no SMs (one byte would)
+            assert est.n_channels == 0, (op, est.n_channels)
+            assert fs.estimate(fabric, op, 1, ranks).n_channels > 0 or op != "all_reduce"
 
 
 # ---- catalog -------------------------------------------------------------------------------

@@ -102,7 +102,8 @@ class Estimate:
 
     ``n_channels`` is the number of channels the chosen algorithm runs on (:func:`channels`):
     NCCL launches one thread block per channel, so that many SMs are the collective's while it
-    runs (0 on one rank or where NCCL has no kernel for the call).
+    runs (0 on one rank, for a collective of no bytes, which NCCL discards, or where NCCL has no
+    kernel for the call).
     """
 
     op: str
@@ -141,7 +142,11 @@ def estimate(fabric: Topology, op: str, size_bytes: Any = None, ranks: Any = Non
     t = finite_analytical_s(op, algo, S, comm, sizes, proto, cost)
     algbw = S / t if t > 0 else float("nan")
     factor = conventions.busbw_factor(op, comm.n)
-    return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor, channels(op, algo, comm, cost))
+    # NCCL discards a collective of no elements before launching anything (src/enqueue.cc,
+    # taskAppend), so it holds no SMs; its algorithm is the one auto takes for the smallest call
+    discarded = op != "send_recv" and S == 0 and sizes is None
+    return Estimate(op, algo, proto, comm.n, S, t, algbw, algbw * factor,
+                    0 if discarded else channels(op, algo, comm, cost))
 
 
 def channels(op: str, algorithm: str, comm: _Comm, cost: CostModel = DEFAULT_COST) -> int:
