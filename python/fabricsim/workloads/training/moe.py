@@ -55,6 +55,7 @@ from ...collectives.moe import MoeRouting, estimate_moe
 from ...exceptions import InvalidArgumentError
 from ...scenario import Scenario
 from .compute import _Chunk, gemm_s, layer_work, logits_work, memory_bound_s
+from .placement import expert_layout
 
 if TYPE_CHECKING:
     from .step import TrainingStep
@@ -339,16 +340,11 @@ def add_experts(step: TrainingStep, chunks: list[list[_Chunk]]) -> None:
 
 # ---- expert-parallel groups and their communication
 def _expert_layout(step: TrainingStep, s: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stage ``s``'s ranks as Megatron lays out its expert groups: GPUs and replicas (dp x cp
-    index, cp innermost), each of shape (expert_dp, ep, etp). Megatron's expert rank generator
-    orders a stage's tp x cp x dp ranks "tp-ep-dp" with the expert sizes: etp innermost, then
-    ep, then expert-dp (megatron/core/parallel_state.py, ``initialize_model_parallel``: the
-    ``expert_decoder_rank_generator`` and the groups made from its 'ep', 'tp' and 'dp' ranks)."""
+    """Stage ``s``'s GPUs and replicas (dp x cp index, cp innermost) as Megatron lays out its
+    expert groups, each of shape (expert_dp, ep, etp) (:func:`~.placement.expert_layout`)."""
     p = step.par
-    ranks = step.ranks[s].ravel()  # (dp, cp, tp) -> Megatron rank
-    order = np.argsort(ranks, kind="stable")
-    shape = (-1, p.ep, p.expert_tp)
-    return step.gpus[s].ravel()[order].reshape(shape), np.repeat(np.arange(p.dp * p.cp), p.tp)[order].reshape(shape)
+    replicas = np.repeat(np.arange(p.dp * p.cp), p.tp)  # the stage's ranks map (dp, cp, tp)
+    return expert_layout(p, step.ranks[s], step.gpus[s]), expert_layout(p, step.ranks[s], replicas)
 
 
 #: The axis of :func:`_expert_layout` each kind of expert group runs along.

@@ -42,15 +42,22 @@ def _tp_groups(rank_map: np.ndarray) -> np.ndarray:
     return rank_map.reshape(-1, rank_map.shape[-1])
 
 
+def expert_layout(par: Parallelism, stage_ranks: np.ndarray, values: Any) -> np.ndarray:
+    """``values`` (one per rank of a stage, shaped as ``stage_ranks``, its Megatron ranks) as
+    Megatron lays out the stage's expert groups: shape (expert_dp, ep, etp). Megatron's expert
+    rank generator orders a stage's tp x cp x dp ranks "tp-ep-dp" with the expert sizes: etp
+    innermost, then ep, then expert-dp (megatron/core/parallel_state.py,
+    ``initialize_model_parallel``: the ``expert_decoder_rank_generator`` and the groups made
+    from its 'ep', 'tp' and 'dp' ranks)."""
+    order = np.argsort(np.asarray(stage_ranks).ravel(), kind="stable")
+    return np.asarray(values).ravel()[order].reshape(-1, par.ep, par.expert_tp)
+
+
 def _ep_groups(par: Parallelism, rank_map: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Every expert-parallel group's members (rows) of ``values`` (shaped as ``rank_map``):
-    per stage, its ranks in order, etp innermost, then ep (Megatron's expert rank order)."""
-    rows = []
-    for s in range(par.pp):
-        order = np.argsort(rank_map[s].ravel(), kind="stable")
-        v = values[s].ravel()[order].reshape(-1, par.ep, par.expert_tp)
-        rows.append(v.transpose(0, 2, 1).reshape(-1, par.ep))
-    return np.concatenate(rows)
+    """Every expert-parallel group's members (rows) of ``values`` (shaped as ``rank_map``),
+    stage by stage (:func:`expert_layout`)."""
+    return np.concatenate([np.moveaxis(expert_layout(par, rank_map[s], values[s]), 1, -1).reshape(-1, par.ep)
+                           for s in range(par.pp)])
 
 
 def straddling(step: TrainingStep) -> dict[str, int]:
