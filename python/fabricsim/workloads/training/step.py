@@ -588,7 +588,8 @@ class TrainingStep:
         without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
         its shape); on a fabric with faults, every group's chain simulated together at flow
         level, so that a degraded link on any group's path, and the groups that share it, set
-        the time."""
+        the time. A group inside one NVLink domain takes the time of the group at the same
+        places of any other domain (the domains are alike), so each such layout is timed once."""
         if size <= 0:
             return 0.0
         key = (kind, over, s, round(size)) + (() if gather is None else (round(gather),))
@@ -601,12 +602,25 @@ class TrainingStep:
                 hit = self._simulated_s(chains)
             else:
                 ranks, ops = chains[0]
-                es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
-                               cost_model=self.cost_model) for op, n, sizes in ops]
-                hit = sum(e.time_s for e in es)
-                self._est_cache[("channels",) + key] = es[0].n_channels
+                alike = (kind, over, self._layout(ranks)) + key[3:]
+                hit = self._est_cache.get(alike)
+                if hit is None:
+                    es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
+                                   cost_model=self.cost_model) for op, n, sizes in ops]
+                    hit = self._est_cache[alike] = sum(e.time_s for e in es)
+                    self._est_cache[("channels",) + alike] = es[0].n_channels
+                self._est_cache[("channels",) + key] = self._est_cache[("channels",) + alike]
             self._est_cache[key] = hit
         return hit
+
+    def _layout(self, ranks: tuple[int, ...]) -> tuple[Any, ...]:
+        """A group's places on the fabric as far as its collectives' times go: inside one NVLink
+        domain, its GPUs' positions in the domain; else the GPUs themselves."""
+        size = int(fabric_view(self.fabric).gpus_per_domain or 0)
+        domain = ranks[0] // size if size > 1 else -1
+        if domain >= 0 and all(r // size == domain for r in ranks):
+            return ("domain",) + tuple(r - domain * size for r in ranks)
+        return ranks
 
     def _comm_channels(self, kind: str, s: int, size: float, over: str = "dp") -> int:
         """Channels (one SM each) the collective of :meth:`_comm_s` runs on: replica 0's first
