@@ -561,26 +561,41 @@ class TrainingStep:
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each group of
         ``over`` (:func:`~.data_parallel.groups`). ``gather``: the bytes of the TP all-gather with
         sequence parallelism, where they are not ``size`` (the reduce-scatter's)."""
-        p, G = self.par, self.gpus
+        p = self.par
         ops: list[tuple[str, float, Any]]
-        n = None if every else 1
         if kind == "tp":
             ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
                    if p.sequence_parallel else [("all_reduce", size, None)])
-            groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
         elif kind == "tp.gather":
             ops = [("all_gather", size, None)]
-            groups = list(G[s].reshape(-1, p.tp)[:n])
         elif kind == "cp":
             ops = [("send_recv", size, None)]
-            groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
         elif kind == "etp":
             ops = [("all_gather", size, None), ("reduce_scatter", size, None)]
-            groups = [np.asarray(g) for g, _ in expert_groups(self, s, "etp")[:n]]
         else:
             ops = [(kind, size, None)]
-            groups = [np.asarray(g) for g, _ in data_parallel.groups(self, s, over)[:n]]
-        return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
+        return [(g, ops) for g in self._groups(kind, s, every, over)]
+
+    def _groups(self, kind: str, s: int, every: bool, over: str) -> list[tuple[int, ...]]:
+        """The groups of two or more ranks that :meth:`_chains` of ``kind`` runs on (every group,
+        or only the first), found once per step: a step issues each group's communication at
+        many sizes."""
+        name = "tp" if kind == "tp.gather" else kind if kind in ("tp", "cp", "etp") else over
+        key = ("groups", name, s, every)
+        hit: list[tuple[int, ...]] | None = self._est_cache.get(key)
+        if hit is None:
+            p, G = self.par, self.gpus
+            n = None if every else 1
+            if name == "tp":
+                groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
+            elif name == "cp":
+                groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
+            elif name == "etp":
+                groups = [np.asarray(g) for g, _ in expert_groups(self, s, "etp")[:n]]
+            else:
+                groups = [np.asarray(g) for g, _ in data_parallel.groups(self, s, over)[:n]]
+            hit = self._est_cache[key] = [tuple(int(x) for x in g) for g in groups if g.size >= 2]
+        return hit
 
     def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None, over: str = "dp") -> float:
         """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes (and
