@@ -41,7 +41,7 @@ from .memory import memory_table
 from .model import Model
 from .model import model as _model
 from .moe import MoeOptions, add_experts, checked_options, expert_groups
-from .placement import straddling
+from .placement import layout, straddling
 from .results import StepEstimate, StepResult
 
 __all__ = ["Parallelism", "TrainingStep", "TrainingConfigError", "PlacementWarning", "train_step", "estimate_step"]
@@ -561,25 +561,16 @@ class TrainingStep:
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each group of
         ``over`` (:func:`~.data_parallel.groups`). ``gather``: the bytes of the TP all-gather with
         sequence parallelism, where they are not ``size`` (the reduce-scatter's)."""
-        p = self.par
-        ops: list[tuple[str, float, Any]]
-        if kind == "tp":
-            ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
-                   if p.sequence_parallel else [("all_reduce", size, None)])
-        elif kind == "tp.gather":
-            ops = [("all_gather", size, None)]
-        elif kind == "cp":
-            ops = [("send_recv", size, None)]
-        elif kind == "etp":
-            ops = [("all_gather", size, None), ("reduce_scatter", size, None)]
-        else:
-            ops = [(kind, size, None)]
-        return [(g, ops) for g in self._groups(kind, s, every, over)]
+        p, g = self.par, size if gather is None else gather
+        ops = {"tp": [("reduce_scatter", size), ("all_gather", g)] if p.sequence_parallel else [("all_reduce", size)],
+               "tp.gather": [("all_gather", size)], "cp": [("send_recv", size)],
+               "etp": [("all_gather", size), ("reduce_scatter", size)]}.get(kind, [(kind, size)])
+        chain: list[tuple[str, float, Any]] = [(op, n, None) for op, n in ops]
+        return [(grp, chain) for grp in self._groups(kind, s, every, over)]
 
     def _groups(self, kind: str, s: int, every: bool, over: str) -> list[tuple[int, ...]]:
-        """The groups of two or more ranks that :meth:`_chains` of ``kind`` runs on (every group,
-        or only the first), found once per step: a step issues each group's communication at
-        many sizes."""
+        """The groups of two or more ranks :meth:`_chains` of ``kind`` runs on (every group or the
+        first), found once per step: a step issues each group's communication at many sizes."""
         name = "tp" if kind == "tp.gather" else kind if kind in ("tp", "cp", "etp") else over
         key = ("groups", name, s, every)
         hit: list[tuple[int, ...]] | None = self._est_cache.get(key)
@@ -603,8 +594,7 @@ class TrainingStep:
         without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
         its shape); on a fabric with faults, every group's chain simulated together at flow
         level, so that a degraded link on any group's path, and the groups that share it, set
-        the time. A group inside one NVLink domain takes the time of the group at the same
-        places of any other domain (the domains are alike), so each such layout is timed once."""
+        the time. Groups laid out alike (:func:`~.placement.layout`) are timed once."""
         if size <= 0:
             return 0.0
         key = (kind, over, s, round(size)) + (() if gather is None else (round(gather),))
@@ -617,7 +607,7 @@ class TrainingStep:
                 hit = self._simulated_s(chains)
             else:
                 ranks, ops = chains[0]
-                alike = (kind, over, self._layout(ranks)) + key[3:]
+                alike = (kind, over, layout(self.fabric, ranks)) + key[3:]
                 hit = self._est_cache.get(alike)
                 if hit is None:
                     es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
@@ -627,15 +617,6 @@ class TrainingStep:
                 self._est_cache[("channels",) + key] = self._est_cache[("channels",) + alike]
             self._est_cache[key] = hit
         return hit
-
-    def _layout(self, ranks: tuple[int, ...]) -> tuple[Any, ...]:
-        """A group's places on the fabric as far as its collectives' times go: inside one NVLink
-        domain, its GPUs' positions in the domain; else the GPUs themselves."""
-        size = int(fabric_view(self.fabric).gpus_per_domain or 0)
-        domain = ranks[0] // size if size > 1 else -1
-        if domain >= 0 and all(r // size == domain for r in ranks):
-            return ("domain",) + tuple(r - domain * size for r in ranks)
-        return ranks
 
     def _comm_channels(self, kind: str, s: int, size: float, over: str = "dp") -> int:
         """Channels (one SM each) the collective of :meth:`_comm_s` runs on: replica 0's first
