@@ -52,7 +52,17 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     """
     overlaps = _overlaps(step, ch, fwd)
     edge = _edge_overlap(step, ch, fwd) if (first if fwd else last) else None
-    return compute_beside_comm_s(ch.fwd_s if fwd else ch.bwd_s, overlaps + [edge] if edge else overlaps, gpu=step.gpu)
+    return _beside_s(step, ch.fwd_s if fwd else ch.bwd_s, overlaps + [edge] if edge else overlaps)
+
+
+def _beside_s(step: TrainingStep, compute_s: float, overlaps: list[tuple[float, float]]) -> float:
+    """:func:`~.compute.compute_beside_comm_s` on the step's GPU, once per step for each
+    compute and communications beside it (chunks of as many layers repeat them)."""
+    key = ("beside", compute_s, tuple(overlaps))
+    hit: float | None = step._est_cache.get(key)
+    if hit is None:
+        hit = step._est_cache[key] = compute_beside_comm_s(compute_s, overlaps, gpu=step.gpu)
+    return hit
 
 
 def _overlaps(step: TrainingStep, ch: _Chunk, fwd: bool) -> list[tuple[float, float]]:
@@ -169,10 +179,9 @@ def _chunk_ops(step: TrainingStep, ch: _Chunk) -> tuple[dict[str, float], ...]:
         comm = _op_comm_s(step, ch, fwd)
         comp = ch.fwd_s if fwd else ch.bwd_s
         overlaps = _overlaps(step, ch, fwd)
-        plain = compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
+        plain = _beside_s(step, comp, overlaps)
         edge = _edge_overlap(step, ch, fwd)
-        ops.append((_parts(step, plain, comm),
-                    _parts(step, compute_beside_comm_s(comp, overlaps + [edge], gpu=step.gpu) if edge else plain, comm)))
+        ops.append((_parts(step, plain, comm), _parts(step, _beside_s(step, comp, overlaps + [edge]) if edge else plain, comm)))
     (f, f0), (b, b1) = ops
     return f, b, f0, b1
 
