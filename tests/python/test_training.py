@@ -11,7 +11,8 @@ import pytest
 
 import fabricsim as fs
 from fabricsim import training as T
-from fabricsim.workloads.training import construction, data_parallel, estimate
+from fabricsim.workloads.training import construction, data_parallel, estimate, memory
+from fabricsim.workloads.training import step as step_module
 
 
 @pytest.fixture(scope="module")
@@ -297,6 +298,30 @@ def test_llama3_405b_fits_with_the_papers_settings_and_the_distributed_optimizer
     assert "activations 68.2" in msg and "has 86 GB" in msg
 
 
+@pytest.mark.parametrize("par", [
+    dict(tp=2, pp=4, dp=2, global_batch_size=2 * 9),
+    dict(tp=2, pp=4, dp=2, global_batch_size=2 * 12, schedule="interleaved", virtual_stages=2),
+    dict(tp=2, pp=2, dp=2, global_batch_size=2 * 5, recompute=True, recompute_layers=1),
+])
+def test_the_activation_peak_is_the_schedules_running_sum(four_nodes, par):
+    """Each stage's activation peak is the running sum of its schedule (each forward adding
+    its kept bytes, each backward releasing them, holding its extra while it runs), summed
+    in order, to the last bit."""
+    step = T.TrainingStep(_SMALL.replace(layers=8), T.Parallelism(**par), four_nodes)
+    p = step.par
+    for s in range(p.pp):
+        kept, extra = memory._chunk_activations(step, s)
+        held = peak = 0.0
+        for kind, _, c in T.schedule_order(p.pp, s, p.n_micro_batches, p.virtual_stages):
+            if kind == "F":
+                held += kept[c]
+                peak = max(peak, held)
+            else:
+                peak = max(peak, held + extra[c])
+                held -= kept[c]
+        assert step.memory["activations_bytes"][s].as_py() == peak > 0
+
+
 # ---- schedules ----------------------------------------------------------------------------
 
 def test_1f1b_and_interleaved_orders_are_megatrons():
@@ -516,12 +541,80 @@ def test_a_long_schedule_is_walked_a_few_rounds_and_extended_exactly(four_nodes,
     monkeypatch.setattr(estimate, "_walk", lambda step, mb, *args: walked.append(mb) or walk(step, mb, *args))
     free, last_b = estimate._schedule_ends(step, ops, zero, zero)
     assert walked == [8 * p.pp + p.n_micro_batches % p.pp]  # a few rounds only
-    orders, ends = walk(step, p.n_micro_batches, ops, zero, zero)
-    assert free == pytest.approx([e[-1] for e in ends], rel=1e-12)
-    for s, (order, e) in enumerate(zip(orders, ends)):
+    ends = walk(step, p.n_micro_batches, ops, zero, zero)
+    assert free == pytest.approx(ends[:, -1].tolist(), rel=1e-12)
+    for s, e in enumerate(ends.tolist()):
+        order = T.schedule_order(p.pp, s, p.n_micro_batches, p.virtual_stages)
         last = {c: end for (kind, _, c), end in zip(order, e) if kind == "B"}
         assert {c: end for c, (_, end) in last_b[s].items()} == pytest.approx(last, rel=1e-12)
     assert est.step_s == pytest.approx(step.run().step_s, rel=5e-3)
+
+
+def _walk_one_op_at_a_time(step, mb, dur, ready_f, ready_b):
+    """The schedule walked as the step's builder walks it: each stage advanced while its next
+    op's input exists, one op at a time (the estimate's walk takes a level of ops at once)."""
+    pp, v = step.par.pp, step.par.virtual_stages
+    orders = [T.schedule_order(pp, s, mb, v) for s in range(pp)]
+    done, ends = {}, [[] for _ in range(pp)]
+    while any(len(e) < len(o) for e, o in zip(ends, orders)):
+        for s in range(pp):
+            while len(ends[s]) < len(orders[s]):
+                kind, m, c = orders[s][len(ends[s])]
+                vs = c * pp + s
+                src = None
+                if kind == "F" and vs > 0:
+                    src = (s - 1, c) if s > 0 else (pp - 1, c - 1)
+                elif kind == "B" and vs < pp * v - 1:
+                    src = (s + 1, c) if s < pp - 1 else (0, c + 1)
+                start = max([(ready_b if kind == "B" else ready_f)[s][c]] + ends[s][-1:])
+                if src is not None:
+                    if (kind, src[0], m, src[1]) not in done:
+                        break
+                    start = max(start, done[kind, src[0], m, src[1]] + step._pp_s(src[0], s))
+                which = (2 if m == 0 else 0) if kind == "F" else (3 if m == mb - 1 else 1)
+                done[kind, s, m, c] = start + dur[s][c][which]
+                ends[s].append(done[kind, s, m, c])
+    return ends
+
+
+def test_a_collective_inside_one_domain_is_timed_once_per_layout_each_stage_as_its_own(four_nodes, monkeypatch):
+    """Stages whose groups sit at the same places of their NVLink domains share one timing of
+    each collective, which is each stage's own group's, exactly; a group across domains is
+    timed on its own GPUs."""
+    timed = []
+    monkeypatch.setattr(step_module, "estimate", lambda *a, **k: timed.append(a[3]) or fs.estimate(*a, **k))
+    m = _SMALL.replace(layers=8)
+    inside = T.TrainingStep(m, T.Parallelism(tp=2, pp=4, dp=4, dp_sharding="zero1", global_batch_size=16), four_nodes)
+    across = T.TrainingStep(m, T.Parallelism(tp=8, pp=2, dp=2, global_batch_size=4), four_nodes)
+    for step, kind, n_timed in ((inside, "tp", 2), (inside, "reduce_scatter", 1), (across, "all_reduce", 2)):
+        timed.clear()
+        for s in range(step.par.pp):
+            (ranks, ops), = step._chains(kind, s, 1e6, every=False)
+            own = sum(fs.estimate(four_nodes, op, n, list(ranks)).time_s for op, n, _ in ops)
+            assert step._comm_s(kind, s, 1e6) == own
+        assert len(timed) == n_timed  # a reduce-scatter then an all-gather for TP with sequence parallelism
+    assert {r // 8 for r in inside._chains("tp", 3, 1e6, every=False)[0][0]} == {3}  # stage 3 in domain 3
+
+
+@pytest.mark.parametrize("par, mb", [
+    (dict(tp=2, pp=4, dp=2, schedule="interleaved", virtual_stages=2), 12),
+    (dict(tp=2, pp=3, dp=2, stage_layers=(3, 2, 3)), 7),
+    (dict(tp=2, pp=4, dp=2, schedule="interleaved", virtual_stages=2, dp_sharding="fsdp"), 8),
+    (dict(tp=2, pp=1, dp=2, schedule="interleaved", virtual_stages=4), 5),
+    (dict(tp=2, pp=2, dp=2), 1),
+])
+def test_the_estimates_walk_ends_every_op_as_one_op_at_a_time_does_to_the_bit(four_nodes, par, mb):
+    """The estimate walks each level of the schedule's ops (ops waiting only for earlier levels)
+    at once; every op's end is the same sum and maximum as the walk of one op at a time, to the
+    last bit, whatever the durations."""
+    step = T.TrainingStep(_SMALL.replace(layers=8), T.Parallelism(**par), four_nodes)
+    pp, v = step.par.pp, step.par.virtual_stages
+    rng = np.random.default_rng(mb)
+    dur = [[tuple(rng.random(4) * 1e-3) for _ in range(v)] for _ in range(pp)]
+    ready_f = rng.random((pp, v)) * 1e-3 if step.par.dp_sharding == "fsdp" else np.zeros((pp, v))
+    ready_b = ready_f + rng.random((pp, v)) * 1e-3 * (step.par.dp_sharding == "fsdp")
+    ends = estimate._walk(step, mb, dur, ready_f.tolist(), ready_b.tolist())
+    assert ends.tolist() == _walk_one_op_at_a_time(step, mb, dur, ready_f.tolist(), ready_b.tolist())
 
 
 def test_estimate_counts_tp_as_the_step_runs_it_with_data_parallelism(four_nodes):

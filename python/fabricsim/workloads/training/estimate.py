@@ -7,7 +7,6 @@ is not overlapped, parameter all-gather. What it leaves out is contention."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import time
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ import numpy as np
 from . import data_parallel, moe
 from .compute import TP_OVERLAP_SMS, _Chunk, compute_beside_comm_s, gpu_sms
 from .results import StepEstimate
-from .schedule import _walk_plan, _warm_up
+from .schedule import _plan, _warm_up
 
 # Seconds of a chunk's ops on one stage: a forward, a backward, its first forward, its last backward.
 _Durations = tuple[float, float, float, float]
@@ -51,8 +50,26 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
       forward (``overlap_param_gather`` with a sharded optimizer; FSDP's gather for the
       backward, prefetched beside the forwards), on their channels.
     """
-    p, s = step.par, ch.stage
-    comp = ch.fwd_s if fwd else ch.bwd_s
+    overlaps = _overlaps(step, ch, fwd)
+    edge = _edge_overlap(step, ch, fwd) if (first if fwd else last) else None
+    return _beside_s(step, ch.fwd_s if fwd else ch.bwd_s, overlaps + [edge] if edge else overlaps)
+
+
+def _beside_s(step: TrainingStep, compute_s: float, overlaps: list[tuple[float, float]]) -> float:
+    """:func:`~.compute.compute_beside_comm_s` on the step's GPU, once per step for each
+    compute and communications beside it (chunks of as many layers repeat them)."""
+    key = ("beside", compute_s, tuple(overlaps))
+    hit: float | None = step._est_cache.get(key)
+    if hit is None:
+        hit = step._est_cache[key] = compute_beside_comm_s(compute_s, overlaps, gpu=step.gpu)
+    return hit
+
+
+def _overlaps(step: TrainingStep, ch: _Chunk, fwd: bool) -> list[tuple[float, float]]:
+    """The communications beside every forward or backward of chunk ``ch``
+    (:func:`op_compute_s`): (seconds, SMs held) of the experts' dispatch and combine and of
+    the TP collectives, where they overlap the compute."""
+    p = step.par
     sms = gpu_sms(step.gpu)
     overlaps: list[tuple[float, float]] = []
     if step.moe.overlap:
@@ -64,17 +81,28 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
         overlaps += [(chain_s / len(held), n) for n in held]
         if again_s > 0:
             overlaps += [(again_s / len(sms_of["gather_again"]), n) for n in sms_of["gather_again"]]
-    if last and not fwd and p.overlap_grad_reduce:
+    return overlaps
+
+
+def _edge_overlap(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float] | None:
+    """The communication beside only the chunk's first forward (its parameter all-gathers)
+    or only its last backward (its early gradient reductions), (seconds, SMs held), or None
+    (:func:`op_compute_s`)."""
+    p, s = step.par, ch.stage
+    if not fwd:
+        if not p.overlap_grad_reduce:
+            return None
         early = [(over, size) for over, size, ready in data_parallel.buckets(step, ch) if ready < 1.0]
-        if early:
-            op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
-            overlaps.append((sum(step._comm_s(op, s, size, over=over) for over, size in early),
-                             step._comm_channels(op, s, early[0][1], over=early[0][0])))
+        if not early:
+            return None
+        op = "all_reduce" if p.dp_sharding == "none" else "reduce_scatter"
+        return (sum(step._comm_s(op, s, size, over=over) for over, size in early),
+                step._comm_channels(op, s, early[0][1], over=early[0][0]))
     gathers = data_parallel.gathers(step, ch)
-    if first and fwd and gathers and (p.dp_sharding == "fsdp" or p.dp_sharding != "none" and p.overlap_param_gather):
+    if gathers and (p.dp_sharding == "fsdp" or p.dp_sharding != "none" and p.overlap_param_gather):
         over, size = gathers[0]
-        overlaps.append((_gather_s(step, ch), step._comm_channels("all_gather", s, size, over=over)))
-    return compute_beside_comm_s(comp, overlaps, gpu=step.gpu)
+        return (_gather_s(step, ch), step._comm_channels("all_gather", s, size, over=over))
+    return None
 
 
 def tp_sizes(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float, float]:
@@ -116,17 +144,46 @@ def _op_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = False, las
     CP ring exchange beside both, then the
     experts' dispatch and combine (beside all of them with ``MoeOptions.overlap``). Seconds
     each part adds (exposed), by part: they add up to the op's duration."""
+    return _parts(step, op_compute_s(step, ch, fwd, first=first, last=last), _op_comm_s(step, ch, fwd))
+
+
+def _op_comm_s(step: TrainingStep, ch: _Chunk, fwd: bool) -> tuple[float, float, float, float, float]:
+    """Seconds of the communication of one forward or backward of chunk ``ch`` on an idle
+    fabric (:func:`_op_s`): the experts' dispatch and combine, the TP chain, the backward's TP
+    gathers again, the CP exchange and the expert-TP gather and scatter."""
     p = step.par
     ep = moe.comm_s(step, ch, fwd)
-    comp = op_compute_s(step, ch, fwd, first=first, last=last)
     tp, again = tp_s(step, ch, fwd) if p.tp > 1 and ch.tp_bytes > 0 else (0.0, 0.0)
     cp = step._comm_s("cp", ch.stage, ch.cp_bytes * (1.0 if fwd else 2.0))
     etp = step._comm_s("etp", ch.stage, moe.etp_bytes(step, ch, fwd))
-    with_tp = max(comp, again + tp) if p.tp_comm_overlap else max(comp, again) + tp
+    return ep, tp, again, cp, etp
+
+
+def _parts(step: TrainingStep, comp: float, comm: tuple[float, float, float, float, float]) -> dict[str, float]:
+    """An op's seconds by part (:func:`_op_s`) from its compute and its communication
+    (:func:`_op_comm_s`)."""
+    ep, tp, again, cp, etp = comm
+    with_tp = max(comp, again + tp) if step.par.tp_comm_overlap else max(comp, again) + tp
     with_cp = max(with_tp, cp)
     with_etp = with_cp + etp
     exposed = max(with_etp, ep) - with_etp if step.moe.overlap else ep
     return {"compute": comp, "tp": with_tp - comp + etp, "cp": with_cp - with_tp, "ep": exposed}
+
+
+def _chunk_ops(step: TrainingStep, ch: _Chunk) -> tuple[dict[str, float], ...]:
+    """:func:`_op_s` of chunk ``ch``'s forward, backward, first forward and last backward, each
+    communication timed once: the first forward and the last backward differ from the others
+    only by what runs beside their compute (:func:`_edge_overlap`)."""
+    ops = []
+    for fwd in (True, False):
+        comm = _op_comm_s(step, ch, fwd)
+        comp = ch.fwd_s if fwd else ch.bwd_s
+        overlaps = _overlaps(step, ch, fwd)
+        plain = _beside_s(step, comp, overlaps)
+        edge = _edge_overlap(step, ch, fwd)
+        ops.append((_parts(step, plain, comm), _parts(step, _beside_s(step, comp, overlaps + [edge]) if edge else plain, comm)))
+    (f, f0), (b, b1) = ops
+    return f, b, f0, b1
 
 
 def _param_gather_s(step: TrainingStep, s: int) -> float:
@@ -138,9 +195,11 @@ def _param_gather_s(step: TrainingStep, s: int) -> float:
     return sum(_gather_s(step, ch) for ch in step.chunks[s])
 
 
-def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float) -> float:
+def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, float]], stage_end_s: float,
+                  last_compute_s: list[float]) -> float:
     """When stage ``s``'s gradient reduction ends, given each chunk's last backward (start,
-    end) and when the stage's last op ends, as the step chains it on each GPU: chunk by
+    end) and the seconds of its compute (:func:`op_compute_s` with ``last``), and when the
+    stage's last op ends, as the step chains it on each GPU: chunk by
     chunk in the order their last backwards run, each chunk's bucket groups in turn
     (:func:`~.data_parallel.buckets`, dense and expert). With ``overlap_grad_reduce`` a group
     starts once the part of that backward's compute its gradients need has run, the last
@@ -152,7 +211,7 @@ def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, flo
     for c in sorted(last_b, key=lambda c_: last_b[c_]):
         ch = step.chunks[s][c]
         start, end = last_b[c]
-        comp = op_compute_s(step, ch, False, last=True)
+        comp = last_compute_s[c]
         for over, size, part in data_parallel.buckets(step, ch):
             if not p.overlap_grad_reduce:
                 ready = stage_end_s
@@ -164,40 +223,40 @@ def _grads_done_s(step: TrainingStep, s: int, last_b: dict[int, tuple[float, flo
     return max(t, stage_end_s)
 
 
-@functools.lru_cache(maxsize=16)
-def _op_kinds(pp: int, mb: int, v: int) -> tuple[int, ...]:
-    """Per op of :func:`~.schedule._walk_plan`'s plan, which of its chunk's durations it takes:
-    0 a forward, 1 a backward, 2 the chunk's first forward (micro-batch 0), 3 its last backward."""
-    orders, plan, at = _walk_plan(pp, mb, v)
-    which = [0] * len(plan)
-    for order, row in zip(orders, at):
-        for (kind, m, _), k in zip(order, row):
-            which[k] = (2 if m == 0 else 0) if kind == "F" else (3 if m == mb - 1 else 1)
-    return tuple(which)
-
-
 def _walk(step: TrainingStep, mb: int, dur: list[list[_Durations]], ready_f: list[list[float]],
-          ready_b: list[list[float]]) -> tuple[list[list[tuple[str, int, int]]], list[list[float]]]:
-    """Every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`) and when each
-    of its ops ends, walked as the step is built: an op starts once its stage is free, its
-    input has come from the neighbouring virtual stage (plus the transfer) and, with FSDP,
-    its chunk's parameters are gathered (``ready_f``, ``ready_b``); it lasts
-    ``dur[stage][chunk][i]``, i = 0 a forward, 1 a backward, 2 the chunk's first forward
-    (micro-batch 0), 3 its last backward (the last micro-batch)."""
+          ready_b: list[list[float]]) -> np.ndarray:
+    """When each op of every stage's schedule of ``mb`` micro-batches (:func:`schedule_order`)
+    ends, ``[stage, i]`` for the stage's i-th op, walked as the step is built: an op starts once
+    its stage is free, its input has come from the neighbouring virtual stage (plus the
+    transfer) and, with FSDP, its chunk's parameters are gathered (``ready_f``, ``ready_b``); it
+    lasts ``dur[stage][chunk][i]``, i = 0 a forward, 1 a backward, 2 the chunk's first forward
+    (micro-batch 0), 3 its last backward (the last micro-batch). The ops of one level of the
+    plan (:func:`~.schedule._plan`) wait only for earlier levels, so each level is one step over
+    its ops (at most one per stage); every time is the same sum and maximum as one op at a
+    time would take."""
     p = step.par
     pp, v = p.pp, p.virtual_stages
-    orders, plan, at = _walk_plan(pp, mb, v)
-    hop = [[step._pp_s(a, b) if (b - a) % pp in (1, pp - 1) else 0.0 for b in range(pp)] for a in range(pp)]
-    which = _op_kinds(pp, mb, v)
-    e = [0.0] * len(plan)
-    for k, (s, back, c, prev, src, src_stage) in enumerate(plan):
-        start = (ready_b if back else ready_f)[s][c]
-        if prev >= 0 and e[prev] > start:
-            start = e[prev]
-        if src >= 0 and e[src] + hop[src_stage][s] > start:
-            start = e[src] + hop[src_stage][s]
-        e[k] = start + dur[s][c][which[k]]
-    return orders, [[e[k] for k in row] for row in at]
+    plan = _plan(pp, mb, v)
+    hop = np.zeros((pp + 1, pp))  # [sending stage, stage]; row pp: no input to wait for
+    for a in range(pp):
+        for b in {(a + 1) % pp, (a - 1) % pp} - {a}:
+            hop[a, b] = step._pp_s(a, b)
+    hop_s = hop[plan.src_stage, plan.stage]
+    dur_s = np.asarray(dur, dtype=float).reshape(pp, v, 4)[plan.stage, plan.chunk, plan.which]
+    ready = np.array([ready_f, ready_b], dtype=float).reshape(2, pp, v)[plan.back, plan.stage, plan.chunk]
+    waits = bool(ready.any())
+    # every time is >= 0: an op without a previous op or an input reads the last slot, 0
+    e = np.zeros(len(dur_s) + 1)
+    for prev, src, ops in plan.steps:
+        start = e[prev]
+        sent = e[src]
+        sent += hop_s[ops]
+        np.maximum(start, sent, out=start)
+        if waits:
+            np.maximum(start, ready[ops], out=start)
+        np.add(start, dur_s[ops], out=e[ops])
+    ends: np.ndarray = e[plan.at]
+    return ends
 
 
 def _schedule_ends(step: TrainingStep, dur: list[list[_Durations]], ready_f: list[list[float]],
@@ -216,22 +275,21 @@ def _schedule_ends(step: TrainingStep, dur: list[list[_Durations]], ready_f: lis
     shift = 0.0
     walked = mb
     if mb > short:
-        orders, ends = _walk(step, short, dur, ready_f, ready_b)
-        warm = [_warm_up(pp, s, short, v) for s in range(pp)]
-        w = warm[0]
-        lam = ends[0][w + 2 * period] - ends[0][w + period]
-        tol = 1e-12 * ends[0][-1]
-        if all(abs(e[i + period] - e[i] - lam) <= tol
-               for e, w in zip(ends, warm) for i in range(w + period, w + 3 * period)):
+        ends = _walk(step, short, dur, ready_f, ready_b)
+        warm = np.array([_warm_up(pp, s, short, v) for s in range(pp)])
+        w = int(warm[0])
+        lam = float(ends[0, w + 2 * period] - ends[0, w + period])
+        tol = 1e-12 * float(ends[0, -1])
+        i = warm[:, None] + period + np.arange(2 * period)  # per stage, two rounds past the warm-up's
+        rows = np.arange(pp)[:, None]
+        if (np.abs(ends[rows, i + period] - ends[rows, i] - lam) <= tol).all():
             shift, walked = (mb - short) // pp * lam, short
     if walked == mb:
-        orders, ends = _walk(step, mb, dur, ready_f, ready_b)
-    last_b: list[dict[int, tuple[float, float]]] = [{} for _ in range(pp)]
-    for s, (order, e) in enumerate(zip(orders, ends)):
-        for (kind, _, c), end in zip(order, e):
-            if kind == "B":
-                last_b[s][c] = (end - dur[s][c][3] + shift, end + shift)
-    return [e[-1] + shift for e in ends], last_b
+        ends = _walk(step, mb, dur, ready_f, ready_b)
+    plan = _plan(pp, walked, v)
+    end = ends[np.arange(pp)[:, None], plan.last_b].tolist()
+    last_b = [{c: (end[s][c] - dur[s][c][3] + shift, end[s][c] + shift) for c in plan.first_b} for s in range(pp)]
+    return [float(e) + shift for e in ends[:, -1]], last_b
 
 
 def _estimate(step: TrainingStep) -> StepEstimate:
@@ -240,8 +298,7 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     t0 = time.perf_counter()
     p = step.par
     mb, v, pp = p.n_micro_batches, p.virtual_stages, p.pp
-    ops = [[(_op_s(step, ch, True), _op_s(step, ch, False), _op_s(step, ch, True, first=True), _op_s(step, ch, False, last=True))
-            for ch in row] for row in step.chunks]
+    ops = [[_chunk_ops(step, ch) for ch in row] for row in step.chunks]
     dur: list[list[_Durations]] = [[(sum(f.values()), sum(b.values()), sum(f0.values()), sum(b1.values()))
                                     for f, b, f0, b1 in row] for row in ops]
     # FSDP: each chunk's parameters gathered before its forwards (chunk after chunk from
@@ -254,7 +311,7 @@ def _estimate(step: TrainingStep) -> StepEstimate:
     free, last_b = _schedule_ends(step, dur, ready_f, ready_b)
     ends = []
     for s in range(pp):
-        grads = _grads_done_s(step, s, last_b[s], free[s])
+        grads = _grads_done_s(step, s, last_b[s], free[s], [b1["compute"] for _, _, _, b1 in ops[s]])
         opt = step._optimizer_s(s)
         ends.append((grads + opt + _param_gather_s(step, s), grads - free[s] + _param_gather_s(step, s), opt))
     step_s, dp, opt = max(ends)

@@ -10,9 +10,10 @@ import dataclasses
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
-from .schedule import schedule_order
+from .schedule import _stage_ops
 
 if TYPE_CHECKING:
     from .step import TrainingStep
@@ -125,7 +126,7 @@ def _chunk_activations(step: TrainingStep, s: int) -> tuple[list[float], list[fl
 
 def _peak_activations(step: TrainingStep, s: int) -> float:
     """Stage ``s``'s activation peak under its schedule: Megatron's order of forwards and
-    backwards (:func:`schedule_order`; 1F1B keeps at most pp - s micro-batches in flight, the
+    backwards (:func:`~.schedule.schedule_order`; 1F1B keeps at most pp - s micro-batches in flight, the
     interleaved schedule 2 (pp - s - 1) + (v - 1) pp + 1 chunk forwards), adding each forward's
     kept bytes and releasing them after its backward. The schedule repeats every pp
     micro-batches after its warm-up, so a few groups past the warm-up give the peak."""
@@ -138,15 +139,12 @@ def _peak_activations(step: TrainingStep, s: int) -> float:
         warm = 2 * (p.pp - 1) + (v - 1) * p.pp
         m_sim = min(mb, p.pp * (-(-warm // (p.pp * v)) + 2))
     kept, extra = _chunk_activations(step, s)
-    held = peak = 0.0
-    for kind, _, c in schedule_order(p.pp, s, m_sim, v):
-        if kind == "F":
-            held += kept[c]
-            peak = max(peak, held)
-        else:
-            peak = max(peak, held + extra[c])
-            held -= kept[c]
-    return peak
+    back, chunk = _stage_ops(p.pp, s, m_sim, v)
+    kept_op = np.asarray(kept)[chunk]
+    held = np.cumsum(np.where(back, -kept_op, kept_op))  # after each op, summed in order
+    before = np.concatenate(([0.0], held[:-1]))
+    # a forward's bytes are held once it ends; a backward's extra while it runs
+    return float(max(0.0, held[~back].max(initial=0.0), (before + np.asarray(extra)[chunk])[back].max(initial=0.0)))
 
 
 def memory_table(step: TrainingStep) -> pa.Table:

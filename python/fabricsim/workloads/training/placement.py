@@ -37,6 +37,17 @@ def _domain_size(fabric: Any) -> int:
     return n if n > 1 else 0
 
 
+def layout(fabric: Any, ranks: tuple[int, ...]) -> tuple[Any, ...]:
+    """A group's places on ``fabric`` as far as the times of its collectives go: inside one
+    NVLink domain, its GPUs' positions in the domain (the domains are alike: a group at the
+    same places of another domain takes the same time); else its GPUs themselves."""
+    size = _domain_size(fabric)
+    domain = ranks[0] // size if size else -1
+    if domain >= 0 and all(r // size == domain for r in ranks):
+        return ("domain",) + tuple(r - domain * size for r in ranks)
+    return ranks
+
+
 def _tp_groups(rank_map: np.ndarray) -> np.ndarray:
     """Every TP group's members (rows), from an array shaped (pp, dp, cp, tp)."""
     return rank_map.reshape(-1, rank_map.shape[-1])

@@ -41,7 +41,7 @@ from .memory import memory_table
 from .model import Model
 from .model import model as _model
 from .moe import MoeOptions, add_experts, checked_options, expert_groups
-from .placement import straddling
+from .placement import layout, straddling
 from .results import StepEstimate, StepResult
 
 __all__ = ["Parallelism", "TrainingStep", "TrainingConfigError", "PlacementWarning", "train_step", "estimate_step"]
@@ -561,26 +561,32 @@ class TrainingStep:
         data-parallel op ("all_reduce", "reduce_scatter", "all_gather") over each group of
         ``over`` (:func:`~.data_parallel.groups`). ``gather``: the bytes of the TP all-gather with
         sequence parallelism, where they are not ``size`` (the reduce-scatter's)."""
-        p, G = self.par, self.gpus
-        ops: list[tuple[str, float, Any]]
-        n = None if every else 1
-        if kind == "tp":
-            ops = ([("reduce_scatter", size, None), ("all_gather", size if gather is None else gather, None)]
-                   if p.sequence_parallel else [("all_reduce", size, None)])
-            groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
-        elif kind == "tp.gather":
-            ops = [("all_gather", size, None)]
-            groups = list(G[s].reshape(-1, p.tp)[:n])
-        elif kind == "cp":
-            ops = [("send_recv", size, None)]
-            groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
-        elif kind == "etp":
-            ops = [("all_gather", size, None), ("reduce_scatter", size, None)]
-            groups = [np.asarray(g) for g, _ in expert_groups(self, s, "etp")[:n]]
-        else:
-            ops = [(kind, size, None)]
-            groups = [np.asarray(g) for g, _ in data_parallel.groups(self, s, over)[:n]]
-        return [(tuple(int(x) for x in g), ops) for g in groups if g.size >= 2]
+        p, g = self.par, size if gather is None else gather
+        ops = {"tp": [("reduce_scatter", size), ("all_gather", g)] if p.sequence_parallel else [("all_reduce", size)],
+               "tp.gather": [("all_gather", size)], "cp": [("send_recv", size)],
+               "etp": [("all_gather", size), ("reduce_scatter", size)]}.get(kind, [(kind, size)])
+        chain: list[tuple[str, float, Any]] = [(op, n, None) for op, n in ops]
+        return [(grp, chain) for grp in self._groups(kind, s, every, over)]
+
+    def _groups(self, kind: str, s: int, every: bool, over: str) -> list[tuple[int, ...]]:
+        """The groups of two or more ranks :meth:`_chains` of ``kind`` runs on (every group or the
+        first), found once per step: a step issues each group's communication at many sizes."""
+        name = "tp" if kind == "tp.gather" else kind if kind in ("tp", "cp", "etp") else over
+        key = ("groups", name, s, every)
+        hit: list[tuple[int, ...]] | None = self._est_cache.get(key)
+        if hit is None:
+            p, G = self.par, self.gpus
+            n = None if every else 1
+            if name == "tp":
+                groups = list(G[s].reshape(-1, p.tp)[:n])  # (dp, cp) replicas, cp innermost
+            elif name == "cp":
+                groups = list(G[s].transpose(0, 2, 1).reshape(-1, p.cp)[:n])  # per (dp, tp), the cp ranks
+            elif name == "etp":
+                groups = [np.asarray(g) for g, _ in expert_groups(self, s, "etp")[:n]]
+            else:
+                groups = [np.asarray(g) for g, _ in data_parallel.groups(self, s, over)[:n]]
+            hit = self._est_cache[key] = [tuple(int(x) for x in g) for g in groups if g.size >= 2]
+        return hit
 
     def _comm_s(self, kind: str, s: int, size: float, gather: float | None = None, over: str = "dp") -> float:
         """Seconds one communication of stage ``s`` (:meth:`_chains`) of ``size`` bytes (and
@@ -588,7 +594,7 @@ class TrainingStep:
         without faults, replica 0's chain timed by :func:`fabricsim.estimate` (every group has
         its shape); on a fabric with faults, every group's chain simulated together at flow
         level, so that a degraded link on any group's path, and the groups that share it, set
-        the time."""
+        the time. Groups laid out alike (:func:`~.placement.layout`) are timed once."""
         if size <= 0:
             return 0.0
         key = (kind, over, s, round(size)) + (() if gather is None else (round(gather),))
@@ -601,10 +607,14 @@ class TrainingStep:
                 hit = self._simulated_s(chains)
             else:
                 ranks, ops = chains[0]
-                es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
-                               cost_model=self.cost_model) for op, n, sizes in ops]
-                hit = sum(e.time_s for e in es)
-                self._est_cache[("channels",) + key] = es[0].n_channels
+                alike = (kind, over, layout(self.fabric, ranks)) + key[3:]
+                hit = self._est_cache.get(alike)
+                if hit is None:
+                    es = [estimate(self.fabric, op, None if sizes is not None else n, list(ranks), sizes=sizes,
+                                   cost_model=self.cost_model) for op, n, sizes in ops]
+                    hit = self._est_cache[alike] = sum(e.time_s for e in es)
+                    self._est_cache[("channels",) + alike] = es[0].n_channels
+                self._est_cache[("channels",) + key] = self._est_cache[("channels",) + alike]
             self._est_cache[key] = hit
         return hit
 
