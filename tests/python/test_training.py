@@ -410,10 +410,19 @@ def test_overlapped_communication_takes_sms_from_the_compute_it_overlaps(four_no
     g_s, g_ch = step._comm_s("all_gather", 0, size), step._comm_channels("all_gather", 0, size)
     assert estimate.op_compute_s(step, ch, True, first=True) == pytest.approx(
         estimate.op_compute_s(step, ch, True) + min(ch.fwd_s, g_s) * g_ch / (sms - g_ch), rel=1e-12)
-    # without the overlaps, nothing is taken
+    # without the overlaps, only a backward's gathers of its inputs again (asynchronous NCCL
+    # all-gathers beside the data-gradient GEMMs) take the SMs of their channels
     plain = _step(four_nodes, overlap_grad_reduce=False, overlap_param_gather=False)
-    assert estimate.op_compute_s(plain, plain.chunks[0][0], False, last=True) == plain.chunks[0][0].bwd_s
-    assert estimate.op_compute_s(plain, plain.chunks[0][0], True, first=True) == plain.chunks[0][0].fwd_s
+    pch = plain.chunks[0][0]
+    again = estimate.tp_sizes(plain, pch, False)[2]
+    a_s, a_ch = plain._comm_s("tp.gather", 0, again), plain._comm_channels("tp.gather", 0, again)
+    assert a_s > 0 and a_ch >= 1
+    assert estimate.op_compute_s(plain, pch, False, last=True) == pytest.approx(
+        pch.bwd_s + min(pch.bwd_s, a_s) * a_ch / (sms - a_ch), rel=1e-12)
+    assert estimate.op_compute_s(plain, pch, True, first=True) == pch.fwd_s
+    no_sp = _step(four_nodes, overlap_grad_reduce=False, sequence_parallel=False)
+    assert estimate.op_compute_s(no_sp, no_sp.chunks[0][0], False) == no_sp.chunks[0][0].bwd_s
+    assert plain.run().step_s == pytest.approx(plain.estimate().step_s, rel=0.005)
     assert step.run().step_s == pytest.approx(step.estimate().step_s, rel=0.005)
 
 
@@ -908,8 +917,8 @@ def test_dense_validation_rows_within_10_percent_or_a_known_miss(case, validatio
 # a percentage point: a change either way fails, so that it is looked at. A row that moves on
 # purpose (a better model, a corrected figure) gets its pin updated in the same commit.
 VALIDATION_PINS = {
-    "llama3-405b-16k": +0.1026,
-    "llama3-405b-8k": +0.1480,
+    "llama3-405b-16k": +0.0944,
+    "llama3-405b-8k": +0.1393,
     "megatron-gpt3-175b-96": +0.0828,
     "megatron-gpt3-175b-4608": +0.0547,
     "nemo-llama31-405b-gb200-bf16": +0.3019,
@@ -925,8 +934,8 @@ VALIDATION_PINS = {
     "mlperf50-llama31-405b-h100-8192": +0.0456,
     "mlperf50-llama31-405b-gb200-2496": +0.2333,
     "mlperf50-llama31-405b-gb200-512-fp8": +0.3084,
-    "mlperf51-llama31-405b-gb200-512-nvfp4": +0.2132,
-    "mlperf51-llama31-405b-gb300-512-nvfp4": +0.2615,
+    "mlperf51-llama31-405b-gb200-512-nvfp4": +0.2089,
+    "mlperf51-llama31-405b-gb300-512-nvfp4": +0.2597,
     "mlperf51-llama31-8b-gb300-8": +0.0594,
     "mlperf51-llama31-8b-gb200-8": -0.0755,
     "mlperf41-gpt3-175b-b200-64": +0.2244,
@@ -944,10 +953,10 @@ def test_validation_rows_sit_at_their_pinned_errors(case, validation_table):
 
 
 def test_llama3_405b_mfu_is_pinned_where_the_papers_is_41_percent():
-    # Table 4 reports 400 TFLOP/s per GPU, 41% BF16 MFU, on 16,384 GPUs; the model's 441
-    # TFLOP/s (10% above: the row's pin above) of the H100's dense 989.5 is 44.6%.
+    # Table 4 reports 400 TFLOP/s per GPU, 41% BF16 MFU, on 16,384 GPUs; the model's 438
+    # TFLOP/s (9% above: the row's pin above) of the H100's dense 989.5 is 44.2%.
     est = T.validation_step("llama3-405b-16k").estimate()
-    assert est.mfu == pytest.approx(0.4457, abs=0.003)
+    assert est.mfu == pytest.approx(0.4424, abs=0.003)
     assert est.mfu == pytest.approx(est.model_flop_per_s_per_gpu / 989.5e12, rel=1e-9)  # H100 SXM dense BF16
 
 
@@ -1350,7 +1359,8 @@ def test_the_cli_trains_in_a_precision_and_prints_the_validation_table(capsys):
     assert cli.main(["train", "--validate"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 + len(T.VALIDATION) + len(T.MOE_VALIDATION)
-    assert lines[1].split()[:2] == ["llama3-405b-16k", "16384"] and lines[1].endswith("(known miss)")
+    assert lines[1].split()[:2] == ["llama3-405b-16k", "16384"] and not lines[1].endswith("(known miss)")
+    assert lines[2].split()[:2] == ["llama3-405b-8k", "8192"] and lines[2].endswith("(known miss)")
     assert cli.main(["train"]) != 0
     assert "fabricsim train needs a model (e.g. llama3-8b), or --validate" in capsys.readouterr().err
 

@@ -41,8 +41,9 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
     * the TP collectives with ``tp_comm_overlap``: each of the layer's four communications of
       the direction (a quarter of the chunk's TP time) on the SMs Transformer Engine's
       userbuffers give it (:data:`~.compute.TP_OVERLAP_SMS`), and a backward's gathers of
-      its inputs again (:func:`tp_sizes`), each half of their time on theirs (without
-      ``tp_comm_overlap`` those gathers are not charged SMs, as the TP collectives are not);
+      its inputs again (:func:`tp_sizes`), each half of their time on theirs; without
+      ``tp_comm_overlap`` only those gathers run beside the compute, as asynchronous NCCL
+      all-gathers on their channels (the other TP collectives wait for the compute);
     * ``last`` (the chunk's last backward) with ``overlap_grad_reduce``: the reductions of its
       bucket groups whose gradients are final before it ends (dense and expert, :func:`~.data_parallel.buckets`),
       on their NCCL channels, one SM each (:func:`fabricsim.collectives.cost.choice.channels`);
@@ -74,13 +75,20 @@ def _overlaps(step: TrainingStep, ch: _Chunk, fwd: bool) -> list[tuple[float, fl
     overlaps: list[tuple[float, float]] = []
     if step.moe.overlap:
         overlaps.append((moe.comm_s(step, ch, fwd), step.moe.comm_sm_fraction * sms))
-    if p.tp_comm_overlap and p.tp > 1 and ch.tp_bytes > 0:
+    if p.tp > 1 and ch.tp_bytes > 0:
         chain_s, again_s = tp_s(step, ch, fwd)
         sms_of = TP_OVERLAP_SMS.get(step.gpu.get("arch") or "hopper", TP_OVERLAP_SMS["hopper"])
-        held = sms_of["forward" if fwd else "backward"]
-        overlaps += [(chain_s / len(held), n) for n in held]
-        if again_s > 0:
-            overlaps += [(again_s / len(sms_of["gather_again"]), n) for n in sms_of["gather_again"]]
+        if p.tp_comm_overlap:
+            held = sms_of["forward" if fwd else "backward"]
+            overlaps += [(chain_s / len(held), n) for n in held]
+            if again_s > 0:
+                overlaps += [(again_s / len(sms_of["gather_again"]), n) for n in sms_of["gather_again"]]
+        elif again_s > 0:
+            # without userbuffers the gather again is an asynchronous NCCL all-gather beside the
+            # data-gradient GEMM (Megatron-LM layers.py, LinearWithGradAccumulationAndAsyncCommunication
+            # .backward: dist_all_gather_func(..., async_op=True); Transformer Engine linear.py
+            # backward, gather_along_first_dim(..., async_op=True)), on its channels
+            overlaps.append((again_s, step._comm_channels("tp.gather", ch.stage, tp_sizes(step, ch, fwd)[2])))
     return overlaps
 
 
