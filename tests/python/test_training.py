@@ -685,11 +685,15 @@ _MIXTRAL = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
     (32, "llama3-405b", dict(pp=16, dp=2, global_batch_size=32, schedule="interleaved", virtual_stages=4,
                              dp_sharding="optim_grads", stage_layers=(7,) + (8,) * 14 + (7,)), {}),
 ])
-def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options):
+@pytest.mark.parametrize("batch_min_steps", [1, construction.BATCH_MIN_STEPS])
+def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options,
+                                                                             batch_min_steps, monkeypatch):
     """The builder adds activities through the core in batches and makes repeated
     collectives and pipeline transfers again as copies of the first: every table, id and
     figure (the step time and its breakdown to the last bit) must be those of the step added
-    one checked add_* call at a time."""
+    one checked add_* call at a time, with every op's replicas in one batch where their
+    collectives are kept (batch_min_steps 1) as with the few of small layouts one at a time."""
+    monkeypatch.setattr(construction, "BATCH_MIN_STEPS", batch_min_steps)
     f = fs.cluster(domain="hgx-h100", n_domains=fabric_domains, scale_out="quantum-2")
     step = _step(f, **par) if model == "llama3-8b" and not options else T.TrainingStep(
         model, T.Parallelism(**{**dict(tp=8, pp=2, dp=2, global_batch_size=16, dp_sharding="zero1"), **par}), f,

@@ -410,11 +410,13 @@ class Builder:
         """The collectives ``add_known(op, group, size_bytes, ...)`` would copy, one per group of
         ``groups`` (:class:`_Copies`), for a caller adding them all at once (:meth:`copied`);
         None where one of them is not kept to be copied (not yet constructed, or never)."""
-        plans = [self._kept_plan(op, g, size_bytes) for g in groups]
-        if any(pl is None for pl in plans):
-            return None
-        comm_ids = [self._communicators[cast(_Plan, pl).row[0]] for pl in plans]
-        kept = cast("list[_Plan]", plans)
+        kept: list[_Plan] = []
+        for g in groups:
+            plan = self._kept_plan(op, g, size_bytes)
+            if plan is None:
+                return None
+            kept.append(plan)
+        comm_ids = [self._communicators[pl.row[0]] for pl in kept]
         lane = np.repeat(np.arange(len(kept)), [len(pl.edge_bytes) for pl in kept])
         edges = np.array([e for pl in kept for e in pl.edge_bytes], dtype=np.float64).reshape(-1, 2)
         columns = [list(column) for column in zip(*(pl.row[1:] for pl in kept))]

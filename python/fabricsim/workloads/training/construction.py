@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 #: 172 MB); the build's lower bound, refused up front where it cannot fit.
 STEP_BYTES_PER_OP = 2.5e3
 
+#: Steps of one op on its lanes (:meth:`_Builder._lanes`) from which they go in one batch,
+#: fewer one at a time: a batch's setup costs about what 30 activities added one at a time
+#: do [measured: builds of the validation steps with 1-128 lanes of 3-14 steps, fastest
+#: from 32 to 64 (megatron-gpt3-175b-96, one lane, 2.8 times faster than all batched)].
+BATCH_MIN_STEPS = 32
 
 # (stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs), a row per replica.
 _Outputs = dict[tuple[int, int, int], np.ndarray]
@@ -59,6 +64,11 @@ class _Step:
     sends: Sequence[tuple[int, int, int, int]] | None = None
     join: bool = False
     rep: int = 0
+
+
+def _rows(ids: list[list[int]]) -> np.ndarray | list[list[int]]:
+    """Ids per lane (or replica) as a row each of a 2-D array where they are alike in number."""
+    return np.array(ids, dtype=np.int64) if len({len(x) for x in ids}) == 1 else ids
 
 
 @contextlib.contextmanager
@@ -149,8 +159,10 @@ class _Builder:
         # transfers (_pp_arrays keys), one per replica, or none
         self._tp_lists: dict[int, list[tuple[int, ...]]] = {}
         self._send_lists: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
-        # (groups, op, bytes, lanes) -> the collectives of a step of the first lanes, to be
-        # copied together; ((stage, target, 0, 0), tag, lanes) -> their pipeline transfers (_kept)
+        # (stage, chunk, forward, first, last) -> an op's compute seconds (op_compute_s)
+        self._compute_s: dict[tuple[int, int, bool, bool, bool], float] = {}
+        # (groups, op, bytes) -> a step's collectives on every lane, to be copied together;
+        # (the first lane's transfer, tag) -> a step's pipeline transfers on every lane (_kept)
         self._copies: dict[tuple[Any, ...], _Copies] = {}
         self._kept_sends: dict[tuple[Any, ...], tuple[np.ndarray, int]] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
@@ -373,7 +385,10 @@ class _Builder:
         # final only then)
         split = (not fwd) and i == last_b[s][c] and p.overlap_grad_reduce
         # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
-        comp_s = op_compute_s(st, ch, fwd, first=fwd and m == 0, last=(not fwd) and i == last_b[s][c])
+        first, last = fwd and m == 0, (not fwd) and i == last_b[s][c]
+        comp_s = self._compute_s.get((s, c, fwd, first, last))
+        if comp_s is None:
+            comp_s = self._compute_s[(s, c, fwd, first, last)] = op_compute_s(st, ch, fwd, first=first, last=last)
         parts = sorted({part for _, _, part in data_parallel.buckets(st, ch)}) if split else []
         split, cuts = bool(parts), parts or [1.0]
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
@@ -394,8 +409,8 @@ class _Builder:
         inputs: np.ndarray | list[list[int]] = inp
         after: np.ndarray | list[list[int]]
         if gathered:
-            inputs = [sorted({gathered[g] for g in grp}) + row for grp, row in zip(self._tp_groups(s), inp.tolist())]
-            after = [row or self.start for row in inputs]
+            rows = [sorted({gathered[g] for g in grp}) + row for grp, row in zip(self._tp_groups(s), inp.tolist())]
+            inputs, after = _rows(rows), _rows([row or self.start for row in rows])
         else:
             after = inp if inp.shape[1] else np.tile(np.array(self.start, dtype=np.int64), (len(inp), 1))
         # CP: ring exchanges of K and V beside the compute, one ring per TP rank, shared by
@@ -463,7 +478,7 @@ class _Builder:
                     joined = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, joined, f"ep.{tag}", s, -1, m, c)]
                 for r in reps:
                     ends_of[r] = ends_of[r] + joined
-        return np.array(ends_of, dtype=np.int64) if len({len(e) for e in ends_of}) == 1 else ends_of
+        return _rows(ends_of)
 
     def _send(self, s: int, fwd: bool, vs: int, m: int, c: int, ends: np.ndarray | list[list[int]],
               out: _Outputs) -> np.ndarray:
@@ -547,8 +562,8 @@ class _Builder:
         dp index's replicas (recorded as its first's)."""
         p = self.st.par
         rows = inp.tolist()
-        after = [sorted({x for r in range(d * p.cp, (d + 1) * p.cp) for x in rows[r]}) or self.start
-                 for d in range(p.dp)]
+        after = _rows([sorted({x for r in range(d * p.cp, (d + 1) * p.cp) for x in rows[r]}) or self.start
+                       for d in range(p.dp)])
         return [_Step("cp", f"cp.{'fwd' if fwd else 'bwd'}", after, op="send_recv",
                       size_bytes=float(ch.cp_bytes * (1 if fwd else 2)), comm=("cp", s, t),
                       ranks=[self._group(("cp", s, d, t), s, d, slice(None), t) for d in range(p.dp)])
@@ -568,27 +583,29 @@ class _Builder:
         one's, recorded as stage ``s``, micro-batch ``m``, chunk ``c`` and their replica: per
         lane and step, the activity recorded (a delay's id, a collective's end, a transfer's
         first flow). Runs of lanes whose collectives and transfers are all kept to be copied
-        go in one :meth:`_add_lanes`; the others one at a time (:meth:`_lane`: a collective
-        constructed the first time, and kept), as every lane does where the builder adds one
-        activity at a time."""
-        n = self.st.par.dp * self.st.par.cp // width
-        if self.batch is not None:
+        go in one :meth:`_add_lanes` where they make :data:`BATCH_MIN_STEPS` or more; the
+        others one at a time (:meth:`_lane`: a collective constructed the first time, and
+        kept), as every lane does where the builder adds one activity at a time."""
+        n, k = self.st.par.dp * self.st.par.cp // width, len(steps)
+        batched = self.batch is not None and n * k >= BATCH_MIN_STEPS
+        if batched:
             kept = self._kept(steps, 0, n)
             if kept is not None:
                 return self._add_lanes(steps, kept, 0, n, width, s, m, c)
-        made = np.empty((n, len(steps)), dtype=np.int64)
+        made = np.empty((n, k), dtype=np.int64)
         r = 0
         while r < n:
             j = r
-            while self.batch is not None and j < n and self._lane_kept(steps, j):
+            while batched and j < n and self._lane_kept(steps, j):
                 j += 1
-            kept = self._kept(steps, r, j) if j > r else None
+            kept = self._kept(steps, r, j) if (j - r) * k >= BATCH_MIN_STEPS else None
             if kept is not None:
                 made[r:j] = self._add_lanes(steps, kept, r, j, width, s, m, c)
-                r = j
             else:
-                made[r] = self._lane(steps, r, width, s, m, c)
-                r += 1
+                j = max(j, r + 1)
+                for lane in range(r, j):
+                    made[lane] = self._lane(steps, lane, width, s, m, c)
+            r = j
         return made
 
     def _lane(self, steps: list[_Step], lane: int, width: int, s: int, m: int, c: int) -> list[int]:
@@ -626,7 +643,7 @@ class _Builder:
         """What lanes ``r0 .. r1 - 1``'s ``steps`` copy, per step: its collectives (a
         :class:`_Copies`), or its transfers' core templates and their flows (alike), or None
         (a delay); None where one is not kept to be copied (yet), or a join's ids are not
-        alike in number."""
+        alike in number. Those of all lanes are kept for the next op."""
         kept: list[Any] = []
         for step in steps:
             if step.join:
@@ -634,24 +651,26 @@ class _Builder:
                     return None
                 kept.append(None)
             elif step.sends is not None:
-                sends = self._kept_sends.get((step.sends[0], step.tag, r1)) if r0 == 0 else None
+                every = r0 == 0 and r1 == len(step.sends)
+                sends = self._kept_sends.get((step.sends[0], step.tag)) if every else None
                 if sends is None:
                     found = [self._pp_templates.get((key, step.tag)) for key in step.sends[r0:r1]]
                     held = [f for f in found if f is not None]
                     if len(held) < len(found) or len({n for _, n in held}) > 1:
                         return None
                     sends = (np.array([t for t, _ in held], dtype=np.int64), held[0][1])
-                    if r0 == 0:
-                        self._kept_sends[(step.sends[0], step.tag, r1)] = sends
+                    if every:
+                        self._kept_sends[(step.sends[0], step.tag)] = sends
                 kept.append(sends)
             elif step.op is not None:
-                copies = self._copies.get((step.comm, step.op, step.size_bytes, r1)) if r0 == 0 else None
+                every = r0 == 0 and r1 == len(step.ranks)
+                copies = self._copies.get((step.comm, step.op, step.size_bytes)) if every else None
                 if copies is None:
                     copies = self.colls.known_copies(step.op, list(step.ranks[r0:r1]), step.size_bytes)
                     if copies is None:
                         return None
-                    if r0 == 0:
-                        self._copies[(step.comm, step.op, step.size_bytes, r1)] = copies
+                    if every:
+                        self._copies[(step.comm, step.op, step.size_bytes)] = copies
                 kept.append(copies)
             else:
                 kept.append(None)
@@ -666,9 +685,12 @@ class _Builder:
         n, k = r1 - r0, len(steps)
 
         def per_lane(dtype: Any, values: list[Any]) -> np.ndarray:
+            # the values alike on every lane in one row, then those per lane
             out = np.empty((n, k), dtype=dtype)
+            out[:] = [0 if isinstance(value, np.ndarray) else value for value in values]
             for j, value in enumerate(values):
-                out[:, j] = value
+                if isinstance(value, np.ndarray):
+                    out[:, j] = value
             return out
 
         whole = [step.sends is not None for step in steps]
