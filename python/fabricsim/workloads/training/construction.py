@@ -368,12 +368,16 @@ class _Builder:
         return _Built(self.sc, made_ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
                       self.sc.n_activities)
 
-    # one scheduled op on every replica
     def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
             first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
             last_op: dict[int, np.ndarray], pieces: dict[tuple[int, int], np.ndarray],
             fsdp_f: dict[tuple[int, int], tuple[list[int], dict[int, int]]],
             fsdp_b: dict[tuple[int, int], dict[int, int]]) -> None:
+        """One scheduled op (``kind`` "F" or "B" of micro-batch ``m``, chunk ``c``, stage
+        ``s``, its ``i``-th there) on every replica: its compute, TP and CP steps described
+        once (:class:`_Step`) and added on every lane (:meth:`_lanes`), then its ETP and EP
+        collectives per group (:meth:`_experts`), then each replica's end and pipeline
+        transfer, as steps again (:meth:`_send`)."""
         st, p = self.st, self.st.par
         ch = st.chunks[s][c]
         vs = c * p.pp + s
@@ -445,8 +449,8 @@ class _Builder:
                  inputs: np.ndarray | list[list[int]]) -> np.ndarray | list[list[int]]:
         """One op's ETP and EP communication, per group, after its replicas' ends ``ends``
         (or with overlap, the EP's, beside them after their ``inputs``): what each replica's
-        op then ends with, a row each (a list each where some other experts' groups leave
-        them unalike in number)."""
+        op then ends with, a row each of a 2-D array (a list each where the groups leave them
+        unalike in number)."""
         st = self.st
         tag = "fwd" if fwd else "bwd"
         # ETP: the routed experts' tokens gathered, and their outputs reduce-scattered, over
