@@ -770,15 +770,32 @@ _MIXTRAL = T.model("mixtral-8x7b").replace(layers=4, seq_len=4096)
                        dp_sharding="optim_grads", tp_comm_overlap=True, global_batch_size=16),
      dict(moe=dict(overlap=True))),
     (4, "llama3-8b", dict(tp=4, pp=2, cp=2, dp=2, global_batch_size=8, dp_sharding="optim_grads"), {}),
+    # each replica's compute after the FSDP gathers on its GPUs, beside CP rings of 2
+    (8, "llama3-8b", dict(tp=4, pp=2, cp=2, dp=2, dp_sharding="fsdp", global_batch_size=8), {}),
+    # CP rings of 4 in an interleaved schedule, TP beside the compute
+    (8, "llama3-8b", dict(tp=2, pp=2, cp=4, dp=2, schedule="interleaved", virtual_stages=2, global_batch_size=8,
+                          tp_comm_overlap=True), {}),
+    # analytical TP beside the compute, the backward's second gather too; one stage of two
+    # chunks (its transfers between the same GPUs: none)
+    (2, "llama3-8b", dict(pp=1, schedule="interleaved", virtual_stages=2, tp_comm_overlap=True, global_batch_size=8),
+     dict(tp_comm="analytical")),
+    # expert TP over FSDP-gathered replicas, the dispatch beside the compute from the gathers
+    (4, _MIXTRAL, dict(tp=2, pp=2, dp=8, ep=2, etp=2, dp_sharding="fsdp", global_batch_size=16),
+     dict(moe=dict(overlap=True))),
+    (4, _MIXTRAL, dict(tp=2, pp=2, cp=2, dp=4, ep=2, etp=2, global_batch_size=16), dict(tp_comm="analytical")),
     # Llama 3 405B's layout at 1/64 of its replicas (asv's Llama405B16kH100 on 16,384 GPUs)
     (32, "llama3-405b", dict(pp=16, dp=2, global_batch_size=32, schedule="interleaved", virtual_stages=4,
                              dp_sharding="optim_grads", stage_layers=(7,) + (8,) * 14 + (7,)), {}),
 ])
-def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options):
+@pytest.mark.parametrize("batch_min_steps", [1, construction.BATCH_MIN_STEPS])
+def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fabric_domains, model, par, options,
+                                                                             batch_min_steps, monkeypatch):
     """The builder adds activities through the core in batches and makes repeated
     collectives and pipeline transfers again as copies of the first: every table, id and
     figure (the step time and its breakdown to the last bit) must be those of the step added
-    one checked add_* call at a time."""
+    one checked add_* call at a time, with every op's replicas in one batch where their
+    collectives are kept (batch_min_steps 1) as with the few of small layouts one at a time."""
+    monkeypatch.setattr(construction, "BATCH_MIN_STEPS", batch_min_steps)
     f = fs.cluster(domain="hgx-h100", n_domains=fabric_domains, scale_out="quantum-2")
     step = _step(f, **par) if model == "llama3-8b" and not options else T.TrainingStep(
         model, T.Parallelism(**{**dict(tp=8, pp=2, dp=2, global_batch_size=16, dp_sharding="zero1"), **par}), f,
@@ -799,7 +816,8 @@ def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fab
     # parallelism) per replica, stage, chunk, micro-batch and direction, with sequence
     # parallelism one more per backward (its inputs gathered again), and with experts split
     # over etp > 1 ranks an all-gather and a reduce-scatter per expert-TP group; one pipeline
-    # flow per TP rank for each of a micro-batch's virtual-stage boundaries, each way.
+    # flow per TP rank for each of a micro-batch's virtual-stage boundaries, each way (none
+    # on one stage: its chunks hand over on the same GPUs).
     p = step.par
     n_rep, ops = p.dp * p.cp, p.pp * p.virtual_stages * p.n_micro_batches * 2
     n_etp = p.tp * p.dp * p.cp // p.expert_tp if step.model.is_moe and p.expert_tp > 1 else 0
@@ -807,7 +825,7 @@ def test_the_step_built_through_the_core_is_the_one_the_public_methods_build(fab
     again = n_rep * ops // 2 if p.sequence_parallel and p.tp > 1 else 0
     assert n_tp == (n_rep + n_etp) * ops * (2 if p.sequence_parallel and step.tp_comm == "flow" else 1) + again
     n_pp = (np.asarray(fast.cat) == construction._CAT_INDEX["pp"]).sum()
-    assert n_pp == n_rep * p.tp * 2 * p.n_micro_batches * (p.pp * p.virtual_stages - 1)
+    assert n_pp == (n_rep * p.tp * 2 * p.n_micro_batches * (p.pp * p.virtual_stages - 1) if p.pp > 1 else 0)
     assert len(set(fast.ids.tolist())) == len(fast.ids) and fast.ids.max() < fast.n_activities
 
 

@@ -330,15 +330,15 @@ def test_the_router_runs_on_the_tokens_the_gpu_holds():
 
 
 class _Recording(construction._Builder):
-    """The builder, keeping every collective it adds: (op, GPUs, bytes, tag). Each op's TP
-    collectives are added one replica at a time, through ``coll``, not copied for all
+    """The builder, keeping every collective it adds: (op, GPUs, bytes, tag). Each op's steps
+    are added one replica at a time, each collective through ``coll``, none copied for all
     replicas at once (the two make the same step: test_training.py compares them)."""
 
     def __init__(self, step):
         super().__init__(step)
         self.calls = []
 
-    def _tp_copies(self, op, s, size):
+    def _kept(self, steps, r0, r1):
         return None
 
     def coll(self, op, ranks, size, after, cat, tag, *meta, sizes=None):

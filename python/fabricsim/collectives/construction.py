@@ -390,20 +390,38 @@ class Builder:
         self.rows.append((end, comm_id, op, algo, n, size, first, analytical, proto))
         return end
 
+    def _kept_plan(self, op: str, ranks: tuple[int, ...], size_bytes: float) -> _Plan | None:
+        """The kept collective ``add_known(op, ranks, size_bytes, ...)`` would copy (made once
+        more by moving the same one on another domain where that is how it would copy it),
+        its communicator numbered; else None."""
+        key = (op, ranks, size_bytes, None)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._moved(op, ranks, size_bytes)
+            if plan is not None:
+                self._plans[key] = plan
+        return plan if plan is not None and plan.row[0] in self._communicators else None
+
+    def is_kept(self, op: str, ranks: tuple[int, ...], size_bytes: float) -> bool:
+        """Whether :meth:`known_copies` would give the collective ``op`` of ``size_bytes`` on ``ranks``."""
+        return self._kept_plan(op, ranks, size_bytes) is not None
+
     def known_copies(self, op: str, groups: list[tuple[int, ...]], size_bytes: float) -> _Copies | None:
         """The collectives ``add_known(op, group, size_bytes, ...)`` would copy, one per group of
         ``groups`` (:class:`_Copies`), for a caller adding them all at once (:meth:`copied`);
         None where one of them is not kept to be copied (not yet constructed, or never)."""
-        plans = [self._plans.get((op, g, size_bytes, None)) for g in groups]
-        comm_ids = [None if pl is None else self._communicators.get(pl.row[0]) for pl in plans]
-        if None in comm_ids:
-            return None
-        kept = cast("list[_Plan]", plans)
+        kept: list[_Plan] = []
+        for g in groups:
+            plan = self._kept_plan(op, g, size_bytes)
+            if plan is None:
+                return None
+            kept.append(plan)
+        comm_ids = [self._communicators[pl.row[0]] for pl in kept]
         lane = np.repeat(np.arange(len(kept)), [len(pl.edge_bytes) for pl in kept])
         edges = np.array([e for pl in kept for e in pl.edge_bytes], dtype=np.float64).reshape(-1, 2)
         columns = [list(column) for column in zip(*(pl.row[1:] for pl in kept))]
         return _Copies(_int64s([pl.template for pl in kept]), _int64s([pl.span for pl in kept]),
-                       _int64s([pl.end for pl in kept]), cast("list[int]", comm_ids), columns,
+                       _int64s([pl.end for pl in kept]), comm_ids, columns,
                        lane, edges[:, 0].astype(np.int64), edges[:, 1])
 
     def copied(self, copies: list[_Copies], firsts: np.ndarray) -> None:

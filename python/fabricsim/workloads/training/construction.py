@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -31,34 +32,43 @@ if TYPE_CHECKING:
 #: 172 MB); the build's lower bound, refused up front where it cannot fit.
 STEP_BYTES_PER_OP = 2.5e3
 
+#: Steps of one op on its lanes (:meth:`_Builder._lanes`) from which they go in one batch,
+#: fewer one at a time: a batch's setup costs about what 30 activities added one at a time
+#: do [measured: builds of the validation steps with 1-128 lanes of 3-14 steps, fastest
+#: from 32 to 64 (megatron-gpt3-175b-96, one lane, 2.8 times faster than all batched)].
+BATCH_MIN_STEPS = 32
 
 # (stage, micro-batch, chunk) -> the ids the next op waits for (pipeline outputs), a row per replica.
 _Outputs = dict[tuple[int, int, int], np.ndarray]
 
 
 @dataclass
-class _Lane:
-    """One step of an op that every replica takes (:meth:`_Builder._add_lanes`): a delay of
-    ``duration_s`` (``template`` -1), or a copy of a core template of ``span`` activities
-    (``template`` and ``span`` one per replica, or alike), recorded as its activity ``end``
-    (a collective's end; ``copies``, the kept collectives it copies), or where ``whole`` as
-    one group of all (a pipeline transfer's flows); tagged ``tag`` (a :meth:`Batch.tag`
-    number), recorded as kind ``cat``; after ``after``, a row of ids per replica, or the
-    activity an earlier step (by position) recorded, or those of several (a tuple of positions)."""
-    duration_s: float
-    tag: int
-    cat: int
-    after: np.ndarray | int | tuple[int, ...]
-    template: np.ndarray | int = -1
-    span: np.ndarray | int = 1
-    end: np.ndarray | int = 0
-    copies: _Copies | None = None
-    whole: bool = False
+class _Step:
+    """One step of a scheduled op that each lane (a replica, or with a CP ring the cp
+    replicas of a dp index in turn) takes, as :meth:`_Builder._lanes` adds it: a delay of
+    ``duration_s``; or a collective ``op`` of ``size_bytes`` over ``ranks[lane]`` (``comm``
+    names the groups, ``ranks`` made once per name); or the lane's pipeline transfer
+    ``sends[lane]`` (a :meth:`_Builder._pp_arrays` key); or where ``join`` what ``after``
+    holds, its one id, else a delay of 0 after all of them. Tagged ``tag``, recorded as kind
+    ``cat`` and as the lane's replica ``rep``; after ``after``: the activity an earlier step
+    (by position) recorded, or those of several (a tuple), or per lane its own ids (a row
+    each of a 2-D array, or a list each)."""
+    cat: str
+    tag: str
+    after: int | tuple[int, ...] | np.ndarray | list[list[int]]
+    duration_s: float = 0.0
+    op: str | None = None
+    size_bytes: float = 0.0
+    ranks: Sequence[tuple[int, ...]] = ()
+    comm: tuple[Any, ...] = ()
+    sends: Sequence[tuple[int, int, int, int]] | None = None
+    join: bool = False
+    rep: int = 0
 
-    @classmethod
-    def copying(cls, copies: _Copies, tag: int, cat: int, after: np.ndarray | int | tuple[int, ...]) -> _Lane:
-        """Copies of kept collectives ``copies``, one per replica."""
-        return cls(0.0, tag, cat, after, copies.template, copies.span, copies.end, copies)
+
+def _rows(ids: list[list[int]]) -> np.ndarray | list[list[int]]:
+    """Ids per lane (or replica) as a row each of a 2-D array where they are alike in number."""
+    return np.array(ids, dtype=np.int64) if len({len(x) for x in ids}) == 1 else ids
 
 
 @contextlib.contextmanager
@@ -145,10 +155,16 @@ class _Builder:
         self._pp: dict[tuple[int, int, int, int], tuple[np.ndarray, ...] | None] = {}
         # (kind, stage) -> the stage's groups of that kind ("dp", "edp", "ep", "etp"), GPUs and replicas
         self._groups: dict[tuple[str, int], list[tuple[tuple[int, ...], list[int]]]] = {}
-        # (op, stage, bytes) -> the stage's TP collectives, one per replica, to be copied together
-        self._copies: dict[tuple[str, int, float], _Copies] = {}
-        # (stage, target, tag) -> the stage's pipeline transfers, one per replica (_sends)
-        self._kept_sends: dict[tuple[int, int, str], tuple[np.ndarray, int] | None] = {}
+        # stage -> its TP groups' GPUs, one per replica; (stage, target) -> its pipeline
+        # transfers (_pp_arrays keys), one per replica, or none
+        self._tp_lists: dict[int, list[tuple[int, ...]]] = {}
+        self._send_lists: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        # (stage, chunk, forward, first, last) -> an op's compute seconds (op_compute_s)
+        self._compute_s: dict[tuple[int, int, bool, bool, bool], float] = {}
+        # (groups, op, bytes) -> a step's collectives on every lane, to be copied together;
+        # (the first lane's transfer, tag) -> a step's pipeline transfers on every lane (_kept)
+        self._copies: dict[tuple[Any, ...], _Copies] = {}
+        self._kept_sends: dict[tuple[Any, ...], tuple[np.ndarray, int]] = {}
         #: Called as the build goes with (parts done, parts in all): each scheduled op, then
         #: each stage's data-parallel reduction and its optimizer (TrainingStep.run's bar).
         self.on_progress: Callable[[int, int], Any] | None = None
@@ -352,21 +368,20 @@ class _Builder:
         return _Built(self.sc, made_ids, cat, stage, replica, micro_batch, chunk, group, offsets, after_ids,
                       self.sc.n_activities)
 
-    # one scheduled op on every replica
     def _op(self, s: int, kind: str, m: int, c: int, i: int, last_b: list[dict[int, int]],
             first_b: list[dict[int, int]], first_f: list[dict[int, int]], out_f: _Outputs, out_b: _Outputs,
             last_op: dict[int, np.ndarray], pieces: dict[tuple[int, int], np.ndarray],
             fsdp_f: dict[tuple[int, int], tuple[list[int], dict[int, int]]],
             fsdp_b: dict[tuple[int, int], dict[int, int]]) -> None:
+        """One scheduled op (``kind`` "F" or "B" of micro-batch ``m``, chunk ``c``, stage
+        ``s``, its ``i``-th there) on every replica: its compute, TP and CP steps described
+        once (:class:`_Step`) and added on every lane (:meth:`_lanes`), then its ETP and EP
+        collectives per group (:meth:`_experts`), then each replica's end and pipeline
+        transfer, as steps again (:meth:`_send`)."""
         st, p = self.st, self.st.par
         ch = st.chunks[s][c]
-        n_rep = p.dp * p.cp
         vs = c * p.pp + s
         fwd = kind == "F"
-        tag = f"{'fwd' if fwd else 'bwd'}"
-        tp_tag, pp_tag = f"tp.{tag}", f"pp.{tag}"
-        ends: list[list[int]] = []
-        inputs: list[list[int]] = []
         # with overlap_grad_reduce the chunk's last backward is cut into compute pieces, one up
         # to where each bucket group's gradients are final (data_parallel.buckets), and each
         # group's reduction starts as its piece ends (the last groups' as the whole backward
@@ -374,8 +389,12 @@ class _Builder:
         # final only then)
         split = (not fwd) and i == last_b[s][c] and p.overlap_grad_reduce
         # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
-        comp_s = op_compute_s(st, ch, fwd, first=fwd and m == 0, last=(not fwd) and i == last_b[s][c])
-        cuts = sorted({part for _, _, part in data_parallel.buckets(st, ch)}) if split else []
+        first, last = fwd and m == 0, (not fwd) and i == last_b[s][c]
+        comp_s = self._compute_s.get((s, c, fwd, first, last))
+        if comp_s is None:
+            comp_s = self._compute_s[(s, c, fwd, first, last)] = op_compute_s(st, ch, fwd, first=first, last=last)
+        parts = sorted({part for _, _, part in data_parallel.buckets(st, ch)}) if split else []
+        split, cuts = bool(parts), parts or [1.0]
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here
         # issued at the chunk's first backward (prefetched one op earlier in the DAG: the gather
         # waits only for the forward gather, so it overlaps the forwards); a replica waits for
@@ -390,272 +409,345 @@ class _Builder:
                     self.gathers(s, c, fsdp_b[(s, c)], [], "dp", "fsdp.gather")
                 gathered = fsdp_b[(s, c)]
         inp = self._inputs(s, kind, m, c, last_op, out_f, out_b)
-        cp_ring = p.cp > 1 and ch.cp_bytes > 0
-        lanes = None if gathered or cp_ring else self._compute_lanes(s, fwd, m, c, ch, comp_s, cuts, inp)
-        if lanes is not None:
-            inputs, ends = inp.tolist(), lanes[0].tolist()
-            if cuts:
-                pieces[(s, c)] = lanes[1]
-        piece_ids: list[list[int]] = []
-        for r in range(n_rep if lanes is None else 0):
-            d, cp_i = divmod(r, p.cp)
-            fs_after = sorted({gathered[g] for g in self._group(("tp", s, d, cp_i), s, d, cp_i)}) if gathered else []
-            after = fs_after + inp[r].tolist()
-            inputs.append(after)
-            if cuts:
-                ids = []
-                prev, done = after, 0.0
-                for part in cuts:
-                    prev = [self.delay(comp_s * (part - done), prev, "compute", tag, s, r, m, c)]
-                    ids.append(prev[0])
-                    done = part
-                piece_ids.append(ids)
-                cid = ids[-1]
-            else:
-                cid = self.delay(comp_s, after, "compute", tag, s, r, m, c)
-            end = [cid]
-            # TP
-            if p.tp > 1 and ch.tp_bytes > 0:
-                base = [cid] if not p.tp_comm_overlap else after
-                ranks = self._group(("tp", s, d, cp_i), s, d, cp_i)
-                size, gather, again = tp_sizes(st, ch, fwd)
-                if again > 0:  # the inputs gathered again, from the op's start beside its compute
-                    if st.tp_comm == "analytical":
-                        gid = self.delay(st._comm_s("tp.gather", s, again), after, "tp", tp_tag, s, r, m, c)
-                    else:
-                        gid = self.coll("all_gather", ranks, again, after, "tp", tp_tag, s, r, m, c)
-                    base = [cid, gid] if not p.tp_comm_overlap else [gid]
-                if st.tp_comm == "analytical":
-                    tid = self.delay(st._comm_s("tp", s, size, gather), base, "tp", tp_tag, s, r, m, c)
-                elif p.sequence_parallel:
-                    a = self.coll("reduce_scatter", ranks, size, base, "tp", tp_tag, s, r, m, c)
-                    tid = self.coll("all_gather", ranks, gather, [a], "tp", tp_tag, s, r, m, c)
-                else:
-                    tid = self.coll("all_reduce", ranks, size, base, "tp", tp_tag, s, r, m, c)
-                end = [cid, tid] if p.tp_comm_overlap else [tid]
-            # CP: ring exchange of K and V beside the compute, one ring per TP rank, shared by
-            # the cp replicas of this dp index (issued once, by its first)
-            if cp_ring and cp_i == 0:
-                ring_after = sorted({x for rr in range(r, r + p.cp) for x in inp[rr].tolist()})
-                cps = self._ensure_cp()
-                for t in range(p.tp):
-                    ring = self._group(("cp", s, d, t), s, d, slice(None), t)
-                    x = self.coll("send_recv", ring, ch.cp_bytes * (1 if fwd else 2), ring_after, "cp", f"cp.{tag}",
-                                  s, r, m, c)
-                    cps.setdefault((d, s, kind, m, c), []).append(x)
-            ends.append(end)
-        if piece_ids:
-            pieces[(s, c)] = np.array(piece_ids, dtype=np.int64)
-        # CP joins: every replica of the dp index waits for its ring exchanges
-        if cp_ring:
-            for r in range(n_rep):
-                ends[r] = ends[r] + self._ensure_cp().get((r // p.cp, s, kind, m, c), [])
+        # what each replica's op waits for: its inputs, after the gathers on its GPUs
+        inputs: np.ndarray | list[list[int]] = inp
+        after: np.ndarray | list[list[int]]
+        if gathered:
+            rows = [sorted({gathered[g] for g in grp}) + row for grp, row in zip(self._tp_groups(s), inp.tolist())]
+            inputs, after = _rows(rows), _rows([row or self.start for row in rows])
+        else:
+            after = inp if inp.shape[1] else np.tile(np.array(self.start, dtype=np.int64), (len(inp), 1))
+        # CP: ring exchanges of K and V beside the compute, one ring per TP rank, shared by
+        # the cp replicas of a dp index, issued by its first after its compute and TP: a lane
+        # is then a dp index's replicas in turn
+        ring = p.cp > 1 and ch.cp_bytes > 0
+        width = p.cp if ring else 1
+        steps: list[_Step] = []
+        ends_at, pieces_at, rings = [], [], []
+        for rep in range(width):
+            at = len(steps)
+            steps += self._compute_steps(s, fwd, ch, comp_s, cuts, after[rep::width], rep, width, at)
+            cid = at + len(cuts) - 1
+            ends_at.append([cid] if len(steps) == cid + 1 else [cid, len(steps) - 1] if p.tp_comm_overlap
+                           else [len(steps) - 1])
+            pieces_at.append(list(range(at, cid + 1)))
+            if ring and rep == 0:
+                rings = list(range(len(steps), len(steps) + p.tp))
+                steps += self._ring_steps(s, fwd, ch, inp)
+        made = self._lanes(steps, width, s, m, c)
+        # per replica (lane by lane, its replicas in turn): what its op ends with (each of
+        # the dp index's ring exchanges too) and its compute pieces
+        ends = made[:, [e + rings for e in ends_at]].reshape(len(inp), -1)
+        if split:
+            pieces[(s, c)] = made[:, pieces_at].reshape(len(inp), -1)
+        ends_of = self._experts(s, fwd, m, c, ch, ends, inputs)
+        last_op[s] = self._send(s, fwd, vs, m, c, ends_of, out_f if fwd else out_b)
+        if split:
+            pieces[(s, c)][:, -1] = last_op[s]
+
+    def _experts(self, s: int, fwd: bool, m: int, c: int, ch: Any, ends: np.ndarray,
+                 inputs: np.ndarray | list[list[int]]) -> np.ndarray | list[list[int]]:
+        """One op's ETP and EP communication, per group, after its replicas' ends ``ends``
+        (or with overlap, the EP's, beside them after their ``inputs``): what each replica's
+        op then ends with, a row each of a 2-D array (a list each where the groups leave them
+        unalike in number)."""
+        st = self.st
+        tag = "fwd" if fwd else "bwd"
         # ETP: the routed experts' tokens gathered, and their outputs reduce-scattered, over
         # each expert-tensor-parallel group, after its replicas' compute, TP and CP
         etp = moe.etp_bytes(st, ch, fwd)
+        routed = ch.moe is not None and ch.moe.routing is not None
+        if etp <= 0 and not routed:
+            return ends
+        ends_of: list[list[int]] = ends.tolist()
         if etp > 0:
-            before_etp = list(ends)
+            tp_tag = f"tp.{tag}"
+            before_etp = list(ends_of)
             for grp, reps in self.comm_groups("etp", s):
-                after = sorted({x for r in reps for x in before_etp[r]})
+                joined = sorted({x for r in reps for x in before_etp[r]})
                 if st.tp_comm == "analytical":
-                    x = self.delay(st._comm_s("etp", s, etp), after, "tp", tp_tag, s, -1, m, c)
+                    x = self.delay(st._comm_s("etp", s, etp), joined, "tp", tp_tag, s, -1, m, c)
                 else:
-                    a = self.coll("all_gather", grp, etp, after, "tp", tp_tag, s, -1, m, c)
+                    a = self.coll("all_gather", grp, etp, joined, "tp", tp_tag, s, -1, m, c)
                     x = self.coll("reduce_scatter", grp, etp, [a], "tp", tp_tag, s, -1, m, c)
                 for r in reps:
-                    ends[r] = ends[r] + [x]
+                    ends_of[r] = ends_of[r] + [x]
         # EP: per expert-parallel group, the chunk's dispatches and combines in turn, after
         # its replicas' compute and TP (beside them, from the op's inputs, with overlap)
-        if ch.moe is not None and ch.moe.routing is not None:
-            before = inputs if st.moe.overlap else list(ends)
+        if routed:
+            before = (inputs.tolist() if isinstance(inputs, np.ndarray) else inputs) if st.moe.overlap else list(ends_of)
             for grp, reps in self.comm_groups("ep", s):
-                after = sorted({x for r in reps for x in before[r]})
+                joined = sorted({x for r in reps for x in before[r]})
                 for k_, nbytes in moe.chain(st, fwd, ch.moe.redispatch):
-                    after = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, after, f"ep.{tag}", s, -1, m, c)]
+                    joined = [self.moe_coll(k_, grp, ch.moe.routing, nbytes, joined, f"ep.{tag}", s, -1, m, c)]
                 for r in reps:
-                    ends[r] = ends[r] + after
-        # PP: send to the next (forward) or previous (backward) virtual stage
-        last_vs = p.pp * p.virtual_stages - 1
+                    ends_of[r] = ends_of[r] + joined
+        return _rows(ends_of)
+
+    def _send(self, s: int, fwd: bool, vs: int, m: int, c: int, ends: np.ndarray | list[list[int]],
+              out: _Outputs) -> np.ndarray:
+        """Each replica's end of one op (a join where it ends with more than one activity:
+        ``ends``), and its pipeline transfer to the next (forward) or previous (backward)
+        virtual stage, kept in ``out`` as what the op there waits for (else the end): the ends."""
+        steps = []
+        if not isinstance(ends, np.ndarray) or ends.shape[1] > 1:
+            steps.append(_Step("compute", "join", ends, join=True))
+        keys = self._send_keys(s, fwd, vs)
+        if keys:
+            steps.append(_Step("pp", f"pp.{'fwd' if fwd else 'bwd'}", 0 if steps else ends, sends=keys))
+        made = self._lanes(steps, 1, s, m, c) if steps else cast(np.ndarray, ends)
+        last: np.ndarray = made[:, 0] if steps and steps[0].join else cast(np.ndarray, ends)[:, 0]
+        n_flows = len(cast("tuple[np.ndarray, ...]", self._pp_arrays(*keys[0]))[0]) if keys else 0
+        out[(s, m, c)] = made[:, -1:] + np.arange(n_flows) if keys else last[:, None]
+        return last
+
+    def _send_keys(self, s: int, fwd: bool, vs: int) -> list[tuple[int, int, int, int]]:
+        """Stage ``s``'s pipeline transfers (:meth:`_pp_arrays` keys), one per replica, after a
+        forward (to the next virtual stage) or a backward (to the previous) of virtual stage
+        ``vs``: none after the last forward or the first backward, or to the same GPUs."""
+        p = self.st.par
         target = None
-        if fwd and vs < last_vs:
+        if fwd and vs < p.pp * p.virtual_stages - 1:
             target = s + 1 if s < p.pp - 1 else 0
         if not fwd and vs > 0:
             target = s - 1 if s > 0 else p.pp - 1
-        out = out_f if fwd else out_b
-        if self._send_lanes(s, target, pp_tag, m, c, ends, last_op, out):
-            if cuts:
-                pieces[(s, c)][:, -1] = last_op[s]
-            return
-        pp_cat = _CAT_INDEX["pp"]
-        lasts, outs = [], []
-        for r in range(n_rep):
-            end = ends[r]
-            last = end[0] if len(end) == 1 else self.delay(0.0, end, "compute", "join", s, r, m, c)
-            lasts.append(last)
-            if cuts:
-                pieces[(s, c)][r, -1] = last
-            d, cp_i = divmod(r, p.cp)
-            key = None if target is None else (s, target, d, cp_i)
-            pp = None if key is None else self._pp_arrays(*key)
-            if key is None or pp is None:  # the last virtual stage's forward, the first's backward, or the same GPUs
-                outs.append([last])
-                continue
-            # As Scenario.add_flows(src, dst, pp bytes, after=[last op], tag) adds them.
-            dep = [last]
-            ids = self.flows(key, pp, dep, pp_tag)
-            self._rec(ids[0], pp_cat, dep, s, r, m, c, n=len(ids))
-            outs.append(ids)
-        last_op[s] = np.array(lasts, dtype=np.int64)
-        out[(s, m, c)] = np.array(outs, dtype=np.int64)
+        if target is None:
+            return []
+        keys = self._send_lists.get((s, target))
+        if keys is None:
+            keys = [(s, target, d, cp_i) for d in range(p.dp) for cp_i in range(p.cp)]
+            held = [self._pp_arrays(*key) is not None for key in keys]
+            if any(held) and not all(held):  # pragma: no cover - a stage and its target share all GPUs (pp 1) or none
+                raise AssertionError("pipeline transfers between GPUs partly the same")
+            keys = self._send_lists[(s, target)] = keys if held[0] else []
+        return keys
 
-    def _compute_lanes(self, s: int, fwd: bool, m: int, c: int, ch: Any, comp_s: float, cuts: list[float],
-                       inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every replica's compute of one op (in pieces ending at fractions ``cuts`` of it,
-        where given) and its TP communication, as the loop over replicas in :meth:`_op` adds
-        them, in one :meth:`_add_lanes` (None where a TP collective of it is not yet kept to
-        be copied, or the builder adds one at a time): what each replica's op ends with and
-        its compute pieces, a row per replica."""
+    def _compute_steps(self, s: int, fwd: bool, ch: Any, comp_s: float, cuts: list[float],
+                       after: np.ndarray | list[list[int]], rep: int, width: int, at: int) -> list[_Step]:
+        """One op's compute (in pieces ending at fractions ``cuts`` of it, each after the one
+        before) and its TP communication after it (or beside it, with overlap), on each lane's
+        replica ``rep`` (of ``width``) after ``after``, its steps from position ``at``."""
         st, p = self.st, self.st.par
-        if self.batch is None:
-            return None
         tag = "fwd" if fwd else "bwd"
         tp_tag = f"tp.{tag}"
-        after = inputs if inputs.shape[1] else np.tile(np.array(self.start, dtype=np.int64), (len(inputs), 1))
-        steps: list[_Lane] = []
+        steps: list[_Step] = []
         done = 0.0
-        for part in cuts or [1.0]:
-            # each piece after the one before, as the loop chains them
-            scale = part - done if cuts else 1.0
-            steps.append(_Lane(max(0.0, comp_s * scale), self.batch.tag(tag), _CAT_INDEX["compute"],
-                               len(steps) - 1 if steps else after))
+        for part in cuts:
+            steps.append(_Step("compute", tag, at + len(steps) - 1 if steps else after,
+                               duration_s=max(0.0, comp_s * (part - done)), rep=rep))
             done = part
-        cid = len(steps) - 1
-        if p.tp > 1 and ch.tp_bytes > 0:
-            base: np.ndarray | int | tuple[int, ...] = cid if not p.tp_comm_overlap else after
-            size, gather, again = tp_sizes(st, ch, fwd)
-            tp_cat, tp_label = _CAT_INDEX["tp"], self.batch.tag(tp_tag)
-            if again > 0:  # the inputs gathered again, from the op's start beside its compute
-                if st.tp_comm == "analytical":
-                    steps.append(_Lane(max(0.0, st._comm_s("tp.gather", s, again)), tp_label, tp_cat, after))
-                else:
-                    copies = self._tp_copies("all_gather", s, float(again))
-                    if copies is None:
-                        return None
-                    steps.append(_Lane.copying(copies, tp_label, tp_cat, after))
-                base = (cid, len(steps) - 1) if not p.tp_comm_overlap else len(steps) - 1
-            if st.tp_comm == "analytical":
-                steps.append(_Lane(max(0.0, st._comm_s("tp", s, size, gather)), tp_label, tp_cat, base))
-            else:
-                ops = ([("reduce_scatter", size), ("all_gather", gather)] if p.sequence_parallel
-                       else [("all_reduce", size)])
-                for op, nbytes in ops:
-                    copies = self._tp_copies(op, s, float(nbytes))
-                    if copies is None:
-                        return None
-                    steps.append(_Lane.copying(copies, tp_label, tp_cat, base if op != "all_gather" else len(steps) - 1))
-        made = self._add_lanes(steps, s, m, c)
-        ends = made[:, [cid]] if len(steps) == cid + 1 else made[:, [cid, -1]] if p.tp_comm_overlap else made[:, -1:]
-        return ends, made[:, :cid + 1]
+        if p.tp == 1 or ch.tp_bytes <= 0:
+            return steps
+        cid = at + len(steps) - 1
+        groups = self._tp_groups(s)[rep::width]
 
-    def _tp_copies(self, op: str, s: int, size: float) -> _Copies | None:
-        """Stage ``s``'s TP collectives ``op`` of ``size`` bytes, one per replica, to be copied."""
-        key = (op, s, size)
-        copies = self._copies.get(key)
-        if copies is None:
-            p = self.st.par
-            groups = [self._group(("tp", s, d, cp_i), s, d, cp_i) for d in range(p.dp) for cp_i in range(p.cp)]
-            copies = self.colls.known_copies(op, groups, size)
-            if copies is not None:
-                self._copies[key] = copies
-        return copies
+        def tp(op: str, nbytes: float, on: int | tuple[int, ...] | np.ndarray | list[list[int]]) -> _Step:
+            return _Step("tp", tp_tag, on, op=op, size_bytes=float(nbytes), ranks=groups, comm=("tp", s, rep, width),
+                         rep=rep)
 
-    def _send_lanes(self, s: int, target: int | None, pp_tag: str, m: int, c: int, ends: list[list[int]],
-                    last_op: dict[int, np.ndarray], out: _Outputs) -> bool:
-        """Every replica's end of one op (a join where it ends with more than one activity)
-        and its pipeline transfer to stage ``target``, as the loop over replicas in
-        :meth:`_op` adds them, in one :meth:`_add_lanes`; False (nothing added) where that
-        cannot be (the builder adds one at a time, a transfer not yet kept, replicas unalike)."""
-        if self.batch is None or len({len(e) for e in ends}) != 1:
-            return False
-        sends = self._sends(s, target, pp_tag)
-        if sends is False:
-            return False
-        end = np.array(ends, dtype=np.int64)
-        steps: list[_Lane] = []
-        if end.shape[1] > 1:
-            steps.append(_Lane(0.0, self.batch.tag("join"), _CAT_INDEX["compute"], end))
-        if sends is not None:
-            template, n = sends
-            steps.append(_Lane(0.0, -1, _CAT_INDEX["pp"], 0 if steps else end[:, :1], template=template, span=n,
-                               whole=True))
-        made = self._add_lanes(steps, s, m, c) if steps else end
-        last = last_op[s] = made[:, 0] if end.shape[1] > 1 else end[:, 0]
-        out[(s, m, c)] = made[:, -1:] + np.arange(sends[1]) if sends is not None else last[:, None]
-        return True
+        base: int | tuple[int, ...] | np.ndarray | list[list[int]] = cid if not p.tp_comm_overlap else after
+        size, gather, again = tp_sizes(st, ch, fwd)
+        if again > 0:  # the inputs gathered again, from the op's start beside its compute
+            steps.append(_Step("tp", tp_tag, after, duration_s=max(0.0, st._comm_s("tp.gather", s, again)), rep=rep)
+                         if st.tp_comm == "analytical" else tp("all_gather", again, after))
+            gid = at + len(steps) - 1
+            base = (cid, gid) if not p.tp_comm_overlap else gid
+        if st.tp_comm == "analytical":
+            steps.append(_Step("tp", tp_tag, base, duration_s=max(0.0, st._comm_s("tp", s, size, gather)), rep=rep))
+        elif p.sequence_parallel:
+            steps.append(tp("reduce_scatter", size, base))
+            steps.append(tp("all_gather", gather, at + len(steps) - 1))
+        else:
+            steps.append(tp("all_reduce", size, base))
+        return steps
 
-    def _sends(self, s: int, target: int | None, pp_tag: str) -> tuple[np.ndarray, int] | None | Literal[False]:
-        """Stage ``s``'s pipeline transfers ``pp_tag`` to ``target``, one per replica, as
-        their kept core templates and their flows (alike); None where there are none (no
-        target, or the same GPUs); False where one is not kept (yet) or they are unalike."""
-        if target is None:
-            return None
-        key = (s, target, pp_tag)
-        if key in self._kept_sends:
-            return self._kept_sends[key]
+    def _ring_steps(self, s: int, fwd: bool, ch: Any, inp: np.ndarray) -> list[_Step]:
+        """One op's CP ring exchanges per dp index, one per TP rank, after the inputs of the
+        dp index's replicas (recorded as its first's)."""
         p = self.st.par
-        keys = [(s, target, d, cp_i) for d in range(p.dp) for cp_i in range(p.cp)]
-        sent = [k for k in keys if self._pp_arrays(*k) is not None]
-        if not sent:
-            self._kept_sends[key] = None
-            return None
-        found = [self._pp_templates.get((k, pp_tag)) for k in sent]
-        kept = [t for t in found if t is not None]
-        if len(sent) < len(keys) or len(kept) < len(found) or len({n for _, n in kept}) > 1:
-            return False
-        made = self._kept_sends[key] = (np.array([t for t, _ in kept], dtype=np.int64), kept[0][1])
+        rows = inp.tolist()
+        after = _rows([sorted({x for r in range(d * p.cp, (d + 1) * p.cp) for x in rows[r]}) or self.start
+                       for d in range(p.dp)])
+        return [_Step("cp", f"cp.{'fwd' if fwd else 'bwd'}", after, op="send_recv",
+                      size_bytes=float(ch.cp_bytes * (1 if fwd else 2)), comm=("cp", s, t),
+                      ranks=[self._group(("cp", s, d, t), s, d, slice(None), t) for d in range(p.dp)])
+                for t in range(p.tp)]
+
+    def _tp_groups(self, s: int) -> list[tuple[int, ...]]:
+        """Stage ``s``'s TP groups' GPUs, one per replica, made once."""
+        groups = self._tp_lists.get(s)
+        if groups is None:
+            p = self.st.par
+            groups = self._tp_lists[s] = [self._group(("tp", s, d, cp_i), s, d, cp_i)
+                                          for d in range(p.dp) for cp_i in range(p.cp)]
+        return groups
+
+    def _lanes(self, steps: list[_Step], width: int, s: int, m: int, c: int) -> np.ndarray:
+        """Adds ``steps`` on every lane of ``width`` replicas, a lane's after the previous
+        one's, recorded as stage ``s``, micro-batch ``m``, chunk ``c`` and their replica: per
+        lane and step, the activity recorded (a delay's id, a collective's end, a transfer's
+        first flow). Runs of lanes whose collectives and transfers are all kept to be copied
+        go in one :meth:`_add_lanes` where they make :data:`BATCH_MIN_STEPS` or more; the
+        others one at a time (:meth:`_lane`: a collective constructed the first time, and
+        kept), as every lane does where the builder adds one activity at a time."""
+        n, k = self.st.par.dp * self.st.par.cp // width, len(steps)
+        batched = self.batch is not None and n * k >= BATCH_MIN_STEPS
+        if batched:
+            kept = self._kept(steps, 0, n)
+            if kept is not None:
+                return self._add_lanes(steps, kept, 0, n, width, s, m, c)
+        made = np.empty((n, k), dtype=np.int64)
+        r = 0
+        while r < n:
+            j = r
+            while batched and j < n and self._lane_kept(steps, j):
+                j += 1
+            kept = self._kept(steps, r, j) if (j - r) * k >= BATCH_MIN_STEPS else None
+            if kept is not None:
+                made[r:j] = self._add_lanes(steps, kept, r, j, width, s, m, c)
+            else:
+                j = max(j, r + 1)
+                for lane in range(r, j):
+                    made[lane] = self._lane(steps, lane, width, s, m, c)
+            r = j
         return made
 
-    def _add_lanes(self, steps: list[_Lane], s: int, m: int, c: int) -> np.ndarray:
-        """Adds ``steps`` for every replica, a replica's after the previous one's (replica
-        ``r``'s row ``r`` of each step), recorded as stage ``s``, micro-batch ``m``, chunk
-        ``c`` and replica ``r``: per replica and step, the activity recorded (a delay's id, a
-        collective's end, a transfer's first flow)."""
+    def _lane(self, steps: list[_Step], lane: int, width: int, s: int, m: int, c: int) -> list[int]:
+        """Adds ``steps`` on lane ``lane``, one activity (a collective, a transfer) at a time."""
+        made: list[int] = []
+        for step in steps:
+            on, r = step.after, lane * width + step.rep
+            after = ([made[on]] if isinstance(on, int) else [made[j] for j in on] if isinstance(on, tuple)
+                     else on[lane].tolist() if isinstance(on, np.ndarray) else on[lane])
+            if step.join:
+                made.append(after[0] if len(after) == 1 else self.delay(0.0, after, step.cat, step.tag, s, r, m, c))
+            elif step.sends is not None:
+                key = step.sends[lane]
+                ids = self.flows(key, cast("tuple[np.ndarray, ...]", self._pp_arrays(*key)), after, step.tag)
+                made.append(self._rec(ids[0], _CAT_INDEX[step.cat], after, s, r, m, c, n=len(ids)))
+            elif step.op is None:
+                made.append(self.delay(step.duration_s, after, step.cat, step.tag, s, r, m, c))
+            else:
+                made.append(self.coll(step.op, step.ranks[lane], step.size_bytes, after, step.cat, step.tag, s, r, m, c))
+        return made
+
+    def _lane_kept(self, steps: list[_Step], lane: int) -> bool:
+        """Whether every collective and transfer of lane ``lane``'s ``steps`` is kept to be
+        copied, and its joins are alike (:meth:`_kept`)."""
+        for step in steps:
+            if step.join and not isinstance(step.after, np.ndarray):
+                return False
+            if step.sends is not None and self._pp_templates.get((step.sends[lane], step.tag)) is None:
+                return False
+            if step.op is not None and not self.colls.is_kept(step.op, step.ranks[lane], step.size_bytes):
+                return False
+        return True
+
+    def _kept(self, steps: list[_Step], r0: int, r1: int) -> list[Any] | None:
+        """What lanes ``r0 .. r1 - 1``'s ``steps`` copy, per step: its collectives (a
+        :class:`_Copies`), or its transfers' core templates and their flows (alike), or None
+        (a delay); None where one is not kept to be copied (yet), or a join's ids are not
+        alike in number. Those of all lanes are kept for the next op."""
+        kept: list[Any] = []
+        for step in steps:
+            if step.join:
+                if not isinstance(step.after, np.ndarray):
+                    return None
+                kept.append(None)
+            elif step.sends is not None:
+                every = r0 == 0 and r1 == len(step.sends)
+                sends = self._kept_sends.get((step.sends[0], step.tag)) if every else None
+                if sends is None:
+                    found = [self._pp_templates.get((key, step.tag)) for key in step.sends[r0:r1]]
+                    held = [f for f in found if f is not None]
+                    if len(held) < len(found) or len({n for _, n in held}) > 1:
+                        return None
+                    sends = (np.array([t for t, _ in held], dtype=np.int64), held[0][1])
+                    if every:
+                        self._kept_sends[(step.sends[0], step.tag)] = sends
+                kept.append(sends)
+            elif step.op is not None:
+                every = r0 == 0 and r1 == len(step.ranks)
+                copies = self._copies.get((step.comm, step.op, step.size_bytes)) if every else None
+                if copies is None:
+                    copies = self.colls.known_copies(step.op, list(step.ranks[r0:r1]), step.size_bytes)
+                    if copies is None:
+                        return None
+                    if every:
+                        self._copies[(step.comm, step.op, step.size_bytes)] = copies
+                kept.append(copies)
+            else:
+                kept.append(None)
+        return kept
+
+    def _add_lanes(self, steps: list[_Step], kept: list[Any], r0: int, r1: int, width: int, s: int, m: int,
+                   c: int) -> np.ndarray:
+        """Adds ``steps`` on lanes ``r0 .. r1 - 1`` (of ``width`` replicas; what each copies:
+        ``kept``, from :meth:`_kept`) in one batch, a lane's after the previous one's,
+        recorded as :meth:`_lane` records them: per lane and step, the activity recorded."""
         assert self.batch is not None
-        n, k = self.st.par.dp * self.st.par.cp, len(steps)
+        n, k = r1 - r0, len(steps)
 
         def per_lane(dtype: Any, values: list[Any]) -> np.ndarray:
+            # the values alike on every lane in one row, then those per lane
             out = np.empty((n, k), dtype=dtype)
+            out[:] = [0 if isinstance(value, np.ndarray) else value for value in values]
             for j, value in enumerate(values):
-                out[:, j] = value
+                if isinstance(value, np.ndarray):
+                    out[:, j] = value
             return out
 
-        spans = per_lane(np.int64, [st_.span for st_ in steps])
+        whole = [step.sends is not None for step in steps]
+        spans = per_lane(np.int64, [1 if kp is None else kp[1] if w else kp.span for kp, w in zip(kept, whole)])
         flat = spans.ravel()
         firsts = (self.batch.next_id + np.cumsum(flat) - flat).reshape(n, k)
-        made: np.ndarray = firsts if all(st_.whole for st_ in steps) else firsts + per_lane(np.int64, [
-            0 if st_.whole else st_.end for st_ in steps])
-        afters = [made[:, st_.after:st_.after + 1] if isinstance(st_.after, int) else
-                  made[:, list(st_.after)] if isinstance(st_.after, tuple) else st_.after for st_ in steps]
-        n_after = per_lane(np.int64, [a.shape[1] for a in afters]).ravel()
-        after = (np.concatenate(afters, axis=1) if k > 1 else afters[0]).ravel()
-        first = self.batch.extend(per_lane(np.int64, [st_.template for st_ in steps]).ravel(),
-                                  per_lane(np.float64, [st_.duration_s for st_ in steps]).ravel(),
-                                  per_lane(np.int64, [st_.tag for st_ in steps]).ravel(), n_after, after,
-                                  int(flat.sum()))
-        assert first == firsts[0, 0]
-        colls = [j for j, st_ in enumerate(steps) if st_.copies is not None]
+        colls = [j for j, step in enumerate(steps) if step.op is not None]
+        made: np.ndarray = firsts if not colls else firsts + per_lane(np.int64, [
+            kept[j].end if steps[j].op is not None else 0 for j in range(k)])
+        n_after, after = self._afters(steps, made, r0, r1)
+        self.batch.extend(per_lane(np.int64, [-1 if kp is None else kp[0] if w else kp.template
+                                              for kp, w in zip(kept, whole)]).ravel(),
+                          per_lane(np.float64, [step.duration_s for step in steps]).ravel(),
+                          per_lane(np.int64, [-1 if w else self.batch.tag(step.tag)
+                                              for step, w in zip(steps, whole)]).ravel(),
+                          n_after, after, int(flat.sum()))
         if colls:
-            self.colls.copied([steps[j].copies for j in colls], firsts[:, colls])  # type: ignore[misc]
+            self.colls.copied([kept[j] for j in colls], firsts[:, colls])
         # records as _rec makes them, in the same order: a transfer's flows as one group
         self._keep_recorded()
         groups = np.empty((n, k, 7), dtype=np.int64)
         groups[..., 0] = made
-        groups[..., 1] = np.where([st_.whole for st_ in steps], spans, 1)
-        groups[..., 2] = [st_.cat for st_ in steps]
-        groups[..., 3], groups[..., 4], groups[..., 5], groups[..., 6] = s, np.arange(n)[:, None], m, c
-        for kept, values in zip(self._recorded, (groups.ravel(), n_after, after)):
-            kept.append(values)
+        groups[..., 1] = np.where(whole, spans, 1)
+        groups[..., 2] = [_CAT_INDEX[step.cat] for step in steps]
+        groups[..., 3], groups[..., 5], groups[..., 6] = s, m, c
+        groups[..., 4] = np.arange(r0, r1)[:, None] * width + [step.rep for step in steps]
+        for kept_, values in zip(self._recorded, (groups.ravel(), n_after, after)):
+            kept_.append(values)
         return made
+
+    @staticmethod
+    def _afters(steps: list[_Step], made: np.ndarray, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+        """What ``steps`` wait for on lanes ``r0 .. r1 - 1`` (``made``: what each step records
+        there): per lane and step, how many, and the ids in a row."""
+        afters: list[Any] = [made[:, step.after:step.after + 1] if isinstance(step.after, int) else
+                             made[:, list(step.after)] if isinstance(step.after, tuple) else
+                             step.after[r0:r1] for step in steps]
+        if all(isinstance(a, np.ndarray) for a in afters):
+            n_after = np.empty(made.shape, dtype=np.int64)
+            for j, a in enumerate(afters):
+                n_after[:, j] = a.shape[1]
+            return n_after.ravel(), (np.concatenate(afters, axis=1) if len(afters) > 1 else afters[0]).ravel()
+        # some lane's own ids, not alike in number: each step's put in their places
+        counts = np.array([[a.shape[1]] * len(a) if isinstance(a, np.ndarray) else [len(x) for x in a]
+                           for a in afters], dtype=np.int64).T
+        flat = counts.ravel()
+        starts = (np.cumsum(flat) - flat).reshape(counts.shape)
+        after = np.empty(int(flat.sum()), dtype=np.int64)
+        for j, a in enumerate(afters):
+            ids = a.ravel() if isinstance(a, np.ndarray) else np.fromiter(itertools.chain.from_iterable(a), np.int64)
+            n_j = counts[:, j]
+            after[np.repeat(starts[:, j] - (np.cumsum(n_j) - n_j), n_j) + np.arange(len(ids))] = ids
+        return flat, after
 
     def _pp_arrays(self, s: int, target: int, d: int, cp_i: int) -> tuple[np.ndarray, ...] | None:
         """A pipeline transfer's sources, destinations, bytes and start times as the core takes
@@ -684,9 +776,3 @@ class _Builder:
             ns, nc = (s + 1, c) if s < p.pp - 1 else (0, c + 1)
             after.append(out_b[(ns, m, nc)])
         return np.concatenate(after, axis=1) if len(after) > 1 else after[0]
-
-    def _ensure_cp(self) -> dict[tuple[int, int, str, int, int], list[int]]:
-        """The CP ring exchanges issued so far: (dp index, s, kind, m, c) -> their ids."""
-        if not hasattr(self, "_cp_map"):
-            self._cp_map: dict[tuple[int, int, str, int, int], list[int]] = {}
-        return self._cp_map
