@@ -92,6 +92,20 @@ fn slot_coefficient(usage: &[Usage], span: &[(usize, usize)], slot: &Slot) -> f6
 
 const NO_NODE: u32 = u32::MAX;
 
+/// The positions of the set bits of `bits`, in increasing order.
+fn set_bits(bits: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        let mut rest = word;
+        std::iter::from_fn(move || {
+            (rest != 0).then(|| {
+                let b = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                64 * w + b
+            })
+        })
+    })
+}
+
 /// A constraint's part in the re-solve under way.
 #[derive(Debug, Clone, Copy)]
 struct ConstraintState {
@@ -264,6 +278,10 @@ pub(crate) struct Sharing<'a> {
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
     pub on: Vec<Vec<Slot>>,
+    /// Bit c set while `on[c]` is not empty: a full re-solve walks these constraints, in
+    /// id order, where a walk of every list read each list's header (most are empty when a
+    /// few collectives run on a large fabric).
+    busy: Vec<u64>,
     /// For each entry of `usage` in use by a transferring flow, its position in
     /// `on[constraint]`.
     pos: Vec<u32>,
@@ -352,6 +370,7 @@ impl<'a> Sharing<'a> {
                 .collect(),
             rate_cap,
             on: vec![Vec::new(); n_c],
+            busy: vec![0; n_c.div_ceil(64)],
             pos: vec![0; usage.len()],
             fs: rate_cap
                 .iter()
@@ -482,10 +501,8 @@ impl<'a> Sharing<'a> {
     /// rates, the load summed afresh; `changed(c)` sees each constraint with flows.
     pub fn refresh_loads(&mut self, mut changed: impl FnMut(u32)) {
         let (fs, usage, span) = (&self.fs, self.usage, &self.span);
-        for (c, list) in self.on.iter_mut().enumerate() {
-            if list.is_empty() {
-                continue;
-            }
+        for c in set_bits(&self.busy) {
+            let list = &mut self.on[c];
             let link = &mut self.link[c];
             let unit = link.n_non_unit == 0;
             let mut load = CompensatedSum::default();
@@ -528,6 +545,7 @@ impl<'a> Sharing<'a> {
                 link.n_non_unit -= 1;
             }
             if list.is_empty() {
+                self.busy[ci / 64] &= !(1 << (ci % 64));
                 link.min_coefficient = f64::INFINITY;
                 // Exact zero, not rounding residue, once the constraint is idle.
                 link.load_Bps = CompensatedSum::default();
@@ -601,7 +619,11 @@ impl<'a> Sharing<'a> {
                 load.n_non_unit += 1;
             }
             load.min_coefficient = load.min_coefficient.min(u.coefficient);
-            let list = &mut self.on[u.constraint as usize];
+            let ci = u.constraint as usize;
+            let list = &mut self.on[ci];
+            if list.is_empty() {
+                self.busy[ci / 64] |= 1 << (ci % 64);
+            }
             self.pos[base + k] = list.len() as u32;
             list.push(Slot {
                 flow: f,
@@ -706,10 +728,13 @@ impl<'a> Sharing<'a> {
         // Every transferring flow with a usage list once (a flow with none has only its cap,
         // and only an arrival has not been given it yet).
         filling.ensure(self.on.len(), self.fs.len());
-        for (c, list) in self.on.iter().enumerate() {
-            if !list.is_empty() {
-                filling.register(c as u32, self.link[c].capacity);
-            }
+        debug_assert!(self
+            .on
+            .iter()
+            .enumerate()
+            .all(|(c, list)| { list.is_empty() == (self.busy[c / 64] & (1 << (c % 64)) == 0) }));
+        for c in set_bits(&self.busy) {
+            filling.register(c as u32, self.link[c].capacity);
         }
         // In id order where most flows are attached: each flow's usage list, and its state
         // here and in the filling, are then read in memory order (in constraint order they
@@ -722,9 +747,9 @@ impl<'a> Sharing<'a> {
                 }
             }
         } else {
-            for list in &self.on {
+            for c in set_bits(&self.busy) {
                 self.region
-                    .extend(list.iter().filter(|s| s.entry == 0).map(|s| s.flow));
+                    .extend(self.on[c].iter().filter(|s| s.entry == 0).map(|s| s.flow));
             }
         }
         if self.full_rates.len() < self.fs.len() {
@@ -1270,5 +1295,29 @@ impl Incidence for Sharing<'_> {
     #[inline]
     fn usage(&self, f: u32) -> &[Usage] {
         self.usage_of(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_bits;
+    use crate::rng::Rng;
+
+    #[test]
+    fn set_bits_lists_every_set_bit_in_order() {
+        let mut rng = Rng::new(7);
+        for _ in 0..200 {
+            let words: Vec<u64> = (0..rng.below(5))
+                .map(|_| match rng.below(4) {
+                    0 => 0,
+                    1 => u64::MAX,
+                    _ => rng.next_u64() & rng.next_u64(),
+                })
+                .collect();
+            let expect: Vec<usize> = (0..64 * words.len())
+                .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
+                .collect();
+            assert_eq!(set_bits(&words).collect::<Vec<_>>(), expect);
+        }
     }
 }
