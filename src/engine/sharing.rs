@@ -141,6 +141,9 @@ struct ConstraintState {
     /// Its flows were scanned for faster dormant ones in this re-solve: they are in
     /// `Sharing::faster`.
     scanned: bool,
+    /// Its one flow rises, and has a constraint of its own with a lower key (`rise`): it is
+    /// kept out of the heap.
+    shadowed: bool,
 }
 
 impl Default for ConstraintState {
@@ -152,6 +155,7 @@ impl Default for ConstraintState {
             floor_slope: 0.0,
             floor_moved: false,
             scanned: false,
+            shadowed: false,
             n_rising: 0,
             unit: true,
             woken: NO_NODE,
@@ -176,6 +180,8 @@ struct ConstraintLoad {
     /// Attached flows whose coefficient on it is not 1: while there are none, a scan needs
     /// no coefficient (looking each up misses the cache at scale).
     n_non_unit: u32,
+    /// Attached flows (the length of its list in `Sharing::on`, read here with the rest).
+    n_flows: u32,
     /// A lower bound of the attached flows' coefficients (exact until one leaves), infinity
     /// when none is attached.
     min_coefficient: f64,
@@ -197,6 +203,7 @@ impl ConstraintState {
     fn register(&mut self, load: &ConstraintLoad) {
         if !self.registered {
             self.registered = true;
+            self.shadowed = false;
             // A floor is only valid within one re-solve.
             self.floor = 0.0;
             self.floor_slope = 0.0;
@@ -365,6 +372,7 @@ impl<'a> Sharing<'a> {
                     load_Bps: CompensatedSum::default(),
                     top_rate_bound: 0.0,
                     n_non_unit: 0,
+                    n_flows: 0,
                     min_coefficient: f64::INFINITY,
                 })
                 .collect(),
@@ -541,6 +549,7 @@ impl<'a> Sharing<'a> {
             }
             changed(u.constraint);
             let link = &mut self.link[ci];
+            link.n_flows -= 1;
             if u.coefficient != 1.0 {
                 link.n_non_unit -= 1;
             }
@@ -615,6 +624,7 @@ impl<'a> Sharing<'a> {
         self.n_attached += 1;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let load = &mut self.link[u.constraint as usize];
+            load.n_flows += 1;
             if u.coefficient != 1.0 {
                 load.n_non_unit += 1;
             }
@@ -852,6 +862,9 @@ impl<'a> Sharing<'a> {
             let c = self.dirty_list[i];
             let ci = c as usize;
             self.cs[ci].dirty = false;
+            if self.cs[ci].shadowed {
+                continue;
+            }
             // With no rising flow it stays only if its woken flows froze at once, leaving
             // it overloaded (see `freeze`).
             if self.cs[ci].n_rising > 0 || self.cs[ci].residual.value() < 0.0 {
@@ -1100,8 +1113,10 @@ impl<'a> Sharing<'a> {
         self.wake(f, level);
         self.fs[fi].rising = true;
         let old = self.fs[fi].rate;
+        let mut n_own = 0;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
+            n_own += (self.link[ci].n_flows == 1) as u32;
             let st = &mut self.cs[ci];
             st.register(&self.link[ci]);
             // Counted at min(old, y) until now, at y from here on: at every level y from
@@ -1134,10 +1149,43 @@ impl<'a> Sharing<'a> {
                 self.dirty_list.push(u.constraint);
             }
         }
+        if n_own > 1 {
+            self.shadow_own_but_lowest(f);
+        }
         if self.fs[fi].capped {
             self.caps.set(f, self.rate_cap[fi].max(level));
         }
         Ok(())
+    }
+
+    /// Of the constraints rising flow `f` alone uses, marks all but the lowest (by key, then
+    /// id, as the heap orders them) `shadowed`, to be kept out of the heap. Each was
+    /// registered by this rise, so its key is its capacity over the coefficient (no floor)
+    /// and stays so while `f` rises: the lowest is taken first and freezes `f` if nothing
+    /// did before, and the others could only be taken once `f` froze, saturating nothing
+    /// (`freeze` puts back one that rounding left overloaded, to be taken as such). A ring's
+    /// flow has one for every link that only it crosses; each cost a sift in and out.
+    fn shadow_own_but_lowest(&mut self, f: u32) {
+        let own = |u: &&Usage| self.link[u.constraint as usize].n_flows == 1;
+        let key = |c: u32| self.saturation_key(c as usize);
+        let lowest = self
+            .usage_of(f)
+            .iter()
+            .filter(own)
+            .map(|u| (key(u.constraint), u.constraint))
+            .reduce(|a, b| {
+                if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .map(|(_, c)| c);
+        for u in self.usage_of(f) {
+            if self.link[u.constraint as usize].n_flows == 1 && Some(u.constraint) != lowest {
+                self.cs[u.constraint as usize].shadowed = true;
+            }
+        }
     }
 
     /// Wakes dormant flow `g` and freezes it at once at `level`, with bottleneck `c`: a rise
@@ -1215,10 +1263,15 @@ impl<'a> Sharing<'a> {
                     st.floor = rate;
                     st.floor_slope = 0.0;
                 }
+                if std::mem::replace(&mut st.shadowed, false) {
+                    self.heap.set(u.constraint, st.floor);
+                }
             } else {
                 st.floor = 0.0;
                 st.floor_slope = 0.0;
-                self.heap.remove(u.constraint);
+                if !st.shadowed {
+                    self.heap.remove(u.constraint);
+                }
             }
         }
     }
