@@ -92,6 +92,20 @@ fn slot_coefficient(usage: &[Usage], span: &[(usize, usize)], slot: &Slot) -> f6
 
 const NO_NODE: u32 = u32::MAX;
 
+/// The positions of the set bits of `bits`, in increasing order.
+fn set_bits(bits: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        let mut rest = word;
+        std::iter::from_fn(move || {
+            (rest != 0).then(|| {
+                let b = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                64 * w + b
+            })
+        })
+    })
+}
+
 /// A constraint's part in the re-solve under way.
 #[derive(Debug, Clone, Copy)]
 struct ConstraintState {
@@ -127,6 +141,9 @@ struct ConstraintState {
     /// Its flows were scanned for faster dormant ones in this re-solve: they are in
     /// `Sharing::faster`.
     scanned: bool,
+    /// Its one flow rises, and has a constraint of its own with a lower key (`rise`): it is
+    /// kept out of the heap.
+    shadowed: bool,
 }
 
 impl Default for ConstraintState {
@@ -138,6 +155,7 @@ impl Default for ConstraintState {
             floor_slope: 0.0,
             floor_moved: false,
             scanned: false,
+            shadowed: false,
             n_rising: 0,
             unit: true,
             woken: NO_NODE,
@@ -162,6 +180,8 @@ struct ConstraintLoad {
     /// Attached flows whose coefficient on it is not 1: while there are none, a scan needs
     /// no coefficient (looking each up misses the cache at scale).
     n_non_unit: u32,
+    /// Attached flows (the length of its list in `Sharing::on`, read here with the rest).
+    n_flows: u32,
     /// A lower bound of the attached flows' coefficients (exact until one leaves), infinity
     /// when none is attached.
     min_coefficient: f64,
@@ -183,6 +203,7 @@ impl ConstraintState {
     fn register(&mut self, load: &ConstraintLoad) {
         if !self.registered {
             self.registered = true;
+            self.shadowed = false;
             // A floor is only valid within one re-solve.
             self.floor = 0.0;
             self.floor_slope = 0.0;
@@ -264,6 +285,10 @@ pub(crate) struct Sharing<'a> {
     pub rate_cap: &'a [f64],
     /// Transferring flows on each constraint.
     pub on: Vec<Vec<Slot>>,
+    /// Bit c set while `on[c]` is not empty: a full re-solve walks these constraints, in
+    /// id order, where a walk of every list read each list's header (most are empty when a
+    /// few collectives run on a large fabric).
+    busy: Vec<u64>,
     /// For each entry of `usage` in use by a transferring flow, its position in
     /// `on[constraint]`.
     pos: Vec<u32>,
@@ -347,11 +372,13 @@ impl<'a> Sharing<'a> {
                     load_Bps: CompensatedSum::default(),
                     top_rate_bound: 0.0,
                     n_non_unit: 0,
+                    n_flows: 0,
                     min_coefficient: f64::INFINITY,
                 })
                 .collect(),
             rate_cap,
             on: vec![Vec::new(); n_c],
+            busy: vec![0; n_c.div_ceil(64)],
             pos: vec![0; usage.len()],
             fs: rate_cap
                 .iter()
@@ -482,10 +509,8 @@ impl<'a> Sharing<'a> {
     /// rates, the load summed afresh; `changed(c)` sees each constraint with flows.
     pub fn refresh_loads(&mut self, mut changed: impl FnMut(u32)) {
         let (fs, usage, span) = (&self.fs, self.usage, &self.span);
-        for (c, list) in self.on.iter_mut().enumerate() {
-            if list.is_empty() {
-                continue;
-            }
+        for c in set_bits(&self.busy) {
+            let list = &mut self.on[c];
             let link = &mut self.link[c];
             let unit = link.n_non_unit == 0;
             let mut load = CompensatedSum::default();
@@ -524,10 +549,12 @@ impl<'a> Sharing<'a> {
             }
             changed(u.constraint);
             let link = &mut self.link[ci];
+            link.n_flows -= 1;
             if u.coefficient != 1.0 {
                 link.n_non_unit -= 1;
             }
             if list.is_empty() {
+                self.busy[ci / 64] &= !(1 << (ci % 64));
                 link.min_coefficient = f64::INFINITY;
                 // Exact zero, not rounding residue, once the constraint is idle.
                 link.load_Bps = CompensatedSum::default();
@@ -597,11 +624,16 @@ impl<'a> Sharing<'a> {
         self.n_attached += 1;
         for (k, u) in self.usage_of(f).iter().enumerate() {
             let load = &mut self.link[u.constraint as usize];
+            load.n_flows += 1;
             if u.coefficient != 1.0 {
                 load.n_non_unit += 1;
             }
             load.min_coefficient = load.min_coefficient.min(u.coefficient);
-            let list = &mut self.on[u.constraint as usize];
+            let ci = u.constraint as usize;
+            let list = &mut self.on[ci];
+            if list.is_empty() {
+                self.busy[ci / 64] |= 1 << (ci % 64);
+            }
             self.pos[base + k] = list.len() as u32;
             list.push(Slot {
                 flow: f,
@@ -706,10 +738,13 @@ impl<'a> Sharing<'a> {
         // Every transferring flow with a usage list once (a flow with none has only its cap,
         // and only an arrival has not been given it yet).
         filling.ensure(self.on.len(), self.fs.len());
-        for (c, list) in self.on.iter().enumerate() {
-            if !list.is_empty() {
-                filling.register(c as u32, self.link[c].capacity);
-            }
+        debug_assert!(self
+            .on
+            .iter()
+            .enumerate()
+            .all(|(c, list)| { list.is_empty() == (self.busy[c / 64] & (1 << (c % 64)) == 0) }));
+        for c in set_bits(&self.busy) {
+            filling.register(c as u32, self.link[c].capacity);
         }
         // In id order where most flows are attached: each flow's usage list, and its state
         // here and in the filling, are then read in memory order (in constraint order they
@@ -722,9 +757,9 @@ impl<'a> Sharing<'a> {
                 }
             }
         } else {
-            for list in &self.on {
+            for c in set_bits(&self.busy) {
                 self.region
-                    .extend(list.iter().filter(|s| s.entry == 0).map(|s| s.flow));
+                    .extend(self.on[c].iter().filter(|s| s.entry == 0).map(|s| s.flow));
             }
         }
         if self.full_rates.len() < self.fs.len() {
@@ -827,6 +862,9 @@ impl<'a> Sharing<'a> {
             let c = self.dirty_list[i];
             let ci = c as usize;
             self.cs[ci].dirty = false;
+            if self.cs[ci].shadowed {
+                continue;
+            }
             // With no rising flow it stays only if its woken flows froze at once, leaving
             // it overloaded (see `freeze`).
             if self.cs[ci].n_rising > 0 || self.cs[ci].residual.value() < 0.0 {
@@ -1075,8 +1113,10 @@ impl<'a> Sharing<'a> {
         self.wake(f, level);
         self.fs[fi].rising = true;
         let old = self.fs[fi].rate;
+        let mut n_own = 0;
         for u in self.usage_of(f) {
             let ci = u.constraint as usize;
+            n_own += (self.link[ci].n_flows == 1) as u32;
             let st = &mut self.cs[ci];
             st.register(&self.link[ci]);
             // Counted at min(old, y) until now, at y from here on: at every level y from
@@ -1109,10 +1149,43 @@ impl<'a> Sharing<'a> {
                 self.dirty_list.push(u.constraint);
             }
         }
+        if n_own > 1 {
+            self.shadow_own_but_lowest(f);
+        }
         if self.fs[fi].capped {
             self.caps.set(f, self.rate_cap[fi].max(level));
         }
         Ok(())
+    }
+
+    /// Of the constraints rising flow `f` alone uses, marks all but the lowest (by key, then
+    /// id, as the heap orders them) `shadowed`, to be kept out of the heap. Each was
+    /// registered by this rise, so its key is its capacity over the coefficient (no floor)
+    /// and stays so while `f` rises: the lowest is taken first and freezes `f` if nothing
+    /// did before, and the others could only be taken once `f` froze, saturating nothing
+    /// (`freeze` puts back one that rounding left overloaded, to be taken as such). A ring's
+    /// flow has one for every link that only it crosses; each cost a sift in and out.
+    fn shadow_own_but_lowest(&mut self, f: u32) {
+        let own = |u: &&Usage| self.link[u.constraint as usize].n_flows == 1;
+        let key = |c: u32| self.saturation_key(c as usize);
+        let lowest = self
+            .usage_of(f)
+            .iter()
+            .filter(own)
+            .map(|u| (key(u.constraint), u.constraint))
+            .reduce(|a, b| {
+                if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .map(|(_, c)| c);
+        for u in self.usage_of(f) {
+            if self.link[u.constraint as usize].n_flows == 1 && Some(u.constraint) != lowest {
+                self.cs[u.constraint as usize].shadowed = true;
+            }
+        }
     }
 
     /// Wakes dormant flow `g` and freezes it at once at `level`, with bottleneck `c`: a rise
@@ -1190,10 +1263,15 @@ impl<'a> Sharing<'a> {
                     st.floor = rate;
                     st.floor_slope = 0.0;
                 }
+                if std::mem::replace(&mut st.shadowed, false) {
+                    self.heap.set(u.constraint, st.floor);
+                }
             } else {
                 st.floor = 0.0;
                 st.floor_slope = 0.0;
-                self.heap.remove(u.constraint);
+                if !st.shadowed {
+                    self.heap.remove(u.constraint);
+                }
             }
         }
     }
@@ -1270,5 +1348,29 @@ impl Incidence for Sharing<'_> {
     #[inline]
     fn usage(&self, f: u32) -> &[Usage] {
         self.usage_of(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_bits;
+    use crate::rng::Rng;
+
+    #[test]
+    fn set_bits_lists_every_set_bit_in_order() {
+        let mut rng = Rng::new(7);
+        for _ in 0..200 {
+            let words: Vec<u64> = (0..rng.below(5))
+                .map(|_| match rng.below(4) {
+                    0 => 0,
+                    1 => u64::MAX,
+                    _ => rng.next_u64() & rng.next_u64(),
+                })
+                .collect();
+            let expect: Vec<usize> = (0..64 * words.len())
+                .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
+                .collect();
+            assert_eq!(set_bits(&words).collect::<Vec<_>>(), expect);
+        }
     }
 }

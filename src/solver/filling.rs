@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 
 /// `Filling::bottleneck` of a flow that stopped at its own rate cap.
 pub const CAPPED: u32 = u32::MAX;
+const NONE: u32 = u32::MAX;
 
 /// A registered constraint's part in the filling.
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,6 +83,9 @@ pub struct Filling {
     row_flows: Vec<u32>,
     /// `unfrozen[f]` is true while flow f is in the subset and not yet frozen.
     unfrozen: Vec<bool>,
+    /// Per flow, while `fill_heap` runs: its lowest constraint that no other flow uses
+    /// (`NONE` between runs).
+    sole: Vec<u32>,
     heap: IndexedHeap,
     capped: Vec<(f64, u32)>,
     /// The constraint that froze each flow of the last solve, or `CAPPED`.
@@ -105,6 +109,7 @@ impl Filling {
         }
         if self.unfrozen.len() < n_flows {
             self.unfrozen.resize(n_flows, false);
+            self.sole.resize(n_flows, NONE);
             self.bottleneck.resize(n_flows, CAPPED);
         }
     }
@@ -149,6 +154,7 @@ impl Filling {
                 offsets: &offsets,
                 flows: &flows,
             };
+            self.fill_heap(&rows);
             let result = self.fill(inc, &rows, rates);
             (self.local, self.row_offsets, self.row_flows) = (local, offsets, flows);
             result
@@ -175,7 +181,7 @@ impl Filling {
                 sums.n_unfrozen = rows.row_len(c) as u32;
                 sums.coef_sum = CompensatedSum::new(rows.row_coef_sum(c));
             }
-            self.fill_heap();
+            self.fill_heap(rows);
             self.fill(inc, rows, rates)
         });
         self.clean(subset);
@@ -219,18 +225,42 @@ impl Filling {
         Ok(())
     }
 
-    /// The initial keys: every registered constraint with flows, at its saturation level.
-    fn fill_heap(&mut self) {
-        let sums = &self.sums;
-        self.heap.extend(
-            self.registered
-                .iter()
-                .filter(|&&c| sums[c as usize].n_unfrozen > 0)
-                .map(|&c| (c, sums[c as usize].level())),
-        );
+    /// The initial keys: every registered constraint with flows, at its saturation level,
+    /// but of the constraints that only one flow uses, only that flow's lowest (by level,
+    /// then id). Such a constraint's level stays its capacity over the coefficient while
+    /// the flow rises, so the lowest is taken before the others, and freezes the flow if
+    /// nothing froze it before: the others could only reach the top with no flow left to
+    /// freeze. Left out, they cost no removal each (a ring's flow has one for every link that
+    /// only it crosses), and the filling is the same.
+    fn fill_heap<R: RowFlows>(&mut self, rows: &R) {
+        let (sums, sole) = (&self.sums, &mut self.sole);
+        let level = |c: u32| sums[c as usize].level();
+        for &c in &self.registered {
+            if sums[c as usize].n_unfrozen == 1 {
+                let f = rows.row_flow(c, 0) as usize;
+                let best = sole[f];
+                // As the heap orders them: by level, then id.
+                if best == NONE || level(c) < level(best) || (level(c) == level(best) && c < best) {
+                    sole[f] = c;
+                }
+            }
+        }
+        self.heap.extend(self.registered.iter().filter_map(|&c| {
+            let keep = match sums[c as usize].n_unfrozen {
+                0 => false,
+                1 => sole[rows.row_flow(c, 0) as usize] == c,
+                _ => true,
+            };
+            keep.then(|| (c, level(c)))
+        }));
+        for &c in &self.registered {
+            if sums[c as usize].n_unfrozen == 1 {
+                sole[rows.row_flow(c, 0) as usize] = NONE;
+            }
+        }
     }
 
-    /// Coefficient sums, the per-constraint rows of the subset, caps in order, initial keys.
+    /// Coefficient sums, the per-constraint rows of the subset, caps in order.
     fn setup<I: Incidence>(&mut self, inc: &I, subset: &[u32], rate_cap: &[f64]) -> Result<()> {
         self.setup_caps(inc, subset, rate_cap)?;
         for &f in subset {
@@ -268,7 +298,6 @@ impl Filling {
             self.row_offsets[i + 1] = self.row_offsets[i];
         }
         self.row_offsets[0] = 0;
-        self.fill_heap();
         Ok(())
     }
 
@@ -382,12 +411,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn solve_rows_matches_solve_with_rows_of_its_own() {
-        let mut rng = Rng::new(17);
-        for case in 0..300 {
-            let n_c = 1 + rng.below(10) as usize;
-            let n_f = 1 + rng.below(30) as usize;
+    /// A random problem: flows on constraints 0..n_c (each on at least one), coefficients
+    /// of 0.5-3, capacities of 1-`max_capacity`, and a cap on about one flow in four.
+    struct Random {
+        capacity: Vec<f64>,
+        fi: Vec<u32>,
+        ci: Vec<u32>,
+        k: Vec<f64>,
+        caps: Vec<f64>,
+    }
+
+    impl Random {
+        fn new(rng: &mut Rng, n_c: usize, n_f: usize, max_capacity: u64) -> Self {
             let (mut fi, mut ci, mut k) = (Vec::new(), Vec::new(), Vec::new());
             for f in 0..n_f as u32 {
                 for c in 0..n_c as u32 {
@@ -398,15 +433,48 @@ mod tests {
                     }
                 }
             }
-            let capacity: Vec<f64> = (0..n_c).map(|_| 1.0 + rng.below(5) as f64).collect();
-            let caps: Vec<f64> = (0..n_f)
+            let capacity = (0..n_c)
+                .map(|_| 1.0 + rng.below(max_capacity) as f64)
+                .collect();
+            let caps = (0..n_f)
                 .map(|_| match rng.below(4) {
                     0 => 0.2 + rng.next_f64(),
                     _ => f64::INFINITY,
                 })
                 .collect();
-            let problem =
-                Problem::new(capacity.clone(), &fi, &ci, &k, n_f, Some(caps.clone())).unwrap();
+            Random {
+                capacity,
+                fi,
+                ci,
+                k,
+                caps,
+            }
+        }
+
+        /// Adds a constraint of `capacity` that flow `f` alone uses, with `coefficient`.
+        fn add_own(&mut self, f: u32, coefficient: f64, capacity: f64) -> u32 {
+            let c = self.capacity.len() as u32;
+            self.fi.push(f);
+            self.ci.push(c);
+            self.k.push(coefficient);
+            self.capacity.push(capacity);
+            c
+        }
+
+        /// Rates and bottlenecks of a solve of every flow, by the filling's own rows or by
+        /// rows kept outside it (`solve_rows`), built in the reverse of the order `setup`
+        /// builds them.
+        fn solve(&self, kept: bool) -> (Vec<f64>, Vec<u32>) {
+            let (n_c, n_f) = (self.capacity.len(), self.caps.len());
+            let problem = Problem::new(
+                self.capacity.clone(),
+                &self.fi,
+                &self.ci,
+                &self.k,
+                n_f,
+                Some(self.caps.clone()),
+            )
+            .unwrap();
             let mut rows = KeptRows {
                 flows: vec![Vec::new(); n_c],
                 coef_sums: vec![0.0; n_c],
@@ -417,24 +485,80 @@ mod tests {
                     rows.coef_sums[u.constraint as usize] += u.coefficient;
                 }
             }
+            let mut filling = Filling::new(n_c, n_f);
+            for (c, &cap) in self.capacity.iter().enumerate() {
+                filling.register(c as u32, cap);
+            }
             let subset: Vec<u32> = (0..n_f as u32).collect();
-            let solve = |kept: bool| {
-                let mut filling = Filling::new(n_c, n_f);
-                for (c, &cap) in capacity.iter().enumerate() {
-                    filling.register(c as u32, cap);
+            let mut rates = vec![0.0; n_f];
+            if kept {
+                filling.solve_rows(&problem, &rows, &subset, &self.caps, &mut rates)
+            } else {
+                filling.solve(&problem, &subset, &self.caps, &mut rates)
+            }
+            .unwrap();
+            let bottlenecks = subset.iter().map(|&f| filling.bottleneck(f)).collect();
+            (rates, bottlenecks)
+        }
+    }
+
+    /// The filling keeps only a flow's lowest constraint of those no other flow uses: more
+    /// of them, at its level or above (a ring's flow alone on link after link), must change
+    /// no rate by a bit and leave each bottleneck as it was (the new ones have higher ids),
+    /// and one below a flow's rate must become its bottleneck, at that constraint's level.
+    #[test]
+    fn constraints_of_one_flow_beyond_its_lowest_change_nothing() {
+        let mut rng = Rng::new(29);
+        for case in 0..300 {
+            let n_f = 1 + rng.below(20) as usize;
+            let n_c = 1 + rng.below(6) as usize;
+            let mut problem = Random::new(&mut rng, n_c, n_f, 8);
+            // Some flows have a constraint of their own already.
+            for f in 0..n_f as u32 {
+                if rng.below(2) == 0 {
+                    let coefficient = [0.5, 1.0, 2.0][rng.below(3) as usize];
+                    problem.add_own(f, coefficient, 0.5 + rng.below(8) as f64);
                 }
-                let mut rates = vec![0.0; n_f];
-                if kept {
-                    filling.solve_rows(&problem, &rows, &subset, &caps, &mut rates)
-                } else {
-                    filling.solve(&problem, &subset, &caps, &mut rates)
+            }
+            let kept = case % 2 == 0;
+            let (rates, by) = problem.solve(kept);
+            for f in 0..n_f {
+                for _ in 0..1 + rng.below(4) {
+                    let coefficient = [1.0, 2.0][rng.below(2) as usize];
+                    let above = [1.0, 1.0, 1.5, 4.0][rng.below(4) as usize];
+                    problem.add_own(f as u32, coefficient, rates[f] * coefficient * above);
                 }
-                .unwrap();
-                let bottlenecks: Vec<u32> = subset.iter().map(|&f| filling.bottleneck(f)).collect();
-                (rates, bottlenecks)
-            };
-            let (own, own_by) = solve(false);
-            let (kept, kept_by) = solve(true);
+            }
+            let (more_rates, more_by) = problem.solve(kept);
+            for f in 0..n_f {
+                assert_eq!(
+                    more_rates[f].to_bits(),
+                    rates[f].to_bits(),
+                    "case {case} flow {f}"
+                );
+                assert_eq!(more_by[f], by[f], "case {case} flow {f}");
+            }
+            let f = rng.below(n_f as u64) as u32;
+            let low = rates[f as usize] * 0.25;
+            let c = problem.add_own(f, 1.0, low);
+            let (low_rates, low_by) = problem.solve(kept);
+            assert_eq!(
+                (low_rates[f as usize], low_by[f as usize]),
+                (low, c),
+                "case {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn solve_rows_matches_solve_with_rows_of_its_own() {
+        let mut rng = Rng::new(17);
+        for case in 0..300 {
+            let n_c = 1 + rng.below(10) as usize;
+            let n_f = 1 + rng.below(30) as usize;
+            let problem = Random::new(&mut rng, n_c, n_f, 5);
+            let (own, own_by) = problem.solve(false);
+            let (kept, kept_by) = problem.solve(true);
             assert_eq!(own_by, kept_by, "case {case}");
             for f in 0..n_f {
                 let err = (own[f] - kept[f]).abs() / own[f];

@@ -9,6 +9,7 @@ use common::{
 use fabricsim::engine::{run, Activities, RunOptions, RunOutput};
 use fabricsim::ids::ActivityId;
 use fabricsim::rng::Rng;
+use fabricsim::solver::Usage;
 use fabricsim::Error;
 
 /// Runs with rate recording and with every instant checked against a full re-solve.
@@ -1049,6 +1050,74 @@ fn share_weights_divide_a_bottleneck_in_their_ratio() {
 /// first drains: most instants change most rates, so re-solves switch to the plain filling
 /// over every flow and back to the lazy one. Every instant of both is checked against a
 /// from-scratch solve, in the exact engine and in the fast mode.
+/// Where a flow is alone on several constraints (a ring's flow on link after link), only the
+/// lowest can hold it, and the engine keeps the others out of its re-solves: giving each flow
+/// more such constraints, none below its own lowest, some tied with it and some at lower ids,
+/// must change no finish time and no rate by a bit, through full and lazy re-solves alike.
+#[test]
+fn constraints_a_flow_is_alone_on_beyond_its_lowest_change_no_rate() {
+    let tree = TwoTier {
+        hosts: 64,
+        leaves: 8,
+        spines: 4,
+    };
+    let n_tree = tree.n_constraints() as u32;
+    let mut rng = Rng::new(13);
+    let n_flows = 1800;
+    let flows: Vec<_> = (0..n_flows).map(|_| tree.random_flow(&mut rng)).collect();
+    let own_capacity: Vec<f64> = (0..n_flows)
+        .map(|_| [0.02, 0.05, 0.2, 5.0][rng.below(4) as usize])
+        .collect();
+    // Each flow's extra constraints: a capacity of 1, 1 or 3 times its own one's, each put
+    // before or after it in id order.
+    let extra: Vec<Vec<(f64, bool)>> = (0..n_flows)
+        .map(|_| {
+            (0..1 + rng.below(4))
+                .map(|_| ([1.0, 1.0, 3.0][rng.below(3) as usize], rng.below(2) == 0))
+                .collect()
+        })
+        .collect();
+    let build = |with_extra: bool| {
+        let mut capacity = vec![10.0; n_tree as usize];
+        let mut acts = Activities::new();
+        for (i, &(a, b, s, bytes)) in flows.iter().enumerate() {
+            let mut usage = on(&tree.route(a, b, s));
+            let mut own = |factor: f64| {
+                capacity.push(own_capacity[i] * factor);
+                usage.push(Usage {
+                    constraint: capacity.len() as u32 - 1,
+                    coefficient: 1.0,
+                });
+            };
+            let extras = if with_extra { &extra[i][..] } else { &[] };
+            for &(factor, _) in extras.iter().filter(|e| e.1) {
+                own(factor);
+            }
+            own(1.0);
+            for &(factor, _) in extras.iter().filter(|e| !e.1) {
+                own(factor);
+            }
+            let start = if i < 1400 { 0.0 } else { (i % 40) as f64 };
+            acts.add_flow(bytes, &usage, 0.0, start, f64::INFINITY, &[])
+                .unwrap();
+        }
+        (capacity, acts)
+    };
+    let (capacity, acts) = build(false);
+    let (more_capacity, more_acts) = build(true);
+    let base = recorded(&capacity, &acts);
+    let more = recorded(&more_capacity, &more_acts);
+    assert!(base.n_full_solves > 0 && base.n_full_solves < base.n_solves);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&more.finish_s), bits(&base.finish_s));
+    assert_eq!(
+        bits(&more.rate_change_time_s),
+        bits(&base.rate_change_time_s)
+    );
+    assert_eq!(more.rate_change_flow, base.rate_change_flow);
+    assert_eq!(bits(&more.rate_change_Bps), bits(&base.rate_change_Bps));
+}
+
 #[test]
 fn many_flows_together_switch_between_full_and_lazy_solves_exactly() {
     let tree = TwoTier {
