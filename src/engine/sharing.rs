@@ -1173,13 +1173,7 @@ impl<'a> Sharing<'a> {
             .iter()
             .filter(own)
             .map(|u| (key(u.constraint), u.constraint))
-            .reduce(|a, b| {
-                if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) {
-                    b
-                } else {
-                    a
-                }
-            })
+            .reduce(|a, b| if IndexedHeap::less(b, a) { b } else { a })
             .map(|(_, c)| c);
         for u in self.usage_of(f) {
             if self.link[u.constraint as usize].n_flows == 1 && Some(u.constraint) != lowest {

@@ -239,8 +239,7 @@ impl Filling {
             if sums[c as usize].n_unfrozen == 1 {
                 let f = rows.row_flow(c, 0) as usize;
                 let best = sole[f];
-                // As the heap orders them: by level, then id.
-                if best == NONE || level(c) < level(best) || (level(c) == level(best) && c < best) {
+                if best == NONE || IndexedHeap::less((level(c), c), (level(best), best)) {
                     sole[f] = c;
                 }
             }

@@ -189,8 +189,9 @@ impl IndexedHeap {
         }
     }
 
+    /// The heap's order: by key, ties by id (so that callers choosing as it would agree).
     #[inline]
-    fn less(a: (f64, u32), b: (f64, u32)) -> bool {
+    pub fn less(a: (f64, u32), b: (f64, u32)) -> bool {
         a.0 < b.0 || (a.0 == b.0 && a.1 < b.1)
     }
 
