@@ -159,8 +159,6 @@ class _Builder:
         # transfers (_pp_arrays keys), one per replica, or none
         self._tp_lists: dict[int, list[tuple[int, ...]]] = {}
         self._send_lists: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
-        # (stage, chunk, forward, first, last) -> an op's compute seconds (op_compute_s)
-        self._compute_s: dict[tuple[int, int, bool, bool, bool], float] = {}
         # (groups, op, bytes) -> a step's collectives on every lane, to be copied together;
         # (the first lane's transfer, tag) -> a step's pipeline transfers on every lane (_kept)
         self._copies: dict[tuple[Any, ...], _Copies] = {}
@@ -390,9 +388,7 @@ class _Builder:
         split = (not fwd) and i == last_b[s][c] and p.overlap_grad_reduce
         # the compute, slowed by the SMs the communication beside it holds (the same as the estimate's)
         first, last = fwd and m == 0, (not fwd) and i == last_b[s][c]
-        comp_s = self._compute_s.get((s, c, fwd, first, last))
-        if comp_s is None:
-            comp_s = self._compute_s[(s, c, fwd, first, last)] = op_compute_s(st, ch, fwd, first=first, last=last)
+        comp_s = op_compute_s(st, ch, fwd, first=first, last=last)
         parts = sorted({part for _, _, part in data_parallel.buckets(st, ch)}) if split else []
         split, cuts = bool(parts), parts or [1.0]
         # FSDP: the chunk's parameters for its backward, gathered after its last forward... here

@@ -51,9 +51,14 @@ def op_compute_s(step: TrainingStep, ch: _Chunk, fwd: bool, *, first: bool = Fal
       forward (``overlap_param_gather`` with a sharded optimizer; FSDP's gather for the
       backward, prefetched beside the forwards), on their channels.
     """
-    overlaps = _overlaps(step, ch, fwd)
-    edge = _edge_overlap(step, ch, fwd) if (first if fwd else last) else None
-    return _beside_s(step, ch.fwd_s if fwd else ch.bwd_s, overlaps + [edge] if edge else overlaps)
+    key = ("op compute", ch.stage, ch.chunk, fwd, first, last)  # a build asks once per scheduled op
+    hit: float | None = step._est_cache.get(key)
+    if hit is None:
+        overlaps = _overlaps(step, ch, fwd)
+        edge = _edge_overlap(step, ch, fwd) if (first if fwd else last) else None
+        hit = step._est_cache[key] = _beside_s(step, ch.fwd_s if fwd else ch.bwd_s,
+                                               overlaps + [edge] if edge else overlaps)
+    return hit
 
 
 def _beside_s(step: TrainingStep, compute_s: float, overlaps: list[tuple[float, float]]) -> float:
